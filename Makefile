@@ -1,0 +1,33 @@
+# Two commands for a new user:  `make run` (set up + start the app)  and  `make test` (set up + run all tests).
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+# The CPU wheel of torch 2.13.0 lies on disk on the project's machines; elsewhere pip picks the best build.
+TORCH   ?= torch==2.13.0
+PORT    ?= 8501
+SYSTEM_PACKAGES := sword-text-sparv sword-text-web chromium
+
+.PHONY: setup system-deps run test bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q "$(TORCH)" || $(PY) -m pip install -q torch
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# Debian packages: the Bible texts (corpus tests, retraining) and Chromium (browser tests).
+system-deps:
+	@bash scripts/system_deps.sh $(SYSTEM_PACKAGES)
+
+run: setup
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+
+test: setup system-deps
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) -m explorer.bench all
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

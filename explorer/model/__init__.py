@@ -1,0 +1,5 @@
+"""The encoder-decoder Transformer, written out so every quantity has a name."""
+from explorer.model.layers import CapturePoint, sinusoidal_table
+from explorer.model.transformer import DecoderCache, Transformer
+
+__all__ = ["CapturePoint", "DecoderCache", "Transformer", "sinusoidal_table"]

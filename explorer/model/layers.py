@@ -1,0 +1,172 @@
+"""The building blocks of the paper, one small class per concept.
+
+Every quantity a user may want to see passes through a `CapturePoint` (an identity module), so its
+module path *is* its capture name (`decoder.layers.1.cross_attn.weights`) and a plain
+`register_forward_hook` reads it. Attention takes the fused `scaled_dot_product_attention` fast path
+unless someone hooked its scores or weights; then it computes them explicitly so they exist.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CapturePoint(nn.Identity):
+    """Identity module marking a named quantity; hooks on it see (and may replace) the tensor."""
+
+    def is_hooked(self) -> bool:
+        return bool(self._forward_hooks) or bool(self._forward_pre_hooks)
+
+
+def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(pos / base^(2i/d))."""
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)         # [L, 1]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)                   # [ceil(d/2)]
+    angle = position / base ** (two_i / d_model)                               # [L, ceil(d/2)]
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)                 # [L, d]
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return table.float()
+
+
+class Embeddings(nn.Module):
+    """Token embedding scaled by sqrt(d_model) plus a positional encoding (sinusoidal or learned).
+
+    Capture points: `tokens` (scaled token vectors), `positions` (the encoding added), `out`.
+    `offset` shifts positions for incremental decoding (one new token at position `offset`).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, base: float, positions: str,
+                 dropout: float, lookup: nn.Embedding | None = None):
+        super().__init__()
+        self.d_model = d_model
+        self.lookup = lookup if lookup is not None else nn.Embedding(vocab_size, d_model)
+        self.learned = positions == "learned"
+        if self.learned:
+            self.position_table = nn.Embedding(max_len, d_model)
+        else:
+            self.register_buffer("pe", sinusoidal_table(max_len, d_model, base), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+        self.tokens = CapturePoint()
+        self.positions = CapturePoint()
+        self.out = CapturePoint()
+
+    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        batch, length = ids.shape                                              # ids [B, T]
+        max_len = self.position_table.num_embeddings if self.learned else self.pe.shape[0]
+        if offset + length > max_len:
+            raise ValueError(f"sequence of {offset + length} positions exceeds max_len={max_len}")
+        tok = self.tokens(self.lookup(ids) * math.sqrt(self.d_model))           # [B, T, d]
+        if self.learned:
+            pos = self.position_table.weight[offset:offset + length]            # [T, d]
+        else:
+            pos = self.pe[offset:offset + length]                               # [T, d]
+        pos = self.positions(pos.unsqueeze(0).expand(batch, -1, -1))            # [B, T, d]
+        return self.out(self.dropout(tok + pos))                                # [B, T, d]
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention over n_heads heads, written out.
+
+    Capture points: `scores` (QK^T/sqrt(d_k) after the mask, before softmax), `weights` (after
+    softmax, before dropout), `context` (per-head output [B, H, q, d_head]), `out`.
+    `cache` (a dict owned by the caller) enables incremental decoding: for self-attention new keys
+    and values are appended; for cross-attention (`static_kv`) the projected memory is kept.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
+        super().__init__()
+        self.n_heads, self.d_head = n_heads, d_model // n_heads
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.dropout_p = dropout
+        self.scores = CapturePoint()
+        self.weights = CapturePoint()
+        self.context = CapturePoint()
+        self.out = CapturePoint()
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape                                              # x [B, T, d]
+        return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)  # [B, H, T, dh]
+
+    def project_kv(self, kv_in: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._split(self.w_k(kv_in)), self._split(self.w_v(kv_in))     # 2 x [B, H, k, dh]
+
+    def forward(self, query: torch.Tensor, kv_in: torch.Tensor, mask: torch.Tensor | None,
+                cache: dict | None = None, static_kv: bool = False) -> torch.Tensor:
+        batch, q_len, d_model = query.shape                                     # query [B, q, d]
+        q = self._split(self.w_q(query))                                        # [B, H, q, dh]
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]                                       # [B, H, k, dh]
+        else:
+            k, v = self.project_kv(kv_in)                                       # [B, H, k_new, dh]
+            if cache is not None:
+                if not static_kv and "k" in cache:
+                    k = torch.cat([cache["k"], k], dim=2)                       # [B, H, k_old+k_new, dh]
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        # mask: bool, True = may attend, broadcastable to [B, H, q, k]
+        if self.scores.is_hooked() or self.weights.is_hooked():
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)           # [B, H, q, k]
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            scores = self.scores(scores)                                        # [B, H, q, k]
+            weights = self.weights(torch.softmax(scores, dim=-1))               # [B, H, q, k]
+            dropped = F.dropout(weights, self.dropout_p, self.training)
+            context = dropped @ v                                               # [B, H, q, dh]
+        else:
+            context = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0)  # [B, H, q, dh]
+        context = self.context(context)                                         # [B, H, q, dh]
+        merged = context.transpose(1, 2).reshape(batch, q_len, d_model)         # [B, q, d]
+        return self.out(self.w_o(merged))                                       # [B, q, d]
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = max(0, x W1 + b1) W2 + b2. Capture points: `hidden`, `out`."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.hidden = CapturePoint()
+        self.out = CapturePoint()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.hidden(torch.relu(self.w_1(x)))                           # [B, T, d_ff]
+        return self.out(self.w_2(self.dropout(hidden)))                         # [B, T, d]
+
+
+class Residual(nn.Module):
+    """x + Dropout(sublayer(x)) with LayerNorm after (post-norm, the paper) or before (pre-norm)."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))                     # [B, T, d]
+        return self.norm(x + self.dropout(sublayer(x)))                         # [B, T, d]
+
+
+class Generator(nn.Module):
+    """Linear projection to the vocabulary + log-softmax. Capture point: `logits`."""
+
+    def __init__(self, d_model: int, vocab_size: int, weight: nn.Parameter | None = None):
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab_size, bias=False)
+        if weight is not None:
+            self.proj.weight = weight
+        self.logits = CapturePoint()
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.logits(self.proj(hidden)).float(), dim=-1)  # [B, T, V]

@@ -1,0 +1,173 @@
+"""Encoder and decoder stacks and the full encoder-decoder model.
+
+`encode()` and `decode()` are separate so decoding reuses one encoder pass; `decode()` takes an
+optional `DecoderCache` for incremental decoding (one new token per step, keys/values kept).
+Capture names follow module paths: `encoder.layers.0.self_attn.weights`,
+`decoder.layers.2.cross_attn.scores`, `decoder.layers.1.resid_post`, `generator.logits`, ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from explorer.config import ModelConfig
+from explorer.model.layers import (CapturePoint, Embeddings, FeedForward, Generator,
+                                   MultiHeadAttention, Residual)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.resid_post = CapturePoint()
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        x = self.attn_block(x, lambda h: self.self_attn(h, h, src_mask))      # [B, S, d]
+        return self.resid_post(self.ffn_block(x, self.ffn))                    # [B, S, d]
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.resid_post = CapturePoint()
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None,
+                src_mask: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        self_cache = cache.setdefault("self", {}) if cache is not None else None
+        cross_cache = cache.setdefault("cross", {}) if cache is not None else None
+        y = self.self_block(y, lambda h: self.self_attn(h, h, self_mask, self_cache))      # [B, T, d]
+        y = self.cross_block(y, lambda h: self.cross_attn(h, memory, src_mask, cross_cache,
+                                                          static_kv=True))               # [B, T, d]
+        return self.resid_post(self.ffn_block(y, self.ffn))                                # [B, T, d]
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, lookup: nn.Embedding | None):
+        super().__init__()
+        self.embed = Embeddings(cfg.src_vocab_size, cfg.d_model, cfg.max_len, cfg.pe_base,
+                                cfg.positions, cfg.dropout, lookup)
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        x = self.embed(src)                                                     # [B, S, d]
+        for layer in self.layers:
+            x = layer(x, src_mask)                                              # [B, S, d]
+        return self.norm(x)
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, lookup: nn.Embedding | None):
+        super().__init__()
+        self.embed = Embeddings(cfg.tgt_vocab_size, cfg.d_model, cfg.max_len, cfg.pe_base,
+                                cfg.positions, cfg.dropout, lookup)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+
+    def forward(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+                cache: "DecoderCache | None" = None) -> torch.Tensor:
+        offset = cache.length if cache is not None else 0
+        y = self.embed(tgt, offset)                                             # [B, T, d]
+        self_mask = causal_mask(tgt.shape[1], offset, tgt.device)               # [1, 1, T, offset+T] or None
+        for i, layer in enumerate(self.layers):
+            y = layer(y, memory, self_mask, src_mask,
+                      cache.layers[i] if cache is not None else None)           # [B, T, d]
+        if cache is not None:
+            cache.length += tgt.shape[1]
+        return self.norm(y)
+
+
+def causal_mask(length: int, offset: int, device: torch.device) -> torch.Tensor | None:
+    """Bool mask, True where query i (absolute offset+i) may see key j: j <= offset+i.
+
+    One new token after a cached prefix sees everything, so no mask is needed then.
+    """
+    if length == 1:
+        return None
+    q = torch.arange(offset, offset + length, device=device).unsqueeze(1)     # [T, 1]
+    k = torch.arange(offset + length, device=device).unsqueeze(0)             # [1, offset+T]
+    return (k <= q).view(1, 1, length, offset + length)                       # [1, 1, T, offset+T]
+
+
+@dataclass
+class DecoderCache:
+    """Keys/values kept between incremental decoding steps: one dict per decoder layer."""
+
+    layers: list[dict] = field(default_factory=list)
+    length: int = 0
+
+    @classmethod
+    def empty(cls, n_layers: int) -> "DecoderCache":
+        return cls(layers=[{} for _ in range(n_layers)], length=0)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows `index` of every cached tensor (beam search re-parents hypotheses)."""
+        for layer in self.layers:
+            for part in layer.values():
+                for key in ("k", "v"):
+                    if key in part:
+                        part[key] = part[key].index_select(0, index)           # [B', H, k, dh]
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer of "Attention Is All You Need"."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        shared = nn.Embedding(cfg.src_vocab_size, cfg.d_model) if cfg.tie_embeddings else None
+        self.encoder = Encoder(cfg, shared)
+        self.decoder = Decoder(cfg, shared)
+        self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size,
+                                   shared.weight if shared is not None else None)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "lookup" not in name and "position_table" not in name:
+                nn.init.xavier_uniform_(p)
+        # N(0, d^-0.5): with tied weights the default N(0, 1) makes the first loss ~70 instead of ~log(V).
+        for emb in {id(m): m for m in self.modules() if isinstance(m, nn.Embedding)}.values():
+            nn.init.normal_(emb.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
+        if not self.cfg.tie_embeddings:
+            nn.init.normal_(self.generator.proj.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
+
+    def src_mask(self, src: torch.Tensor) -> torch.Tensor:
+        return (src != self.cfg.pad_id).view(src.shape[0], 1, 1, src.shape[1])  # [B, 1, 1, S]
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """src [B, S] -> (memory [B, S, d], src_mask [B, 1, 1, S])."""
+        src_mask = self.src_mask(src)
+        return self.encoder(src, src_mask), src_mask
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+               cache: DecoderCache | None = None) -> torch.Tensor:
+        """tgt [B, T] (or the newest token, with a cache) -> hidden states [B, T, d]."""
+        return self.decoder(tgt, memory, src_mask, cache)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache.empty(self.cfg.n_decoder_layers)
+
+    def logits(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits [B, T, V] for target inputs (BOS + target[:-1])."""
+        memory, src_mask = self.encode(src)
+        return self.generator.logits(self.generator.proj(self.decode(tgt_in, memory, src_mask)))
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced log-probabilities [B, T, V]."""
+        memory, src_mask = self.encode(src)
+        return self.generator(self.decode(tgt_in, memory, src_mask))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
