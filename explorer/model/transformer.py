@@ -164,8 +164,10 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         return self.generator.logits(self.generator.proj(self.decode(tgt_in, memory, src_mask)))
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced log-probabilities [B, T, V]."""
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_logits: bool = False) -> torch.Tensor:
+        """Teacher-forced log-probabilities [B, T, V] (raw logits if `return_logits`, for the loss)."""
+        if return_logits:
+            return self.logits(src, tgt_in)
         memory, src_mask = self.encode(src)
         return self.generator(self.decode(tgt_in, memory, src_mask))
 

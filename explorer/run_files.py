@@ -1,0 +1,136 @@
+"""The files of a run directory, shared by the trainer (writer) and jobs/app (readers).
+
+    runs/<name>/train_config.json   the TrainConfig the run was started with
+    runs/<name>/status.json         state, pid, step, total steps, last error (rewritten atomically)
+    runs/<name>/metrics.jsonl       one JSON object per line: {"kind": "train"|"eval", "step": ...}
+    runs/<name>/train.log           the trainer's stdout/stderr when started as a job
+    runs/<name>/trainer.lock        held (flock) while a trainer runs: a second one is refused
+    runs/<name>/checkpoints/step_000500/   checkpoints (see explorer.checkpoint)
+
+Only the trainer writes; readers tolerate partial and damaged files (a torn last line of
+metrics.jsonl, a missing status.json) and never raise on them.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+STATUS = "status.json"
+METRICS = "metrics.jsonl"
+CONFIG = "train_config.json"
+LOG = "train.log"
+LOCK = "trainer.lock"
+CHECKPOINTS = "checkpoints"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a reader sees the old or the new file, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def append_metrics(run_dir: Path, record: dict) -> None:
+    with open(Path(run_dir) / METRICS, "a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """All complete metric records; damaged lines (a kill mid-write) are skipped."""
+    records = []
+    try:
+        lines = (Path(run_dir) / METRICS).read_text(errors="replace").splitlines()
+    except OSError:
+        return records
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            records.append(rec)
+    return records
+
+
+def write_status(run_dir: Path, **fields: Any) -> dict:
+    """Merge `fields` into status.json (the trainer is the only writer)."""
+    status = read_json(Path(run_dir) / STATUS, {}) or {}
+    status.update(fields)
+    write_json_atomic(Path(run_dir) / STATUS, status)
+    return status
+
+
+def read_status(run_dir: Path) -> dict:
+    status = read_json(Path(run_dir) / STATUS, None)
+    return status if isinstance(status, dict) else {}
+
+
+class RunLock:
+    """An exclusive flock on runs/<name>/trainer.lock; the OS drops it when the process dies."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / LOCK
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def is_held_by_other(self) -> bool:
+        """True if some live process holds the lock (used by readers to tell running from dead)."""
+        if not self.path.exists():
+            return False
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+
+def checkpoint_dirs(run_dir: Path) -> list[Path]:
+    """Step checkpoints of a run, oldest first (complete ones only: config.json present)."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    dirs = [p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_")
+            and (p / "config.json").is_file() and (p / "model.safetensors").is_file()]
+    return sorted(dirs, key=lambda p: p.name)

@@ -1,0 +1,348 @@
+"""The trainer: `python -m explorer.train --run-dir runs/numbers --dataset numbers --preset tiny`.
+
+One process (or one per rank under torchrun) that owns its run directory: it takes the lock,
+writes status.json / metrics.jsonl, and saves whole checkpoints atomically with the state needed
+to resume exactly (optimizer, step, RNG, data position). SIGTERM/SIGINT save and exit cleanly;
+a non-finite loss stops the run as `failed` at the step where it happened.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from explorer import run_files as rf
+from explorer.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
+from explorer.config import TrainConfig, preset
+from explorer.data import load_corpus
+from explorer.distributed import Dist
+from explorer.evaluate import evaluate_split
+from explorer.model import Transformer
+from explorer.schedule import noam_rate
+from explorer.train_data import BatchPlan, encode_pairs, prepare_tokenizer
+
+
+class TrainingStopped(Exception):
+    """Raised inside the loop when a stop was requested or the run must end early."""
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, resume: bool = False):
+        self.cfg, self.run_dir = cfg, Path(cfg.run_dir)
+        self.dist = Dist.from_env()
+        self.device = pick_device(cfg.device) if not self.dist.active else self.dist.device(cfg.device)
+        self.stop_requested = False
+        self.lock = rf.RunLock(self.run_dir)
+        if self.dist.is_main and not self.lock.acquire():
+            raise SystemExit(f"refused: another trainer holds {self.lock.path} "
+                             f"(pid {self.lock.path.read_text().strip() or '?'}); stop it first")
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self._setup(resume)
+
+    # ---- setup -------------------------------------------------------------------------
+    def _setup(self, resume: bool) -> None:
+        cfg = self.cfg
+        init = load_checkpoint(cfg.init_from) if cfg.init_from else None
+        self.corpus = load_corpus(cfg.dataset)
+        if init is None:
+            self.src_lang, self.tgt_lang = self.corpus.src_lang, self.corpus.tgt_lang
+        else:
+            self.src_lang = init.meta.get("src_lang", self.corpus.src_lang)
+            self.tgt_lang = init.meta.get("tgt_lang", self.corpus.tgt_lang)
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.tokenizer = prepare_tokenizer(cfg, self.corpus, self.run_dir, init.tokenizer if init else None)
+        self.dist.barrier()
+        if not self.dist.is_main:
+            self.tokenizer = prepare_tokenizer(cfg, self.corpus, self.run_dir, init.tokenizer if init else None)
+        self.train_split = encode_pairs(self.tokenizer, self.corpus.train, cfg.max_len)
+        self.dev_split = encode_pairs(self.tokenizer, self.corpus.dev, cfg.max_len)
+        if init is not None:
+            self.model_cfg = init.config
+            self.model = init.model
+        else:
+            overrides = dict(src_vocab_size=self.tokenizer.src_vocab_size,
+                             tgt_vocab_size=self.tokenizer.tgt_vocab_size, max_len=max(cfg.max_len, 64))
+            if cfg.dropout is not None:
+                overrides["dropout"] = cfg.dropout
+            self.model_cfg = preset(cfg.preset, **overrides)
+            self.model = Transformer(self.model_cfg)
+        self.model.to(self.device).train()
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+        self.plan = BatchPlan(self.train_split, cfg, self.dist.rank, self.dist.world)
+        steps_per_epoch = self.plan.steps_per_epoch()
+        self.total_steps = (math.ceil(cfg.epochs * steps_per_epoch) if cfg.epochs else cfg.max_steps)
+        self.step, self.epoch, self.batch_pos = 0, 0, 0
+        self.best = {"bleu": -1.0, "step": None}
+        if resume:
+            self._restore()
+        self.train_model = self.dist.wrap(self.model)
+        if self.dist.is_main:
+            rf.write_json_atomic(self.run_dir / rf.CONFIG, cfg.to_dict())
+
+    def _restore(self) -> None:
+        ckpts = rf.checkpoint_dirs(self.run_dir)
+        if not ckpts:
+            raise SystemExit(f"--resume: no checkpoint in {self.run_dir / rf.CHECKPOINTS}")
+        last = ckpts[-1]
+        loaded = load_checkpoint(last, device=str(self.device))
+        self.model.load_state_dict(loaded.model.state_dict())
+        state = load_trainer_state(last)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.epoch, self.batch_pos = state["step"], state["epoch"], state["batch_pos"]
+        self.best = {"bleu": state.get("best_bleu", -1.0), "step": state.get("best_step")}
+        torch.set_rng_state(state["rng_cpu"])
+        if self.device.type == "cuda" and "rng_cuda" in state:
+            torch.cuda.set_rng_state(state["rng_cuda"])
+        print(f"resumed from {last} at step {self.step} (epoch {self.epoch}, batch {self.batch_pos})", flush=True)
+
+    # ---- loop --------------------------------------------------------------------------
+    def _batches(self):
+        """Yield (epoch, position, [micro-batch index lists]) from the saved data position on."""
+        while True:
+            batches = self.plan.epoch_batches(self.epoch)
+            accum = self.cfg.accum_steps
+            while self.batch_pos + accum <= len(batches):
+                group = batches[self.batch_pos:self.batch_pos + accum]
+                self.batch_pos += accum
+                yield group
+            self.epoch, self.batch_pos = self.epoch + 1, 0
+
+    def _train_step(self, group: list[list[int]]) -> tuple[float, int, float]:
+        cfg = self.cfg
+        lr = noam_rate(self.step + 1, self.model_cfg.d_model, cfg.lr_factor, cfg.warmup)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        micro = [self.plan.tensors(ix, self.device) for ix in group]
+        n_target = sum(int((tgt_out != self.model_cfg.pad_id).sum()) for _, _, tgt_out in micro)
+        total_loss, total_tokens = 0.0, 0
+        for src, tgt_in, tgt_out in micro:
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                logits = self.train_model(src, tgt_in, return_logits=True)              # [B, T, V]
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
+                                   ignore_index=self.model_cfg.pad_id, label_smoothing=cfg.label_smoothing,
+                                   reduction="sum")
+            (loss / max(n_target, 1)).backward()
+            total_loss += float(loss.detach())
+            total_tokens += int((src != self.model_cfg.pad_id).sum())
+        total_tokens += n_target
+        loss_value = total_loss / max(n_target, 1)
+        if not math.isfinite(loss_value):
+            raise FloatingPointError(f"non-finite loss ({loss_value}) at step {self.step + 1}")
+        if cfg.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
+        self.optimizer.step()
+        self.step += 1
+        return loss_value, total_tokens, lr
+
+    def run(self) -> int:
+        cfg, main = self.cfg, self.dist.is_main
+        self._install_signals()
+        if main:
+            rf.write_status(self.run_dir, state="running", pid=os.getpid(), step=self.step,
+                            total_steps=self.total_steps, epoch=self.epoch, last_error=None,
+                            started=time.time(), updated=time.time(), device=str(self.device))
+        bar = _progress(self.total_steps, self.step, main)
+        t0, tokens_since, last_log, window = time.time(), 0, time.time(), []
+        try:
+            self._check_disk()
+            for group in self._batches():
+                if self.step >= self.total_steps:
+                    break
+                loss, ntok, lr = self._train_step(group)
+                tokens_since += ntok
+                window.append(loss)
+                bar.update(1)
+                if main and (self.step % 10 == 0 or self.step == self.total_steps):
+                    now = time.time()
+                    rec = {"kind": "train", "step": self.step, "epoch": self.epoch + self.batch_pos / max(
+                        1, len(self.plan.epoch_batches(self.epoch))), "loss": sum(window) / len(window),
+                           "lr": lr, "tokens_per_s": tokens_since * self.dist.world / max(now - last_log, 1e-9),
+                           "elapsed": now - t0}
+                    rec["ppl"] = math.exp(min(rec["loss"], 50))
+                    rf.append_metrics(self.run_dir, rec)
+                    rf.write_status(self.run_dir, step=self.step, epoch=rec["epoch"], updated=now)
+                    bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
+                    tokens_since, last_log, window = 0, now, []
+                if cfg.eval_every and self.step % cfg.eval_every == 0:
+                    self._evaluate()
+                if cfg.save_every and self.step % cfg.save_every == 0:
+                    self._save()
+                if self.stop_requested:
+                    raise TrainingStopped
+            if cfg.eval_every and self.step % cfg.eval_every != 0:
+                self._evaluate()
+            self._save()
+            state = "finished"
+        except TrainingStopped:
+            self._save()
+            state = "stopped"
+        except FloatingPointError as err:
+            state = "failed"
+            if main:
+                rf.write_status(self.run_dir, state=state, last_error=str(err), failed_step=self.step + 1)
+            print(f"failed: {err}", file=sys.stderr, flush=True)
+            return 1
+        except OSError as err:
+            if main:
+                rf.write_status(self.run_dir, state="failed", last_error=f"{type(err).__name__}: {err}")
+            print(f"failed: {err}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            bar.close()
+        if main:
+            rf.write_status(self.run_dir, state=state, step=self.step, updated=time.time())
+            print(f"{state}: step {self.step}/{self.total_steps}, epoch {self.epoch}, "
+                  f"{time.time() - t0:.0f}s, best dev BLEU {self.best['bleu']:.2f} at step {self.best['step']}, "
+                  f"run dir {self.run_dir}", flush=True)
+        self.dist.cleanup()
+        return 0
+
+    # ---- eval / save -------------------------------------------------------------------
+    def _evaluate(self) -> None:
+        if not self.dist.is_main:
+            self.dist.barrier()
+            return
+        self.model.eval()
+        res = evaluate_split(self.model, self.tokenizer, self.dev_split, self.cfg.eval_sentences,
+                             device=self.device, tgt_lang=self.tgt_lang)
+        self.model.train()
+        rec = {"kind": "eval", "step": self.step, "epoch": self.epoch, **res}
+        rf.append_metrics(self.run_dir, rec)
+        if res["bleu"] > self.best["bleu"]:
+            self.best = {"bleu": res["bleu"], "step": self.step}
+        print(f"eval step {self.step}: dev loss {res['dev_loss']:.3f} BLEU {res['bleu']:.2f} "
+              f"chrF {res['chrf']:.2f} exact {res['exact']:.3f}", flush=True)
+        self.dist.barrier()
+
+    def _check_disk(self) -> None:
+        need = 4 * sum(p.numel() * 4 for p in self.model.parameters()) + (50 << 20)
+        free = shutil.disk_usage(self.run_dir).free
+        if free < need:
+            raise OSError(f"disk nearly full: {free >> 20} MiB free in {self.run_dir}, need {need >> 20} MiB")
+
+    def _save(self) -> None:
+        if not self.dist.is_main:
+            return
+        self._check_disk()
+        state = {"step": self.step, "epoch": self.epoch, "batch_pos": self.batch_pos,
+                 "optimizer": self.optimizer.state_dict(), "rng_cpu": torch.get_rng_state(),
+                 "best_bleu": float(self.best["bleu"]), "best_step": self.best["step"]}
+        if self.device.type == "cuda":
+            state["rng_cuda"] = torch.cuda.get_rng_state()
+        path = self.run_dir / rf.CHECKPOINTS / f"step_{self.step:06d}"
+        meta = {"name": f"{self.run_dir.name}@{self.step}", "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
+                "training": {"step": self.step, "epoch": self.epoch, "dataset": self.cfg.dataset,
+                             "preset": self.cfg.preset, "init_from": self.cfg.init_from,
+                             "best_dev_bleu": self.best["bleu"], "best_step": self.best["step"],
+                             "run": self.run_dir.name}}
+        save_checkpoint(path, self.model, self.tokenizer, meta=meta, dtype=torch.float32, trainer_state=state)
+        self._prune()
+        rf.write_status(self.run_dir, last_checkpoint=str(path), best_step=self.best["step"])
+
+    def _prune(self) -> None:
+        """Keep the last K checkpoints and the best by dev BLEU."""
+        ckpts = rf.checkpoint_dirs(self.run_dir)
+        best = f"step_{self.best['step']:06d}" if self.best["step"] is not None else None
+        for old in ckpts[:-self.cfg.keep_last] if self.cfg.keep_last > 0 else []:
+            if old.name != best:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _install_signals(self) -> None:
+        def request_stop(signum, frame):
+            self.stop_requested = True
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, disable=not enabled, unit="step", dynamic_ncols=True,
+                mininterval=2.0, file=sys.stderr)
+
+
+def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
+    parser = argparse.ArgumentParser(prog="python -m explorer.train", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", help="JSON file with TrainConfig fields (flags override it)")
+    parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        value = getattr(defaults, f.name)
+        if isinstance(value, bool):
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+        else:
+            kind = {"max_steps": int, "epochs": float, "dropout": float, "threads": int}.get(
+                f.name, type(value) if value is not None else str)
+            parser.add_argument(flag, dest=f.name, type=kind, default=None)
+    args = parser.parse_args(argv)
+    data = json.loads(Path(args.config).read_text()) if args.config else {}
+    if args.resume and not args.config and args.run_dir and (Path(args.run_dir) / rf.CONFIG).is_file():
+        data = json.loads((Path(args.run_dir) / rf.CONFIG).read_text())
+    for f in fields(TrainConfig):
+        if getattr(args, f.name) is not None:
+            data[f.name] = getattr(args, f.name)
+    cfg = TrainConfig.from_dict(data)
+    validate(cfg)
+    return cfg, args.resume
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Refuse settings that cannot work, before anything starts (the app shows these messages)."""
+    checks = [
+        (cfg.max_steps >= 1 or cfg.epochs, "max_steps must be >= 1"),
+        (cfg.epochs is None or cfg.epochs > 0, "epochs must be > 0"),
+        (cfg.batch_tokens >= 16, "batch_tokens must be >= 16"),
+        (cfg.accum_steps >= 1, "accum_steps must be >= 1"),
+        (cfg.warmup >= 1, "warmup must be >= 1"),
+        (cfg.lr_factor > 0, "lr_factor must be > 0"),
+        (0 <= cfg.label_smoothing < 1, "label_smoothing must be in [0, 1)"),
+        (cfg.keep_last >= 1, "keep_last must be >= 1"),
+        (cfg.max_len >= 8, "max_len must be >= 8"),
+        (cfg.init_from is not None or cfg.preset in ("tiny", "small", "base"), f"unknown preset {cfg.preset!r}"),
+        (cfg.tokenizer_type in ("bpe", "unigram", "word"), "tokenizer_type must be bpe, unigram or word"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, resume = parse_config(argv)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    run_dir = Path(cfg.run_dir)
+    try:
+        trainer = Trainer(cfg, resume=resume)
+    except SystemExit:
+        raise
+    except Exception as err:  # setup failures become a readable status, not just a traceback
+        if not rf.RunLock(run_dir).is_held_by_other():
+            rf.write_status(run_dir, state="failed", last_error=f"{type(err).__name__}: {err}", pid=os.getpid())
+        raise
+    return trainer.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
