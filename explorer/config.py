@@ -7,6 +7,7 @@ ModelConfig values; `preset(name, **overrides)` is how code and the CLI get one.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -111,24 +112,76 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """How to turn a source sentence into a translation."""
+    """How to turn a source sentence into a translation.
+
+    Ranges are checked here, so a bad value from a form fails where it is made, with the allowed
+    range in the message; limits that depend on the model (vocabulary, max_len) are checked when
+    decoding. `n_best` above `beam_size` is not an error: beam search returns min(n_best, beam_size).
+    """
 
     strategy: str = "beam"            # greedy | beam | sample
     beam_size: int = 5
     n_best: int = 5
-    max_len_a: float = 1.0            # max target length = a * src_len + b
+    max_len_a: float = 1.0            # max target length = a * src_len + b (src_len counts EOS)
     max_len_b: int = 50
+    min_len: int = 0                  # EOS is forbidden before this many output tokens
     length_penalty: str = "gnmt"      # none | average | gnmt
-    alpha: float = 0.6
-    early_stopping: bool = False      # True: stop when beam_size hypotheses finished
+    alpha: float = 0.6                # GNMT exponent: lp = ((5 + len) / 6) ** alpha
+    early_stopping: bool = False      # False: canonical stop (no live hypothesis can beat the worst
+                                      # finished one); True: stop when beam_size hypotheses finished
     temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
+    top_k: int = 0                    # 0 = no top-k filter
+    top_p: float = 1.0                # 1 = no nucleus filter
     seed: int = 0
     trace_top_k: int = 5              # alternatives recorded per live hypothesis in a BeamTrace
 
+    def __post_init__(self) -> None:
+        def need(ok: bool, what: str) -> None:
+            if not ok:
+                raise ValueError(what)
+
+        need(self.strategy in ("greedy", "beam", "sample"),
+             f"strategy must be one of greedy, beam, sample, not {self.strategy!r}")
+        need(_is_int(self.beam_size) and 1 <= self.beam_size <= MAX_BEAM,
+             f"beam_size must be an integer in [1, {MAX_BEAM}], not {self.beam_size!r}")
+        need(_is_int(self.n_best) and 1 <= self.n_best <= MAX_BEAM,
+             f"n_best must be an integer in [1, {MAX_BEAM}], not {self.n_best!r}")
+        need(isinstance(self.max_len_a, (int, float)) and 0.0 <= self.max_len_a <= 10.0,
+             f"max_len_a must be in [0, 10], not {self.max_len_a!r}")
+        need(_is_int(self.max_len_b) and 0 <= self.max_len_b <= MAX_DECODE_LEN,
+             f"max_len_b must be an integer in [0, {MAX_DECODE_LEN}], not {self.max_len_b!r}")
+        need(self.max_len_a > 0 or self.max_len_b >= 1,
+             "max length a * src_len + b must allow at least 1 token (max_len_a > 0 or max_len_b >= 1)")
+        need(_is_int(self.min_len) and 0 <= self.min_len <= MAX_DECODE_LEN,
+             f"min_len must be an integer in [0, {MAX_DECODE_LEN}], not {self.min_len!r}")
+        need(self.length_penalty in ("none", "average", "gnmt"),
+             f"length_penalty must be one of none, average, gnmt, not {self.length_penalty!r}")
+        need(isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 5.0,
+             f"alpha must be in [0, 5], not {self.alpha!r}")
+        need(isinstance(self.temperature, (int, float)) and 0.0 < self.temperature <= 100.0,
+             f"temperature must be in (0, 100], not {self.temperature!r}")
+        need(_is_int(self.top_k) and self.top_k >= 0,
+             f"top_k must be an integer >= 0 (0 = off), not {self.top_k!r}")
+        need(isinstance(self.top_p, (int, float)) and 0.0 < self.top_p <= 1.0,
+             f"top_p must be in (0, 1], not {self.top_p!r}")
+        need(_is_int(self.seed), f"seed must be an integer, not {self.seed!r}")
+        need(_is_int(self.trace_top_k) and 0 <= self.trace_top_k <= 100,
+             f"trace_top_k must be an integer in [0, 100], not {self.trace_top_k!r}")
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DecodeConfig":
+        return _from_dict(cls, data)
+
+
+MAX_BEAM = 64
+MAX_DECODE_LEN = 4096
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _from_dict(cls, data: dict[str, Any]):
