@@ -1,0 +1,147 @@
+"""`load_corpus(spec)`: one entry point for every corpus, with an on-disk cache.
+
+spec is "bible", "numbers", a .tsv path, "src_path,tgt_path" (Moses-style) or "hf:<dataset>".
+A built corpus is written to `data_dir/<name>/{train,dev,test}.tsv` (columns ref, src, tgt, with a
+header) plus meta.json, so the second load (the trainer, the app, tests) is instant and every
+consumer sees the same split. The cache key includes the builder's version, so changing a
+cleaner or a split rule rebuilds instead of silently reusing stale data.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+
+from explorer.data.types import DataError, Pair, ParallelCorpus
+
+CACHE_VERSION = 1
+_SPLITS = ("train", "dev", "test")
+
+
+def split_held_out(pairs: list[Pair], seed: int = 1234, dev_size: int | None = None,
+                   test_size: int | None = None) -> tuple[list[Pair], list[Pair], list[Pair]]:
+    """Deterministic random dev/test split of a user's file.
+
+    Defaults: 5% each, at most 1,000 and at least 1 (a 3-line file gives 1/1/1); files with fewer
+    than 3 pairs cannot be split and raise DataError.
+    """
+    n = len(pairs)
+    if n < 3:
+        raise DataError(f"need at least 3 sentence pairs to make train/dev/test splits, got {n}")
+    default = max(1, min(1000, n // 20))
+    dev_size = default if dev_size is None else dev_size
+    test_size = default if test_size is None else test_size
+    if dev_size + test_size >= n:
+        dev_size = test_size = max(1, (n - 1) // 3)
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    dev_idx = set(order[:dev_size])
+    test_idx = set(order[dev_size:dev_size + test_size])
+    train = [p for i, p in enumerate(pairs) if i not in dev_idx and i not in test_idx]
+    dev = [pairs[i] for i in sorted(dev_idx)]
+    test = [pairs[i] for i in sorted(test_idx)]
+    return train, dev, test
+
+
+def _write_tsv(path: str, pairs: list[Pair]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write("ref\tsrc\ttgt\n")
+        for p in pairs:
+            if any(c in s for s in p for c in "\t\n\r"):
+                raise DataError(f"pair {p.ref!r} contains a tab or newline; cannot cache it")
+            f.write(f"{p.ref}\t{p.src}\t{p.tgt}\n")
+    os.replace(tmp, path)
+
+
+def _read_tsv(path: str) -> list[Pair]:
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    return [Pair(src, tgt, ref) for ref, src, tgt in
+            (ln.split("\t") for ln in lines[1:] if ln)]
+
+
+def save_cached(corpus: ParallelCorpus, directory: str, extra: dict | None = None) -> None:
+    os.makedirs(directory, exist_ok=True)
+    for split in _SPLITS:
+        _write_tsv(os.path.join(directory, f"{split}.tsv"), getattr(corpus, split))
+    meta = {"name": corpus.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
+            "version": CACHE_VERSION, "sizes": corpus.sizes(), **(extra or {})}
+    with open(os.path.join(directory, "meta.json"), "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1, ensure_ascii=False)
+
+
+def load_cached(directory: str, key: str) -> ParallelCorpus | None:
+    """The cached corpus if present and built with the same key; otherwise None."""
+    try:
+        with open(os.path.join(directory, "meta.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        if meta.get("version") != CACHE_VERSION or meta.get("key") != key:
+            return None
+        parts = {s: _read_tsv(os.path.join(directory, f"{s}.tsv")) for s in _SPLITS}
+    except (OSError, ValueError):
+        return None
+    return ParallelCorpus(meta["name"], meta["src_lang"], meta["tgt_lang"], **parts)
+
+
+def _file_key(*paths: str) -> str:
+    """Content hash of user files, so editing a file invalidates its cache."""
+    h = hashlib.sha1()
+    for p in paths:
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
+    """Build the corpus for `spec`: (corpus, cache name, cache key)."""
+    if spec == "bible":
+        from explorer.data.bible import build_bible, split_by_chapter
+        pairs, _report = build_bible()
+        train, dev, test = split_by_chapter(pairs, seed=seed)
+        return ParallelCorpus("bible", "es", "en", train, dev, test), "bible", f"bible-{seed}"
+    if spec == "numbers":
+        from explorer.data.numbers import build_numbers
+        return build_numbers(seed=seed), "numbers", f"numbers-{seed}"
+    if spec.startswith("hf:"):
+        from explorer.data.files import read_hf
+        pairs, src_lang, tgt_lang = read_hf(spec[3:])
+        name = "hf-" + spec[3:].replace("/", "-")
+        return ParallelCorpus(name, src_lang, tgt_lang, *split_held_out(pairs, seed)), name, f"{spec}-{seed}"
+    from explorer.data.files import read_moses, read_tsv
+    if "," in spec and not os.path.exists(spec):
+        src_path, tgt_path = (s.strip() for s in spec.split(",", 1))
+        pairs = read_moses(src_path, tgt_path)
+        key = _file_key(src_path, tgt_path)
+        name = "moses-" + os.path.splitext(os.path.basename(src_path))[0] + "-" + key[:8]
+    elif os.path.exists(spec):
+        pairs = read_tsv(spec)
+        key = _file_key(spec)
+        name = "tsv-" + os.path.splitext(os.path.basename(spec))[0] + "-" + key[:8]
+    else:
+        raise DataError(f"unknown corpus {spec!r}: use 'bible', 'numbers', a .tsv file, "
+                        "'src.txt,tgt.txt' or 'hf:<dataset>'")
+    return ParallelCorpus(name, "src", "tgt", *split_held_out(pairs, seed)), name, f"{key}-{seed}"
+
+
+def load_corpus(spec: str, data_dir: str = "data", seed: int = 1234,
+                use_cache: bool = True) -> ParallelCorpus:
+    """The corpus named by `spec`, from `data_dir/<name>/` when cached there, else built and cached.
+
+    Raises DataError (BibleNotInstalled for missing SWORD modules) with a user-readable message.
+    """
+    builtin = {"bible": f"bible-{seed}", "numbers": f"numbers-{seed}"}
+    if use_cache and spec in builtin:
+        cached = load_cached(os.path.join(data_dir, spec), builtin[spec])
+        if cached is not None:
+            return cached
+    corpus, name, key = _build(spec, seed)
+    if use_cache:
+        directory = os.path.join(data_dir, name)
+        cached = load_cached(directory, key) if spec not in builtin else None
+        if cached is not None:
+            return cached
+        save_cached(corpus, directory, {"key": key, "spec": spec})
+    return corpus

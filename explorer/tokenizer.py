@@ -1,0 +1,175 @@
+"""Subword tokenizer: a thin wrapper over sentencepiece with fixed special ids.
+
+PAD=0, UNK=1, BOS=2, EOS=3 in every model we train, so the model, the trainer and the decoder can
+use the class constants without asking the tokenizer. `encode` returns pieces only: adding BOS/EOS
+is the trainer's and the decoder's business (the decoder input starts with BOS, targets end with
+EOS), and keeping it out of here means one place decides.
+
+A tokenizer is one joint model (`tokenizer.model`, used for both sides; needed when embeddings
+are tied) or two (`src.model`, `tgt.model`). The serialized model bytes are the whole state, so a
+Tokenizer pickles cheaply (Streamlit caches) and `save` just writes the bytes back out.
+"""
+from __future__ import annotations
+
+import io
+import os
+from typing import Iterable, Sequence
+
+import sentencepiece as spm
+
+JOINT_FILE, SRC_FILE, TGT_FILE = "tokenizer.model", "src.model", "tgt.model"
+SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
+MODEL_TYPES = ("bpe", "unigram", "word")
+
+
+def _train_model(lines: Sequence[str], vocab_size: int, model_type: str, seed: int | None) -> bytes:
+    """Train one sentencepiece model in memory and return its serialized bytes."""
+    lines = [ln for ln in lines if ln.strip()]
+    if not lines:
+        raise ValueError("cannot train a tokenizer on no text")
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"model_type must be one of {MODEL_TYPES}, not {model_type!r}")
+    buf = io.BytesIO()
+    kwargs = dict(
+        sentence_iterator=iter(lines), model_writer=buf, vocab_size=vocab_size,
+        model_type=model_type, character_coverage=1.0, num_threads=2,
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+        pad_piece=SPECIALS[0], unk_piece=SPECIALS[1], bos_piece=SPECIALS[2], eos_piece=SPECIALS[3],
+        # Small corpora (the numbers task has ~60 distinct words) cannot fill a large vocabulary:
+        # let sentencepiece stop where the data runs out instead of failing.
+        hard_vocab_limit=False, minloglevel=2, input_sentence_size=2_000_000,
+        shuffle_input_sentence=True, train_extremely_large_corpus=False,
+    )
+    if model_type == "word":
+        kwargs["split_by_whitespace"] = True
+    if seed is not None:
+        spm.set_random_generator_seed(seed)
+    spm.SentencePieceTrainer.train(**kwargs)
+    return buf.getvalue()
+
+
+class Tokenizer:
+    """sentencepiece model(s) for the source and target sides; see the module docstring."""
+
+    PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+    def __init__(self, models: dict[str, bytes]):
+        """`models` maps file name -> serialized bytes: {JOINT_FILE} or {SRC_FILE, TGT_FILE}."""
+        if set(models) == {JOINT_FILE}:
+            self.joint = True
+        elif set(models) == {SRC_FILE, TGT_FILE}:
+            self.joint = False
+        else:
+            raise ValueError(f"expected {JOINT_FILE} or {SRC_FILE}+{TGT_FILE}, got {sorted(models)}")
+        self._models = dict(models)
+        self._build()
+
+    def _build(self) -> None:
+        def proc(data: bytes) -> spm.SentencePieceProcessor:
+            sp = spm.SentencePieceProcessor()
+            sp.LoadFromSerializedProto(data)
+            return sp
+
+        if self.joint:
+            sp = proc(self._models[JOINT_FILE])
+            self._sp = {"src": sp, "tgt": sp}
+        else:
+            self._sp = {"src": proc(self._models[SRC_FILE]), "tgt": proc(self._models[TGT_FILE])}
+        for side, sp in self._sp.items():
+            got = tuple(sp.id_to_piece(i) for i in range(4))
+            if got != SPECIALS or sp.pad_id() != self.PAD:
+                raise ValueError(f"{side} model has special pieces {got}, expected {SPECIALS}")
+
+    # ---- pickling: keep only the bytes, rebuild processors on load ----
+    def __getstate__(self) -> dict:
+        return {"models": self._models}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["models"])
+
+    # ---- construction ----
+    @classmethod
+    def train(cls, src_lines: Iterable[str], tgt_lines: Iterable[str], out_dir: str | None = None,
+              vocab_size: int = 8000, model_type: str = "bpe", joint: bool = True,
+              seed: int | None = 0) -> "Tokenizer":
+        """Train on the given lines and (if out_dir) save the model file(s) there."""
+        src_lines, tgt_lines = list(src_lines), list(tgt_lines)
+        if joint:
+            models = {JOINT_FILE: _train_model(src_lines + tgt_lines, vocab_size, model_type, seed)}
+        else:
+            models = {SRC_FILE: _train_model(src_lines, vocab_size, model_type, seed),
+                      TGT_FILE: _train_model(tgt_lines, vocab_size, model_type, seed)}
+        tok = cls(models)
+        if out_dir is not None:
+            tok.save(out_dir)
+        return tok
+
+    @classmethod
+    def load(cls, directory: str) -> "Tokenizer":
+        """Load tokenizer.model, or src.model + tgt.model, from a directory."""
+        joint = os.path.join(directory, JOINT_FILE)
+        if os.path.isfile(joint):
+            names = [JOINT_FILE]
+        else:
+            names = [SRC_FILE, TGT_FILE]
+            missing = [n for n in names if not os.path.isfile(os.path.join(directory, n))]
+            if missing:
+                raise FileNotFoundError(
+                    f"no tokenizer in {directory}: missing {JOINT_FILE} "
+                    f"(joint) or {' and '.join(missing)} (separate)")
+        models = {}
+        for n in names:
+            with open(os.path.join(directory, n), "rb") as f:
+                models[n] = f.read()
+        return cls(models)
+
+    def save(self, directory: str) -> list[str]:
+        """Write the model file(s) into `directory`; returns their names."""
+        os.makedirs(directory, exist_ok=True)
+        for name, data in self._models.items():
+            tmp = os.path.join(directory, name + ".tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, os.path.join(directory, name))
+        return self.files
+
+    # ---- properties ----
+    @property
+    def files(self) -> list[str]:
+        return sorted(self._models)
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self._sp["src"].get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self._sp["tgt"].get_piece_size()
+
+    def model_bytes(self) -> dict[str, bytes]:
+        return dict(self._models)
+
+    # ---- use ----
+    def _side(self, side: str) -> spm.SentencePieceProcessor:
+        if side not in ("src", "tgt"):
+            raise ValueError(f"side must be 'src' or 'tgt', not {side!r}")
+        return self._sp[side]
+
+    def encode(self, text: str, side: str = "src") -> list[int]:
+        """Piece ids of `text`, with no BOS/EOS."""
+        return self._side(side).encode(text, out_type=int)
+
+    def pieces(self, text: str, side: str = "src") -> list[str]:
+        return self._side(side).encode(text, out_type=str)
+
+    def id_to_piece(self, i: int, side: str = "tgt") -> str:
+        return self._side(side).id_to_piece(int(i))
+
+    def decode(self, ids: Iterable[int], side: str = "tgt") -> str:
+        """Text of `ids`, ignoring PAD/BOS/EOS (and UNK renders as sentencepiece's ' ⁇ ')."""
+        keep = [int(i) for i in ids if int(i) not in (self.PAD, self.BOS, self.EOS)]
+        return self._side(side).decode(keep)
+
+    def __repr__(self) -> str:
+        kind = "joint" if self.joint else "separate"
+        return f"Tokenizer({kind}, src_vocab={self.src_vocab_size}, tgt_vocab={self.tgt_vocab_size})"
