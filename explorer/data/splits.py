@@ -108,7 +108,7 @@ def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
     if spec.startswith("hf:"):
         from explorer.data.files import read_hf
         pairs, src_lang, tgt_lang = read_hf(spec[3:])
-        name = "hf-" + spec[3:].replace("/", "-")
+        name = "hf-" + spec[3:].replace("/", "-").replace(":", "-")
         return ParallelCorpus(name, src_lang, tgt_lang, *split_held_out(pairs, seed)), name, f"{spec}-{seed}"
     from explorer.data.files import read_moses, read_tsv
     if "," in spec and not os.path.exists(spec):

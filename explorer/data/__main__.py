@@ -1,0 +1,42 @@
+"""`python -m explorer.data bible|numbers|<spec> [--data-dir data]`: build (or load) and summarise."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from explorer.data import DataError, load_corpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explorer.data", description=__doc__)
+    parser.add_argument("spec", help="bible | numbers | file.tsv | src.txt,tgt.txt | hf:<dataset>[:config]")
+    parser.add_argument("--data-dir", default="data", help="cache directory (default: data)")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--rebuild", action="store_true", help="ignore the cache and rebuild")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        if args.rebuild:
+            load_corpus(args.spec, args.data_dir, args.seed, use_cache=False)
+        corpus = load_corpus(args.spec, args.data_dir, args.seed)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    elapsed = time.perf_counter() - start
+    sizes = corpus.sizes()
+    print(f"{corpus.name} ({corpus.src_lang} -> {corpus.tgt_lang}) in {elapsed:.1f} s, "
+          f"cached under {args.data_dir}/")
+    print("  " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
+    every = corpus.train + corpus.dev + corpus.test
+    for side in ("src", "tgt"):
+        words = [len(getattr(p, side).split()) for p in every]
+        print(f"  {side}: mean {statistics.mean(words):.1f} words, max {max(words)}")
+    for p in corpus.train[:3]:
+        print(f"  [{p.ref}] {p.src}\n      -> {p.tgt}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
