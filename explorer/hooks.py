@@ -70,7 +70,10 @@ def capture(model: nn.Module, patterns: str | Iterable[str] = "*") -> Iterator[T
 
     def make_hook(name: str):
         def record(output: torch.Tensor):
-            trace.arrays[name] = output.detach().float().cpu().numpy()
+            # .copy(): .numpy() of a CPU tensor shares memory, and some outputs are views of the
+            # model's own buffers (embed.positions is a slice of the PE table / learned weights),
+            # so without it editing a trace array would edit the shared model.
+            trace.arrays[name] = output.detach().float().cpu().numpy().copy()
         return record
 
     with _hooked(model, match(model, patterns), make_hook):

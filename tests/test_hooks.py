@@ -1,0 +1,145 @@
+"""capture(): hooks only inside the block, always removed, one trace per thread, no aliasing."""
+from __future__ import annotations
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.hooks import ablate_heads, capture, capture_points, intervene, match
+from explorer.model import CapturePoint
+from explorer.trace import Trace, attention_name
+
+
+def hooks_left(model) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()
+               if isinstance(m, CapturePoint))
+
+
+def traced(model, src, tgt, patterns="*") -> Trace:
+    with torch.no_grad(), capture(model, patterns) as trace:
+        model(src, tgt)
+    return trace
+
+
+def inputs(seed: int, B: int, S: int, T: int):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, 40, (B, S), generator=g), torch.randint(3, 40, (B, T), generator=g)
+
+
+def test_hooks_exist_only_inside_capture(model, batch):
+    assert hooks_left(model) == 0
+    with capture(model, "decoder.layers.*.cross_attn.weights") as trace:
+        assert hooks_left(model) == model.cfg.n_decoder_layers
+        with torch.no_grad():
+            model(*batch)
+    assert hooks_left(model) == 0
+    assert trace.names() == [f"decoder.layers.{i}.cross_attn.weights" for i in range(2)]
+
+
+def test_hooks_removed_and_lock_released_when_the_block_raises(model, batch):
+    with pytest.raises(RuntimeError, match="boom"):
+        with capture(model, "*"):
+            assert hooks_left(model) > 0
+            raise RuntimeError("boom")
+    assert hooks_left(model) == 0
+    done = []                                       # another thread can capture now (lock released)
+    worker = threading.Thread(target=lambda: done.append(traced(model, *batch, "generator.logits")))
+    worker.start()
+    worker.join(timeout=10)
+    assert done and "generator.logits" in done[0].arrays
+
+
+def test_unknown_pattern_is_an_error_and_leaves_no_hooks(model):
+    with pytest.raises(ValueError, match="no capture point"):
+        with capture(model, "encoder.layers.9.*"):
+            pass
+    assert hooks_left(model) == 0
+    assert match(model, "encoder.layers.0.self_attn.*")[0] == "encoder.layers.0.self_attn.scores"
+    assert len(capture_points(model)) == len(set(capture_points(model)))
+
+
+def test_trace_arrays_are_copies_not_views_of_the_model(batch):
+    """Regression: embed.positions used to alias the model's PE table through .numpy()."""
+    from tests.conftest import make_model
+    for positions in ("sinusoidal", "learned"):
+        model = make_model(positions=positions)
+        before = {k: v.clone() for k, v in model.named_buffers()} | {k: v.clone() for k, v in model.state_dict().items()}
+        trace = traced(model, *batch)
+        for arr in trace.arrays.values():
+            arr[...] = 123.0                         # a page normalising a heatmap in place
+        after = dict(model.named_buffers()) | model.state_dict()       # the PE table is a non-persistent buffer
+        assert sorted(after) == sorted(before)
+        for k, v in after.items():
+            assert torch.equal(v, before[k]), k
+
+
+def test_trace_is_picklable(model, batch):
+    trace = traced(model, *batch, "encoder.*.weights")
+    copy = pickle.loads(pickle.dumps(trace))
+    assert copy.names() == trace.names()
+    np.testing.assert_array_equal(copy.attention("encoder", 0), trace.attention("encoder", 0))
+    assert trace.n_layers("encoder") == 2
+    assert attention_name("cross", 1, "scores") == "decoder.layers.1.cross_attn.scores"
+
+
+def test_two_threads_capturing_each_get_their_own_trace(model):
+    """Two captures at once (different inputs and shapes) plus a plain forward meanwhile."""
+    a, b = inputs(1, 2, 7, 5), inputs(2, 3, 4, 6)
+    alone = {"a": traced(model, *a), "b": traced(model, *b)}
+    results: dict[str, Trace] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+    stop = threading.Event()
+
+    def capture_job(key, ins):
+        try:
+            start.wait(timeout=10)
+            for _ in range(3):
+                results[key] = traced(model, *ins)
+        except BaseException as exc:              # surfaced below, not lost in the thread
+            errors.append(exc)
+
+    def plain_job():
+        start.wait(timeout=10)
+        src, tgt = inputs(3, 1, 9, 8)
+        with torch.no_grad():
+            while not stop.is_set():
+                model(src, tgt)
+
+    threads = [threading.Thread(target=capture_job, args=("a", a)),
+               threading.Thread(target=capture_job, args=("b", b)),
+               threading.Thread(target=plain_job)]
+    for t in threads:
+        t.start()
+    for t in threads[:2]:
+        t.join(timeout=60)
+    stop.set()
+    threads[2].join(timeout=10)
+    assert not errors, errors
+    for key in ("a", "b"):
+        got, want = results[key], alone[key]
+        assert got.names() == want.names()
+        for name in want.names():
+            assert got[name].shape == want[name].shape, name
+            np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6, err_msg=name)
+    assert hooks_left(model) == 0
+
+
+def test_intervene_and_ablate_heads_edit_only_inside_the_block(model, batch):
+    with torch.no_grad():
+        base = model(*batch)
+        with ablate_heads(model, [("cross", 0, 1), ("cross", 0, 3)]), \
+                capture(model, "decoder.layers.0.cross_attn.context") as trace:
+            ablated = model(*batch)
+        after = model(*batch)
+        with intervene(model, {"generator.logits": lambda t: t * 0}):
+            flat = model(*batch)
+    ctx = trace["decoder.layers.0.cross_attn.context"]                        # [B, H, T, dh]
+    assert np.all(ctx[:, [1, 3]] == 0) and np.any(ctx[:, 0] != 0)
+    assert (ablated - base).abs().max() > 1e-4
+    torch.testing.assert_close(after, base, rtol=0, atol=0)
+    torch.testing.assert_close(flat, torch.full_like(flat, -np.log(40)), rtol=0, atol=1e-5)
+    assert hooks_left(model) == 0

@@ -1,0 +1,193 @@
+"""The instrumented Transformer: capture-point shapes, fast path == explicit path, masking,
+causality, positional encodings, incremental decoding, and that it learns at all."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from explorer.hooks import capture, capture_points
+from explorer.model import layers, sinusoidal_table
+from tests.conftest import BOS, PAD, VOCAB, make_model
+
+VARIANTS = {
+    "post-norm": {},
+    "pre-norm": {"norm_first": True},
+    "learned": {"positions": "learned"},
+    "untied": {"tie_embeddings": False},
+}
+
+
+def expected_shapes(cfg, B, S, T) -> dict[str, tuple]:
+    """Every capture name DESIGN.md promises, with its shape."""
+    H, d, dh, ff = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_ff
+    out = {"generator.logits": (B, T, cfg.tgt_vocab_size)}
+    for stack, L, n in (("encoder", S, cfg.n_encoder_layers), ("decoder", T, cfg.n_decoder_layers)):
+        for q in ("tokens", "positions", "out"):
+            out[f"{stack}.embed.{q}"] = (B, L, d)
+        for i in range(n):
+            p = f"{stack}.layers.{i}"
+            out[f"{p}.resid_post"] = (B, L, d)
+            out[f"{p}.ffn.hidden"] = (B, L, ff)
+            out[f"{p}.ffn.out"] = (B, L, d)
+            blocks = [("self_attn", L)] + ([("cross_attn", S)] if stack == "decoder" else [])
+            for block, K in blocks:
+                out[f"{p}.{block}.scores"] = (B, H, L, K)
+                out[f"{p}.{block}.weights"] = (B, H, L, K)
+                out[f"{p}.{block}.context"] = (B, H, L, dh)
+                out[f"{p}.{block}.out"] = (B, L, d)
+    return out
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_capture_point_exists_with_its_shape(variant, batch):
+    model = make_model(**VARIANTS[variant])
+    src, tgt = batch
+    want = expected_shapes(model.cfg, src.shape[0], src.shape[1], tgt.shape[1])
+    assert sorted(capture_points(model)) == sorted(want)
+    with torch.no_grad(), capture(model, "*") as trace:
+        model(src, tgt)
+    assert {n: trace[n].shape for n in trace.names()} == want
+    # the three attention kinds, named explicitly: [B,H,S,S], [B,H,T,T], [B,H,T,S]
+    assert trace.attention("encoder", 1).shape == (2, 4, 6, 6)
+    assert trace.attention("decoder", 1).shape == (2, 4, 5, 5)
+    assert trace.attention("cross", 1).shape == (2, 4, 5, 6)
+
+
+def _count_sdpa(monkeypatch) -> list[int]:
+    calls = [0]
+    real = F.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(layers.F, "scaled_dot_product_attention", counting)
+    return calls
+
+
+@pytest.mark.parametrize("variant", ["post-norm", "pre-norm"])
+def test_logits_same_with_and_without_capture(variant, batch, monkeypatch):
+    model = make_model(**VARIANTS[variant])
+    src, tgt = batch
+    n_attn = model.cfg.n_encoder_layers + 2 * model.cfg.n_decoder_layers
+    calls = _count_sdpa(monkeypatch)
+    with torch.no_grad():
+        fast = model.logits(src, tgt)                                         # [B, T, V]
+        assert calls[0] == n_attn                     # nothing hooked: every attention on the fast path
+        with capture(model, "*") as trace:
+            explicit = model.logits(src, tgt)
+        assert calls[0] == n_attn                     # hooked: no fused call at all
+        with capture(model, "generator.logits"):
+            model.logits(src, tgt)
+        assert calls[0] == 2 * n_attn                 # only scores/weights hooks force the explicit path
+    assert fast.dtype == torch.float32
+    assert "encoder.layers.0.self_attn.scores" in trace.arrays
+    torch.testing.assert_close(explicit, fast, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(trace["generator.logits"], fast.numpy(), rtol=0, atol=1e-5)
+
+
+def test_attention_rows_sum_to_one_and_padding_gets_zero_weight(model, batch):
+    src, tgt = batch
+    with torch.no_grad(), capture(model, "*.weights") as trace:
+        model(src, tgt)
+    for name in trace.names():
+        np.testing.assert_allclose(trace[name].sum(-1), 1.0, rtol=0, atol=1e-5, err_msg=name)
+    pad_keys = (src == PAD).numpy()                                           # [B, S]
+    for i in range(model.cfg.n_encoder_layers):
+        w = trace.attention("encoder", i)                                     # [B, H, S, S]
+        assert np.all(w[1][..., pad_keys[1]] == 0.0)
+        assert np.all(w[0] > 0)                                               # no pad: nothing masked
+    for i in range(model.cfg.n_decoder_layers):
+        assert np.all(trace.attention("cross", i)[1][..., pad_keys[1]] == 0.0)
+        causal = trace.attention("decoder", i)                                # [B, H, T, T]
+        assert np.all(np.triu(np.ones((5, 5), bool), k=1) <= (causal == 0.0))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_decoder_is_causal(model, batch, fast):
+    src, tgt = batch
+    with torch.no_grad():
+        for j in range(1, tgt.shape[1]):
+            changed = tgt.clone()
+            changed[:, j] = (changed[:, j] + 7) % (VOCAB - 3) + 3
+            if fast:
+                a, b = model(src, tgt), model(src, changed)                   # [B, T, V]
+            else:
+                with capture(model, "*.scores"):
+                    a, b = model(src, tgt), model(src, changed)
+            torch.testing.assert_close(a[:, :j], b[:, :j], rtol=0, atol=1e-6)
+            assert (a[:, j] - b[:, j]).abs().max() > 1e-4, f"position {j} ignores its own input"
+
+
+@pytest.mark.parametrize("base", [10000.0, 1000.0])
+def test_sinusoidal_table_matches_the_formula(base):
+    d = 16
+    table = sinusoidal_table(50, d, base).double()                            # [50, 16]
+    for pos in (0, 1, 7, 42):
+        for i in (0, 1, 3, 7):                                                # pairs (2i, 2i+1)
+            angle = pos / base ** (2 * i / d)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    # hand-computed: pos 1, dims 2/3 -> angle 1 / base^(2/16)
+    assert table[1, 2].item() == pytest.approx(math.sin(base ** -0.125), abs=1e-6)
+    assert table[0, 1].item() == 1.0 and table[0, 0].item() == 0.0
+
+
+def test_bases_differ_and_model_uses_its_base():
+    assert not torch.allclose(sinusoidal_table(20, 8, 10000.0), sinusoidal_table(20, 8, 1000.0))
+    model = make_model(pe_base=1000.0)
+    torch.testing.assert_close(model.encoder.embed.pe, sinusoidal_table(32, 128, 1000.0), rtol=0, atol=0)
+    odd = sinusoidal_table(5, 7)                                              # odd width still fills every dim
+    assert odd.shape == (5, 7) and odd[3, 6].item() == pytest.approx(math.sin(3 / 10000 ** (6 / 7)), abs=1e-6)
+
+
+def test_embeddings_are_scaled_and_tied(model, batch):
+    src, _ = batch
+    lookup = model.encoder.embed.lookup
+    assert lookup is model.decoder.embed.lookup
+    assert model.generator.proj.weight is lookup.weight
+    assert abs(lookup.weight.std().item() - model.cfg.d_model ** -0.5) < 0.01   # N(0, d^-0.5) init
+    with torch.no_grad(), capture(model, "encoder.embed.tokens") as trace:
+        model.encode(src)
+        expected = lookup(src) * math.sqrt(128)                               # [B, S, d]
+    np.testing.assert_allclose(trace["encoder.embed.tokens"], expected.numpy(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["post-norm", "pre-norm"])
+def test_incremental_decoding_matches_full_decode(variant, batch):
+    model = make_model(**VARIANTS[variant])
+    src, tgt = batch
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        full = model.generator(model.decode(tgt, memory, src_mask))          # [B, T, V]
+        cache = model.new_cache()
+        steps = [model.generator(model.decode(tgt[:, t:t + 1], memory, src_mask, cache))
+                 for t in range(tgt.shape[1])]                                # T x [B, 1, V]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
+
+
+def test_tiny_model_overfits_a_few_sentence_pairs():
+    torch.manual_seed(0)
+    model = make_model(seed=0, n_encoder_layers=1, n_decoder_layers=1).train()
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(3, VOCAB, (6, 7), generator=gen)                      # [N, S]
+    tgt = torch.randint(3, VOCAB, (6, 6), generator=gen)                      # [N, T]
+    src[3:, 5:] = PAD                                                         # some padded pairs
+    tgt_in = torch.cat([torch.full((6, 1), BOS), tgt[:, :-1]], dim=1)         # [N, T]
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    start, losses = time.monotonic(), []
+    for _ in range(60):
+        logits = model.logits(src, tgt_in)                                    # [N, T, V]
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    model.eval()
+    assert losses[-1] <= 0.1 * losses[0], losses[::10]                       # typically ~0.001x
+    assert time.monotonic() - start < 15
