@@ -1,0 +1,77 @@
+"""Tokenizer: special ids, round trip, joint vs separate, word model, save/load, pickle."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from explorer.tokenizer import Tokenizer
+
+SRC = ["en el principio crió dios los cielos y la tierra", "y dijo dios sea la luz y fué la luz",
+       "porque de tal manera amó dios al mundo", "bienaventurados los pobres en espíritu"] * 30
+TGT = ["in the beginning god created the heavens and the earth", "god said let there be light",
+       "for god so loved the world", "blessed are the poor in spirit"] * 30
+
+
+@pytest.fixture(scope="module")
+def joint(tmp_path_factory):
+    return Tokenizer.train(SRC, TGT, str(tmp_path_factory.mktemp("tok")), vocab_size=120)
+
+
+def test_special_ids(joint):
+    assert (Tokenizer.PAD, Tokenizer.UNK, Tokenizer.BOS, Tokenizer.EOS) == (0, 1, 2, 3)
+    assert [joint.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+def test_round_trip_without_bos_eos(joint):
+    text = "dios creó la luz"
+    ids = joint.encode(text)
+    assert ids and all(i > 3 for i in ids)
+    assert joint.decode(ids, side="src") == text
+    assert joint.decode([Tokenizer.BOS] + ids + [Tokenizer.EOS, 0, 0], side="src") == text
+    assert "".join(joint.pieces(text)).replace("▁", " ").strip() == text
+
+
+def test_joint_files_and_sizes(joint, tmp_path):
+    assert joint.joint and joint.files == ["tokenizer.model"]
+    assert joint.src_vocab_size == joint.tgt_vocab_size == 120
+    assert joint.encode("god", "src") == joint.encode("god", "tgt")
+    assert joint.save(str(tmp_path)) == ["tokenizer.model"]
+    again = Tokenizer.load(str(tmp_path))
+    assert again.encode("the world") == joint.encode("the world")
+
+
+def test_separate_models(tmp_path):
+    tok = Tokenizer.train(SRC, TGT, str(tmp_path), vocab_size=80, joint=False)
+    assert not tok.joint and tok.files == ["src.model", "tgt.model"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.model", "tgt.model"]
+    loaded = Tokenizer.load(str(tmp_path))
+    assert not loaded.joint
+    assert loaded.decode(loaded.encode("the world", "tgt"), "tgt") == "the world"
+    # the source model never saw English-only words as whole pieces
+    assert len(loaded.encode("heavens", "src")) > len(loaded.encode("heavens", "tgt"))
+
+
+def test_word_model_small_vocab():
+    tok = Tokenizer.train(["twenty one", "one hundred and five"] * 20,
+                          ["ein und zwanzig", "ein hundert fünf"] * 20, None,
+                          vocab_size=8000, model_type="word")
+    assert tok.pieces("one hundred and five") == ["▁one", "▁hundred", "▁and", "▁five"]
+    assert tok.decode(tok.encode("ein und zwanzig", "tgt")) == "ein und zwanzig"
+    assert tok.src_vocab_size < 100
+
+
+def test_pickle_keeps_working(joint):
+    clone = pickle.loads(pickle.dumps(joint))
+    assert clone.encode("the earth") == joint.encode("the earth")
+    assert clone.files == joint.files
+
+
+def test_load_missing_names_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="tokenizer.model.*src.model and tgt.model"):
+        Tokenizer.load(str(tmp_path))
+
+
+def test_bad_side(joint):
+    with pytest.raises(ValueError, match="side"):
+        joint.encode("x", side="source")
