@@ -13,7 +13,7 @@ from explorer.data.bible import SRC_MODULE, BibleNotInstalled, build_bible, chap
 from explorer.data.files import parse_tsv, read_moses, read_tsv, validate_tsv
 from explorer.data.numbers import (english_words, german_words, join_german, sample_numbers,
                                    split_german)
-from explorer.data.osis_clean import clean_verse, is_enclitic_join
+from explorer.data.osis_clean import clean_verse, fix_drop_cap, is_enclitic_join
 
 # ---------------------------------------------------------------- cleaner, on markup copied from the modules
 
@@ -88,6 +88,10 @@ def test_drop_cap_title_cased_only_in_first_verse():
     assert clean_verse(ES_GEN_1_1, "es", first_of_chapter=True).startswith("En el principio crió")
     assert clean_verse(ES_GEN_1_1, "es").startswith("EN el principio")
     assert "¡Oh Jehová, cuánto se" in clean_verse(ES_PS_3_1, "es", first_of_chapter=True)
+    common = {"habló", "yo"}.__contains__
+    assert fix_drop_cap("Y HABLÓ Jehová á Moisés", common) == "Y habló Jehová á Moisés"
+    assert fix_drop_cap("Y JEHOVÁ dijo", common) == "Y Jehová dijo"       # a name stays capitalised
+    assert fix_drop_cap("Salmo de David. JEHOVÁ es mi pastor", common) == "Salmo de David. Jehová es mi pastor"
 
 
 def test_colophon_cut_only_at_end_of_book():
@@ -118,6 +122,8 @@ def test_bible_build_counts_and_drops(bible):
     assert "1John.5.7" not in by_ref and "Luke.17.36" not in by_ref
     assert by_ref["Gen.1.1"].src == "En el principio crió Dios los cielos y la tierra."
     assert by_ref["Ps.23.1"].tgt == "A Psalm by David. Yahweh is my shepherd; I shall lack nothing."
+    assert by_ref["Gen.2.1"].src.startswith("Y fueron acabados los cielos")
+    assert by_ref["Eph.6.24"].src.endswith("en sinceridad. Amén.")
     assert all(p.src and p.tgt and "<" not in p.src + p.tgt for p in pairs)
 
 

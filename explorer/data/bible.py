@@ -21,9 +21,9 @@ import math
 import os
 import random
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 
-from explorer.data.osis_clean import clean_verse
+from explorer.data.osis_clean import clean_verse, fix_drop_cap
 from explorer.data.types import DataError, Pair
 
 SWORD_PATH = "/usr/share/sword"
@@ -106,10 +106,15 @@ def build_bible(sword_path: str = SWORD_PATH) -> tuple[list[Pair], dict]:
     last_of_book = {f"{b.osis_name}.{len(b.chapter_lengths)}.{b.chapter_lengths[-1]}"
                     for b in books}
 
+    es_text = {ref: clean_verse(raw, "es", last_of_book=ref in last_of_book)
+               for ref, raw in raw_es.items()}
+    # Drop caps: a word is "common" if it is written lower-case more often than capitalised.
+    counts = Counter(w for t in es_text.values() for w in t.split())
+    is_common = lambda w: counts[w] > counts[w[:1].upper() + w[1:]]            # noqa: E731
     chapters: dict[str, list[tuple[str, str, str]]] = defaultdict(list)   # chapter -> [(ref, es, en)]
-    for ref, raw in raw_es.items():
-        first = ref.rsplit(".", 1)[1] == "1"
-        es = clean_verse(raw, "es", first_of_chapter=first, last_of_book=ref in last_of_book)
+    for ref, es in es_text.items():
+        if ref.rsplit(".", 1)[1] == "1":
+            es = fix_drop_cap(es, is_common)
         en = clean_verse(raw_en.get(ref, ""), "en")
         chapters[ref.rsplit(".", 1)[0]].append((ref, es, en))
 

@@ -14,7 +14,8 @@ applies the measured recipe instead (docs: /work/shared/notes/measurements.md §
 6. every other tag stripped, text kept (so canonical psalm titles stay);
 7. whitespace collapsed, no space before `, . ; : ! ? ) ” ’` nor after `( “ ¿ ¡`;
 8. (es, last verse of a book) the epistle colophon after the final "Amén." is cut;
-9. (es, verse 1) the drop-cap word is title-cased ("EN el principio" -> "En el principio").
+9. (es, verse 1) the drop-cap word is title-cased ("EN el principio" -> "En el principio"), or
+   lower-cased after another word when it is an ordinary word ("Y HABLÓ" -> "Y habló").
 
 Everything is a pure function of the raw string, so tests run on markup copied from the modules.
 """
@@ -73,18 +74,33 @@ def _space_trans_changes(raw: str) -> str:
     return _JOIN_RIGHT.sub("</transChange> <w", raw)
 
 
-def _title_case_drop_cap(text: str) -> str:
-    """Title-case the first ALL-CAPS word of a chapter's first verse (the printed drop cap)."""
+def fix_drop_cap(text: str, is_common=None) -> str:
+    """Undo the printed drop cap: the first ALL-CAPS word of a chapter's first verse.
+
+    At a sentence start it is title-cased ("EN el principio" -> "En el principio"). After another
+    word ("Y HABLÓ Jehová") it is lower-cased when `is_common(lower_word)` says the word is an
+    ordinary word ("Y habló Jehová") and title-cased otherwise, which keeps names ("Y Jehová").
+    bible.py builds `is_common` from word counts over the whole Spanish text.
+    """
     for m in _FIRST_CAPS_WORD.finditer(text):
         word = m.group(1)
         if word.isupper():
-            return text[: m.start(1)] + word[0] + word[1:].lower() + text[m.end(1):]
+            before = text[: m.start(1)].rstrip(" ¡¿(“")
+            mid_sentence = bool(before) and before[-1] not in ".!?:;"
+            if mid_sentence and is_common is not None and is_common(word.lower()):
+                fixed = word.lower()
+            else:
+                fixed = word[0] + word[1:].lower()
+            return text[: m.start(1)] + fixed + text[m.end(1):]
     return text
 
 
 def clean_verse(raw: str, lang: str, first_of_chapter: bool = False,
-                last_of_book: bool = False) -> str:
-    """Plain text of one verse slot. `lang` is "es" (RV1909 fixes apply) or anything else."""
+                last_of_book: bool = False, is_common=None) -> str:
+    """Plain text of one verse slot. `lang` is "es" (RV1909 fixes apply) or anything else.
+
+    `is_common` (word -> bool) refines step 9, see `fix_drop_cap`.
+    """
     spanish = lang == "es"
     text = _GLOSSARY.sub("", raw)                                   # 1
     if spanish:
@@ -100,5 +116,5 @@ def clean_verse(raw: str, lang: str, first_of_chapter: bool = False,
     if spanish and last_of_book:
         text = _AMEN_COLOPHON.sub(r"\1", text)                      # 8
     if spanish and first_of_chapter:
-        text = _title_case_drop_cap(text)                           # 9
+        text = fix_drop_cap(text, is_common)                        # 9
     return text
