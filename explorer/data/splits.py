@@ -15,7 +15,7 @@ import random
 
 from explorer.data.types import DataError, Pair, ParallelCorpus
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 _SPLITS = ("train", "dev", "test")
 
 
