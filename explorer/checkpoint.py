@@ -88,8 +88,7 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
         save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt"})
         files = list(tokenizer.save(tmp))
         if trainer_state is not None:
-            torch.save(trainer_state, tmp / TRAINER_STATE)
-            _check_trainer_state(tmp / TRAINER_STATE)
+            _save_trainer_state(trainer_state, tmp / TRAINER_STATE)
         if card is not None:
             (tmp / CARD).write_text(json.dumps(card, indent=2))
         config = {
@@ -142,12 +141,14 @@ def _alias_groups(model: torch.nn.Module) -> list[list[str]]:
     return list(groups.values())
 
 
-def _check_trainer_state(path: Path) -> None:
-    """Fail the save now, not at resume, if the state needs pickle to load."""
+def _save_trainer_state(state: dict, path: Path) -> None:
+    """torch.save, then fail the save now (not at resume) if loading it would need pickle."""
     try:
+        torch.save(state, path)
         torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise ValueError(f"trainer_state must hold only tensors, numbers, strings, lists and dicts: {exc}") from None
+        raise ValueError("trainer_state must hold only tensors, numbers, strings, lists and dicts "
+                         f"(it has to load with weights_only=True): {exc}") from None
 
 
 def _swap_in(tmp: Path, target: Path) -> None:

@@ -63,7 +63,7 @@ def test_unknown_pattern_is_an_error_and_leaves_no_hooks(model):
 
 def test_trace_arrays_are_copies_not_views_of_the_model(batch):
     """Regression: embed.positions used to alias the model's PE table through .numpy()."""
-    from tests.conftest import make_model
+    from conftest import make_model
     for positions in ("sinusoidal", "learned"):
         model = make_model(positions=positions)
         before = {k: v.clone() for k, v in model.named_buffers()} | {k: v.clone() for k, v in model.state_dict().items()}
@@ -142,4 +142,33 @@ def test_intervene_and_ablate_heads_edit_only_inside_the_block(model, batch):
     assert (ablated - base).abs().max() > 1e-4
     torch.testing.assert_close(after, base, rtol=0, atol=0)
     torch.testing.assert_close(flat, torch.full_like(flat, -np.log(40)), rtol=0, atol=1e-5)
+    assert hooks_left(model) == 0
+
+
+def test_captures_are_serialised_by_the_lock(model):
+    """A second capture() waits until the first one's block has ended (hooks never interleave)."""
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def first():
+        with capture(model, "generator.logits"):
+            order.append("first in")
+            inside.set()
+            release.wait(timeout=10)
+            order.append("first out")
+
+    def second():
+        inside.wait(timeout=10)
+        with capture(model, "generator.logits"):
+            order.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    inside.wait(timeout=10)
+    threads[1].join(timeout=0.3)                  # second is still waiting for the lock
+    assert order == ["first in"]
+    release.set()
+    for t in threads:
+        t.join(timeout=10)
+    assert order == ["first in", "first out", "second in"]
     assert hooks_left(model) == 0
