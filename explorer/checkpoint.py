@@ -81,6 +81,8 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)
+    if target.exists() and not (target / CONFIG).is_file() and any(target.iterdir()):
+        raise ValueError(f"{target} exists and is not a checkpoint; refusing to replace it")
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:

@@ -230,6 +230,17 @@ def test_damaged_checkpoint_gives_a_clear_error(kind, tmp_path, fake_tokenizer):
         assert info is not None and info.error and names in info.error     # listed, not raised
 
 
+def test_save_never_replaces_a_directory_that_is_not_a_checkpoint(tmp_path, fake_tokenizer):
+    precious = tmp_path / "notes"
+    precious.mkdir()
+    (precious / "todo.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        save(precious, make_model())
+    assert (precious / "todo.txt").read_text() == "keep me" and debris(tmp_path) == []
+    (tmp_path / "empty").mkdir()
+    assert load_checkpoint(save(tmp_path / "empty", make_model())).name == "tiny-test"
+
+
 def test_trainer_state_and_card(tmp_path, fake_tokenizer):
     path = save(tmp_path / "ck", make_model())
     with pytest.raises(CheckpointError, match="trainer_state.pt"):
