@@ -1,0 +1,254 @@
+"""What every decoding strategy shares: result types, checks, length rules and the step decoder.
+
+Greedy, sampling and beam search differ only in how they choose the next token; how the decoder
+is fed (one new token per step against a cache, or the whole prefix again), which tokens are never
+allowed, how long an output may get and how a score is length-normalised live here, once.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from explorer.config import DecodeConfig
+from explorer.hooks import ablate_heads
+
+if TYPE_CHECKING:
+    from explorer.decoding.beam_trace import BeamTrace
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+NEG_INF = float("-inf")
+HEAD_KINDS = ("encoder", "decoder", "cross")
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One output sequence. `ids` end with EOS when `finished`; otherwise it hit the max length.
+
+    `token_logprobs[i]` is the model's log-probability of `ids[i]` (untempered, unfiltered), so
+    `score == sum(token_logprobs)` and `normalized == score / length_penalty(len(ids))`.
+    """
+
+    ids: list[int]
+    token_logprobs: list[float]
+    score: float
+    normalized: float
+    finished: bool
+
+    @property
+    def output_ids(self) -> list[int]:
+        """The ids a tokenizer should turn into text: without the final EOS."""
+        return self.ids[:-1] if self.finished and self.ids and self.ids[-1] == EOS_ID else list(self.ids)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The result for one source sentence: n-best hypotheses (best first) and, on request, a trace."""
+
+    hypotheses: list[Hypothesis]
+    max_len: int                                   # the output-length limit this sentence had
+    trace: "BeamTrace | None" = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def best(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+
+# ---------------------------------------------------------------------------------------- checks
+
+def model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def as_batch(src: torch.Tensor | Sequence[Sequence[int]], model: nn.Module,
+             device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source ids (a padded LongTensor [B, S] or ragged lists, EOS included) -> (src [B, S], lengths [B])."""
+    device = device or model_device(model)
+    if isinstance(src, torch.Tensor):
+        batch = src.to(device=device, dtype=torch.long)
+        if batch.dim() == 1:
+            batch = batch.unsqueeze(0)                                         # [1, S]
+    else:
+        rows = [list(map(int, row)) for row in src]
+        if not rows:
+            raise ValueError("no source sentences given")
+        width = max(len(r) for r in rows)
+        batch = torch.full((len(rows), max(width, 1)), PAD_ID, dtype=torch.long)  # [B, S]
+        for i, row in enumerate(rows):
+            batch[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        batch = batch.to(device)
+    lengths = (batch != PAD_ID).sum(dim=1)                                     # [B]
+    if batch.shape[0] == 0 or bool((lengths == 0).any()):
+        raise ValueError("every source needs at least one token (EOS included)")
+    max_len = model.cfg.max_len
+    if batch.shape[1] > max_len:
+        raise ValueError(f"source of {batch.shape[1]} tokens exceeds the model's max_len={max_len} "
+                         "(truncate it first; translate() does)")
+    vocab = model.cfg.src_vocab_size
+    if bool(((batch < 0) | (batch >= vocab)).any()):
+        raise ValueError(f"source ids must be in [0, {vocab - 1}]")
+    return batch, lengths
+
+
+def check_prefix(prefix: Sequence[int] | None, model: nn.Module) -> list[int]:
+    """A forced target prefix: content ids only (no PAD/BOS/EOS), shorter than the model's max_len."""
+    prefix = [int(t) for t in (prefix or [])]
+    vocab = model.cfg.tgt_vocab_size
+    bad = [t for t in prefix if not 0 <= t < vocab or t in (PAD_ID, BOS_ID, EOS_ID)]
+    if bad:
+        raise ValueError(f"prefix ids must be in [0, {vocab - 1}] and not PAD/BOS/EOS ({PAD_ID}/{BOS_ID}/"
+                         f"{EOS_ID}); got {bad[:5]}")
+    if len(prefix) >= model.cfg.max_len:
+        raise ValueError(f"prefix of {len(prefix)} tokens leaves no room: outputs are at most "
+                         f"{model.cfg.max_len} tokens (max_len), so the prefix must be in [0, {model.cfg.max_len - 1}]")
+    return prefix
+
+
+def check_config(cfg: DecodeConfig, model: nn.Module) -> None:
+    """Limits that depend on the model (DecodeConfig itself checks the rest when it is made)."""
+    vocab = model.cfg.tgt_vocab_size
+    if cfg.strategy == "beam" and 2 * cfg.beam_size > vocab - 3:
+        raise ValueError(f"beam_size must be in [1, {(vocab - 3) // 2}] for a vocabulary of {vocab}")
+    if cfg.top_k > vocab:
+        raise ValueError(f"top_k must be in [0, {vocab}] (0 = off)")
+
+
+def check_ablation(model: nn.Module, heads: Iterable[Sequence]) -> list[tuple[str, int, int]]:
+    """(kind, layer, head) triples, 0-based, kind in encoder/decoder/cross; ValueError with the ranges."""
+    out = []
+    n_heads = model.cfg.n_heads
+    for item in heads or ():
+        if len(item) != 3:
+            raise ValueError(f"each ablated head is (kind, layer, head), not {item!r}")
+        kind, layer, head = item[0], int(item[1]), int(item[2])
+        if kind not in HEAD_KINDS:
+            raise ValueError(f"head kind must be one of {', '.join(HEAD_KINDS)}, not {kind!r}")
+        n_layers = model.cfg.n_encoder_layers if kind == "encoder" else model.cfg.n_decoder_layers
+        if not 0 <= layer < n_layers:
+            raise ValueError(f"{kind} layer must be in [0, {n_layers - 1}], not {layer}")
+        if not 0 <= head < n_heads:
+            raise ValueError(f"head must be in [0, {n_heads - 1}], not {head}")
+        out.append((kind, layer, head))
+    return out
+
+
+@contextmanager
+def decoding_session(model: nn.Module, ablate: Iterable[Sequence] = ()) -> Iterator[None]:
+    """Eval mode (restored after), no autograd, and the chosen heads zeroed for the whole decode.
+
+    Ablation wraps the encoder pass too, so encoder-self heads can be knocked out as well.
+    """
+    heads = check_ablation(model, ablate)
+    was_training = model.training
+    if was_training:
+        model.eval()
+    try:
+        with torch.inference_mode(), (ablate_heads(model, heads) if heads else nullcontext()):
+            yield
+    finally:
+        if was_training:
+            model.train()
+
+
+# ------------------------------------------------------------------------------ lengths, scores
+
+def max_lengths(src_lengths: torch.Tensor, cfg: DecodeConfig, model_max_len: int,
+                prefix_len: int = 0) -> torch.Tensor:
+    """Output-length limit per sentence: a * src_len + b, at least prefix + 1, at most max_len."""
+    limit = torch.floor(src_lengths.double() * cfg.max_len_a).long() + cfg.max_len_b   # [B]
+    return limit.clamp(min=prefix_len + 1, max=model_max_len)                         # [B]
+
+
+def length_penalty(length: torch.Tensor | int, kind: str, alpha: float) -> torch.Tensor | float:
+    """Divisor of a cumulative log-prob: 1 (none), len (average) or ((5 + len) / 6) ** alpha (GNMT)."""
+    if kind == "none":
+        return length * 0 + 1.0 if isinstance(length, torch.Tensor) else 1.0
+    if kind == "average":
+        return length * 1.0
+    if kind == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    raise ValueError(f"length_penalty must be one of none, average, gnmt, not {kind!r}")
+
+
+def normalize(score: float, length: int, cfg: DecodeConfig) -> float:
+    return float(score / length_penalty(max(length, 1), cfg.length_penalty, cfg.alpha))
+
+
+def constrain(log_probs: torch.Tensor, length: int, min_len: int) -> torch.Tensor:
+    """Forbid PAD and BOS always and EOS before `min_len` output tokens. log_probs [N, V], in place."""
+    log_probs[:, PAD_ID] = NEG_INF
+    log_probs[:, BOS_ID] = NEG_INF
+    if length < min_len:
+        log_probs[:, EOS_ID] = NEG_INF
+    return log_probs                                                          # [N, V]
+
+
+# ---------------------------------------------------------------------------------- the decoder
+
+class StepDecoder:
+    """Feeds target tokens to the decoder and returns log-probs of what comes next.
+
+    Cached (the default): only the new tokens go in; decoder self-attention keys/values and the
+    projected encoder memory are kept in a DecoderCache. Uncached: the whole prefix is run again
+    every step; it exists to check the cache and to measure what the cache saves.
+    """
+
+    def __init__(self, model: nn.Module, memory: torch.Tensor, src_mask: torch.Tensor, use_cache: bool = True):
+        self.model, self.memory, self.src_mask = model, memory, src_mask       # [N, S, d], [N, 1, 1, S]
+        self.cache = model.new_cache() if use_cache else None
+        self.history: torch.Tensor | None = None                              # [N, t] (uncached only)
+
+    def feed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [N, n] (the next n inputs) -> log-probs [N, n, V] after each of them."""
+        n = tokens.shape[1]
+        if self.cache is not None:
+            hidden = self.model.decode(tokens, self.memory, self.src_mask, self.cache)   # [N, n, d]
+        else:
+            self.history = tokens if self.history is None else torch.cat([self.history, tokens], dim=1)
+            hidden = self.model.decode(self.history, self.memory, self.src_mask)[:, -n:]  # [N, n, d]
+        return self.model.generator(hidden)                                   # [N, n, V]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows `index` [N] (beam search re-parents hypotheses)."""
+        if self.cache is not None:
+            self.cache.reorder(index)
+        elif self.history is not None:
+            self.history = self.history.index_select(0, index)                 # [N, t]
+
+
+    def expand(self, k: int) -> None:
+        """Repeat every row k times (one source -> k beam rows), cache included: [B, ...] -> [B*k, ...]."""
+        index = torch.arange(self.memory.shape[0], device=self.memory.device).repeat_interleave(k)  # [B*k]
+        self.memory = self.memory.index_select(0, index)                       # [B*k, S, d]
+        self.src_mask = self.src_mask.index_select(0, index)                   # [B*k, 1, 1, S]
+        self.reorder(index)
+
+
+def start(model: nn.Module, src: torch.Tensor, prefix: list[int], rows_per_source: int = 1,
+          use_cache: bool = True) -> tuple[StepDecoder, torch.Tensor]:
+    """Encode once, feed BOS + prefix, then repeat each row: (decoder, log-probs [B * rows, P + 1, V]).
+
+    Position i of the log-probs scores output token i: the prefix's own scores for i < P and the
+    distribution of the first free token at i = P. The prefix is fed once per source and the cache
+    copied to the beam rows afterwards, so a beam of k costs no more here than greedy.
+    """
+    memory, src_mask = model.encode(src)                                     # [B, S, d], [B, 1, 1, S]
+    step = StepDecoder(model, memory, src_mask, use_cache)
+    first = torch.tensor([BOS_ID] + prefix, dtype=torch.long, device=src.device)
+    log_probs = step.feed(first.unsqueeze(0).expand(src.shape[0], -1))       # [B, P+1, V]
+    if rows_per_source > 1:
+        step.expand(rows_per_source)
+        log_probs = log_probs.repeat_interleave(rows_per_source, dim=0)      # [B*K, P+1, V]
+    return step, log_probs
+
+
+def prefix_logprobs(first: torch.Tensor, prefix: list[int]) -> torch.Tensor:
+    """Log-probs of the forced prefix tokens from `start()`'s output: [N, P+1, V] -> [N, P]."""
+    if not prefix:
+        return first.new_zeros(first.shape[0], 0)
+    ids = torch.tensor(prefix, device=first.device).view(1, -1, 1).expand(first.shape[0], -1, -1)
+    return first[:, :-1].gather(2, ids).squeeze(2)                          # [N, P]

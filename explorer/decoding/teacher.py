@@ -1,0 +1,87 @@
+"""Teacher-forced passes: score a given target, and capture attention over a chosen output.
+
+Both run the decoder once over the whole target (no search), which is how the app compares a
+reference with the model's own output, and how it gets attention for display: one forward inside
+`capture()` over the chosen hypothesis, never hooks inside the beam loop.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import torch
+from torch import nn
+
+from explorer.config import DecodeConfig
+from explorer.decoding.core import (BOS_ID, EOS_ID, PAD_ID, Hypothesis, as_batch, decoding_session, normalize)
+from explorer.hooks import capture
+from explorer.trace import Trace
+
+
+def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: DecodeConfig | None = None, *,
+                  add_eos: bool = True, ablate=()) -> list[Hypothesis]:
+    """Per-token log-probs of each given target (teacher-forced), one Hypothesis per source.
+
+    Targets are output ids (no BOS); EOS is appended when missing if `add_eos`, so a reference
+    scores comparably with a finished hypothesis. `normalized` uses cfg's length penalty.
+    """
+    cfg = cfg or DecodeConfig()
+    outputs = [_with_eos(tgt, add_eos, model) for tgt in targets]
+    with decoding_session(model, ablate):
+        src, _ = as_batch(src, model)                                         # [B, S]
+        if src.shape[0] != len(outputs):
+            raise ValueError(f"{src.shape[0]} sources but {len(outputs)} targets")
+        tgt_out, tgt_in = _teacher_batch(outputs, src.device)                 # [B, T], [B, T]
+        log_probs = model(src, tgt_in)                                        # [B, T, V]
+        token_lp = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)       # [B, T]
+    hyps = []
+    for b, ids in enumerate(outputs):
+        lps = token_lp[b, :len(ids)].tolist()
+        score = float(sum(lps))
+        hyps.append(Hypothesis(ids=list(ids), token_logprobs=lps, score=score,
+                               normalized=normalize(score, len(ids), cfg), finished=bool(ids) and ids[-1] == EOS_ID))
+    return hyps
+
+
+def capture_forward(model: nn.Module, src_ids: Sequence[int], out_ids: Sequence[int],
+                    patterns: str | Iterable[str] = "*", ablate=()) -> tuple[Trace, list[float]]:
+    """One teacher-forced forward of one pair inside capture(): (raw Trace, log-probs of out_ids).
+
+    The decoder input is BOS + out_ids[:-1], so position i shows what the model looked at when
+    it produced out_ids[i]. Ablation hooks are installed first, so captured tensors show the edit.
+    """
+    out_ids = [int(t) for t in out_ids]
+    if not out_ids:
+        raise ValueError("need at least one target token to trace")
+    if len(out_ids) > model.cfg.max_len:
+        raise ValueError(f"target of {len(out_ids)} tokens exceeds max_len={model.cfg.max_len}")
+    with decoding_session(model, ablate):
+        src, _ = as_batch([list(src_ids)], model)                            # [1, S]
+        tgt_out, tgt_in = _teacher_batch([out_ids], src.device)              # [1, T], [1, T]
+        with capture(model, patterns) as trace:
+            log_probs = model(src, tgt_in)                                    # [1, T, V]
+        token_lp = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)[0].tolist()
+    return trace, token_lp
+
+
+def _with_eos(target: Sequence[int], add_eos: bool, model: nn.Module) -> list[int]:
+    ids = [int(t) for t in target]
+    if add_eos and (not ids or ids[-1] != EOS_ID):
+        ids.append(EOS_ID)
+    vocab = model.cfg.tgt_vocab_size
+    if not ids:
+        raise ValueError("empty target (pass add_eos=True to score just EOS)")
+    if any(not 0 <= t < vocab or t in (PAD_ID, BOS_ID) for t in ids):
+        raise ValueError(f"target ids must be in [0, {vocab - 1}] and not PAD/BOS")
+    if len(ids) > model.cfg.max_len:
+        raise ValueError(f"target of {len(ids)} tokens exceeds max_len={model.cfg.max_len}")
+    return ids
+
+
+def _teacher_batch(outputs: list[list[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outputs -> (padded outputs [B, T], decoder inputs BOS + outputs[:-1] [B, T])."""
+    width = max(len(o) for o in outputs)
+    tgt_out = torch.full((len(outputs), width), PAD_ID, dtype=torch.long)     # [B, T]
+    for i, ids in enumerate(outputs):
+        tgt_out[i, :len(ids)] = torch.tensor(ids)
+    tgt_in = torch.cat([torch.full((len(outputs), 1), BOS_ID, dtype=torch.long), tgt_out[:, :-1]], dim=1)  # [B, T]
+    return tgt_out.to(device), tgt_in.to(device)

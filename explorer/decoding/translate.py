@@ -1,0 +1,147 @@
+"""Entry points the app and the evaluator call: text in, plain data out.
+
+`decode()` picks the strategy from DecodeConfig; `translate()` adds the tokenizer on both ends and
+the soft failures the UI wants (empty text -> an empty result with a reason; an over-long source ->
+truncated to the model's max_len with a flag); `attention_trace()` is the one teacher-forced
+forward that fills an explorer.trace.Trace for display. Results hold lists, floats and numpy only,
+so st.cache_data can pickle them. The tokenizer only needs encode(text, side), decode(ids, side)
+and id_to_piece(id, side).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import torch
+from torch import nn
+
+from explorer.config import DecodeConfig
+from explorer.decoding.beam import beam_search
+from explorer.decoding.beam_trace import BeamTrace
+from explorer.decoding.core import BOS_ID, EOS_ID, Decoded, Hypothesis, check_ablation
+from explorer.decoding.greedy import greedy_search, sample
+from explorer.decoding.teacher import capture_forward, score_targets
+from explorer.trace import Trace
+
+
+def decode(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Sequence[int] | None = None,
+           ablate=(), trace: bool = False, use_cache: bool = True) -> list[Decoded]:
+    """Decode source ids (LongTensor [B, S] or ragged lists, EOS included) with cfg.strategy.
+
+    `trace` applies to beam search only (greedy is beam search of size 1 if you want its trace).
+    """
+    cfg = cfg or DecodeConfig()
+    if cfg.strategy == "beam":
+        return beam_search(model, src, cfg, prefix=prefix, ablate=ablate, trace=trace, use_cache=use_cache)
+    search = greedy_search if cfg.strategy == "greedy" else sample
+    return search(model, src, cfg, prefix=prefix, ablate=ablate, use_cache=use_cache)
+
+
+def decode_batch(model: nn.Module, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig | None = None, *,
+                 device: torch.device | str | None = None) -> list[list[int]]:
+    """Best output ids per source, without EOS (for BLEU). The model must already be on `device`."""
+    if not src_ids:
+        return []
+    return [d.best.output_ids for d in decode(model, src_ids, cfg)]
+
+
+@dataclass(frozen=True)
+class TranslatedHypothesis:
+    ids: list[int]                  # output ids, EOS included when finished
+    pieces: list[str]               # one per id
+    text: str                       # detokenized, EOS dropped
+    score: float                    # sum of token_logprobs
+    normalized: float               # score / length penalty
+    token_logprobs: list[float]
+    finished: bool                  # False: cut at the length limit
+
+
+@dataclass(frozen=True)
+class Translation:
+    source: str
+    src_ids: list[int]              # encoder input, EOS included (after truncation)
+    src_pieces: list[str]
+    hypotheses: list[TranslatedHypothesis]   # n-best, best first; empty when nothing was decoded
+    beam_trace: BeamTrace | None = None
+    truncated: bool = False         # the source was cut to the model's max_len
+    reason: str = ""                # why the result is empty or altered ("" when all is normal)
+    config: dict = field(default_factory=dict)
+    prefix: list[int] = field(default_factory=list)
+    ablated: list[tuple[str, int, int]] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def best(self) -> TranslatedHypothesis | None:
+        return self.hypotheses[0] if self.hypotheses else None
+
+    @property
+    def text(self) -> str:
+        return self.best.text if self.best else ""
+
+
+def encode_source(tokenizer, text: str, max_len: int) -> tuple[list[int], bool, str]:
+    """Source ids + EOS, cut to max_len: (ids, truncated, reason); ids == [] when there is nothing."""
+    if not text or not text.strip():
+        return [], False, "empty input: nothing to translate"
+    ids = [int(i) for i in tokenizer.encode(text, side="src")]
+    if not ids:
+        return [], False, "the text produced no tokens"
+    if len(ids) + 1 > max_len:
+        reason = f"source truncated from {len(ids) + 1} to {max_len} tokens (the model's max_len)"
+        return ids[:max_len - 1] + [EOS_ID], True, reason
+    return ids + [EOS_ID], False, ""
+
+
+def translate(model: nn.Module, tokenizer, text: str, cfg: DecodeConfig | None = None, *,
+              prefix: list[int] | None = None, ablate: Iterable[Sequence] = (), trace: bool = False) -> Translation:
+    """Translate one text. Bad config, prefix or head indices raise ValueError; bad text does not."""
+    cfg = cfg or DecodeConfig()
+    heads = check_ablation(model, ablate)
+    src_ids, truncated, reason = encode_source(tokenizer, text, model.cfg.max_len)
+    common = dict(source=text, truncated=truncated, reason=reason, config=cfg.to_dict(),
+                  prefix=list(prefix or []), ablated=heads)
+    if not src_ids:
+        return Translation(src_ids=[], src_pieces=[], hypotheses=[], **common)
+    result = decode(model, [src_ids], cfg, prefix=prefix, ablate=heads, trace=trace)[0]
+    return Translation(src_ids=src_ids, src_pieces=pieces(tokenizer, src_ids, "src"),
+                       hypotheses=[_with_text(tokenizer, h) for h in result.hypotheses],
+                       beam_trace=result.trace, meta={"max_len": result.max_len, **result.meta}, **common)
+
+
+def score_text(model: nn.Module, tokenizer, text: str, target: str, cfg: DecodeConfig | None = None, *,
+               ablate: Iterable[Sequence] = ()) -> TranslatedHypothesis | None:
+    """Teacher-forced score of a given translation (e.g. a reference); None for empty text."""
+    src_ids, _, _ = encode_source(tokenizer, text, model.cfg.max_len)
+    if not src_ids:
+        return None
+    tgt_ids = [int(i) for i in tokenizer.encode(target, side="tgt")][:model.cfg.max_len - 1]
+    return _with_text(tokenizer, score_targets(model, [src_ids], [tgt_ids], cfg, ablate=ablate)[0])
+
+
+def attention_trace(model: nn.Module, tokenizer, src_ids: Sequence[int], tgt_ids: Sequence[int],
+                    patterns: str | Iterable[str] = "*", *, ablate: Iterable[Sequence] = ()) -> Trace:
+    """One teacher-forced forward over (source, chosen output) inside capture().
+
+    tgt_ids are the output ids (e.g. a hypothesis's `ids`, EOS included); the Trace's tgt_tokens
+    are the decoder inputs BOS + tgt_ids[:-1], as explorer.trace documents. meta carries the ids,
+    the output pieces and the per-token log-probs.
+    """
+    raw, token_lp = capture_forward(model, src_ids, tgt_ids, patterns, ablate)
+    tgt_in = [BOS_ID] + [int(t) for t in tgt_ids][:-1]
+    meta = {**raw.meta, "src_ids": [int(i) for i in src_ids], "tgt_ids": [int(i) for i in tgt_ids],
+            "tgt_in_ids": tgt_in, "out_tokens": pieces(tokenizer, tgt_ids, "tgt"),
+            "token_logprobs": token_lp, "ablated": check_ablation(model, ablate)}
+    return Trace(arrays=raw.arrays, src_tokens=pieces(tokenizer, src_ids, "src"),
+                 tgt_tokens=pieces(tokenizer, tgt_in, "tgt"), meta=meta)
+
+
+def pieces(tokenizer, ids: Sequence[int], side: str) -> list[str]:
+    if tokenizer is None:
+        return [str(int(i)) for i in ids]
+    return [tokenizer.id_to_piece(int(i), side) for i in ids]
+
+
+def _with_text(tokenizer, hyp: Hypothesis) -> TranslatedHypothesis:
+    text = tokenizer.decode(hyp.output_ids, side="tgt") if tokenizer is not None else " ".join(map(str, hyp.output_ids))
+    return TranslatedHypothesis(ids=hyp.ids, pieces=pieces(tokenizer, hyp.ids, "tgt"), text=text, score=hyp.score,
+                                normalized=hyp.normalized, token_logprobs=hyp.token_logprobs, finished=hyp.finished)
