@@ -76,12 +76,12 @@ def evaluate_split(model, tokenizer, split, n_sentences: int, device, tgt_lang: 
 
 def main(argv: list[str] | None = None) -> int:
     from explorer.checkpoint import CheckpointError, load_checkpoint, read_card, write_card
-    from explorer.data.files import read_tsv
     from explorer.train_data import encode_pairs
 
     parser = argparse.ArgumentParser(prog="python -m explorer.evaluate", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
-    parser.add_argument("--test", help="TSV of src<TAB>tgt (default: the checkpoint's test.tsv)")
+    parser.add_argument("--test", help="TSV of src<TAB>tgt (default: the checkpoint's test.tsv, else the "
+                                       "test split of the dataset it was trained on)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--device", default="cpu")
@@ -92,23 +92,24 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    test_path = Path(args.test) if args.test else Path(args.checkpoint) / "test.tsv"
-    if not test_path.is_file():
-        print(f"error: no test set at {test_path} (pass --test FILE.tsv)", file=sys.stderr)
+    try:
+        test_name, pairs = _test_pairs(args.test, ckpt)
+    except ValueError as err:          # DataError: missing/bad file, with the line number
+        print(f"error: {err}", file=sys.stderr)
         return 2
-    pairs = read_tsv(test_path)
     if args.limit:
         pairs = pairs[:args.limit]
     split = encode_pairs(ckpt.tokenizer, pairs, ckpt.config.max_len)
     device = torch.device(args.device)
-    results = {"test_set": test_path.name, "n": len(split), "dev_loss": None}
+    results = {"test_set": test_name, "n": len(split)}
     for label, cfg in (("greedy", DecodeConfig(strategy="greedy")),
                        (f"beam{args.beam}", DecodeConfig(strategy="beam", beam_size=args.beam, n_best=1))):
         t0 = time.time()
         hyps = [ckpt.tokenizer.decode(ids, side="tgt") for ids in translate_ids(ckpt.model, split.src, cfg, device)]
         scores = corpus_scores(hyps, split.tgt_text)
         scores["seconds"] = round(time.time() - t0, 1)
-        results[label] = {k: round(v, 2) if isinstance(v, float) else v for k, v in scores.items()}
+        results[label] = {k: round(v, 4 if k == "exact" else 2) if isinstance(v, float) else v
+                          for k, v in scores.items()}
         print(f"{Path(args.checkpoint).name} {label:8s} BLEU {scores['bleu']:6.2f}  chrF {scores['chrf']:6.2f}  "
               f"exact {scores['exact']:.3f}  ({len(split)} sentences, {scores['seconds']} s)")
     results["test_loss"] = round(teacher_forced_loss(ckpt.model, split, device), 4)
@@ -117,6 +118,21 @@ def main(argv: list[str] | None = None) -> int:
         card.update({"test": results, "evaluated": time.strftime("%Y-%m-%d %H:%M:%S")})
         write_card(args.checkpoint, card)
     return 0
+
+
+def _test_pairs(test: str | None, ckpt) -> tuple[str, list]:
+    """(name, pairs): --test FILE, else the checkpoint's own test.tsv, else its dataset's test split."""
+    from explorer.data import DataError, load_corpus
+    from explorer.data.files import read_tsv
+
+    own = Path(ckpt.path) / "test.tsv"
+    if test or own.is_file():
+        path = Path(test) if test else own
+        return path.name, read_tsv(str(path))
+    dataset = (ckpt.meta.get("training") or {}).get("dataset")
+    if not dataset:
+        raise DataError(f"{ckpt.path} has no test.tsv and names no training dataset; pass --test FILE.tsv")
+    return f"{dataset} test split", load_corpus(dataset).test
 
 
 if __name__ == "__main__":
