@@ -1,0 +1,202 @@
+"""Figures and tables of the Beam-search page, built from a BeamTrace (plain numpy): no Streamlit.
+
+A BeamTrace stores every candidate the search ranked as a row that names its parent by *slot*
+(its place among the live hypotheses of the previous step). The page needs rows linked to rows,
+so `parent_rows` resolves slots once; the tree, the per-step table and the forcing prefix all
+follow those links. Tree layout: x is the step; at each step rows are stacked in the order of
+their parents, then by rank, so branches fan out without crossing.
+"""
+from __future__ import annotations
+
+import html
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from explorer.decoding.beam_trace import FORCED, KEPT, STATUSES, BeamTrace
+
+STATUS_COLOURS = {"forced": "#8e44ad", "kept": "#1f77b4", "pruned": "#b0b0b0", "finished": "#2ca02c",
+                  "truncated": "#ff7f0e"}
+BEST_COLOUR = "#d62728"
+
+
+def label(text: str) -> str:
+    """Escape a token for plotly text (which reads a few HTML tags: `</s>` would vanish)."""
+    return html.escape(str(text), quote=False)
+
+
+def parent_rows(trace: BeamTrace) -> np.ndarray:
+    """Row index of each candidate's parent (-1 for step 0, which extends BOS). [N] int64"""
+    cand = trace.candidates
+    live = np.flatnonzero(np.isin(cand["status"], (KEPT, FORCED)))
+    index = {(int(cand["step"][r]), int(cand["slot"][r])): int(r) for r in live}
+    out = np.full(len(cand), -1, dtype=np.int64)
+    for r in np.flatnonzero(cand["step"] > 0):
+        out[r] = index.get((int(cand["step"][r]) - 1, int(cand["parent"][r])), -1)
+    return out
+
+
+def tree_layout(trace: BeamTrace, parents: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) of every row: x = step + 1 (BOS sits at 0); y = place at that step, by (parent's y, rank)."""
+    cand = trace.candidates
+    parents = parent_rows(trace) if parents is None else parents
+    x = cand["step"].astype(np.float64) + 1
+    y = np.zeros(len(cand), dtype=np.float64)
+    for step in range(trace.n_steps):
+        rows = np.flatnonzero(cand["step"] == step)
+        parent_y = np.where(parents[rows] >= 0, y[np.maximum(parents[rows], 0)], 0.0)
+        order = rows[np.lexsort((cand["rank"][rows], parent_y))]
+        y[order] = np.arange(len(order)) - (len(order) - 1) / 2
+    return x, y
+
+
+def best_path(trace: BeamTrace) -> list[int]:
+    """Rows of the best returned hypothesis, step 0 first ([] if nothing was returned)."""
+    return trace.path(int(trace.final[0])) if len(trace.final) else []
+
+
+def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int | None = None,
+                highlight: Sequence[int] = (), title: str = "All hypotheses of the beam search") -> go.Figure:
+    """One node per candidate row (one trace per status), edges parent -> child, best path in red.
+
+    `highlight` rows (e.g. the hypothesis chosen on the page) get a black ring; `step` (0-based) a
+    guide line. x is the 1-based output position, as on the page's step slider.
+    """
+    cand = trace.candidates
+    parents = parent_rows(trace)
+    x, y = tree_layout(trace, parents)
+    pieces = [id_to_piece(int(t)) for t in cand["token"]]
+    best = best_path(trace)
+    fig = go.Figure()
+    fig.add_trace(_edges(x, y, parents, np.arange(len(cand)), "edges", "#c8c8c8", 1))
+    if best:
+        fig.add_trace(_edges(x, y, parents, np.asarray(best), "best path", BEST_COLOUR, 3.5))
+    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["&lt;s&gt;"], textposition="middle left",
+                             marker=dict(size=10, color="black"), name="BOS", hovertemplate="BOS<extra></extra>",
+                             showlegend=False))
+    for code, status in enumerate(STATUSES):
+        rows = np.flatnonzero(cand["status"] == code)
+        if not len(rows):
+            continue
+        custom = np.stack([rows, cand["step"][rows], cand["rank"][rows], cand["token_logprob"][rows],
+                           cand["score"][rows], cand["normalized"][rows]], axis=1)
+        on_best = np.isin(rows, best)
+        fig.add_trace(go.Scatter(
+            x=x[rows], y=y[rows], mode="markers+text", name=status, legendgroup="nodes",
+            text=[label(pieces[r]) if status != "pruned" or on_best[i] else "" for i, r in enumerate(rows)],
+            textposition="top center", textfont=dict(size=9),
+            marker=dict(size=np.where(on_best, 13, 8), color=STATUS_COLOURS[status],
+                        line=dict(width=np.where(np.isin(rows, list(highlight)), 3, 0), color="black")),
+            customdata=custom, hovertext=[label(pieces[r]) for r in rows],
+            hovertemplate=("<b>%{hovertext}</b> (" + status + ")<br>step %{customdata[1]:.0f}, "
+                           "rank %{customdata[2]:.0f}<br>log p(token) %{customdata[3]:.3f}<br>"
+                           "score %{customdata[4]:.3f}<br>normalised %{customdata[5]:.3f}<extra></extra>")))
+    if step is not None:
+        fig.add_vline(x=step + 1, line=dict(color="#555", dash="dot", width=1))
+    fig.update_layout(title=title, xaxis_title="step (output position; BOS = 0)", height=min(max(400, 40 * 2 * trace.beam_size), 900),
+                      yaxis=dict(showticklabels=False, zeroline=False, title="", autorange="reversed"),
+                      margin=dict(l=30, r=20, t=80, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right"))
+    return fig
+
+
+def _edges(x, y, parents, rows, name, colour, width) -> go.Scatter:
+    xs, ys = [], []
+    for r in rows:
+        px, py = (x[parents[r]], y[parents[r]]) if parents[r] >= 0 else (0.0, 0.0)
+        xs += [px, x[r], None]
+        ys += [py, y[r], None]
+    return go.Scatter(x=xs, y=ys, mode="lines", name=name, line=dict(color=colour, width=width),
+                      hoverinfo="skip", showlegend=name == "best path")
+
+
+def prefix_pieces(trace: BeamTrace, row: int, id_to_piece: Callable[[int], str],
+                  parents: np.ndarray | None = None) -> list[str]:
+    """Pieces of the hypothesis a row extends (its parent chain, without the row's own token)."""
+    parents = parent_rows(trace) if parents is None else parents
+    out, r = [], int(parents[row])
+    while r >= 0:
+        out.append(id_to_piece(int(trace.candidates["token"][r])))
+        r = int(parents[r])
+    return out[::-1]
+
+
+def step_table(trace: BeamTrace, step: int, id_to_piece: Callable[[int], str]) -> pd.DataFrame:
+    """The candidates ranked at one step: what each extends, the token, its log-prob, scores, fate."""
+    cand = trace.candidates
+    parents = parent_rows(trace)
+    rows = np.flatnonzero(cand["step"] == step)
+    return pd.DataFrame({
+        "rank": cand["rank"][rows].astype(int),
+        "extends": [" ".join(prefix_pieces(trace, r, id_to_piece, parents)) or "<s>" for r in rows],
+        "token": [id_to_piece(int(t)) for t in cand["token"][rows]],
+        "log-prob": cand["token_logprob"][rows].astype(float),
+        "cumulative": cand["score"][rows].astype(float),
+        "normalised": cand["normalized"][rows].astype(float),
+        "status": [STATUSES[int(s)] for s in cand["status"][rows]],
+        "row": rows.astype(int),
+    })
+
+
+def alternatives_for(trace: BeamTrace, row: int) -> list[tuple[int, float]]:
+    """(token, log-prob) the row's parent could have produced at the row's step, best first.
+
+    The union of the recorded top-k alternatives and the ranked candidates from the same parent,
+    so the row's own token is always among them.
+    """
+    cand, alts = trace.candidates, trace.alternatives
+    step, parent = int(cand["step"][row]), int(cand["parent"][row])
+    parents = parent_rows(trace)
+    found: dict[int, float] = {}
+    mask = (alts["step"] == step) & (alts["parent"] == parent)
+    for token, lp in zip(alts["token"][mask], alts["token_logprob"][mask]):
+        found[int(token)] = float(lp)
+    same = np.flatnonzero((cand["step"] == step) & (parents == parents[row]))
+    for r in same:
+        found.setdefault(int(cand["token"][r]), float(cand["token_logprob"][r]))
+    return sorted(found.items(), key=lambda item: -item[1])
+
+
+def step_attention_figure(weights: np.ndarray, src_tokens: Sequence[str], title: str) -> go.Figure:
+    """Cross-attention of one output position: rows = heads (+ their mean), columns = source tokens.
+
+    weights [H, S] -> a heatmap of H + 1 rows.
+    """
+    weights = np.asarray(weights)
+    z = np.vstack([weights, weights.mean(axis=0, keepdims=True)])           # [H+1, S]
+    rows = [f"head {h + 1}" for h in range(weights.shape[0])] + ["mean"]
+    cols = [f"{i}: {label(t)}" for i, t in enumerate(src_tokens)]
+    fig = go.Figure(go.Heatmap(z=z, x=cols, y=rows, colorscale="Blues", zmin=0, zmax=1,
+                               hovertemplate="%{y}<br>source %{x}<br>weight %{z:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=120 + 26 * len(rows), margin=dict(l=60, r=20, t=50, b=60))
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def prefix_attention_figure(weights: np.ndarray, src_tokens: Sequence[str], out_tokens: Sequence[str],
+                            title: str) -> go.Figure:
+    """Cross-attention over the whole hypothesis prefix (mean over heads): [T, S]; last row = this step."""
+    weights = np.asarray(weights)
+    cols = [f"{i}: {label(t)}" for i, t in enumerate(src_tokens)]
+    rows = [f"{i}: {label(t)}" for i, t in enumerate(out_tokens)]
+    fig = go.Figure(go.Heatmap(z=weights, x=cols, y=rows, colorscale="Blues", zmin=0, zmax=1,
+                               hovertemplate="output %{y}<br>source %{x}<br>weight %{z:.3f}<extra></extra>"))
+    fig.add_hrect(y0=len(rows) - 1.5, y1=len(rows) - 0.5, line=dict(color=BEST_COLOUR, width=2))
+    fig.update_layout(title=title, height=140 + 24 * len(rows), margin=dict(l=80, r=20, t=50, b=60))
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def compare_figure(runs: dict[str, tuple[Sequence[str], Sequence[float]]],
+                   title: str = "Per-token log-probability") -> go.Figure:
+    """One line per run (name -> (pieces, token log-probs)): where the forced output gains or loses."""
+    fig = go.Figure()
+    for name, (pieces, lps) in runs.items():
+        fig.add_trace(go.Scatter(x=np.arange(len(lps)), y=list(lps), mode="lines+markers+text", name=name,
+                                 text=[label(p) for p in pieces], textposition="top center",
+                                 hovertemplate="%{text}<br>position %{x}<br>log p %{y:.3f}<extra></extra>"))
+    fig.update_layout(title=title, xaxis_title="output position", yaxis_title="log p(token)", height=340,
+                      margin=dict(l=50, r=20, t=50, b=40), legend=dict(orientation="h", y=1.1))
+    return fig

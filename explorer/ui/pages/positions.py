@@ -1,0 +1,135 @@
+"""Positional encoding: the table the model adds, its wavelengths and similarities, and its size
+next to the token embeddings of the current sentence.
+
+Thin: widgets -> explorer.positions (numpy) / cached state.translate + state.attention ->
+explorer.plots.positions. Works without a checkpoint too (paper defaults), since the sinusoidal
+table needs none; only the sentence section needs a model.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from explorer import positions as pe
+from explorer.plots import positions as plots
+from explorer.ui import state
+
+FIG = {"displaylogo": False, "toImageButtonOptions": {"format": "svg"}}
+D_MODELS = (16, 32, 64, 128, 256, 512, 768, 1024)
+BASES = (100.0, 1000.0, 10000.0, 100000.0)
+
+st.title("Positional encoding")
+state.learn(
+    "Attention by itself does not know word order, so each token's vector gets a position vector added. "
+    "The paper uses sines and cosines whose wavelengths grow geometrically from 2π to about 2π·base "
+    "across the dimensions: low dimensions change fast, high ones slowly, and PE(pos + k) is a fixed "
+    "linear function (a rotation per sin/cos pair) of PE(pos), so relative offsets are easy to read.",
+    r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right),\quad "
+    r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right),\quad "
+    r"\lambda_i = 2\pi\,\mathrm{base}^{2i/d_{model}},\quad x_{pos} = \sqrt{d_{model}}\,E[w_{pos}] + PE_{pos}")
+
+
+def csv_button(frame: pd.DataFrame, label: str, name: str, key: str) -> None:
+    st.download_button(label, frame.to_csv(), name, "text/csv", key=key)
+
+
+def model_defaults(ckpt) -> tuple[int, float, int]:
+    if ckpt is None:
+        st.caption("No checkpoint loaded: showing the paper's d_model=512, base=10000.")
+        return 512, 10000.0, 512
+    cfg = ckpt.config
+    st.caption(f"Checkpoint **{ckpt.name}**: d_model={cfg.d_model}, base={cfg.pe_base:g}, "
+               f"positions={cfg.positions}, max_len={cfg.max_len}.")
+    return cfg.d_model, float(cfg.pe_base), cfg.max_len
+
+
+def learned_section(ckpt, n_positions: int) -> None:
+    st.info("This checkpoint **learns** its positions (a trained table, one row per position) instead of "
+            "the sinusoids: its encoder's table is shown here; the sinusoidal explorer below is for comparison.")
+    table = pe.learned_table(ckpt.model, "encoder")[:n_positions]          # [L, d]
+    st.plotly_chart(plots.pe_heatmap(table, "Learned position table (encoder)"), config=FIG, key="pe_learned")
+    st.plotly_chart(plots.similarity_heatmap(pe.similarity(table), "Learned table: PE(i) · PE(j)"), config=FIG,
+                    key="pe_learned_sim")
+    csv_button(pd.DataFrame(table), "Learned table as CSV", "learned_positions.csv", "pe_learned_csv")
+
+
+def sinusoid_section(d_model: int, base: float, n_positions: int) -> None:
+    table = pe.sinusoidal(n_positions, d_model, base)                       # [L, d]
+    waves = pe.dimension_wavelengths(d_model, base)                         # [d]
+    heat, curves, sim, waves_tab = st.tabs(["Heatmap", "Dimensions", "Similarity", "Wavelengths"])
+    with heat:
+        st.plotly_chart(plots.pe_heatmap(table, f"PE for d_model={d_model}, base={base:g}"), config=FIG,
+                        key="pe_heatmap")
+        csv_button(pd.DataFrame(table), "Table as CSV", f"pe_d{d_model}_base{base:g}.csv", "pe_table_csv")
+    with curves:
+        default = sorted({0, 1, min(4, d_model - 2), d_model // 2, d_model - 2})
+        dims = st.multiselect("Dimensions", list(range(d_model)), default=default, key="pe_dims")
+        dims = [d for d in dims if d < d_model]
+        if dims:
+            st.plotly_chart(plots.dimension_curves(table, dims, waves), config=FIG, key="pe_curves")
+        else:
+            st.info("Pick one or more dimensions.")
+    with sim:
+        st.plotly_chart(plots.similarity_heatmap(pe.similarity(table)), config=FIG, key="pe_similarity")
+        st.caption("Constant along every diagonal: PE(i)·PE(j) = Σ cos(ω_k (i − j)) depends only on the offset.")
+        if d_model % 2 == 0:
+            st.plotly_chart(plots.offset_figure(pe.offset_profile(d_model, base, n_positions - 1)), config=FIG,
+                            key="pe_offset")
+        csv_button(pd.DataFrame(pe.similarity(table)), "Similarity matrix as CSV", "pe_similarity.csv", "pe_sim_csv")
+    with waves_tab:
+        pairs = pe.wavelengths(d_model, base)
+        st.plotly_chart(plots.wavelength_figure(pairs, base, d_model), config=FIG, key="pe_waves")
+        st.caption(f"From 2π ≈ 6.28 positions (pair 0) to {pairs[-1]:,.0f} positions (pair {len(pairs) - 1}).")
+        csv_button(pd.DataFrame({"pair": range(len(pairs)), "wavelength": pairs}), "Wavelengths as CSV",
+                   "pe_wavelengths.csv", "pe_waves_csv")
+
+
+def sentence_section(ckpt) -> None:
+    st.subheader("This sentence: token embedding vs positional encoding")
+    if ckpt is None:
+        st.info("Pick a working checkpoint in the sidebar to compare norms on a sentence.")
+        return
+    text, _ = state.clip_text(state.current_text() or state.url_get("text", ""))
+    if not text.strip():
+        st.info("Type a sentence on the Translate page (or add ?text=… to the URL) to see its norms.")
+        return
+    result = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, text, state.decode_settings(),
+                            what="Translating the sentence")
+    if result is None or result.best is None:
+        if result is not None:
+            st.info(result.reason or "Nothing was translated.")
+        return
+    trace = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
+                           tuple(result.best.ids), what="The capture")
+    if trace is None:
+        return
+    side = st.radio("Side", ["encoder (source)", "decoder (output)"], horizontal=True, key="pe_side")
+    stack = side.split()[0]
+    tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
+    tok_norm, pos_norm = pe.embedding_norms(trace, stack)
+    st.plotly_chart(plots.norm_bars(tokens, tok_norm, pos_norm), config=FIG, key="pe_norms")
+    cols = st.columns(3)
+    cols[0].metric("mean ‖√d·E[token]‖", f"{tok_norm.mean():.2f}")
+    cols[1].metric("mean ‖PE(pos)‖", f"{pos_norm.mean():.2f}")
+    cols[2].metric("ratio", f"{tok_norm.mean() / max(pos_norm.mean(), 1e-9):.2f}")
+    st.caption(f"Capture points `{stack}.embed.tokens` and `{stack}.embed.positions`. A sinusoidal PE has norm "
+               "√(d/2) at every position; scaling the embedding by √d keeps the token from being drowned by it.")
+    csv_button(pd.DataFrame({"token": tokens, "token_norm": tok_norm, "position_norm": pos_norm}),
+               "Norms as CSV", f"norms_{stack}.csv", "pe_norms_csv")
+
+
+def main() -> None:
+    ckpt = state.current_checkpoint()
+    d_default, base_default, max_len = model_defaults(ckpt)
+    cols = st.columns(3)
+    d_model = cols[0].select_slider("d_model", sorted({*D_MODELS, d_default}), value=d_default, key="pe_d")
+    base = cols[1].select_slider("base", sorted({*BASES, base_default}), value=base_default, key="pe_base",
+                                 format_func=lambda b: f"{b:g}" + (" (paper)" if b == 10000 else ""))
+    n_positions = cols[2].slider("positions shown", 8, max(max_len, 8), min(100, max(max_len, 8)), key="pe_len")
+    if ckpt is not None and ckpt.config.positions == "learned":
+        learned_section(ckpt, n_positions)
+    sinusoid_section(int(d_model), float(base), int(n_positions))
+    sentence_section(ckpt)
+
+
+main()

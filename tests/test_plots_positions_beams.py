@@ -1,0 +1,203 @@
+"""Figure builders and math of the Positional-encoding and Beam-search pages, on their data.
+
+The figures must show the model's own numbers: the heatmap is the table the model adds, the tree
+has exactly one node per candidate the search ranked, and its best path is the returned best.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from explorer import positions as pe
+from explorer.config import DecodeConfig
+from explorer.decoding import EOS_ID, beam_search
+from explorer.decoding.beam_trace import KEPT, STATUSES
+from explorer.hooks import capture
+from explorer.model import sinusoidal_table
+from explorer.plots import beams as bplots
+from explorer.plots import positions as pplots
+from decoding_helpers import random_model
+
+SOURCES = [[5, 9, 11, 7, EOS_ID], [4, 4, 8, 19, 6, 12, EOS_ID]]
+
+
+# ---------------------------------------------------------------------------------- positions
+
+@pytest.mark.parametrize("d_model, base", [(64, 10000.0), (128, 1000.0), (30, 100.0)])
+def test_pe_heatmap_shows_the_models_table(d_model, base):
+    table = pe.sinusoidal(50, d_model, base)
+    expected = sinusoidal_table(50, d_model, base).numpy()
+    assert np.array_equal(table, expected)
+    fig = pplots.pe_heatmap(table)
+    assert np.array_equal(np.asarray(fig.data[0].z), expected)
+    assert list(fig.data[0].x) == list(range(d_model)) and list(fig.data[0].y) == list(range(50))
+
+
+def test_base_changes_the_table():
+    assert not np.allclose(pe.sinusoidal(40, 64, 10000.0), pe.sinusoidal(40, 64, 1000.0))
+
+
+def test_wavelengths_are_periods_of_the_table():
+    d, base = 32, 1000.0
+    waves = pe.wavelengths(d, base)
+    assert waves[0] == pytest.approx(2 * math.pi)
+    assert waves[-1] == pytest.approx(2 * math.pi * base ** ((d - 2) / d))
+    assert np.allclose(np.diff(np.log(waves)), np.log(base) * 2 / d)          # geometric progression
+    table = sinusoid = pe.sinusoidal(200, d, base)
+    pos = np.arange(200)
+    for i in (0, 3, 7):
+        assert np.allclose(sinusoid[:, 2 * i], np.sin(2 * math.pi * pos / waves[i]), atol=1e-5)
+        assert np.allclose(table[:, 2 * i + 1], np.cos(2 * math.pi * pos / waves[i]), atol=1e-5)
+    assert np.array_equal(pe.dimension_wavelengths(d, base)[[0, 1, 6, 7]], waves[[0, 0, 3, 3]])
+
+
+def test_similarity_depends_only_on_the_offset():
+    d, base, n = 64, 10000.0, 60
+    sim = pe.similarity(pe.sinusoidal(n, d, base))
+    profile = pe.offset_profile(d, base, n - 1)
+    offsets = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
+    assert np.allclose(sim, profile[offsets], atol=1e-4)
+    assert np.allclose(np.diag(sim), d / 2, atol=1e-4)                           # ||PE(p)||^2 = d/2
+    fig = pplots.similarity_heatmap(sim)
+    assert np.allclose(np.asarray(fig.data[0].z), sim)
+    with pytest.raises(ValueError):
+        pe.offset_profile(31, base, 5)
+
+
+def test_bad_table_arguments_raise_clearly():
+    with pytest.raises(ValueError, match="base"):
+        pe.sinusoidal(10, 16, 1.0)
+    with pytest.raises(ValueError, match="n_positions"):
+        pe.sinusoidal(0, 16, 10000.0)
+
+
+def test_embedding_norms_read_the_capture_points():
+    model = random_model()
+    ids = torch.tensor([[5, 9, 11, EOS_ID]])
+    with capture(model, "encoder.embed.*") as trace:
+        model.encode(ids)
+    tok, pos = pe.embedding_norms(trace, "encoder")
+    lookup = model.encoder.embed.lookup.weight.detach()[ids[0]]                # [T, d]
+    d = model.cfg.d_model
+    assert np.allclose(tok, (lookup * math.sqrt(d)).norm(dim=-1).numpy(), rtol=1e-5)
+    assert np.allclose(pos, math.sqrt(d / 2), rtol=1e-5)
+    fig = pplots.norm_bars(["a", "</s>", "c", "d"], tok, pos)
+    assert [t.name for t in fig.data] == ["‖√d · E[token]‖", "‖PE(position)‖"]
+    assert "&lt;/s&gt;" in fig.data[0].x[1]                                   # escaped for plotly
+
+
+def test_learned_table_only_for_learned_positions():
+    assert pe.learned_table(random_model(), "encoder") is None
+    model = random_model(positions="learned")
+    table = pe.learned_table(model, "decoder")
+    assert np.array_equal(table, model.decoder.embed.position_table.weight.detach().numpy())
+    table[0, 0] = 123.0                                                        # a copy, not the weights
+    assert model.decoder.embed.position_table.weight[0, 0].item() != 123.0
+
+
+def test_curves_and_wavelength_figures():
+    table = pe.sinusoidal(30, 16, 10000.0)
+    fig = pplots.dimension_curves(table, [0, 5], pe.dimension_wavelengths(16))
+    assert len(fig.data) == 2 and np.allclose(fig.data[1].y, table[:, 5])
+    waves = pe.wavelengths(16)
+    assert np.allclose(pplots.wavelength_figure(waves, 10000.0, 16).data[0].y, waves)
+
+
+# -------------------------------------------------------------------------------------- beams
+
+@pytest.fixture(scope="module")
+def traces():
+    model = random_model(seed=3)
+    cfg = DecodeConfig(beam_size=3, max_len_b=6, trace_top_k=4)
+    free = beam_search(model, SOURCES, cfg, trace=True)
+    forced = beam_search(model, SOURCES[:1], cfg, prefix=[7, 9], trace=True)
+    return [d.trace for d in free] + [forced[0].trace]
+
+
+def _node_rows(fig) -> np.ndarray:
+    nodes = [t for t in fig.data if t.name in STATUSES]
+    return np.concatenate([np.asarray(t.customdata)[:, 0] for t in nodes]).astype(int)
+
+
+def test_parent_rows_follow_the_trace_paths(traces):
+    for trace in traces:
+        parents = bplots.parent_rows(trace)
+        for row in range(len(trace.candidates)):
+            path = trace.path(row)
+            assert parents[row] == (path[-2] if len(path) > 1 else -1)
+            assert trace.status(parents[row]) in ("kept", "forced") if parents[row] >= 0 else True
+
+
+def test_tree_has_one_node_per_hypothesis(traces):
+    piece = lambda t: f"t{t}"                                                 # noqa: E731
+    for trace in traces:
+        fig = bplots.tree_figure(trace, piece, step=1)
+        rows = _node_rows(fig)
+        assert sorted(rows.tolist()) == list(range(len(trace.candidates)))
+        for t in fig.data:
+            if t.name in STATUSES:                                           # colour by status
+                assert all(trace.status(int(r)) == t.name for r in np.asarray(t.customdata)[:, 0])
+        x, _ = bplots.tree_layout(trace)
+        assert np.array_equal(x, trace.candidates["step"] + 1)
+
+
+def test_tree_highlights_the_best_path(traces):
+    for trace in traces:
+        best = bplots.best_path(trace)
+        assert best == trace.path(int(trace.final[0])) and best[-1] == int(trace.final[0])
+        fig = bplots.tree_figure(trace, lambda t: str(t))
+        line = next(t for t in fig.data if t.name == "best path")
+        x, y = bplots.tree_layout(trace)
+        drawn = [(a, b) for a, b in zip(line.x, line.y) if a is not None]
+        assert set(drawn) == {(0.0, 0.0)} | {(x[r], y[r]) for r in best}
+        big = {int(r) for t in fig.data if t.name in STATUSES
+               for r, size in zip(np.asarray(t.customdata)[:, 0], t.marker.size) if size > 8}
+        assert big == set(best)
+
+
+def test_forced_prefix_is_the_trunk(traces):
+    forced = traces[-1]
+    rows = np.flatnonzero(forced.candidates["status"] == STATUSES.index("forced"))
+    assert forced.tokens(int(forced.final[0]))[:2] == [7, 9] and len(rows) == 2
+    assert bplots.parent_rows(forced)[rows[1]] == rows[0]
+
+
+def test_step_table_lists_that_steps_candidates(traces):
+    trace = traces[0]
+    piece = lambda t: f"t{t}"                                                 # noqa: E731
+    for step in range(trace.n_steps):
+        table = bplots.step_table(trace, step, piece)
+        at = trace.at_step(step)
+        assert len(table) == len(at) == 2 * trace.beam_size
+        assert table["token"].tolist() == [f"t{t}" for t in at["token"]]
+        assert np.allclose(table["cumulative"], at["score"]) and np.allclose(table["normalised"], at["normalized"])
+        assert table["status"].tolist() == [STATUSES[s] for s in at["status"]]
+        for _, r in table.iterrows():
+            expected = " ".join(piece(t) for t in trace.tokens(int(r["row"]))[:-1]) or "<s>"
+            assert r["extends"] == expected
+    assert not bplots.step_table(trace, 0, piece).equals(bplots.step_table(trace, 1, piece))
+
+
+def test_alternatives_include_the_rows_own_token(traces):
+    trace = traces[0]
+    kept = np.flatnonzero(trace.candidates["status"] == KEPT)
+    for row in kept[:6]:
+        alts = bplots.alternatives_for(trace, int(row))
+        tokens = [t for t, _ in alts]
+        assert int(trace.candidates["token"][row]) in tokens
+        lps = [lp for _, lp in alts]
+        assert lps == sorted(lps, reverse=True) and len(set(tokens)) == len(tokens)
+
+
+def test_attention_figures_and_escaping():
+    weights = np.random.default_rng(0).dirichlet(np.ones(4), size=(2, 3))    # [H=2, T=3, S=4]
+    fig = bplots.step_attention_figure(weights[:, -1], ["a", "<b>", "c", "</s>"], "t")
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (3, 4) and np.allclose(z[-1], weights[:, -1].mean(axis=0))
+    assert "&lt;b&gt;" in fig.data[0].x[1] and "<b>" not in fig.data[0].x[1]
+    fig = bplots.prefix_attention_figure(weights.mean(axis=0), list("abcd"), ["x", "y", "</s>"], "t")
+    assert np.asarray(fig.data[0].z).shape == (3, 4)
+    assert bplots.label("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
