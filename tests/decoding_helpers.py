@@ -2,6 +2,8 @@
 stand-in tokenizer with the interface of explorer.tokenizer (encode / decode / id_to_piece)."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -78,11 +80,17 @@ class StandInTokenizer:
         return " ".join(self.id_to_piece(i, side) for i in ids if i > 3)
 
 
-@pytest.fixture(scope="session")
-def trained() -> Transformer:
-    """Import this fixture into a test module to share one trained model across the session."""
+@functools.lru_cache(maxsize=1)
+def _trained_once() -> Transformer:
     torch.set_num_threads(1)
     return train_reverse_model()
+
+
+@pytest.fixture
+def trained() -> Transformer:
+    """Import into a test module; every module gets the same model, trained once per process
+    (a fixture imported into several modules would otherwise be set up once per module)."""
+    return _trained_once()
 
 
 @pytest.fixture(scope="session")

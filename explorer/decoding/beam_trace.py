@@ -16,6 +16,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from explorer.decoding.core import length_penalty
+
 STATUSES = ("forced", "kept", "pruned", "finished", "truncated")
 FORCED, KEPT, PRUNED, FINISHED, TRUNCATED = range(len(STATUSES))
 
@@ -100,91 +102,115 @@ def _frame(table: np.ndarray, id_to_piece, with_status: bool):
 
 
 class TraceRecorder:
-    """Collects per-step tensors during beam search (no host sync) and builds BeamTraces at the end."""
+    """Keeps references to each step's tensors during beam search (plus one top-k for the
+    alternatives) and turns them into BeamTraces at the end, all steps at once in numpy."""
 
-    def __init__(self, batch: int, beam_size: int, top_k: int):
-        self.batch, self.k, self.top_k = batch, beam_size, top_k
-        self.forced_tokens: list[int] = []
-        self.forced: dict[str, torch.Tensor] = {}
-        self.steps: list[dict[str, torch.Tensor]] = []
-
-    def record_forced(self, prefix: list[int], token_lp: torch.Tensor, score: torch.Tensor,
-                      normalized: torch.Tensor, alt_lp: list[torch.Tensor]) -> None:
-        """The forced prefix: token_lp / score / normalized [B, P]; alt_lp: P x [B, V] (constrained)."""
-        self.forced_tokens = list(prefix)
-        self.forced = dict(token_lp=token_lp, score=score, normalized=normalized)
+    def __init__(self, batch: int, beam_size: int, cfg, prefix: list[int], forced_lp: torch.Tensor,
+                 first: torch.Tensor):
+        """forced_lp [B, P]: log-probs of the forced prefix; first [B*K, P+1, V]: start()'s output."""
+        self.batch, self.k, self.cfg, self.top_k = batch, beam_size, cfg, cfg.trace_top_k
+        self.prefix = list(prefix)
+        self.forced_lp = forced_lp
+        self.steps: list[dict] = []
+        self.forced_alt = None
         if self.top_k and prefix:
-            before = torch.cat([torch.zeros_like(score[:, :1]), score[:, :-1]], dim=1)   # [B, P]
-            tops = [lp.topk(self.top_k, dim=-1) for lp in alt_lp]                      # P x ([B, k], [B, k])
-            self.forced["alt_token"] = torch.stack([t.indices for t in tops], dim=1)   # [B, P, k]
-            self.forced["alt_lp"] = torch.stack([t.values for t in tops], dim=1)       # [B, P, k]
-            self.forced["alt_score"] = before.unsqueeze(2) + self.forced["alt_lp"]     # [B, P, k]
+            rows = first.view(batch, beam_size, len(prefix) + 1, -1)[:, 0, :-1].clone()   # [B, P, V]
+            rows[:, :, [0, 2]] = float("-inf")                                  # PAD, BOS (as constrain)
+            rows[:, :min(cfg.min_len, len(prefix)), 3] = float("-inf")          # EOS before min_len
+            self.forced_alt = rows.topk(self.top_k, dim=-1)                     # 2 x [B, P, k]
 
-    def record_step(self, prev_scores: torch.Tensor, log_probs: torch.Tensor, cands, status: torch.Tensor,
-                    active: torch.Tensor) -> None:
-        """One free step: prev_scores [B, K] (before it), log_probs [B*K, V], cands (beam.Candidates)."""
-        entry = dict(parent=cands.parent, slot=cands.slot, token=cands.token, token_lp=cands.token_logprob,
-                     score=cands.score, normalized=cands.normalized, status=status, active=active.clone())
+    def record_step(self, prev_scores: torch.Tensor, log_probs: torch.Tensor, cands, pick: torch.Tensor,
+                    at_limit: torch.Tensor | None, active: torch.Tensor) -> None:
+        """prev_scores [B, K] (before the step), log_probs [B*K, V], cands (beam.Candidates), pick [B, K]."""
+        entry = dict(score=cands.score, parent=cands.parent, token=cands.token, token_lp=cands.token_logprob,
+                     finished=cands.finished, pick=pick, at_limit=at_limit, active=active)
         if self.top_k:
-            top = log_probs.topk(self.top_k, dim=-1)                           # [B*K, k]
-            batch, k = prev_scores.shape
-            entry["alt_token"] = top.indices.view(batch, k, -1)                # [B, K, k]
-            entry["alt_lp"] = top.values.view(batch, k, -1)                    # [B, K, k]
-            entry["alt_score"] = prev_scores.unsqueeze(2) + entry["alt_lp"]    # [B, K, k]
+            entry["alt"] = log_probs.topk(self.top_k, dim=-1)                  # 2 x [B*K, k]
+            entry["prev_scores"] = prev_scores
         self.steps.append(entry)
 
-    def build(self, final_rows: torch.Tensor, n_final: list[int], stop_reasons: list[str], limits: list[int],
-              cfg) -> list[BeamTrace]:
-        """final_rows [B, K]: step * 2K + rank of each pooled hypothesis, best first."""
-        n_prefix, two_k = len(self.forced_tokens), 2 * self.k
-        steps = {key: torch.stack([s[key] for s in self.steps]).cpu().numpy() for key in self.steps[0]}
-        forced = {key: value.cpu().numpy() for key, value in self.forced.items()}
-        final_rows = final_rows.cpu().numpy()
+    def build(self, pool_step: np.ndarray, pool_rank: np.ndarray, n_final: list[int], stop_reasons: list[str],
+              limits: list[int]) -> list[BeamTrace]:
+        """pool_step / pool_rank [B, K]: where each returned hypothesis (best first) ended."""
+        n_prefix, k, two_k, cfg = len(self.prefix), self.k, 2 * self.k, self.cfg
+        stack = lambda key: np.stack([_np(s[key]) for s in self.steps])      # noqa: E731  -> [T, B, ...]
+        score, token_lp = stack("score"), stack("token_lp")                   # [T, B, 2K]
+        parent, token, pick, active = stack("parent"), stack("token"), stack("pick"), stack("active")
+        n_steps = len(self.steps)
+        at_limit = np.stack([_np(s["at_limit"]) if s["at_limit"] is not None else np.zeros(self.batch, bool)
+                             for s in self.steps])                            # [T, B]
+        slot = np.full(score.shape, -1, dtype=np.int64)                       # [T, B, 2K]
+        np.put_along_axis(slot, pick, np.broadcast_to(np.arange(k), pick.shape), axis=2)
+        status = np.where(slot >= 0, np.where(at_limit[:, :, None], TRUNCATED, KEPT), PRUNED)   # [T, B, 2K]
+        status[:, :, :k][stack("finished")] = FINISHED
+        steps_abs = n_prefix + np.arange(n_steps)                              # [T]
+        normalized = score / np.asarray(length_penalty(steps_abs + 1.0, cfg.length_penalty, cfg.alpha)).reshape(-1, 1, 1)
+        forced = self._forced_arrays()
+        alts = self._alternative_arrays(steps_abs) if self.top_k else None
         traces = []
         for b in range(self.batch):
-            active = steps["active"][:, b]                                     # [T]
-            n_free = int(active.sum())
+            live = active[:, b]                                               # [T] a prefix of the steps
+            n_free = int(live.sum())
             cand = np.zeros(n_prefix + n_free * two_k, dtype=CANDIDATE_DTYPE)
-            cand["step"][:n_prefix] = np.arange(n_prefix)
-            cand["token"][:n_prefix] = self.forced_tokens
-            cand["status"][:n_prefix] = FORCED
-            for name, key in (("token_logprob", "token_lp"), ("score", "score"), ("normalized", "normalized")):
-                if n_prefix:
-                    cand[name][:n_prefix] = forced[key][b]
-                cand[name][n_prefix:] = steps[key][active, b].reshape(-1)
-            cand["step"][n_prefix:] = np.repeat(np.arange(n_prefix, n_prefix + n_free), two_k)
-            cand["rank"][n_prefix:] = np.tile(np.arange(two_k), n_free)
-            for name in ("parent", "slot", "token", "status"):
-                cand[name][n_prefix:] = steps[name][active, b].reshape(-1)
-            alts = self._alternatives(steps, forced, active, b, n_prefix)
-            rows = final_rows[b, :n_final[b]]
-            final = n_prefix + (rows // two_k - n_prefix) * two_k + rows % two_k
-            traces.append(BeamTrace(candidates=cand, alternatives=alts, final=final.astype(np.int64),
-                                    beam_size=self.k, length_penalty=cfg.length_penalty, alpha=float(cfg.alpha),
-                                    prefix=tuple(self.forced_tokens), max_len=int(limits[b]),
+            cand[:n_prefix] = forced[b]
+            free = cand[n_prefix:]
+            free["step"] = np.repeat(steps_abs[live], two_k)
+            free["rank"] = np.tile(np.arange(two_k), n_free)
+            for name, values in (("parent", parent), ("slot", slot), ("token", token), ("token_logprob", token_lp),
+                                 ("score", score), ("normalized", normalized), ("status", status)):
+                free[name] = values[live, b].reshape(-1)
+            final = n_prefix + (pool_step[b, :n_final[b]] - n_prefix) * two_k + pool_rank[b, :n_final[b]]
+            traces.append(BeamTrace(candidates=cand, alternatives=self._alternatives_of(alts, b, live),
+                                    final=final.astype(np.int64), beam_size=k, length_penalty=cfg.length_penalty,
+                                    alpha=float(cfg.alpha), prefix=tuple(self.prefix), max_len=int(limits[b]),
                                     stop_reason=stop_reasons[b]))
         return traces
 
-    def _alternatives(self, steps, forced, active, b: int, n_prefix: int) -> np.ndarray:
-        if not self.top_k:
+    def _forced_arrays(self) -> np.ndarray:
+        """[B, P] candidate rows of the forced prefix."""
+        n = len(self.prefix)
+        rows = np.zeros((self.batch, n), dtype=CANDIDATE_DTYPE)
+        if n:
+            lp = _np(self.forced_lp).astype(np.float64)                       # [B, P]
+            rows["step"], rows["token"], rows["status"] = np.arange(n), self.prefix, FORCED
+            rows["token_logprob"], rows["score"] = lp, lp.cumsum(axis=1)
+            divisor = np.asarray(length_penalty(np.arange(1.0, n + 1), self.cfg.length_penalty, self.cfg.alpha))
+            rows["normalized"] = rows["score"] / divisor
+        return rows
+
+    def _alternative_arrays(self, steps_abs: np.ndarray) -> dict[str, np.ndarray]:
+        batch, k = self.batch, self.k
+        values = np.stack([_np(s["alt"].values) for s in self.steps]).reshape(len(self.steps), batch, k, -1)
+        indices = np.stack([_np(s["alt"].indices) for s in self.steps]).reshape(values.shape)   # [T, B, K, k]
+        prev = np.stack([_np(s["prev_scores"]) for s in self.steps])          # [T, B, K]
+        out = dict(values=values, indices=indices, scores=prev[..., None] + values, steps=steps_abs)
+        if self.forced_alt is not None:
+            out["forced_values"], out["forced_indices"] = _np(self.forced_alt.values), _np(self.forced_alt.indices)
+            before = np.concatenate([np.zeros((batch, 1)), _np(self.forced_lp).cumsum(axis=1)[:, :-1]], axis=1)
+            out["forced_scores"] = before[:, :, None] + out["forced_values"]   # [B, P, k]
+        return out
+
+    def _alternatives_of(self, alts: dict | None, b: int, live: np.ndarray) -> np.ndarray:
+        if alts is None:
             return np.zeros(0, dtype=ALTERNATIVE_DTYPE)
-        n_free, k, top = int(active.sum()), self.k, steps["alt_token"].shape[-1]
-        free_scores = steps["alt_score"][active, b]                            # [T_b, K, k]
-        live = np.isfinite(free_scores[:, :, 0])                              # [T_b, K]: slots with a hypothesis
         parts = []
-        if n_prefix:
-            part = np.zeros((n_prefix, top), dtype=ALTERNATIVE_DTYPE)
-            part["step"] = np.arange(n_prefix)[:, None]
-            part["rank"] = np.arange(top)[None, :]
-            part["token"], part["token_logprob"] = forced["alt_token"][b], forced["alt_lp"][b]
-            part["score"] = forced["alt_score"][b]
+        if "forced_values" in alts:
+            part = np.zeros(alts["forced_values"].shape[1:], dtype=ALTERNATIVE_DTYPE)   # [P, k]
+            part["step"] = np.arange(part.shape[0])[:, None]
+            part["rank"] = np.arange(part.shape[1])[None, :]
+            part["token"], part["token_logprob"] = alts["forced_indices"][b], alts["forced_values"][b]
+            part["score"] = alts["forced_scores"][b]
             parts.append(part.reshape(-1))
-        part = np.zeros((n_free, k, top), dtype=ALTERNATIVE_DTYPE)
-        part["step"] = (n_prefix + np.arange(n_free))[:, None, None]
-        part["parent"] = np.arange(k)[None, :, None]
-        part["rank"] = np.arange(top)[None, None, :]
-        part["token"] = steps["alt_token"][active, b]
-        part["token_logprob"] = steps["alt_lp"][active, b]
-        part["score"] = free_scores
-        parts.append(part[live].reshape(-1))
+        scores = alts["scores"][live, b]                                      # [T_b, K, k]
+        part = np.zeros(scores.shape, dtype=ALTERNATIVE_DTYPE)
+        part["step"] = alts["steps"][live][:, None, None]
+        part["parent"] = np.arange(self.k)[None, :, None]
+        part["rank"] = np.arange(scores.shape[2])[None, None, :]
+        part["token"], part["token_logprob"] = alts["indices"][live, b], alts["values"][live, b]
+        part["score"] = scores
+        parts.append(part[np.isfinite(scores[:, :, 0])].reshape(-1))          # only slots holding a hypothesis
         return np.concatenate(parts)
+
+
+def _np(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().cpu().numpy()

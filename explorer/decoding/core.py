@@ -180,11 +180,8 @@ def normalize(score: float, length: int, cfg: DecodeConfig) -> float:
 
 def constrain(log_probs: torch.Tensor, length: int, min_len: int) -> torch.Tensor:
     """Forbid PAD and BOS always and EOS before `min_len` output tokens. log_probs [N, V], in place."""
-    log_probs[:, PAD_ID] = NEG_INF
-    log_probs[:, BOS_ID] = NEG_INF
-    if length < min_len:
-        log_probs[:, EOS_ID] = NEG_INF
-    return log_probs                                                          # [N, V]
+    banned = [PAD_ID, BOS_ID, EOS_ID] if length < min_len else [PAD_ID, BOS_ID]
+    return log_probs.index_fill_(1, torch.tensor(banned, device=log_probs.device), NEG_INF)   # [N, V]
 
 
 # ---------------------------------------------------------------------------------- the decoder
@@ -212,20 +209,31 @@ class StepDecoder:
             hidden = self.model.decode(self.history, self.memory, self.src_mask)[:, -n:]  # [N, n, d]
         return self.model.generator(hidden)                                   # [N, n, V]
 
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows `index` [N] (beam search re-parents hypotheses)."""
-        if self.cache is not None:
-            self.cache.reorder(index)
-        elif self.history is not None:
-            self.history = self.history.index_select(0, index)                 # [N, t]
+    def reorder(self, index: torch.Tensor, *, cross_too: bool = False) -> None:
+        """Keep rows `index` [N] (beam search re-parents hypotheses).
 
+        Beams never move between sentences and every beam of a sentence has the same projected
+        memory, so by default only the self-attention keys/values (kept under "self" by
+        DecoderLayer) are reordered: half the copying of DecoderCache.reorder, every step.
+        """
+        if self.cache is None:
+            if self.history is not None:
+                self.history = self.history.index_select(0, index)             # [N, t]
+        elif cross_too:
+            self.cache.reorder(index)
+        else:
+            for layer in self.cache.layers:
+                part = layer.get("self", {})
+                for key in ("k", "v"):
+                    if key in part:
+                        part[key] = part[key].index_select(0, index)           # [N, H, t, dh]
 
     def expand(self, k: int) -> None:
         """Repeat every row k times (one source -> k beam rows), cache included: [B, ...] -> [B*k, ...]."""
         index = torch.arange(self.memory.shape[0], device=self.memory.device).repeat_interleave(k)  # [B*k]
         self.memory = self.memory.index_select(0, index)                       # [B*k, S, d]
         self.src_mask = self.src_mask.index_select(0, index)                   # [B*k, 1, 1, S]
-        self.reorder(index)
+        self.reorder(index, cross_too=True)
 
 
 def start(model: nn.Module, src: torch.Tensor, prefix: list[int], rows_per_source: int = 1,
