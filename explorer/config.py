@@ -93,6 +93,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     dropout: float | None = None
     bf16: bool = False
+    log_every: int = 10               # steps per metrics.jsonl train record (loss = mean over them)
     eval_every: int = 200
     save_every: int = 500
     keep_last: int = 3

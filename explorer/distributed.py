@@ -5,6 +5,7 @@ shard of every epoch's batches and rank 0 alone writes the run directory.
 """
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 
@@ -48,11 +49,33 @@ class Dist:
         if not self.active:
             return model
         ids = [self.local_rank] if next(model.parameters()).is_cuda else None
-        return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        # The only buffer is the constant sinusoidal table: no need to re-broadcast it every forward.
+        ddp = nn.parallel.DistributedDataParallel
+        sync = ({"forward_sync_buffers": False} if "forward_sync_buffers" in inspect.signature(ddp).parameters
+                else {"broadcast_buffers": False})       # the older name (deprecated from torch 2.13)
+        return ddp(model, device_ids=ids, **sync)
 
     def barrier(self) -> None:
         if self.active:
             dist.barrier()
+
+    def all_sum(self, values: list[float], device: torch.device) -> list[float]:
+        """Sum a few numbers over ranks, so every rank takes the same decisions (stop, NaN) together."""
+        if not self.active:
+            return list(values)
+        t = torch.tensor(values, dtype=torch.float64, device=device)               # [n]
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t.tolist()
+
+    def weight_spread(self, model: nn.Module) -> float:
+        """Largest difference of any weight between ranks (0.0 when DDP keeps them identical)."""
+        if not self.active:
+            return 0.0
+        flat = torch.cat([p.detach().reshape(-1).double() for p in model.parameters()])  # [P]
+        hi, lo = flat.clone(), flat.clone()
+        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+        return float((hi - lo).abs().max())
 
     def cleanup(self) -> None:
         if self.active and dist.is_initialized():

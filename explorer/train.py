@@ -7,7 +7,6 @@ a non-finite loss stops the run as `failed` at the step where it happened.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -15,20 +14,21 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import fields
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from explorer import run_files as rf
-from explorer.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
+from explorer.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
 from explorer.config import TrainConfig, preset
-from explorer.data import load_corpus
+from explorer.data import DataError, load_corpus
 from explorer.distributed import Dist
 from explorer.evaluate import evaluate_split
 from explorer.model import Transformer
 from explorer.schedule import noam_rate
+from explorer.train_args import parse_config, validate  # noqa: F401  (re-exported for jobs/app)
 from explorer.train_data import BatchPlan, encode_pairs, prepare_tokenizer
 
 
@@ -55,7 +55,14 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
-        self._setup(resume)
+        try:
+            self._setup(resume)
+        except BaseException as err:  # a setup failure is a readable status, and the lock is let go
+            if self.dist.is_main:
+                rf.write_status(self.run_dir, state="failed", pid=os.getpid(),
+                                last_error=f"{type(err).__name__}: {err}")
+            self.lock.release()
+            raise
 
     # ---- setup -------------------------------------------------------------------------
     def _setup(self, resume: bool) -> None:
@@ -94,6 +101,8 @@ class Trainer:
         self.best = {"bleu": -1.0, "step": None}
         if resume:
             self._restore()
+            if self.dist.is_main:
+                _drop_metrics_after(self.run_dir, self.step)
         self.train_model = self.dist.wrap(self.model)
         if self.dist.is_main:
             rf.write_json_atomic(self.run_dir / rf.CONFIG, cfg.to_dict())
@@ -135,16 +144,23 @@ class Trainer:
         micro = [self.plan.tensors(ix, self.device) for ix in group]
         n_target = sum(int((tgt_out != self.model_cfg.pad_id).sum()) for _, _, tgt_out in micro)
         total_loss, total_tokens = 0.0, 0
-        for src, tgt_in, tgt_out in micro:
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                logits = self.train_model(src, tgt_in, return_logits=True)              # [B, T, V]
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
-                                   ignore_index=self.model_cfg.pad_id, label_smoothing=cfg.label_smoothing,
-                                   reduction="sum")
-            (loss / max(n_target, 1)).backward()
+        for i, (src, tgt_in, tgt_out) in enumerate(micro):
+            # Under DDP, gradients are all-reduced once per step: on the last micro-batch only.
+            last = i == len(micro) - 1
+            with (nullcontext() if last or not self.dist.active else self.train_model.no_sync()):
+                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                    logits = self.train_model(src, tgt_in, return_logits=True)          # [B, T, V]
+                loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
+                                       ignore_index=self.model_cfg.pad_id, label_smoothing=cfg.label_smoothing,
+                                       reduction="sum")
+                (loss / max(n_target, 1)).backward()
             total_loss += float(loss.detach())
             total_tokens += int((src != self.model_cfg.pad_id).sum())
         total_tokens += n_target
+        # Every rank sees the same totals, so a NaN or a stop request ends all ranks at the same step.
+        total_loss, n_target, total_tokens, stops = self.dist.all_sum(
+            [total_loss, n_target, total_tokens, float(self.stop_requested)], self.device)
+        self.stop_requested = stops > 0
         loss_value = total_loss / max(n_target, 1)
         if not math.isfinite(loss_value):
             raise FloatingPointError(f"non-finite loss ({loss_value}) at step {self.step + 1}")
@@ -152,7 +168,7 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
         self.optimizer.step()
         self.step += 1
-        return loss_value, total_tokens, lr
+        return loss_value, int(total_tokens), lr
 
     def run(self) -> int:
         cfg, main = self.cfg, self.dist.is_main
@@ -172,11 +188,11 @@ class Trainer:
                 tokens_since += ntok
                 window.append(loss)
                 bar.update(1)
-                if main and (self.step % 10 == 0 or self.step == self.total_steps):
+                if main and (self.step % cfg.log_every == 0 or self.step == self.total_steps):
                     now = time.time()
                     rec = {"kind": "train", "step": self.step, "epoch": self.epoch + self.batch_pos / max(
                         1, len(self.plan.epoch_batches(self.epoch))), "loss": sum(window) / len(window),
-                           "lr": lr, "tokens_per_s": tokens_since * self.dist.world / max(now - last_log, 1e-9),
+                           "lr": lr, "tokens_per_s": tokens_since / max(now - last_log, 1e-9),
                            "elapsed": now - t0}
                     rec["ppl"] = math.exp(min(rec["loss"], 50))
                     rf.append_metrics(self.run_dir, rec)
@@ -196,26 +212,33 @@ class Trainer:
         except TrainingStopped:
             self._save()
             state = "stopped"
-        except FloatingPointError as err:
-            state = "failed"
+        except (FloatingPointError, OSError) as err:
+            message = str(err) if isinstance(err, FloatingPointError) else f"{type(err).__name__}: {err}"
             if main:
-                rf.write_status(self.run_dir, state=state, last_error=str(err), failed_step=self.step + 1)
-            print(f"failed: {err}", file=sys.stderr, flush=True)
-            return 1
-        except OSError as err:
-            if main:
-                rf.write_status(self.run_dir, state="failed", last_error=f"{type(err).__name__}: {err}")
-            print(f"failed: {err}", file=sys.stderr, flush=True)
+                extra = {"failed_step": self.step + 1} if isinstance(err, FloatingPointError) else {}
+                rf.write_status(self.run_dir, state="failed", step=self.step, last_error=message,
+                                updated=time.time(), **extra)
+            print(f"failed: {message}", file=sys.stderr, flush=True)
+            self._close()
             return 1
         finally:
             bar.close()
+        spread = self.dist.weight_spread(self.model)
         if main:
             rf.write_status(self.run_dir, state=state, step=self.step, updated=time.time())
+            if self.dist.active:
+                print(f"DDP: {self.dist.world} ranks, largest weight difference between ranks {spread:.3g}"
+                      + (" (identical)" if spread == 0 else " (WARNING: ranks diverged)"), flush=True)
             print(f"{state}: step {self.step}/{self.total_steps}, epoch {self.epoch}, "
-                  f"{time.time() - t0:.0f}s, best dev BLEU {self.best['bleu']:.2f} at step {self.best['step']}, "
+                  f"{time.time() - t0:.0f}s, " + (f"best dev BLEU {self.best['bleu']:.2f} at step {self.best['step']}, "
+                                                 if self.best["step"] is not None else "") +
                   f"run dir {self.run_dir}", flush=True)
-        self.dist.cleanup()
+        self._close()
         return 0
+
+    def _close(self) -> None:
+        self.dist.cleanup()
+        self.lock.release()
 
     # ---- eval / save -------------------------------------------------------------------
     def _evaluate(self) -> None:
@@ -274,56 +297,21 @@ class Trainer:
         signal.signal(signal.SIGINT, request_stop)
 
 
+def _drop_metrics_after(run_dir: Path, step: int) -> None:
+    """On resume, forget records of steps after the checkpoint: they are about to be trained again."""
+    path = Path(run_dir) / rf.METRICS
+    if not path.is_file():
+        return
+    keep = [r for r in rf.read_metrics(run_dir) if not isinstance(r.get("step"), int) or r["step"] <= step]
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+    os.replace(tmp, path)
+
+
 def _progress(total: int, initial: int, enabled: bool):
     from tqdm import tqdm
     return tqdm(total=total, initial=initial, disable=not enabled, unit="step", dynamic_ncols=True,
                 mininterval=2.0, file=sys.stderr)
-
-
-def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
-    parser = argparse.ArgumentParser(prog="python -m explorer.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", help="JSON file with TrainConfig fields (flags override it)")
-    parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
-    defaults = TrainConfig()
-    for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        value = getattr(defaults, f.name)
-        if isinstance(value, bool):
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
-        else:
-            kind = {"max_steps": int, "epochs": float, "dropout": float, "threads": int}.get(
-                f.name, type(value) if value is not None else str)
-            parser.add_argument(flag, dest=f.name, type=kind, default=None)
-    args = parser.parse_args(argv)
-    data = json.loads(Path(args.config).read_text()) if args.config else {}
-    if args.resume and not args.config and args.run_dir and (Path(args.run_dir) / rf.CONFIG).is_file():
-        data = json.loads((Path(args.run_dir) / rf.CONFIG).read_text())
-    for f in fields(TrainConfig):
-        if getattr(args, f.name) is not None:
-            data[f.name] = getattr(args, f.name)
-    cfg = TrainConfig.from_dict(data)
-    validate(cfg)
-    return cfg, args.resume
-
-
-def validate(cfg: TrainConfig) -> None:
-    """Refuse settings that cannot work, before anything starts (the app shows these messages)."""
-    checks = [
-        (cfg.max_steps >= 1 or cfg.epochs, "max_steps must be >= 1"),
-        (cfg.epochs is None or cfg.epochs > 0, "epochs must be > 0"),
-        (cfg.batch_tokens >= 16, "batch_tokens must be >= 16"),
-        (cfg.accum_steps >= 1, "accum_steps must be >= 1"),
-        (cfg.warmup >= 1, "warmup must be >= 1"),
-        (cfg.lr_factor > 0, "lr_factor must be > 0"),
-        (0 <= cfg.label_smoothing < 1, "label_smoothing must be in [0, 1)"),
-        (cfg.keep_last >= 1, "keep_last must be >= 1"),
-        (cfg.max_len >= 8, "max_len must be >= 8"),
-        (cfg.init_from is not None or cfg.preset in ("tiny", "small", "base"), f"unknown preset {cfg.preset!r}"),
-        (cfg.tokenizer_type in ("bpe", "unigram", "word"), "tokenizer_type must be bpe, unigram or word"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,15 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    run_dir = Path(cfg.run_dir)
     try:
-        trainer = Trainer(cfg, resume=resume)
-    except SystemExit:
-        raise
-    except Exception as err:  # setup failures become a readable status, not just a traceback
-        if not rf.RunLock(run_dir).is_held_by_other():
-            rf.write_status(run_dir, state="failed", last_error=f"{type(err).__name__}: {err}", pid=os.getpid())
-        raise
+        trainer = Trainer(cfg, resume=resume)       # refused (SystemExit, code 1) if the run is locked
+    except (DataError, CheckpointError) as err:      # status.json already says "failed" with the reason
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     return trainer.run()
 
 

@@ -1,0 +1,102 @@
+"""The trainer's settings: a TrainConfig from a JSON file and/or flags, checked before anything starts.
+
+Every TrainConfig field is a flag (`max_steps` -> `--max-steps`); `--config FILE.json` gives a base
+that flags override; `--resume` without `--config` starts from the run's saved train_config.json.
+Bad settings raise ValueError with a message meant for people (the CLI exits 2 with it, the app
+shows it under the form).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import fields
+from pathlib import Path
+
+from explorer import run_files as rf
+from explorer.config import PRESETS, TrainConfig
+
+_FLAG_TYPES = {"max_steps": int, "epochs": float, "dropout": float, "threads": int, "init_from": str}
+_PY_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "None": (type(None),)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m explorer.train",
+                                     description="Train the encoder-decoder Transformer.")
+    parser.add_argument("--config", help="JSON file with TrainConfig fields (flags override it)")
+    parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        value = getattr(defaults, f.name)
+        if isinstance(value, bool):
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+        else:
+            kind = _FLAG_TYPES.get(f.name, type(value) if value is not None else str)
+            parser.add_argument(flag, dest=f.name, type=kind, default=None)
+    return parser
+
+
+def _read_config_file(path: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"cannot read config file {path}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise ValueError(f"config file {path} is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a JSON object of TrainConfig fields")
+    return data
+
+
+def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
+    """(config, resume) from the command line; ValueError for anything that cannot work."""
+    args = build_parser().parse_args(argv)
+    data = _read_config_file(args.config) if args.config else {}
+    saved = Path(args.run_dir or TrainConfig.run_dir) / rf.CONFIG
+    if args.resume and not args.config and saved.is_file():
+        data = _read_config_file(str(saved))
+    for f in fields(TrainConfig):
+        if getattr(args, f.name) is not None:
+            data[f.name] = getattr(args, f.name)
+    cfg = TrainConfig.from_dict(data)
+    validate(cfg)
+    return cfg, args.resume
+
+
+def _check_types(cfg: TrainConfig) -> None:
+    """A JSON file can say "max_steps": "lots"; name the field instead of failing somewhere later."""
+    for f in fields(TrainConfig):
+        allowed = tuple(t for name in str(f.type).replace(" ", "").split("|") for t in _PY_TYPES.get(name, ()))
+        value = getattr(cfg, f.name)
+        if not allowed:
+            continue
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+            raise ValueError(f"{f.name} must be {f.type}, not {value!r}")
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Refuse settings that cannot work, before anything starts (the app shows these messages)."""
+    _check_types(cfg)
+    checks = [
+        (cfg.max_steps >= 1 or cfg.epochs, "max_steps must be >= 1"),
+        (cfg.epochs is None or cfg.epochs > 0, "epochs must be > 0"),
+        (cfg.batch_tokens >= 16, "batch_tokens must be >= 16"),
+        (cfg.accum_steps >= 1, "accum_steps must be >= 1"),
+        (cfg.warmup >= 1, "warmup must be >= 1"),
+        (cfg.lr_factor > 0, "lr_factor must be > 0"),
+        (0 <= cfg.label_smoothing < 1, "label_smoothing must be in [0, 1)"),
+        (cfg.clip_norm >= 0, "clip_norm must be >= 0 (0 = no clipping)"),
+        (cfg.dropout is None or 0 <= cfg.dropout < 1, "dropout must be in [0, 1)"),
+        (cfg.keep_last >= 1, "keep_last must be >= 1"),
+        (cfg.log_every >= 1, "log_every must be >= 1"),
+        (cfg.eval_every >= 0 and cfg.save_every >= 0, "eval_every and save_every must be >= 0 (0 = off)"),
+        (cfg.eval_sentences >= 0, "eval_sentences must be >= 0"),
+        (cfg.max_len >= 8, "max_len must be >= 8"),
+        (cfg.vocab_size >= 16, "vocab_size must be >= 16"),
+        (cfg.threads is None or cfg.threads >= 1, "threads must be >= 1"),
+        (cfg.init_from is not None or cfg.preset in PRESETS, f"unknown preset {cfg.preset!r}"),
+        (cfg.tokenizer_type in ("bpe", "unigram", "word"), "tokenizer_type must be bpe, unigram or word"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
