@@ -165,7 +165,7 @@ def beam_search(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefi
     tokens of every sentence; `ablate` zeroes (kind, layer, head) heads; `trace` adds a BeamTrace.
     """
     cfg = cfg or DecodeConfig()
-    check_config(cfg, model)
+    check_config(cfg, model, beam=True)
     prefix = check_prefix(prefix, model)
     k = cfg.beam_size
     with decoding_session(model, ablate):

@@ -108,10 +108,10 @@ def check_prefix(prefix: Sequence[int] | None, model: nn.Module) -> list[int]:
     return prefix
 
 
-def check_config(cfg: DecodeConfig, model: nn.Module) -> None:
+def check_config(cfg: DecodeConfig, model: nn.Module, beam: bool = False) -> None:
     """Limits that depend on the model (DecodeConfig itself checks the rest when it is made)."""
     vocab = model.cfg.tgt_vocab_size
-    if cfg.strategy == "beam" and 2 * cfg.beam_size > vocab - 3:
+    if beam and 2 * cfg.beam_size > vocab - 3:
         raise ValueError(f"beam_size must be in [1, {(vocab - 3) // 2}] for a vocabulary of {vocab}")
     if cfg.top_k > vocab:
         raise ValueError(f"top_k must be in [0, {vocab}] (0 = off)")
