@@ -5,6 +5,8 @@ The step lives in the URL (1-based, like the slider), so a view of step 7 can be
 """
 from __future__ import annotations
 
+import hashlib
+
 import streamlit as st
 
 from explorer.decoding import EOS_ID, UNK_ID
@@ -28,7 +30,7 @@ state.learn(
 
 def sentence() -> str:
     """The shared sentence, editable here too (writes back through state.set_text)."""
-    current = state.current_text() or state.url_get("text", "")
+    current = state.current_text()
     if st.session_state.get("beam_text") != current:
         st.session_state["beam_text"] = current
     st.text_input("Sentence (shared with the Translate page)", key="beam_text",
@@ -80,7 +82,7 @@ def show_attention(ckpt, result, trace, row: int, piece) -> None:
     out = [piece(t) for t in tokens]
     left, right = st.columns(2)
     left.plotly_chart(plots.step_attention_figure(
-        weights[:, -1], result.src_pieces, f"Producing '{out[-1]}': cross-attention, layer {layer}"),
+        weights[:, -1], result.src_pieces, f"Producing '{plots.label(out[-1])}': cross-attention, layer {layer}"),
         config=FIG, key="beam_attn_step")
     right.plotly_chart(plots.prefix_attention_figure(
         weights.mean(axis=0), result.src_pieces, out, f"Whole hypothesis so far (mean of heads), layer {layer}"),
@@ -91,12 +93,12 @@ def show_attention(ckpt, result, trace, row: int, piece) -> None:
                        key="beam_attn_csv")
 
 
-def force_controls(ckpt, trace, row: int, step: int, piece, run_key: tuple) -> None:
+def force_controls(ckpt, trace, row: int, step: int, piece, run_key: tuple, tag: str) -> None:
     """Pick another token for this step (from what the parent proposed, or typed) and re-decode."""
     alts = [(t, lp) for t, lp in plots.alternatives_for(trace, row) if t != EOS_ID]
     head = trace.tokens(row)[:-1]                                           # the parent hypothesis
     cols = st.columns([2, 2, 1])
-    choice = cols[0].selectbox("Alternative token at this step", [t for t, _ in alts], key=f"beam_alt_{step}_{row}",
+    choice = cols[0].selectbox("Alternative token at this step", [t for t, _ in alts], key=f"beam_alt_{step}_{row}_{tag}",
                                format_func=lambda t: f"{piece(t)}  (log p {dict(alts)[t]:.2f})")
     typed = cols[1].text_input("…or type a word (target side)", key="beam_typed",
                                help="Encoded with the target tokenizer; all its pieces are forced.")
@@ -131,7 +133,7 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
         col.code(best.text or "(empty)", language=None)
         col.caption(f"score {best.score:.3f} · normalised {best.normalized:.3f} · {len(best.ids)} tokens"
                     + ("" if best.finished else " · not finished"))
-    right.caption("Forced prefix: " + " ".join(piece(t) for t in prefix))
+    right.caption("Forced prefix: " + state.md_escape(" ".join(piece(t) for t in prefix)))
     st.plotly_chart(plots.compare_figure({"original": (result.best.pieces, result.best.token_logprobs),
                                           "forced": (other.best.pieces, other.best.token_logprobs)}),
                     config=FIG, key="beam_compare")
@@ -158,7 +160,7 @@ def main() -> None:
         st.info(result.reason or "No beam trace: beam search is needed to show one (greedy and sampling keep none).")
         return
     piece = lambda t: ckpt.tokenizer.id_to_piece(int(t), "tgt")            # noqa: E731
-    st.markdown(f"**Best:** {result.best.text}")
+    st.markdown("**Best:** " + (state.md_escape(result.best.text) if result.best.text.strip() else "*(empty output)*"))
     st.caption(f"{trace.n_steps} steps · beam {trace.beam_size} · length penalty {trace.length_penalty}"
                f" (α={trace.alpha:g}) · stopped: {trace.stop_reason}")
     step = step_slider(trace.n_steps)
@@ -166,7 +168,9 @@ def main() -> None:
     best_rows = set(plots.best_path(trace))
     ranks = list(table["row"])
     default = next((i for i, r in enumerate(ranks) if r in best_rows), 0)
-    row = st.selectbox("Hypothesis at this step", ranks, index=default, key=f"beam_row_{step}",
+    run_key = (ckpt.sha256, text, tuple(sorted(cfg.items())))
+    tag = hashlib.sha1(repr(run_key).encode()).hexdigest()[:8]             # per-search widget keys: rows differ
+    row = st.selectbox("Hypothesis at this step", ranks, index=default, key=f"beam_row_{step}_{tag}",
                        format_func=lambda r: _row_label(table, r))
     st.plotly_chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), config=FIG, key="beam_tree")
     st.subheader(f"Candidates ranked at step {step + 1}")
@@ -176,8 +180,7 @@ def main() -> None:
     st.subheader("Cross-attention of the chosen hypothesis")
     show_attention(ckpt, result, trace, row, piece)
     st.subheader("Force another token here")
-    run_key = (ckpt.sha256, text, tuple(sorted(cfg.items())))
-    force_controls(ckpt, trace, row, step, piece, run_key)
+    force_controls(ckpt, trace, row, step, piece, run_key, tag)
     show_forced(ckpt, text, cfg, result, piece, run_key)
 
 

@@ -89,7 +89,7 @@ def sentence_section(ckpt) -> None:
     if ckpt is None:
         st.info("Pick a working checkpoint in the sidebar to compare norms on a sentence.")
         return
-    text, _ = state.clip_text(state.current_text() or state.url_get("text", ""))
+    text, _ = state.clip_text(state.current_text())
     if not text.strip():
         st.info("Type a sentence on the Translate page (or add ?text=… to the URL) to see its norms.")
         return

@@ -1,0 +1,224 @@
+"""AppTest of the Beam-search page on a real checkpoint: it runs, its widgets change what is shown,
+forcing a token yields a translation that starts with the forced prefix, bad input is friendly.
+
+Checkpoint: checkpoints/bible-es-en, else checkpoints/numbers-en-de, else the newest
+runs/*/checkpoints/step_*; the tests skip (saying so) when there is none.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer.checkpoint import list_checkpoints, load_checkpoint
+from explorer.config import DecodeConfig
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = "explorer/ui/pages/beam.py"
+SENTENCES = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "three hundred and twenty one"}
+
+
+def pick_checkpoint():
+    """(CheckpointInfo, sentence) of the checkpoint to test on, or None."""
+    shipped = [ROOT / "checkpoints" / n for n in ("bible-es-en", "numbers-en-de")]
+    runs = sorted(ROOT.glob("runs/*/checkpoints/step_*/model.safetensors"), key=lambda p: p.stat().st_mtime)
+    for path in [p for p in shipped if (p / "model.safetensors").is_file()] + [p.parent for p in runs[::-1]]:
+        info = next((i for i in list_checkpoints(ROOT / "checkpoints", ROOT / "runs") if i.path == path), None)
+        if info is not None and not info.error:
+            return info, SENTENCES.get(info.meta.get("src_lang"), "a short test sentence")
+    return None
+
+
+@pytest.fixture(scope="module")
+def checkpoint():
+    found = pick_checkpoint()
+    if found is None:
+        pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de or runs/*/checkpoints/step_*")
+    return found
+
+
+def open_page(ckpt_name: str, text: str | None, **query) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["ckpt"] = ckpt_name
+    for key, value in query.items():
+        at.query_params[key] = str(value)
+    if text is not None:
+        at.session_state["text"] = text
+    at.switch_page(PAGE)
+    return at.run()
+
+
+def chart(at: AppTest, key: str) -> dict:
+    """The plotly spec of the chart with this widget key (numpy arrays decoded)."""
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-" + key)]
+    assert found, f"no chart {key!r}; charts: {[c.proto.id for c in at.get('plotly_chart')]}"
+    return json.loads(found[0].proto.spec)
+
+
+def array(value) -> np.ndarray:
+    if isinstance(value, dict) and "bdata" in value:
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        return data.reshape([int(n) for n in str(value["shape"]).split(",")]) if "shape" in value else data  # "3, 4"
+    return np.asarray(value)
+
+
+def no_exceptions(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def texts(elements) -> str:
+    return " ".join(str(e.value) for e in elements)
+
+
+def n_steps(at: AppTest) -> int:
+    return at.slider(key="beam_step").max if any(s.key == "beam_step" for s in at.slider) else 1
+
+
+def tree_nodes(at: AppTest) -> int:
+    spec = chart(at, "beam_tree")
+    statuses = ("forced", "kept", "pruned", "finished", "truncated")
+    return sum(len(array(t["x"])) for t in spec["data"] if t.get("name") in statuses)
+
+
+def test_page_runs_and_shows_the_search(checkpoint):
+    info, text = checkpoint
+    at = open_page(info.name, text)
+    no_exceptions(at)
+    assert not at.error, texts(at.error)
+    table = at.dataframe[0].value
+    assert len(table) == 2 * 5 and list(table["rank"]) == list(range(10))   # 2k candidates, k = 5 by default
+    assert set(table["status"]) <= {"kept", "pruned", "finished", "truncated"}
+    assert tree_nodes(at) == n_steps(at) * 10
+    assert "**Best:**" in texts(at.markdown)
+    assert any(b.proto.label == "Whole trace as CSV" for b in at.get("download_button"))
+
+
+def test_step_slider_changes_the_table_and_the_url(checkpoint):
+    info, text = checkpoint
+    at = open_page(info.name, text)
+    first = at.dataframe[0].value
+    assert n_steps(at) >= 2, "the sentence should need more than one step"
+    at.slider(key="beam_step").set_value(2).run()
+    no_exceptions(at)
+    second = at.dataframe[0].value
+    assert at.query_params["step"] == "2"
+    assert not first[["token", "cumulative"]].equals(second[["token", "cumulative"]])
+    assert (second["cumulative"].max() < first["cumulative"].max())          # log-probs only go down
+    assert set(second["extends"]) != {"<s>"}
+
+
+def test_step_comes_from_the_url(checkpoint):
+    info, text = checkpoint
+    at = open_page(info.name, text, step=2)
+    no_exceptions(at)
+    assert at.slider(key="beam_step").value == 2
+    at = open_page(info.name, text, step=9999)                                # clamped, not an error
+    no_exceptions(at)
+    assert at.slider(key="beam_step").value == at.slider(key="beam_step").max
+
+
+def test_beam_size_and_length_penalty_change_the_tree(checkpoint):
+    info, text = checkpoint
+    at = open_page(info.name, text)
+    nodes_5, normalised = tree_nodes(at), at.dataframe[0].value["normalised"].to_numpy()
+    at.slider(key="beam_step").set_value(2).run()                            # a row of the old search is chosen
+    at.slider(key="beam_size").set_value(2).run()
+    no_exceptions(at)
+    assert len(at.dataframe[0].value) == 4
+    at.slider(key="beam_step").set_value(1).run()
+    assert tree_nodes(at) == 4 * n_steps(at) != nodes_5
+    at.slider(key="beam_size").set_value(5).run()
+    at.slider(key="beam_step").set_value(2).run()
+    gnmt = at.dataframe[0].value["normalised"].to_numpy()
+    at.selectbox(key="beam_lp").set_value("average").run()
+    no_exceptions(at)
+    average = at.dataframe[0].value
+    assert np.allclose(average["normalised"], average["cumulative"] / 2, atol=1e-4)   # lp(2) = 2
+    assert not np.allclose(gnmt, average["normalised"].to_numpy())
+    assert len(normalised) == 10
+
+
+def test_forcing_an_alternative_token_starts_the_output_with_it(checkpoint):
+    info, text = checkpoint
+    at = open_page(info.name, text)
+    at.slider(key="beam_step").set_value(2).run()
+    row = next(s for s in at.selectbox if s.key.startswith("beam_row_1_")).value
+    alt = next(s for s in at.selectbox if s.key.startswith("beam_alt_1_"))
+    choice = alt.options[1] if len(alt.options) > 1 else alt.options[0]
+    alt.select_index(alt.options.index(choice)).run()
+    at.button(key="beam_force").click().run()
+    no_exceptions(at)
+    forced = at.session_state["beam_forced"]
+    assert forced["step"] == 1 and len(forced["prefix"]) == 2 and row is not None
+    tokenizer = load_checkpoint(info.path, device="cpu").tokenizer
+    piece = tokenizer.id_to_piece(forced["prefix"][1], "tgt")
+    assert choice.endswith(f"{piece}  (log p") or piece in choice
+    codes = [c.value for c in at.code]
+    assert len(codes) == 2, codes                                            # original | forced
+    expected = tokenizer.decode(forced["prefix"], side="tgt").strip()
+    assert codes[1].strip().startswith(expected), (codes[1], expected)
+    assert any("original vs forced" in h.value for h in at.subheader)
+    assert any(c.proto.id.endswith("-beam_compare") for c in at.get("plotly_chart"))
+
+
+def test_forcing_a_typed_word(checkpoint):
+    info, text = checkpoint
+    at = open_page(info.name, text)
+    word = {"de": "neun", "en": "earth"}.get(info.meta.get("tgt_lang"), "the")
+    at.text_input(key="beam_typed").input(word).run()
+    at.button(key="beam_force").click().run()
+    no_exceptions(at)
+    prefix = at.session_state["beam_forced"]["prefix"]
+    tokenizer = load_checkpoint(info.path, device="cpu").tokenizer
+    assert prefix == [int(t) for t in tokenizer.encode(word, side="tgt")]    # step 1: nothing before it
+    assert 1 not in prefix, "the typed word should be in the target vocabulary"
+    assert [c.value for c in at.code][1].strip().startswith(tokenizer.decode(prefix, side="tgt").strip())
+
+
+@pytest.mark.parametrize("text, message", [("", "Type a sentence"), ("   ", "Type a sentence")])
+def test_empty_text_is_a_friendly_info(checkpoint, text, message):
+    info, _ = checkpoint
+    at = open_page(info.name, text)
+    no_exceptions(at)
+    assert message in texts(at.info) and not at.dataframe
+
+
+@pytest.mark.parametrize("text", ["<img src=x onerror=alert(1)>", "🙂🙃 " * 40, "你好，世界。Привет мир", "x " * 2600])
+def test_odd_input_never_raises(checkpoint, text):
+    info, _ = checkpoint
+    at = open_page(info.name, text)
+    no_exceptions(at)
+    assert not re.search(r"(?<!\\)<img", texts(at.markdown))                  # escaped wherever shown
+    assert at.text_input(key="beam_text").value == text                        # shown literally
+    if len(text) > 2000:
+        assert "only the start is used" in texts(at.warning)
+
+
+def test_greedy_settings_say_beam_search_is_needed(checkpoint):
+    info, text = checkpoint
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["ckpt"] = info.name
+    at.session_state["text"] = text
+    at.session_state["decode_cfg"] = DecodeConfig(strategy="greedy").to_dict()
+    at.switch_page(PAGE)
+    at.run()
+    no_exceptions(at)
+    assert "beam search is needed" in texts(at.info)
+    assert len(at.dataframe[0].value) == 10                                   # the page still runs its search
+
+
+def test_damaged_checkpoint_gives_a_message(checkpoint, tmp_path, monkeypatch):
+    info, text = checkpoint
+    broken = tmp_path / "runs" / "broken" / "checkpoints" / "step_000001"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{ not json")
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
+    at = open_page("broken/checkpoints/step_000001", text)
+    no_exceptions(at)
+    assert "Pick a working checkpoint" in texts(at.info)
