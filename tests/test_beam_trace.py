@@ -87,3 +87,10 @@ def test_trace_is_plain_picklable_data():
     assert len(alt) == 5 + (trace.n_steps - 1) * 4 * 5
     assert d[1].trace.max_len == 7 and d[0].trace.max_len == 9
     assert not any(isinstance(v, torch.Tensor) for v in vars(trace).values())
+
+
+def test_trace_without_alternatives_and_early_stop_reason(trained, sources):
+    d = beam_search(trained, sources[:1], DecodeConfig(beam_size=2, trace_top_k=0, early_stopping=True), trace=True)[0]
+    assert len(d.trace.alternatives) == 0 and len(d.trace.alternatives_dataframe()) == 0
+    assert d.trace.stop_reason == d.meta["stop_reason"] == "early_stopping"
+    check_complete(d.trace, d, 2)

@@ -21,7 +21,7 @@ def test_decode_benchmark_runs_and_writes_json(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "ours, cached + BeamTrace" in out and "uncached / cached" in out
     result = json.loads((tmp_path / "decode.json").read_text())
-    assert set(result["median_wall_s"]) == {"ours, cached", "ours, cached + BeamTrace", "ours, uncached"}
+    assert {"ours, cached", "ours, cached + BeamTrace", "ours, uncached"} <= set(result["median_wall_s"])
 
 
 def test_dispatcher_finds_and_runs_benchmarks(capsys):

@@ -6,7 +6,7 @@ same dimensions (d_model 256, 4 heads, ffn 1024, 3+3 layers, vocab 8000, ReLU, s
 sinusoidal positions). Both are forced to exactly --out-len tokens (EOS forbidden until then:
 our min_len, HF's min_new_tokens), so they do the same amount of decoder work. Runs are
 interleaved round-robin after warm-up, so load from other processes hits every variant alike;
-the table shows medians. Goals (issue 4): with the trace >= 1.5x faster than HF; the trace < 20%
+the table shows medians of process CPU time (steady on a shared machine) and of wall time. Goals (issue 4): with the trace >= 1.5x faster than HF; the trace < 20%
 over plain beam search; cached >= 3x faster than uncached for 40-token outputs.
 """
 from __future__ import annotations
@@ -22,7 +22,11 @@ import torch
 
 from explorer.config import DecodeConfig, preset
 from explorer.decoding import EOS_ID, beam_search
+from explorer.decoding.core import start
 from explorer.model import Transformer
+
+PLAIN, TRACED, UNCACHED = "ours, cached", "ours, cached + BeamTrace", "ours, uncached"
+HF = "HF MarianMTModel.generate"
 
 
 def our_model(name: str, vocab: int) -> Transformer:
@@ -64,6 +68,30 @@ def time_rounds(variants: dict[str, Callable[[], object]], warmup: int,
     return wall, cpu
 
 
+def decoder_steps_only(model: Transformer, src: torch.Tensor, beam: int, out_len: int) -> Callable[[], object]:
+    """The decoder work of a cached beam search with no search logic: encode, then out_len steps of
+    (reorder cache, feed k tokens). What is left of our time beyond this is search and trace."""
+    def run():
+        with torch.inference_mode():
+            step, first = start(model, src, [], beam)
+            tokens, index = torch.full((beam, 1), 7), torch.arange(beam)
+            for _ in range(out_len - 1):
+                step.reorder(index)
+                step.feed(tokens)
+    return run
+
+
+def hf_generate(model, src: torch.Tensor, beam: int, out_len: int) -> Callable[[], object]:
+    mask = torch.ones_like(src)
+
+    def run():
+        with torch.inference_mode():
+            return model.generate(input_ids=src, attention_mask=mask, num_beams=beam, num_return_sequences=beam,
+                                  max_new_tokens=out_len, min_new_tokens=out_len, do_sample=False,
+                                  early_stopping=False, length_penalty=1.0, use_cache=True)
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer.bench decode", description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="small")
@@ -85,28 +113,21 @@ def main(argv: list[str] | None = None) -> int:
     cfg = DecodeConfig(beam_size=args.beam, n_best=args.beam, max_len_a=0.0, max_len_b=args.out_len,
                        min_len=args.out_len, length_penalty="average")
     variants: dict[str, Callable[[], object]] = {
-        "ours, cached": lambda: beam_search(model, src, cfg),
-        "ours, cached + BeamTrace": lambda: beam_search(model, src, cfg, trace=True),
-        "ours, uncached": lambda: beam_search(model, src, cfg, use_cache=False),
+        PLAIN: lambda: beam_search(model, src, cfg),
+        TRACED: lambda: beam_search(model, src, cfg, trace=True),
+        UNCACHED: lambda: beam_search(model, src, cfg, use_cache=False),
+        "ours, decoder steps only": decoder_steps_only(model, src, args.beam, args.out_len),
     }
     lengths = {len(h.ids) for h in beam_search(model, src, cfg, trace=True)[0].hypotheses}
     assert lengths == {args.out_len}, f"ours produced lengths {lengths}"
     hf_note = "skipped"
     if not args.no_hf:
-        hf = hf_model(model.cfg, args.vocab)
-        mask = torch.ones_like(src)
-
-        def run_hf():
-            with torch.inference_mode():
-                return hf.generate(input_ids=src, attention_mask=mask, num_beams=args.beam,
-                                   num_return_sequences=args.beam, max_new_tokens=args.out_len,
-                                   min_new_tokens=args.out_len, do_sample=False, early_stopping=False,
-                                   length_penalty=1.0, use_cache=True)
-
-        out = run_hf()
-        assert out.shape == (args.beam, args.out_len + 1), f"HF produced {tuple(out.shape)}"
-        variants["HF MarianMTModel.generate"] = run_hf
         import transformers
+
+        hf = hf_model(model.cfg, args.vocab)
+        variants[HF] = hf_generate(hf, src, args.beam, args.out_len)
+        out = variants[HF]()
+        assert out.shape == (args.beam, args.out_len + 1), f"HF produced {tuple(out.shape)}"
         hf_note = f"transformers {transformers.__version__}, attn {hf.config._attn_implementation}"
 
     wall, cpu = time_rounds(variants, args.warmup, args.repeats)
@@ -115,18 +136,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"beam {args.beam}, {args.src_len}-token source -> {args.out_len}-token outputs, preset {args.preset} "
           f"(vocab {args.vocab}), torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
           f"median of {args.repeats} after {args.warmup} warm-up; HF: {hf_note}")
-    print(f"{'variant':28s} {'wall ms':>9s} {'min ms':>8s} {'CPU ms':>8s} {'wall ms/token':>14s}")
+    print(f"{'variant':28s} {'CPU ms':>8s} {'wall ms':>8s} {'wall min':>9s} {'CPU ms/token':>13s}")
     for name in variants:
-        print(f"{name:28s} {median[name] * 1e3:9.1f} {min(wall[name]) * 1e3:8.1f} {median_cpu[name] * 1e3:8.1f} "
-              f"{median[name] * 1e3 / args.out_len:14.2f}")
+        print(f"{name:28s} {median_cpu[name] * 1e3:8.1f} {median[name] * 1e3:8.1f} {min(wall[name]) * 1e3:9.1f} "
+              f"{median_cpu[name] * 1e3 / args.out_len:13.2f}")
     ratios = {}
-    for label, m in (("wall", median), ("CPU", median_cpu)):
-        plain, traced, uncached = m["ours, cached"], m["ours, cached + BeamTrace"], m["ours, uncached"]
-        ratios[f"trace overhead ({label})"] = (traced / plain - 1, "< 20%")
-        ratios[f"uncached / cached ({label})"] = (uncached / plain, ">= 3x")
-        if "HF MarianMTModel.generate" in m:
-            ratios[f"HF / ours+trace ({label})"] = (m["HF MarianMTModel.generate"] / traced, ">= 1.5x")
-            ratios[f"HF / ours plain ({label})"] = (m["HF MarianMTModel.generate"] / plain, "")
+    for label, m in (("CPU", median_cpu), ("wall", median)):
+        ratios[f"trace overhead ({label})"] = (m[TRACED] / m[PLAIN] - 1, "< 20%")
+        ratios[f"uncached / cached ({label})"] = (m[UNCACHED] / m[PLAIN], ">= 3x")
+        if HF in m:
+            ratios[f"HF / ours+trace ({label})"] = (m[HF] / m[TRACED], ">= 1.5x")
+            ratios[f"HF / ours plain ({label})"] = (m[HF] / m[PLAIN], "")
     for name, (value, goal) in ratios.items():
         shown = f"{value * 100:+.1f}%" if name.startswith("trace overhead") else f"{value:.2f}x"
         met = "" if not goal else ("  goal " + goal + (": met" if _met(value, goal) else ": MISSED"))
