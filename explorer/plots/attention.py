@@ -1,0 +1,161 @@
+"""Figures of the Attention page: pure builders, numpy in, plotly Figure out (no Streamlit).
+
+Tokens go on numeric axes with tick labels (a sentence often repeats a token, and a categorical
+axis would merge the repeats), and every token is HTML-escaped first: plotly renders a subset of
+HTML in labels and hover text, so `<s>` would vanish and `<b>` would turn bold.
+"""
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.attention_stats import STAT_LABELS, Alignment
+
+WEIGHTS_SCALE = "Blues"
+SCORES_SCALE = "RdBu_r"
+MASK_COLOUR = "rgba(120,120,120,0.55)"
+
+
+def label(token: str) -> str:
+    """A token as safe plotly text (escaped; the sentencepiece marker kept, it shows word starts)."""
+    return html.escape(str(token), quote=False)
+
+
+def token_axis(tokens: Sequence[str]) -> dict:
+    return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[label(t) for t in tokens])
+
+
+def _finite(matrix: np.ndarray) -> np.ndarray:
+    """-inf (masked scores) -> NaN, which plotly leaves blank instead of failing to serialise."""
+    m = np.asarray(matrix, dtype=np.float64)
+    return np.where(np.isfinite(m), m, np.nan)
+
+
+def head_grid(stack: np.ndarray, title: str, diverging: bool = False) -> go.Figure:
+    """Layers down, heads across: one small heatmap per head of a stack [L, H, q, k].
+
+    Kept light for quick re-rendering: no tick labels, values rounded to 3 decimals, one shared
+    colour axis, and a constant hover template per head.
+    """
+    stack = _finite(stack)                                                    # [L, H, q, k]
+    n_layers, n_heads = stack.shape[:2]
+    titles = [f"L{layer + 1} H{head + 1}" for layer in range(n_layers) for head in range(n_heads)]
+    fig = make_subplots(rows=n_layers, cols=n_heads, subplot_titles=titles,
+                        horizontal_spacing=0.02, vertical_spacing=0.06 if n_layers < 5 else 0.03)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            fig.add_trace(go.Heatmap(
+                z=np.round(stack[layer, head], 3), coloraxis="coloraxis",
+                hovertemplate=f"layer {layer + 1}, head {head + 1}<br>query %{{y}} → key %{{x}}: "
+                              "%{z:.3f}<extra></extra>"), row=layer + 1, col=head + 1)
+    fig.update_xaxes(showticklabels=False, ticks="")
+    fig.update_yaxes(showticklabels=False, ticks="", autorange="reversed")
+    finite = stack[np.isfinite(stack)]
+    if diverging and finite.size:
+        limit = float(np.abs(finite).max()) or 1.0
+        coloraxis = dict(colorscale=SCORES_SCALE, cmin=-limit, cmax=limit)
+    else:
+        coloraxis = dict(colorscale=WEIGHTS_SCALE, cmin=0.0)
+    fig.update_layout(title=title, coloraxis=coloraxis, height=70 + 140 * n_layers,
+                      margin=dict(l=10, r=10, t=70, b=10))
+    fig.update_annotations(font_size=10)
+    return fig
+
+
+def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str, *,
+                 quantity: str = "weights", mask: np.ndarray | None = None, show_mask: bool = False,
+                 predicts: Sequence[str] | None = None, height: int | None = None) -> go.Figure:
+    """One head, large: queries down, keys across, tokens on both axes, values on hover.
+
+    quantity "weights" (after softmax, 0..1), "scores" (before softmax, diverging around 0;
+    masked cells are -inf and left blank) or "difference" (a change in weights, diverging). With
+    show_mask, cells where mask is True are covered in grey. `predicts`, for decoder-side queries,
+    names the output token each position wrote: rows are then labelled by it (the step that wrote
+    "und" looks at the source), with the decoder input on hover.
+    """
+    z = _finite(matrix)                                                       # [q, k]
+    q, k = z.shape
+    if (q, k) != (len(q_tokens), len(k_tokens)):
+        raise ValueError(f"matrix {z.shape} does not match {len(q_tokens)} x {len(k_tokens)} tokens")
+    inputs = [label(t) for t in q_tokens]
+    rows = inputs if predicts is None else [f"writes {label(p)} (input {i})" for i, p in zip(inputs, predicts)]
+    custom = np.empty((q, k, 2), dtype=object)
+    custom[:, :, 0] = np.array(rows, dtype=object)[:, None]
+    custom[:, :, 1] = np.array([label(t) for t in k_tokens], dtype=object)[None, :]
+    scores = quantity in ("scores", "difference")
+    value = {"scores": "score", "difference": "Δ weight"}.get(quantity, "weight")
+    finite = z[np.isfinite(z)]
+    limit = float(np.abs(finite).max()) if finite.size else 1.0
+    colour = dict(colorscale=SCORES_SCALE, zmid=0.0) if scores else dict(colorscale=WEIGHTS_SCALE, zmin=0.0)
+    fig = go.Figure(go.Heatmap(
+        z=z, customdata=custom, colorbar=dict(title=value), **colour,
+        hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>"
+                      + value + " %{z:.4f}<extra></extra>"))
+    if show_mask and mask is not None and np.asarray(mask).any():
+        covered = np.where(np.asarray(mask, dtype=bool), 1.0, np.nan)
+        fig.add_trace(go.Heatmap(z=covered, colorscale=[[0, MASK_COLOUR], [1, MASK_COLOUR]], showscale=False,
+                                 hovertemplate="masked: key %{x} is after query %{y}<br>"
+                                               "score set to −∞, weight 0<extra></extra>"))
+    side = max(320, min(900, 110 + 24 * max(q, k)))
+    y_title = "query" if predicts is None else "query (step that writes)"
+    fig.update_layout(title=title, height=height or side, margin=dict(l=10, r=10, t=50, b=10),
+                      xaxis=dict(title="key", tickangle=-60, automargin=True, **token_axis(k_tokens)),
+                      yaxis=dict(title=y_title, autorange="reversed", automargin=True,
+                                 **token_axis(q_tokens if predicts is None else predicts)))
+    if scores and finite.size:
+        fig.data[0].update(zmin=-limit, zmax=limit)
+    return fig
+
+
+def stat_heatmap(values: np.ndarray, stat: str, title: str | None = None) -> go.Figure:
+    """A [L, H] table of one head statistic as a heatmap with the numbers written in."""
+    values = _finite(values)
+    n_layers, n_heads = values.shape
+    fig = go.Figure(go.Heatmap(
+        z=values, x=list(range(1, n_heads + 1)), y=list(range(1, n_layers + 1)), colorscale="Viridis",
+        texttemplate="%{z:.2f}", colorbar=dict(title=STAT_LABELS.get(stat, stat)),
+        hovertemplate="layer %{y}, head %{x}<br>" + STAT_LABELS.get(stat, stat) + " %{z:.3f}<extra></extra>"))
+    fig.update_layout(title=title or STAT_LABELS.get(stat, stat), height=120 + 45 * n_layers,
+                      margin=dict(l=10, r=10, t=50, b=10),
+                      xaxis=dict(title="head", dtick=1), yaxis=dict(title="layer", dtick=1, autorange="reversed"))
+    return fig
+
+
+def alignment_figure(alignment: Alignment, title: str) -> go.Figure:
+    """Word alignment: target words down, source words across; a dot on each word's strongest link."""
+    m = alignment.matrix
+    fig = go.Figure(go.Heatmap(
+        z=np.round(m, 4), colorscale=WEIGHTS_SCALE, zmin=0.0, colorbar=dict(title="attention"),
+        hovertemplate="target word %{y} → source word %{x}: %{z:.3f}<extra></extra>"))
+    if alignment.links:
+        t, s = zip(*alignment.links)
+        fig.add_trace(go.Scatter(x=list(s), y=list(t), mode="markers", name="strongest link",
+                                 marker=dict(symbol="circle-open", size=14, color="crimson", line=dict(width=2)),
+                                 hovertemplate="link: target %{y} → source %{x}<extra></extra>"))
+    n = max(m.shape) if m.size else 1
+    fig.update_layout(title=title, height=max(300, min(800, 90 + 26 * n)), showlegend=False,
+                      margin=dict(l=10, r=10, t=50, b=10),
+                      xaxis=dict(title="source word", tickangle=-60, automargin=True, **token_axis(alignment.src_words)),
+                      yaxis=dict(title="target word", autorange="reversed", **token_axis(alignment.tgt_words)))
+    return fig
+
+
+def logprob_delta_figure(pieces: Sequence[str], before: Sequence[float], after: Sequence[float],
+                         title: str) -> go.Figure:
+    """Per output token: how much its log-probability changed when heads were switched off."""
+    before_a, after_a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    delta = after_a - before_a
+    x = list(range(len(pieces)))
+    fig = go.Figure(go.Bar(
+        x=x, y=delta, marker_color=np.where(delta < 0, "crimson", "seagreen"),
+        customdata=np.stack([np.exp(before_a), np.exp(after_a)], axis=1),
+        hovertext=[label(p) for p in pieces],
+        hovertemplate="%{hovertext}<br>p before %{customdata[0]:.3f}, after %{customdata[1]:.3f}"
+                      "<br>Δ log-prob %{y:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=320, margin=dict(l=10, r=10, t=50, b=10),
+                      yaxis_title="Δ log-probability", xaxis=dict(tickangle=-60, **token_axis(pieces)))
+    return fig

@@ -1,0 +1,1 @@
+"""Streamlit pages and widgets. Pages are thin: widgets -> cached library calls -> figures."""

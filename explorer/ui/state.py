@@ -1,0 +1,269 @@
+"""What every page shares: the chosen checkpoint, the current sentence, URL state and caches.
+
+- The model is loaded once per checkpoint (st.cache_resource, keyed by path + file hash) and is
+  shared read-only: nobody calls .train() on it, and hooks exist only inside explorer.hooks.capture.
+- Translations and traces are plain data cached with st.cache_data (copied per call), keyed by
+  (checkpoint hash, text, settings), so concurrent users never share a mutable result.
+- The URL carries the view (checkpoint, text, page, layer, head, kind, step) via st.query_params.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import streamlit as st
+
+from explorer.checkpoint import CheckpointError, CheckpointInfo, list_checkpoints, load_checkpoint
+from explorer.config import DecodeConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKPOINT_ROOTS = (ROOT / "checkpoints", ROOT / "runs")
+ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
+DEFAULT_CHECKPOINT = "bible-es-en"
+MAX_CHARS = 2000                      # longer input is truncated with a notice
+MAX_EXAMPLES = 300                    # examples offered from a checkpoint's test.tsv
+
+
+# ---- URL state ------------------------------------------------------------------------------
+def url_get(key: str, default: Any = None, cast: Callable[[str], Any] = str) -> Any:
+    """A value from the URL, cast; a malformed value falls back to the default (never raises)."""
+    raw = st.query_params.get(key)
+    if raw is None:
+        return default
+    try:
+        return cast(raw)
+    except (TypeError, ValueError):
+        return default
+
+
+def url_set(**values: Any) -> None:
+    """Write values into the URL (None removes the key); only changed keys are written."""
+    for key, value in values.items():
+        if value is None:
+            if key in st.query_params:
+                del st.query_params[key]
+        elif st.query_params.get(key) != str(value):
+            st.query_params[key] = str(value)
+
+
+def remembered(key: str, valid, default, url_key: str | None = None, cast: Callable[[str], Any] = str) -> None:
+    """Set widget `key`'s starting value before it is drawn: its current value, else the value it
+    had when this page was last shown (Streamlit forgets widgets that were not drawn, so remember()
+    keeps a copy under "_" + key), else the URL's (a shared link), else `default`."""
+    from_url = url_get(url_key, None, cast) if url_key else None
+    for candidate in (st.session_state.get(key), st.session_state.get("_" + key), from_url):
+        if candidate is not None and candidate in valid:
+            st.session_state[key] = candidate
+            return
+    st.session_state[key] = default
+
+
+def remember(*keys: str) -> None:
+    for key in keys:
+        if key in st.session_state:
+            st.session_state["_" + key] = st.session_state[key]
+
+
+# ---- checkpoints ----------------------------------------------------------------------------
+def checkpoint_roots() -> tuple[Path, ...]:
+    """checkpoints/ and the runs directory (EXPLORER_RUNS_DIR replaces runs/, as in explorer.jobs)."""
+    return (ROOT / "checkpoints", Path(os.environ.get("EXPLORER_RUNS_DIR") or ROOT / "runs"))
+
+
+def available_checkpoints() -> list[CheckpointInfo]:
+    """Shipped checkpoints first, then those of training runs (re-listed every few seconds)."""
+    return _available_checkpoints(tuple(str(r) for r in checkpoint_roots()))
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _available_checkpoints(roots: tuple[str, ...]) -> list[CheckpointInfo]:
+    found = list_checkpoints(*[r for r in roots if Path(r).exists()])
+    return sorted(found, key=lambda c: (not str(c.path).startswith(str(ROOT / "checkpoints")), str(c.path)))
+
+
+def refresh_checkpoints() -> None:
+    """Forget the cached listing now (a training job just saved a checkpoint)."""
+    _available_checkpoints.clear()
+
+
+def checkpoint_label(info: CheckpointInfo) -> str:
+    if info.error:
+        return f"{info.name} (damaged)"
+    langs = f"{info.meta.get('src_lang', '?')}→{info.meta.get('tgt_lang', '?')}"
+    bleu = ((info.card or {}).get("test") or {}).get("beam5", {}).get("bleu")
+    extra = f", test BLEU {bleu:.1f}" if isinstance(bleu, (int, float)) else ""
+    params = f", {info.n_params / 1e6:.1f}M params" if info.n_params else ""
+    return f"{info.name} ({langs}{params}{extra})"
+
+
+def _fingerprint(path: Path) -> str:
+    weights = Path(path) / "model.safetensors"
+    try:
+        stat = weights.stat()
+        return f"{stat.st_mtime_ns}-{stat.st_size}"
+    except OSError:
+        return "missing"
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
+def _load(path: str, fingerprint: str):
+    loaded = load_checkpoint(path, device=os.environ.get("EXPLORER_DEVICE", "auto"))
+    loaded.model.eval()
+    return loaded
+
+
+def load(path: str | Path):
+    """The shared, read-only model of a checkpoint; raises CheckpointError with a clear message."""
+    return _load(str(path), _fingerprint(Path(path)))
+
+
+def current_checkpoint():
+    """The LoadedCheckpoint the sidebar picked, or None (the page then shows why and stops)."""
+    path = st.session_state.get("checkpoint_path")
+    if not path:
+        return None
+    try:
+        return load(path)
+    except CheckpointError as err:
+        st.error(f"This checkpoint cannot be used: {err}")
+    except Exception as err:  # noqa: BLE001 - any damage must end in a message, never a traceback
+        st.error(f"This checkpoint cannot be used: {type(err).__name__}: {err}")
+    return None
+
+
+def require_checkpoint():
+    ckpt = current_checkpoint()
+    if ckpt is None:
+        st.info("Pick a working checkpoint in the sidebar.")
+        st.stop()
+    return ckpt
+
+
+# ---- the current sentence -------------------------------------------------------------------
+def current_text() -> str:
+    """The sentence being looked at; on a fresh session, the one in the URL (a shared link)."""
+    if "text" not in st.session_state:
+        st.session_state["text"] = clip_text(url_get("text", "") or "")[0]
+    return st.session_state["text"]
+
+
+def set_text(text: str) -> None:
+    st.session_state["text"] = text
+    url_set(text=text[:300] if text else None)
+
+
+def sentence_box(key: str, label: str, **kwargs) -> str:
+    """A text area bound to the shared sentence: shows current_text(), and typing sets it."""
+    text = current_text()
+    if st.session_state.get(key) != text:
+        st.session_state[key] = text
+    st.text_area(label, key=key, on_change=lambda: set_text(st.session_state[key]), **kwargs)
+    return current_text()
+
+
+def clip_text(text: str) -> tuple[str, bool]:
+    """Cut text to MAX_CHARS; returns (text, was_cut)."""
+    return (text[:MAX_CHARS], True) if len(text) > MAX_CHARS else (text, False)
+
+
+# ---- cached library calls -------------------------------------------------------------------
+@st.cache_data(max_entries=256, show_spinner=False)
+def translate(ckpt_path: str, sha: str, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),
+              trace: bool = True):
+    from explorer.decoding import translate as run
+
+    ckpt = load(ckpt_path)
+    return run(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
+               ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def attention(ckpt_path: str, sha: str, src_ids: tuple, tgt_ids: tuple, ablate: tuple = ()):
+    """One teacher-forced forward inside capture(): every capture point, as numpy."""
+    from explorer.decoding import attention_trace
+
+    ckpt = load(ckpt_path)
+    return attention_trace(ckpt.model, ckpt.tokenizer, list(src_ids), list(tgt_ids), ablate=list(ablate))
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def score(ckpt_path: str, sha: str, text: str, target: str, cfg: dict, ablate: tuple = ()):
+    """Teacher-forced log-probabilities of a given translation (a reference, or an earlier output)."""
+    from explorer.decoding import score_text
+
+    ckpt = load(ckpt_path)
+    return score_text(ckpt.model, ckpt.tokenizer, text, target, DecodeConfig(**cfg), ablate=list(ablate))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _examples(ckpt_path: str, mtime: float) -> list[tuple[str, str, str]]:
+    from explorer.data.files import read_tsv
+    from explorer.data.types import DataError
+
+    try:
+        pairs = read_tsv(str(Path(ckpt_path) / "test.tsv"), max_bytes=50 * 1024 * 1024)
+    except DataError:
+        return []
+    return [(p.ref, p.src, p.tgt) for p in pairs[:MAX_EXAMPLES]]
+
+
+def examples(ckpt_path: str | Path) -> list[tuple[str, str, str]]:
+    """(ref, source, reference translation) from the checkpoint's held-out test.tsv; [] if none."""
+    path = Path(ckpt_path) / "test.tsv"
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return []
+    return _examples(str(ckpt_path), mtime)
+
+
+def current_reference(ckpt_path: str | Path, text: str) -> str | None:
+    """The reference for `text`: the test set's, else one the user typed for this same sentence."""
+    found = reference_for(ckpt_path, text)
+    if found:
+        return found
+    typed_for, typed = st.session_state.get("typed_reference", ("", ""))
+    return typed.strip() or None if typed_for == text else None
+
+
+def reference_for(ckpt_path: str | Path, text: str) -> str | None:
+    """The reference translation when `text` is one of the checkpoint's test sentences."""
+    wanted = text.strip()
+    for _, src, tgt in examples(ckpt_path):
+        if src.strip() == wanted:
+            return tgt
+    return None
+
+
+def decode_settings() -> dict:
+    """The decoding settings chosen on the Translate page (shared by the other pages)."""
+    return st.session_state.get("decode_cfg", DecodeConfig(strategy="beam", beam_size=5, n_best=5).to_dict())
+
+
+# ---- small shared widgets --------------------------------------------------------------------
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
+
+
+def md_escape(text: str) -> str:
+    """User or model text made inert for st.markdown: every markdown/HTML/LaTeX character is
+    backslash-escaped, so it shows literally (an `<img onerror>` stays text, `$x$` is no formula)."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", "  \n")
+
+
+def learn(text: str, formula: str | None = None) -> None:
+    """The 'Learn' panel each page opens with: two or three sentences and the formula."""
+    with st.expander("Learn: what am I looking at?", expanded=False):
+        st.markdown(text)
+        if formula:
+            st.latex(formula)
+
+
+def friendly(fn: Callable, *args, what: str = "This", **kwargs):
+    """Run a library call; show a clear message instead of a traceback on failure."""
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, CheckpointError, KeyError, RuntimeError) as err:
+        st.error(f"{what} could not be done: {err}")
+        return None
