@@ -68,7 +68,11 @@ def remember(*keys: str) -> None:
 
 # ---- checkpoints ----------------------------------------------------------------------------
 def checkpoint_roots() -> tuple[Path, ...]:
-    """checkpoints/ and the runs directory (EXPLORER_RUNS_DIR replaces runs/, as in explorer.jobs)."""
+    """checkpoints/ and the runs directory (EXPLORER_RUNS_DIR replaces runs/, as in explorer.jobs);
+    $EXPLORER_CHECKPOINT_ROOTS (folders separated by os.pathsep) replaces both."""
+    env = os.environ.get(ROOTS_ENV, "").strip()
+    if env:
+        return tuple(Path(p).expanduser() for p in env.split(os.pathsep) if p.strip())
     return (ROOT / "checkpoints", Path(os.environ.get("EXPLORER_RUNS_DIR") or ROOT / "runs"))
 
 
@@ -80,7 +84,8 @@ def available_checkpoints() -> list[CheckpointInfo]:
 @st.cache_data(ttl=5, show_spinner=False)
 def _available_checkpoints(roots: tuple[str, ...]) -> list[CheckpointInfo]:
     found = list_checkpoints(*[r for r in roots if Path(r).exists()])
-    return sorted(found, key=lambda c: (not str(c.path).startswith(str(ROOT / "checkpoints")), str(c.path)))
+    first = roots[0] if roots else str(ROOT / "checkpoints")                  # shipped ones first
+    return sorted(found, key=lambda c: (not str(c.path).startswith(first), str(c.path)))
 
 
 def refresh_checkpoints() -> None:
