@@ -195,7 +195,10 @@ class StepDecoder:
     """
 
     def __init__(self, model: nn.Module, memory: torch.Tensor, src_mask: torch.Tensor, use_cache: bool = True):
-        self.model, self.memory, self.src_mask = model, memory, src_mask       # [N, S, d], [N, 1, 1, S]
+        # No padding in the batch (e.g. one sentence): no mask, which lets cross-attention take the
+        # unmasked fused kernel (about half the time of the masked one on CPU).
+        self.src_mask = None if bool(src_mask.all()) else src_mask             # [N, 1, 1, S] or None
+        self.model, self.memory = model, memory                                # [N, S, d]
         self.cache = model.new_cache() if use_cache else None
         self.history: torch.Tensor | None = None                              # [N, t] (uncached only)
 
@@ -232,7 +235,8 @@ class StepDecoder:
         """Repeat every row k times (one source -> k beam rows), cache included: [B, ...] -> [B*k, ...]."""
         index = torch.arange(self.memory.shape[0], device=self.memory.device).repeat_interleave(k)  # [B*k]
         self.memory = self.memory.index_select(0, index)                       # [B*k, S, d]
-        self.src_mask = self.src_mask.index_select(0, index)                   # [B*k, 1, 1, S]
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask.index_select(0, index)               # [B*k, 1, 1, S]
         self.reorder(index, cross_too=True)
 
 
