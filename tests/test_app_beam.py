@@ -43,6 +43,13 @@ def checkpoint():
     return found
 
 
+@pytest.fixture(autouse=True)
+def default_roots(monkeypatch):
+    """The app lists checkpoints/ and runs/ unless a test points it elsewhere."""
+    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_RUNS_DIR", raising=False)
+
+
 def open_page(ckpt_name: str, text: str | None, **query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["ckpt"] = ckpt_name
@@ -96,7 +103,8 @@ def test_page_runs_and_shows_the_search(checkpoint):
     assert set(table["status"]) <= {"kept", "pruned", "finished", "truncated"}
     assert tree_nodes(at) == n_steps(at) * 10
     assert "**Best:**" in texts(at.markdown)
-    assert any(b.proto.label == "Whole trace as CSV" for b in at.get("download_button"))
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert {"Whole trace as CSV", "Attention (mean of heads) as CSV", "Download the whole analysis (JSON)"} <= labels
 
 
 def test_step_slider_changes_the_table_and_the_url(checkpoint):
@@ -218,7 +226,7 @@ def test_damaged_checkpoint_gives_a_message(checkpoint, tmp_path, monkeypatch):
     broken = tmp_path / "runs" / "broken" / "checkpoints" / "step_000001"
     broken.mkdir(parents=True)
     (broken / "config.json").write_text("{ not json")
-    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
     at = open_page("broken/checkpoints/step_000001", text)
     no_exceptions(at)
     assert "Pick a working checkpoint" in texts(at.info)

@@ -39,6 +39,13 @@ def checkpoint():
     pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de or runs/*/checkpoints/step_*")
 
 
+@pytest.fixture(autouse=True)
+def default_roots(monkeypatch):
+    """The app lists checkpoints/ and runs/ unless a test points it elsewhere."""
+    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_RUNS_DIR", raising=False)
+
+
 def open_page(ckpt_name: str, text: str | None) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["ckpt"] = ckpt_name
@@ -147,7 +154,7 @@ def test_learned_positions_are_shown_as_such(checkpoint, tmp_path, monkeypatch):
     save_checkpoint(tmp_path / "runs" / "learned" / "checkpoints" / "step_000001", model, real.tokenizer,
                     meta={"name": "learned-test", "src_lang": real.meta.get("src_lang"),
                           "tgt_lang": real.meta.get("tgt_lang"), "training": {"step": 1}})
-    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
     at = open_page("learned-test", text)
     assert not at.exception, [e.value for e in at.exception]
     assert "learns" in texts(at.info)
@@ -164,7 +171,7 @@ def test_damaged_checkpoint_falls_back_to_the_paper(checkpoint, tmp_path, monkey
     broken = tmp_path / "runs" / "broken" / "checkpoints" / "step_000001"
     broken.mkdir(parents=True)
     (broken / "config.json").write_text("{ not json")
-    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
     at = open_page("broken/checkpoints/step_000001", text)
     assert not at.exception
     assert at.error, "the damaged checkpoint must be reported"

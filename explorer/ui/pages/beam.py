@@ -11,9 +11,8 @@ import streamlit as st
 
 from explorer.decoding import EOS_ID, UNK_ID
 from explorer.plots import beams as plots
-from explorer.ui import state
+from explorer.ui import downloads, state
 
-FIG = {"displaylogo": False, "toImageButtonOptions": {"format": "svg"}}
 PENALTIES = ("gnmt", "average", "none")
 MAX_BEAM = 12
 
@@ -69,28 +68,29 @@ def step_slider(n_steps: int) -> int:
     return st.session_state["beam_step"] - 1
 
 
-def show_attention(ckpt, result, trace, row: int, piece) -> None:
+def show_attention(ckpt, result, trace, row: int, piece):
     """Cross-attention of the chosen hypothesis at this step (teacher-forced over its prefix)."""
     tokens = trace.tokens(row)
     attn = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids), tuple(tokens),
                           what="The attention capture")
     if attn is None:
-        return
+        return None
     n_layers = attn.n_layers("cross")
     layer = st.selectbox("Decoder layer", range(1, n_layers + 1), index=n_layers - 1, key="beam_layer")
     weights = attn.attention("cross", layer - 1)[0]                         # [H, T, S]
     out = [piece(t) for t in tokens]
     left, right = st.columns(2)
-    left.plotly_chart(plots.step_attention_figure(
-        weights[:, -1], result.src_pieces, f"Producing '{plots.label(out[-1])}': cross-attention, layer {layer}"),
-        config=FIG, key="beam_attn_step")
-    right.plotly_chart(plots.prefix_attention_figure(
-        weights.mean(axis=0), result.src_pieces, out, f"Whole hypothesis so far (mean of heads), layer {layer}"),
-        config=FIG, key="beam_attn_prefix")
-    import pandas as pd
-    frame = pd.DataFrame(weights.mean(axis=0), index=out, columns=result.src_pieces)
-    st.download_button("Attention (mean of heads) as CSV", frame.to_csv(), "beam_cross_attention.csv", "text/csv",
-                       key="beam_attn_csv")
+    with left:
+        downloads.chart(plots.step_attention_figure(
+            weights[:, -1], result.src_pieces, f"Producing '{plots.label(out[-1])}': cross-attention, layer {layer}"),
+            f"beam_cross_step{len(tokens)}_L{layer}", key="beam_attn_step")
+    with right:
+        downloads.chart(plots.prefix_attention_figure(
+            weights.mean(axis=0), result.src_pieces, out, f"Whole hypothesis so far (mean of heads), layer {layer}"),
+            f"beam_cross_prefix_L{layer}", key="beam_attn_prefix")
+    downloads.csv_button(weights.mean(axis=0), out, result.src_pieces, f"beam_cross_attention_L{layer}",
+                         key="beam_attn_csv", label="Attention (mean of heads) as CSV")
+    return attn
 
 
 def force_controls(ckpt, trace, row: int, step: int, piece, run_key: tuple, tag: str) -> None:
@@ -134,13 +134,13 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
         col.caption(f"score {best.score:.3f} · normalised {best.normalized:.3f} · {len(best.ids)} tokens"
                     + ("" if best.finished else " · not finished"))
     right.caption("Forced prefix: " + state.md_escape(" ".join(piece(t) for t in prefix)))
-    st.plotly_chart(plots.compare_figure({"original": (result.best.pieces, result.best.token_logprobs),
+    downloads.chart(plots.compare_figure({"original": (result.best.pieces, result.best.token_logprobs),
                                           "forced": (other.best.pieces, other.best.token_logprobs)}),
-                    config=FIG, key="beam_compare")
+                    "beam_original_vs_forced", key="beam_compare")
     if other.beam_trace is not None:
         with st.expander("The forced search's tree"):
-            st.plotly_chart(plots.tree_figure(other.beam_trace, piece, title="Beam search after forcing"),
-                            config=FIG, key="beam_forced_tree")
+            downloads.chart(plots.tree_figure(other.beam_trace, piece, title="Beam search after forcing"),
+                            "beam_tree_forced", key="beam_forced_tree")
 
 
 def main() -> None:
@@ -172,13 +172,18 @@ def main() -> None:
     tag = hashlib.sha1(repr(run_key).encode()).hexdigest()[:8]             # per-search widget keys: rows differ
     row = st.selectbox("Hypothesis at this step", ranks, index=default, key=f"beam_row_{step}_{tag}",
                        format_func=lambda r: _row_label(table, r))
-    st.plotly_chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), config=FIG, key="beam_tree")
+    downloads.chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), f"beam_tree_k{trace.beam_size}",
+                    key="beam_tree")
     st.subheader(f"Candidates ranked at step {step + 1}")
     st.dataframe(table.drop(columns=["row"]), hide_index=True, key="beam_table")
-    st.download_button("Whole trace as CSV", trace.to_dataframe(piece).to_csv(index=False), "beam_trace.csv",
-                       "text/csv", key="beam_csv")
+    frame = trace.to_dataframe(piece)
+    downloads.table_csv_button(frame.astype({"status": str}), "beam_trace", key="beam_csv", label="Whole trace as CSV")
     st.subheader("Cross-attention of the chosen hypothesis")
-    show_attention(ckpt, result, trace, row, piece)
+    attn = show_attention(ckpt, result, trace, row, piece)
+    view = {"page": "beam", "step": step + 1, "row": int(row), "hypothesis": trace.tokens(row)}
+    downloads.bundle_button(lambda: downloads.analysis_bundle(
+        ckpt, result, cfg, view, attn, extra={"beam_trace": frame.astype({"status": str}).to_dict("list")}),
+        "beam_analysis", key="beam_bundle")
     st.subheader("Force another token here")
     force_controls(ckpt, trace, row, step, piece, run_key, tag)
     show_forced(ckpt, text, cfg, result, piece, run_key)

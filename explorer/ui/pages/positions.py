@@ -12,9 +12,8 @@ import streamlit as st
 
 from explorer import positions as pe
 from explorer.plots import positions as plots
-from explorer.ui import state
+from explorer.ui import downloads, state
 
-FIG = {"displaylogo": False, "toImageButtonOptions": {"format": "svg"}}
 D_MODELS = (16, 32, 64, 128, 256, 512, 768, 1024)
 BASES = (100.0, 1000.0, 10000.0, 100000.0)
 
@@ -29,8 +28,10 @@ state.learn(
     r"\lambda_i = 2\pi\,\mathrm{base}^{2i/d_{model}},\quad x_{pos} = \sqrt{d_{model}}\,E[w_{pos}] + PE_{pos}")
 
 
-def csv_button(frame: pd.DataFrame, label: str, name: str, key: str) -> None:
-    st.download_button(label, frame.to_csv(), name, "text/csv", key=key)
+def matrix_button(table, label: str, name: str, key: str) -> None:
+    """A [positions, dims] table as CSV, rows and columns numbered."""
+    downloads.csv_button(table, [str(i) for i in range(table.shape[0])], [f"dim{j}" for j in range(table.shape[1])],
+                         name, key=key, label=label)
 
 
 def model_defaults(ckpt) -> tuple[int, float, int]:
@@ -47,41 +48,44 @@ def learned_section(ckpt, n_positions: int) -> None:
     st.info("This checkpoint **learns** its positions (a trained table, one row per position) instead of "
             "the sinusoids: its encoder's table is shown here; the sinusoidal explorer below is for comparison.")
     table = pe.learned_table(ckpt.model, "encoder")[:n_positions]          # [L, d]
-    st.plotly_chart(plots.pe_heatmap(table, "Learned position table (encoder)"), config=FIG, key="pe_learned")
-    st.plotly_chart(plots.similarity_heatmap(pe.similarity(table), "Learned table: PE(i) · PE(j)"), config=FIG,
-                    key="pe_learned_sim")
-    csv_button(pd.DataFrame(table), "Learned table as CSV", "learned_positions.csv", "pe_learned_csv")
+    downloads.chart(plots.pe_heatmap(table, "Learned position table (encoder)"), "learned_positions", key="pe_learned")
+    downloads.chart(plots.similarity_heatmap(pe.similarity(table), "Learned table: PE(i) · PE(j)"),
+                    "learned_similarity", key="pe_learned_sim")
+    matrix_button(table, "Learned table as CSV", "learned_positions", "pe_learned_csv")
 
 
 def sinusoid_section(d_model: int, base: float, n_positions: int) -> None:
     table = pe.sinusoidal(n_positions, d_model, base)                       # [L, d]
+    name = f"pe_d{d_model}_base{base:g}"
     waves = pe.dimension_wavelengths(d_model, base)                         # [d]
     heat, curves, sim, waves_tab = st.tabs(["Heatmap", "Dimensions", "Similarity", "Wavelengths"])
     with heat:
-        st.plotly_chart(plots.pe_heatmap(table, f"PE for d_model={d_model}, base={base:g}"), config=FIG,
+        downloads.chart(plots.pe_heatmap(table, f"PE for d_model={d_model}, base={base:g}"), f"{name}_table",
                         key="pe_heatmap")
-        csv_button(pd.DataFrame(table), "Table as CSV", f"pe_d{d_model}_base{base:g}.csv", "pe_table_csv")
+        matrix_button(table, "Table as CSV", f"{name}_table", "pe_table_csv")
     with curves:
         default = sorted({0, 1, min(4, d_model - 2), d_model // 2, d_model - 2})
         dims = st.multiselect("Dimensions", list(range(d_model)), default=default, key="pe_dims")
         dims = [d for d in dims if d < d_model]
         if dims:
-            st.plotly_chart(plots.dimension_curves(table, dims, waves), config=FIG, key="pe_curves")
+            downloads.chart(plots.dimension_curves(table, dims, waves), f"{name}_dimensions", key="pe_curves")
         else:
             st.info("Pick one or more dimensions.")
     with sim:
-        st.plotly_chart(plots.similarity_heatmap(pe.similarity(table)), config=FIG, key="pe_similarity")
+        downloads.chart(plots.similarity_heatmap(pe.similarity(table)), f"{name}_similarity", key="pe_similarity")
         st.caption("Constant along every diagonal: PE(i)·PE(j) = Σ cos(ω_k (i − j)) depends only on the offset.")
         if d_model % 2 == 0:
-            st.plotly_chart(plots.offset_figure(pe.offset_profile(d_model, base, n_positions - 1)), config=FIG,
-                            key="pe_offset")
-        csv_button(pd.DataFrame(pe.similarity(table)), "Similarity matrix as CSV", "pe_similarity.csv", "pe_sim_csv")
+            downloads.chart(plots.offset_figure(pe.offset_profile(d_model, base, n_positions - 1)),
+                            f"{name}_offsets", key="pe_offset")
+        sim_matrix = pe.similarity(table)
+        downloads.csv_button(sim_matrix, [str(i) for i in range(n_positions)], [str(i) for i in range(n_positions)],
+                             f"{name}_similarity", key="pe_sim_csv", label="Similarity matrix as CSV")
     with waves_tab:
         pairs = pe.wavelengths(d_model, base)
-        st.plotly_chart(plots.wavelength_figure(pairs, base, d_model), config=FIG, key="pe_waves")
+        downloads.chart(plots.wavelength_figure(pairs, base, d_model), f"{name}_wavelengths", key="pe_waves")
         st.caption(f"From 2π ≈ 6.28 positions (pair 0) to {pairs[-1]:,.0f} positions (pair {len(pairs) - 1}).")
-        csv_button(pd.DataFrame({"pair": range(len(pairs)), "wavelength": pairs}), "Wavelengths as CSV",
-                   "pe_wavelengths.csv", "pe_waves_csv")
+        downloads.table_csv_button(pd.DataFrame({"pair": range(len(pairs)), "wavelength": pairs}),
+                                   f"{name}_wavelengths", key="pe_waves_csv", label="Wavelengths as CSV")
 
 
 def sentence_section(ckpt) -> None:
@@ -107,15 +111,20 @@ def sentence_section(ckpt) -> None:
     stack = side.split()[0]
     tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
     tok_norm, pos_norm = pe.embedding_norms(trace, stack)
-    st.plotly_chart(plots.norm_bars(tokens, tok_norm, pos_norm), config=FIG, key="pe_norms")
+    downloads.chart(plots.norm_bars(tokens, tok_norm, pos_norm), f"norms_{stack}", key="pe_norms")
     cols = st.columns(3)
     cols[0].metric("mean ‖√d·E[token]‖", f"{tok_norm.mean():.2f}")
     cols[1].metric("mean ‖PE(pos)‖", f"{pos_norm.mean():.2f}")
     cols[2].metric("ratio", f"{tok_norm.mean() / max(pos_norm.mean(), 1e-9):.2f}")
     st.caption(f"Capture points `{stack}.embed.tokens` and `{stack}.embed.positions`. A sinusoidal PE has norm "
                "√(d/2) at every position; scaling the embedding by √d keeps the token from being drowned by it.")
-    csv_button(pd.DataFrame({"token": tokens, "token_norm": tok_norm, "position_norm": pos_norm}),
-               "Norms as CSV", f"norms_{stack}.csv", "pe_norms_csv")
+    norms = pd.DataFrame({"token": tokens, "token_norm": tok_norm, "position_norm": pos_norm})
+    downloads.table_csv_button(norms, f"norms_{stack}", key="pe_norms_csv", label="Norms as CSV")
+    view = {"page": "positions", "side": stack, "d_model": ckpt.config.d_model, "base": ckpt.config.pe_base,
+            "positions": ckpt.config.positions}
+    downloads.bundle_button(lambda: downloads.analysis_bundle(
+        ckpt, result, state.decode_settings(), view, trace, extra={"norms": norms.to_dict("list")}),
+        f"positions_{stack}", key="pe_bundle")
 
 
 def main() -> None:
