@@ -3,8 +3,9 @@
 * Figures: plotly's own toolbar camera button, configured here (file name, format, scale), so a
   download costs nothing until clicked. The format (PNG or SVG) is a sidebar choice shared by all
   pages, kept in st.session_state["figure_format"].
-* Matrices: a CSV with the tokens as row and column labels (labels that a spreadsheet would run
-  as a formula are prefixed with a quote).
+* Matrices and tables: CSV; matrix labels are "position:token" (so repeated tokens stay apart and
+  no label starts like a formula); table text that a spreadsheet would run as a formula is
+  prefixed with a quote.
 * The JSON bundle: checkpoint name and hash, input, settings, output and attention arrays; built
   only when the button is clicked (a callable passed to st.download_button).
 """
@@ -68,9 +69,13 @@ def csv_button(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequen
                        mime="text/csv", key=key, on_click="ignore")
 
 
+def table_csv(frame: pd.DataFrame) -> str:
+    """A table as CSV; text cells that a spreadsheet would run as a formula get a leading quote."""
+    return frame.map(lambda v: _cell(v) if isinstance(v, str) else v).to_csv(index=False)
+
+
 def table_csv_button(frame: pd.DataFrame, name: str, key: str, label: str = "Download table (CSV)") -> None:
-    safe = frame.map(lambda v: _cell(v) if isinstance(v, str) else v)
-    st.download_button(label, data=safe.to_csv(index=False), file_name=file_stem(name) + ".csv",
+    st.download_button(label, data=table_csv(frame), file_name=file_stem(name) + ".csv",
                        mime="text/csv", key=key, on_click="ignore")
 
 

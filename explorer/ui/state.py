@@ -23,6 +23,7 @@ CHECKPOINT_ROOTS = (ROOT / "checkpoints", ROOT / "runs")
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
 DEFAULT_CHECKPOINT = "bible-es-en"
 MAX_CHARS = 2000                      # longer input is truncated with a notice
+URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
 MAX_EXAMPLES = 300                    # examples offered from a checkpoint's test.tsv
 
 
@@ -151,12 +152,14 @@ def current_text() -> str:
     """The sentence being looked at; on a fresh session, the one in the URL (a shared link)."""
     if "text" not in st.session_state:
         st.session_state["text"] = clip_text(url_get("text", "") or "")[0]
-    return st.session_state["text"]
+    text = st.session_state["text"]
+    url_set(text=text[:URL_CHARS] if text else None)        # the URL always names the sentence shown
+    return text
 
 
 def set_text(text: str) -> None:
     st.session_state["text"] = text
-    url_set(text=text[:300] if text else None)
+    url_set(text=text[:URL_CHARS] if text else None)
 
 
 def sentence_box(key: str, label: str, **kwargs) -> str:

@@ -1,0 +1,112 @@
+"""Helpers for the AppTests of the Translate and Attention pages.
+
+Checkpoints tested: every shipped one of checkpoints/bible-es-en and checkpoints/numbers-en-de that
+exists (CI has both), else the newest runs/*/checkpoints/step_*; tests skip, saying why, if none.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer.checkpoint import list_checkpoints
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ("bible-es-en", "numbers-en-de")
+SENTENCES = {"es": "Y dijo Dios: Sea la luz: y fué la luz.", "en": "three hundred and twenty one"}
+TIMEOUT = 90
+
+
+def candidate_checkpoints() -> list[Path]:
+    shipped = [ROOT / "checkpoints" / n for n in SHIPPED if (ROOT / "checkpoints" / n / "model.safetensors").is_file()]
+    if shipped:
+        return shipped
+    runs = sorted(ROOT.glob("runs/*/checkpoints/step_*/model.safetensors"), key=lambda p: p.stat().st_mtime)
+    return [runs[-1].parent] if runs else []
+
+
+def checkpoint_params():
+    found = candidate_checkpoints()
+    if not found:
+        return [pytest.param(None, marks=pytest.mark.skip(
+            reason="no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de or runs/*/checkpoints/step_*"))]
+    return [pytest.param(p, id=p.name) for p in found]
+
+
+def info_for(path: Path):
+    """(CheckpointInfo, a sentence in its source language)."""
+    info = next((i for i in list_checkpoints(path.parent) if i.path == path), None)
+    if info is None or info.error:
+        pytest.skip(f"{path} is not a usable checkpoint: {getattr(info, 'error', 'not listed')}")
+    return info, SENTENCES.get(info.meta.get("src_lang"), "a short test sentence")
+
+
+def open_app(ckpt_name: str | None, page: str | None = None, text: str | None = None,
+             query: dict | None = None) -> AppTest:
+    """Run app.py (optionally switched to a page) with the checkpoint picked by name via the URL."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    if ckpt_name:
+        at.query_params["ckpt"] = ckpt_name
+    for key, value in (query or {}).items():
+        at.query_params[key] = str(value)
+    if text is not None:
+        at.session_state["text"] = text
+    if page:
+        at.switch_page(page)
+    return at.run()
+
+
+def charts(at: AppTest) -> list:
+    return list(at.get("plotly_chart"))
+
+
+def chart(at: AppTest, key: str) -> dict:
+    found = [c for c in charts(at) if c.proto.id.endswith("-" + key)]
+    assert found, f"no chart {key!r}; charts: {[c.proto.id for c in charts(at)]}"
+    return json.loads(found[0].proto.spec)
+
+
+def has_chart(at: AppTest, key: str) -> bool:
+    return any(c.proto.id.endswith("-" + key) for c in charts(at))
+
+
+def array(value) -> np.ndarray:
+    """A plotly array from a figure's JSON (plain list, or plotly's base64 'bdata' form)."""
+    if isinstance(value, dict) and "bdata" in value:
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        return data.reshape([int(n) for n in str(value["shape"]).split(",")]) if "shape" in value else data
+    return np.asarray(value, dtype=float)
+
+
+def texts(elements) -> str:
+    return " ".join(str(e.value) for e in elements)
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def damage(src: Path, dst: Path, how: str) -> Path:
+    """Copy a checkpoint directory and damage the copy: 'bytes' flips weight bytes (the hash no longer
+    matches), 'header' truncates model.safetensors, 'config' writes invalid JSON."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    weights = dst / "model.safetensors"
+    if how == "bytes":
+        data = bytearray(weights.read_bytes())
+        for i in range(len(data) - 64, len(data) - 32):
+            data[i] ^= 0xFF
+        weights.write_bytes(bytes(data))
+    elif how == "header":
+        weights.write_bytes(weights.read_bytes()[:20])
+    elif how == "config":
+        (dst / "config.json").write_text("{ not json")
+    else:
+        raise ValueError(how)
+    return dst

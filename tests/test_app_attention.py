@@ -1,0 +1,173 @@
+"""AppTest of the Attention page on real checkpoints.
+
+The heatmaps hold the library's own attention (one teacher-forced forward over the translation),
+the widgets change what is shown (a different head -> different figure data), the URL restores
+the view, every tab runs, the bertviz views are offline and escape the sentence, and bad input gives
+messages instead of tracebacks.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from app_support import (array, chart, checkpoint_params, damage, has_chart, info_for, no_exception, open_app,
+                         texts)
+from explorer.checkpoint import load_checkpoint
+from explorer.config import DecodeConfig
+from explorer.decoding import attention_trace, translate
+from explorer.ui import state
+
+PAGE = "explorer/ui/pages/attention.py"
+pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
+
+
+def expected_trace(info, text):
+    ckpt = load_checkpoint(info.path)
+    result = translate(ckpt.model, ckpt.tokenizer, text, DecodeConfig(strategy="beam", beam_size=5, n_best=5))
+    return ckpt, result, attention_trace(ckpt.model, ckpt.tokenizer, result.src_ids, result.best.ids)
+
+
+def open_tab(at, tab: str):
+    at.session_state["tab"] = tab
+    return at.run()
+
+
+def test_heatmaps_hold_the_models_attention(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, PAGE, text=text)
+    no_exception(at)
+    ckpt, _, trace = expected_trace(info, text)
+    kind, layer, head = at.radio(key="attn_kind").value, at.radio(key="attn_layer").value, at.radio(key="attn_head").value
+    assert (kind, layer, head) == ("cross", ckpt.config.n_decoder_layers, 1)      # last layer's cross-attention
+    zoom = array(chart(at, "attn_zoom")["data"][0]["z"])
+    assert np.allclose(zoom, trace.attention("cross", layer - 1)[0, head - 1], atol=1e-6)
+    grid = chart(at, "attn_grid")["data"]
+    assert len(grid) == ckpt.config.n_decoder_layers * ckpt.config.n_heads
+    assert at.query_params["kind"] == "cross" and at.query_params["layer"] == str(layer)
+
+
+def test_another_head_changes_the_figure(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, PAGE, text=text)
+    before = array(chart(at, "attn_zoom")["data"][0]["z"])
+    at.radio(key="attn_head").set_value(2).run()
+    no_exception(at)
+    after = array(chart(at, "attn_zoom")["data"][0]["z"])
+    assert not np.allclose(before, after)
+    _, _, trace = expected_trace(info, text)
+    layer = at.radio(key="attn_layer").value
+    assert np.allclose(after, trace.attention("cross", layer - 1)[0, 1], atol=1e-6)
+    assert at.query_params["head"] == "2"
+    at.radio(key="attn_layer").set_value(1).run()
+    assert np.allclose(array(chart(at, "attn_zoom")["data"][0]["z"]), trace.attention("cross", 0)[0, 1], atol=1e-6)
+
+
+def test_scores_scaling_and_causal_mask(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, PAGE, text=text, query={"kind": "decoder", "layer": 1, "head": 1})
+    no_exception(at)
+    assert at.radio(key="attn_kind").value == "decoder"                     # restored from the URL
+    ckpt, _, trace = expected_trace(info, text)
+    at.selectbox(key="attn_quantity").set_value("scores").run()
+    scaled = array(chart(at, "attn_zoom")["data"][0]["z"])
+    raw = trace.attention("decoder", 0, "scores")[0, 0]
+    future = np.triu(np.ones_like(raw, dtype=bool), k=1)
+    assert np.all(np.isnan(scaled[future])) and np.allclose(scaled[~future], raw[~future], atol=1e-5)
+    at.selectbox(key="attn_quantity").set_value("unscaled").run()
+    unscaled = array(chart(at, "attn_zoom")["data"][0]["z"])
+    d_k = ckpt.config.d_model // ckpt.config.n_heads
+    assert np.allclose(unscaled[~future], raw[~future] * math.sqrt(d_k), atol=1e-4)
+    assert "d_k = " in texts(at.caption)
+    assert len(chart(at, "attn_zoom")["data"]) == 1
+    at.toggle(key="attn_mask").set_value(True).run()
+    no_exception(at)
+    data = chart(at, "attn_zoom")["data"]
+    if future.any():                                                         # more than one target position
+        assert len(data) == 2 and np.array_equal(~np.isnan(array(data[1]["z"])), future)
+
+
+def test_summary_and_alignment_tabs(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_tab(open_app(info.name, PAGE, text=text), "Head summary")
+    no_exception(at)
+    for kind in ("encoder", "decoder", "cross"):
+        assert has_chart(at, f"stat_{kind}")
+    ckpt, _, trace = expected_trace(info, text)
+    entropy = array(chart(at, "stat_encoder")["data"][0]["z"])
+    w = trace.attention("encoder", 0)[0, 0].astype(np.float64)
+    assert entropy[0, 0] == pytest.approx(float(np.mean(-(w * np.log(np.where(w > 0, w, 1))).sum(-1))), abs=1e-4)
+    at.selectbox(key="attn_stat").set_value("diagonality").run()
+    assert not np.allclose(array(chart(at, "stat_encoder")["data"][0]["z"]), entropy)
+    at = open_tab(at, "Word alignment")
+    no_exception(at)
+    assert has_chart(at, "align_mean") or "No words to align" in texts(at.info)
+
+
+def test_output_vs_reference(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_tab(open_app(info.name, PAGE, text=text), "Output vs reference")
+    no_exception(at)
+    reference = state.reference_for(info.path, text)
+    if not reference:
+        assert "Type a reference" in texts(at.info)
+        _, result, _ = expected_trace(info, text)
+        at.text_input(key="attn_reference").set_value(result.text + " extra").run()
+        no_exception(at)
+    left = chart(at, "cmp_model output")
+    right = chart(at, "cmp_reference")
+    assert array(left["data"][0]["z"]).shape[1] == array(right["data"][0]["z"]).shape[1]   # same source
+    at.radio(key="attn_kind").set_value("encoder").run()
+    assert "does not depend on the target" in texts(at.info)
+
+
+def test_head_ablation(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_tab(open_app(info.name, PAGE, text=text), "Head ablation")
+    no_exception(at)
+    assert "Tick heads" in texts(at.info)
+    ckpt = load_checkpoint(info.path)
+    every = [(k, layer, h) for k in ("encoder", "decoder", "cross")
+             for layer in range(ckpt.config.n_encoder_layers if k == "encoder" else ckpt.config.n_decoder_layers)
+             for h in range(ckpt.config.n_heads)]
+    at.multiselect(key="ablate_pick").set_value([h for h in every if h[0] == "cross"]).run()   # all cross heads
+    no_exception(at)
+    cfg = DecodeConfig(strategy="beam", beam_size=5, n_best=5)
+    ablated = translate(ckpt.model, ckpt.tokenizer, text, cfg, ablate=[h for h in every if h[0] == "cross"])
+    assert ("Without those heads:** " + state.md_escape(ablated.text or "(empty)")) in texts(at.markdown)
+    delta = array(chart(at, "ablation_delta")["data"][0]["y"])
+    assert np.any(np.abs(delta) > 1e-4)                                      # no source: the model is less sure
+    assert has_chart(at, "ablation_diff")
+
+
+def test_bertviz_views_are_offline_and_escaped(ckpt_path):
+    info, _ = info_for(ckpt_path)
+    hostile = "<img src=x onerror=alert(1)> </script><script>alert(2)</script>"
+    at = open_tab(open_app(info.name, PAGE, text=hostile), "bertviz")
+    no_exception(at)
+    assert not at.get("iframe")                                              # built only on request
+    at.toggle(key="bertviz_on").set_value(True).run()
+    no_exception(at)
+    frames = at.get("iframe")
+    assert len(frames) == 2
+    for frame in frames:
+        html = frame.proto.srcdoc or frame.proto.src
+        assert len(html) > 100_000 and "d3" in html
+        assert not re.search(r"https?://", html)
+        assert "<img" not in html and "alert(2)</script>" not in html
+        assert "cdnjs" not in html and "require.config" not in html
+
+
+def test_empty_input_and_damaged_checkpoint(ckpt_path, tmp_path, monkeypatch):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, PAGE, text="")
+    no_exception(at)
+    assert "Type a sentence" in texts(at.info)
+    damage(info.path, tmp_path / "root" / "broken", "bytes")
+    monkeypatch.setenv(state.ROOTS_ENV, str(tmp_path / "root"))
+    at = open_app(None, PAGE, text=text)
+    no_exception(at)
+    assert "cannot be used" in texts(at.error)
+    assert "Pick a working checkpoint" in texts(at.info)

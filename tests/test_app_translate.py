@@ -1,0 +1,167 @@
+"""AppTest of the Translate page (the home page) on real checkpoints.
+
+It runs and shows the library's own translation, the settings change the decoding, test examples
+come with BLEU/chrF against their reference, the URL restores the sentence, bad input gives
+messages (never a traceback), and a damaged checkpoint is reported while the rest still works.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from app_support import (array, chart, checkpoint_params, damage, info_for, no_exception, open_app, texts)
+from explorer.checkpoint import load_checkpoint
+from explorer.config import DecodeConfig
+from explorer.decoding import translate
+from explorer.ui import state
+
+pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
+
+
+def translation_shown(at) -> str:
+    """The text of the translation box (markdown '#### ...', escapes undone)."""
+    shown = [m.value for m in at.markdown if m.value.startswith("#### ")]
+    assert shown, "no translation on the page"
+    return shown[0][5:].replace("\\", "")
+
+
+def test_shows_the_library_translation(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, text=text)
+    no_exception(at)
+    ckpt = load_checkpoint(info.path)
+    expected = translate(ckpt.model, ckpt.tokenizer, text, DecodeConfig(strategy="beam", beam_size=5, n_best=5))
+    assert translation_shown(at) == expected.text.replace("\\", "")
+    nbest = at.dataframe[0].value
+    assert len(nbest) == len(expected.hypotheses)
+    assert list(nbest["translation"]) == [h.text for h in expected.hypotheses]
+    probs = array(chart(at, "token_probs")["data"][0]["y"])
+    assert np.allclose(probs, np.exp(expected.best.token_logprobs), atol=1e-5)
+    codes = [c.value for c in at.code]
+    assert " ".join(expected.src_pieces) in codes and " ".join(expected.best.pieces) in codes
+    assert at.session_state["decode_cfg"]["strategy"] == "beam"
+    assert at.query_params["text"] == text and at.query_params["ckpt"] == info.name
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert {"Download the whole analysis (JSON)", "Download per-token probabilities (CSV)"} <= labels
+
+
+def test_settings_change_the_decoding(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, text=text)
+    at.radio(key="dec_strategy").set_value("greedy").run()
+    no_exception(at)
+    assert at.session_state["decode_cfg"]["strategy"] == "greedy"
+    assert len(at.dataframe[0].value) == 1
+    at.radio(key="dec_strategy").set_value("sample").run()
+    at.slider(key="dec_samples").set_value(4).run()
+    no_exception(at)
+    table = at.dataframe[0].value
+    assert "seed" in table.columns and 1 <= len(table) <= 4
+    assert "Samples" in texts(at.markdown)
+    at.radio(key="dec_strategy").set_value("beam").run()
+    at.slider(key="dec_beam").set_value(2).run()
+    at.slider(key="dec_nbest").set_value(2).run()
+    no_exception(at)
+    assert len(at.dataframe[0].value) <= 2
+    assert at.session_state["decode_cfg"]["beam_size"] == 2
+
+
+def test_examples_carry_their_reference_and_scores(ckpt_path):
+    info, _ = info_for(ckpt_path)
+    examples = state.examples(info.path)
+    if not examples:
+        pytest.skip(f"{info.name} has no test.tsv")
+    at = open_app(info.name)                                  # a fresh visit opens on the first example
+    no_exception(at)
+    assert at.session_state["text"] == examples[0][1]
+    at.selectbox(key="example_pick").set_value(2).run()
+    no_exception(at)
+    ref, src, tgt = examples[2]
+    assert at.session_state["text"] == src and at.text_area(key="text_box").value == src
+    hyp = translation_shown(at)
+    metrics = {m.label: float(m.value) for m in at.metric}
+    assert metrics["BLEU"] == pytest.approx(round(sacrebleu.sentence_bleu(hyp, [tgt]).score, 1), abs=0.051)
+    assert metrics["chrF"] == pytest.approx(round(sacrebleu.sentence_chrf(hyp, [tgt]).score, 1), abs=0.051)
+
+
+def test_typed_reference_gives_scores(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, text=text)
+    assert not at.metric
+    at.text_input(key="manual_reference").set_value("a reference").run()
+    no_exception(at)
+    assert {m.label for m in at.metric} == {"BLEU", "chrF"}
+
+
+def test_url_restores_the_sentence(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, query={"text": text})
+    no_exception(at)
+    assert at.text_area(key="text_box").value == text
+    assert translation_shown(at)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("", "Type a sentence"),
+    ("   ", "Type a sentence"),
+])
+def test_empty_input_is_a_friendly_message(ckpt_path, bad, message):
+    info, _ = info_for(ckpt_path)
+    at = open_app(info.name, text=bad)
+    no_exception(at)
+    assert message in texts(at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_long_input_is_truncated_with_a_notice(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, text=(text + " ") * 200)           # well over 5,000 characters
+    no_exception(at)
+    warnings = texts(at.warning)
+    assert f"only the first {state.MAX_CHARS:,}" in warnings
+    assert "longer than this model can read" in warnings      # and past the model's max_len
+    assert translation_shown(at) is not None
+
+
+@pytest.mark.parametrize("odd", ["🙂🚀 ✨", "Ελληνικά 中文 العربية", "<img src=x onerror=alert(1)>",
+                                 "<script>alert('x')</script> **bold** $x$ [a](javascript:alert(1))"])
+def test_odd_input_is_shown_as_text(ckpt_path, odd):
+    info, _ = info_for(ckpt_path)
+    at = open_app(info.name, text=odd)
+    no_exception(at)
+    for md in at.markdown:                                     # nothing unescaped reaches markdown
+        assert "<img" not in md.value and "<script" not in md.value
+    assert at.text_area(key="text_box").value == odd
+
+
+def test_typing_changes_the_translation(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, text=text)
+    first = translation_shown(at)
+    at.text_area(key="text_box").set_value(text.split()[0]).run()
+    no_exception(at)
+    assert at.session_state["text"] == text.split()[0] and at.query_params["text"] == text.split()[0]
+    assert translation_shown(at) != first or len(text.split()) == 1
+
+
+@pytest.mark.parametrize("how", ["bytes", "header", "config"])
+def test_damaged_checkpoint_is_reported_and_the_rest_works(ckpt_path, tmp_path, monkeypatch, how):
+    info, text = info_for(ckpt_path)
+    root = tmp_path / "ckpts"
+    damage(info.path, root / "a-broken", how)
+    import shutil
+
+    shutil.copytree(info.path, root / "b-good")
+    (root / "b-good" / "test.tsv").unlink(missing_ok=True)
+    monkeypatch.setenv(state.ROOTS_ENV, str(root))
+    at = open_app(None, text=text)                             # first listed: the broken one
+    no_exception(at)
+    assert at.sidebar.selectbox(key="ckpt_pick").value == 0
+    assert at.error, "the damaged checkpoint must be reported"
+    assert "cannot be used" in texts(at.error) or "Damaged" in texts(at.sidebar.error)
+    assert "Pick a working checkpoint" in texts(at.info)
+    at.sidebar.selectbox(key="ckpt_pick").set_value(1).run()  # the rest of the app still works
+    no_exception(at)
+    assert not at.error
+    assert translation_shown(at)
