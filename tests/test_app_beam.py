@@ -39,7 +39,8 @@ def pick_checkpoint():
 def checkpoint():
     found = pick_checkpoint()
     if found is None:
-        pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de or runs/*/checkpoints/step_*")
+        pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de "
+                    "or runs/*/checkpoints/step_*")
     return found
 
 
@@ -197,7 +198,8 @@ def test_empty_text_is_a_friendly_info(checkpoint, text, message):
     assert message in texts(at.info) and not at.dataframe
 
 
-@pytest.mark.parametrize("text", ["<img src=x onerror=alert(1)>", "🙂🙃 " * 40, "你好，世界。Привет мир", "x " * 2600])
+@pytest.mark.parametrize("text", ["<img src=x onerror=alert(1)>", "🙂🙃 " * 40, "你好，世界。Привет мир",
+                                  "x " * 2600])
 def test_odd_input_never_raises(checkpoint, text):
     info, _ = checkpoint
     at = open_page(info.name, text)

@@ -36,7 +36,8 @@ def checkpoint():
         info = next((i for i in list_checkpoints(ROOT / "checkpoints", ROOT / "runs") if i.path == path), None)
         if info is not None and not info.error:
             return info, SENTENCES.get(info.meta.get("src_lang"), "a short test sentence")
-    pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de or runs/*/checkpoints/step_*")
+    pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de "
+                "or runs/*/checkpoints/step_*")
 
 
 @pytest.fixture(autouse=True)
@@ -87,7 +88,8 @@ def test_page_shows_the_models_own_table(checkpoint):
     assert np.array_equal(heatmap(at), sinusoidal_table(n, cfg.d_model, cfg.pe_base).numpy())
     for key in ("pe_curves", "pe_similarity", "pe_waves", "pe_norms"):
         chart(at, key)
-    assert {"Table as CSV", "Similarity matrix as CSV", "Norms as CSV"} <= {b.proto.label for b in at.get("download_button")}
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert {"Table as CSV", "Similarity matrix as CSV", "Norms as CSV", "Download the whole analysis (JSON)"} <= labels
 
 
 def test_sliders_change_the_heatmap(checkpoint):

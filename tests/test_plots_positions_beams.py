@@ -137,9 +137,15 @@ def test_tree_has_one_node_per_hypothesis(traces):
         fig = bplots.tree_figure(trace, piece, step=1)
         rows = _node_rows(fig)
         assert sorted(rows.tolist()) == list(range(len(trace.candidates)))
+        cand = trace.candidates
         for t in fig.data:
             if t.name in STATUSES:                                           # colour by status
-                assert all(trace.status(int(r)) == t.name for r in np.asarray(t.customdata)[:, 0])
+                custom = np.asarray(t.customdata)
+                rows = custom[:, 0].astype(int)
+                assert all(trace.status(r) == t.name for r in rows)
+                expected = np.stack([rows, cand["step"][rows] + 1, cand["rank"][rows], cand["token_logprob"][rows],
+                                     cand["score"][rows], cand["normalized"][rows]], axis=1)
+                assert np.allclose(custom, expected, equal_nan=True)       # what the hover shows
         x, _ = bplots.tree_layout(trace)
         assert np.array_equal(x, trace.candidates["step"] + 1)
 

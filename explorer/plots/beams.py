@@ -80,7 +80,8 @@ def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int |
         rows = np.flatnonzero(cand["status"] == code)
         if not len(rows):
             continue
-        custom = np.stack([rows, cand["step"][rows], cand["rank"][rows], cand["token_logprob"][rows],
+        # row, step (1-based, as on the page), rank, token log-prob, cumulative, normalised
+        custom = np.stack([rows, cand["step"][rows] + 1, cand["rank"][rows], cand["token_logprob"][rows],
                            cand["score"][rows], cand["normalized"][rows]], axis=1)
         on_best = np.isin(rows, best)
         fig.add_trace(go.Scatter(
@@ -95,7 +96,8 @@ def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int |
                            "score %{customdata[4]:.3f}<br>normalised %{customdata[5]:.3f}<extra></extra>")))
     if step is not None:
         fig.add_vline(x=step + 1, line=dict(color="#555", dash="dot", width=1))
-    fig.update_layout(title=title, xaxis_title="step (output position; BOS = 0)", height=min(max(400, 40 * 2 * trace.beam_size), 900),
+    fig.update_layout(title=title, height=min(max(400, 80 * trace.beam_size), 900),
+                      xaxis=dict(title="step (output position; BOS = 0)", dtick=max(1, round(trace.n_steps / 15))),
                       yaxis=dict(showticklabels=False, zeroline=False, title="", autorange="reversed"),
                       margin=dict(l=30, r=20, t=80, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right"))

@@ -98,7 +98,8 @@ def force_controls(ckpt, trace, row: int, step: int, piece, run_key: tuple, tag:
     alts = [(t, lp) for t, lp in plots.alternatives_for(trace, row) if t != EOS_ID]
     head = trace.tokens(row)[:-1]                                           # the parent hypothesis
     cols = st.columns([2, 2, 1])
-    choice = cols[0].selectbox("Alternative token at this step", [t for t, _ in alts], key=f"beam_alt_{step}_{row}_{tag}",
+    choice = cols[0].selectbox("Alternative token at this step", [t for t, _ in alts],
+                               key=f"beam_alt_{step}_{row}_{tag}",
                                format_func=lambda t: f"{piece(t)}  (log p {dict(alts)[t]:.2f})")
     typed = cols[1].text_input("…or type a word (target side)", key="beam_typed",
                                help="Encoded with the target tokenizer; all its pieces are forced.")
