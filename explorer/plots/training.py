@@ -1,0 +1,220 @@
+"""Figures of the Train, Schedule and Checkpoints pages: pure builders, data in, plotly Figure out.
+
+`curves_from_records` turns metrics.jsonl records into arrays once (dropping records of steps
+that a resume trained again), so every figure and the ETA read the same numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+DIVERGING = "RdBu"
+_MARGIN = dict(l=50, r=20, t=50, b=40)
+
+
+@dataclass(frozen=True)
+class Curves:
+    """A run's logged metrics as arrays (train records every few steps, eval records less often)."""
+
+    step: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    loss: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ppl: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    lr: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tokens_per_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    elapsed: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    eval_step: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    dev_loss: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    dev_ppl: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    bleu: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    chrf: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    samples: list = field(default_factory=list)      # the latest eval's [{src, ref, hyp}]
+
+    def eta_seconds(self, total_steps: int | None) -> float | None:
+        """Remaining time at the pace of the latest stretch of logged steps (evals included)."""
+        if not total_steps or len(self.step) < 2:
+            return None
+        start = max(0, len(self.step) - 20)
+        span = self.elapsed[-1] - self.elapsed[start]
+        steps = self.step[-1] - self.step[start]
+        if steps <= 0 or span <= 0:
+            return None
+        return float(max(0, total_steps - self.step[-1]) * span / steps)
+
+
+def _num(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _latest_segment(records: list[dict]) -> list[dict]:
+    """Keep, per step, the record of the latest segment: a resume restarts below the last step."""
+    kept: list[dict] = []
+    for rec in records:
+        if not isinstance(rec.get("step"), (int, float)):
+            continue
+        while kept and kept[-1]["step"] >= rec["step"]:
+            kept.pop()
+        kept.append(rec)
+    return kept
+
+
+def curves_from_records(records: Sequence[dict]) -> Curves:
+    """Arrays from metrics.jsonl records (malformed values become NaN, never an exception)."""
+    train = _latest_segment([r for r in records if r.get("kind") == "train"])
+    evals = _latest_segment([r for r in records if r.get("kind") == "eval"])
+    # elapsed restarts at 0 when a run resumes: make it cumulative so the ETA pace stays right
+    elapsed, offset, last = [], 0.0, 0.0
+    for r in train:
+        e = _num(r.get("elapsed"))
+        if e < last:
+            offset += last
+        last = e
+        elapsed.append(e + offset)
+
+    def col(recs, key):
+        return np.array([_num(r.get(key)) for r in recs], dtype=np.float64)
+
+    samples = next((r["samples"] for r in reversed(evals) if isinstance(r.get("samples"), list)), [])
+    return Curves(step=col(train, "step"), loss=col(train, "loss"), ppl=col(train, "ppl"), lr=col(train, "lr"),
+                  tokens_per_s=col(train, "tokens_per_s"), elapsed=np.array(elapsed, dtype=np.float64),
+                  eval_step=col(evals, "step"), dev_loss=col(evals, "dev_loss"), dev_ppl=col(evals, "dev_ppl"),
+                  bleu=col(evals, "bleu"), chrf=col(evals, "chrf"),
+                  samples=[s for s in samples if isinstance(s, dict)])
+
+
+# ---- a run's curves ------------------------------------------------------------------------------
+def training_figure(c: Curves, planned: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
+    """Six panels: loss, perplexity, LR (actual over planned), tokens/s, dev BLEU and chrF."""
+    fig = make_subplots(rows=2, cols=3, subplot_titles=("Loss", "Perplexity (log scale)", "Learning rate",
+                                                        "Tokens / second", "Dev BLEU", "Dev chrF"))
+    line = dict(mode="lines+markers", marker=dict(size=4))
+    fig.add_trace(go.Scatter(x=c.step, y=c.loss, name="train loss", **line), 1, 1)
+    fig.add_trace(go.Scatter(x=c.eval_step, y=c.dev_loss, name="dev loss", **line), 1, 1)
+    fig.add_trace(go.Scatter(x=c.step, y=c.ppl, name="train ppl", **line), 1, 2)
+    fig.add_trace(go.Scatter(x=c.eval_step, y=c.dev_ppl, name="dev ppl", **line), 1, 2)
+    if planned is not None:
+        fig.add_trace(go.Scatter(x=planned[0], y=planned[1], name="planned LR", mode="lines",
+                                 line=dict(dash="dash", color="gray")), 1, 3)
+    fig.add_trace(go.Scatter(x=c.step, y=c.lr, name="actual LR", **line), 1, 3)
+    fig.add_trace(go.Scatter(x=c.step, y=c.tokens_per_s, name="tokens/s", **line), 2, 1)
+    fig.add_trace(go.Scatter(x=c.eval_step, y=c.bleu, name="BLEU", **line), 2, 2)
+    fig.add_trace(go.Scatter(x=c.eval_step, y=c.chrf, name="chrF", **line), 2, 3)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_xaxes(title_text="step", row=2)
+    fig.update_layout(height=560, margin=_MARGIN, legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+# ---- schedule and label smoothing ---------------------------------------------------------------
+def schedule_figure(curves: Sequence[tuple[str, np.ndarray, np.ndarray]],
+                    actual: tuple[np.ndarray, np.ndarray] | None = None,
+                    title: str = "Noam learning-rate schedule") -> go.Figure:
+    """One line per (label, steps, lr); `actual` (steps, lr) a run logged, drawn as markers."""
+    fig = go.Figure()
+    for label, steps, lr in curves:
+        fig.add_trace(go.Scatter(x=steps, y=lr, mode="lines", name=label,
+                                 hovertemplate="step %{x}<br>lr %{y:.3g}<extra>" + label + "</extra>"))
+    if actual is not None:
+        fig.add_trace(go.Scatter(x=actual[0], y=actual[1], mode="markers", name="logged by the run",
+                                 marker=dict(size=5, color="black")))
+    fig.update_layout(title=title, xaxis_title="step", yaxis_title="learning rate", height=420, margin=_MARGIN,
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def smoothing_figure(dist: np.ndarray, target: int, labels: Sequence[str] | None = None,
+                     title: str = "Smoothed target distribution") -> go.Figure:
+    """Bars of the [V] target distribution the loss compares the model's prediction with."""
+    dist = np.asarray(dist, dtype=np.float64)
+    x = list(labels) if labels is not None else [str(i) for i in range(len(dist))]
+    colors = ["crimson" if i == target else "steelblue" for i in range(len(dist))]
+    fig = go.Figure(go.Bar(x=x, y=dist, marker_color=colors, hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
+    fig.update_layout(title=title, xaxis_title="token", yaxis_title="target probability", height=360,
+                      margin=_MARGIN)
+    return fig
+
+
+def smoothed_loss(p_correct: np.ndarray, vocab_size: int, epsilon: float) -> np.ndarray:
+    """Cross-entropy against the smoothed target when the model puts p on the right token and
+    spreads 1 - p evenly over the other V - 1 (PyTorch's convention, as the trainer uses it).
+
+    With epsilon > 0 the minimum is at p = 1 - eps + eps/V, not at p = 1: confidence is penalized.
+    """
+    p = np.clip(np.asarray(p_correct, dtype=np.float64), 1e-12, 1 - 1e-12)        # [N]
+    on, off = 1 - epsilon + epsilon / vocab_size, epsilon / vocab_size
+    return -(on * np.log(p) + off * (vocab_size - 1) * np.log((1 - p) / (vocab_size - 1)))
+
+
+def smoothing_loss_figure(vocab_size: int, epsilon: float, n: int = 400) -> go.Figure:
+    """Loss against the probability given to the correct token, for epsilon and for no smoothing."""
+    p = np.linspace(0.01, 0.999, n)                                                  # [N]
+    fig = go.Figure()
+    for eps, name in ((0.0, "no smoothing"), (epsilon, f"ε = {epsilon:g}")):
+        fig.add_trace(go.Scatter(x=p, y=smoothed_loss(p, vocab_size, eps), mode="lines", name=name))
+    best = 1 - epsilon + epsilon / vocab_size
+    fig.add_vline(x=best, line_dash="dot", annotation_text=f"minimum at p = {best:.3f}")
+    fig.update_layout(title="Loss against the probability of the correct token", xaxis_title="p(correct)",
+                      yaxis_title="loss", height=360, margin=_MARGIN, legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+# ---- checkpoint comparison -----------------------------------------------------------------------
+def logprob_figure(pieces: Sequence[str], lp_a: Sequence[float], lp_b: Sequence[float],
+                   names: tuple[str, str] = ("A", "B"), title: str = "Per-token log-probability") -> go.Figure:
+    """Grouped bars: each output token's log-prob under model A and model B."""
+    x = [f"{i + 1}. {p}" for i, p in enumerate(pieces)]
+    fig = go.Figure([go.Bar(x=x, y=list(lp_a), name=names[0]), go.Bar(x=x, y=list(lp_b), name=names[1])])
+    fig.update_layout(title=title, barmode="group", yaxis_title="log p(token)", height=340, margin=_MARGIN,
+                      legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def attention_grid_figure(weights: np.ndarray, x_tokens: Sequence[str], y_tokens: Sequence[str],
+                          title: str, diverging: bool = False) -> go.Figure:
+    """[L, H, q, k] as an L x H grid of heatmaps (rows = layers, columns = heads, 1-based labels)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    n_layers, n_heads = weights.shape[:2]
+    fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.02, vertical_spacing=0.04,
+                        subplot_titles=[f"L{l + 1} H{h + 1}" for l in range(n_layers) for h in range(n_heads)])
+    limit = float(np.abs(weights).max()) if diverging and weights.size else 1.0
+    scale = dict(colorscale=DIVERGING, zmin=-limit, zmax=limit, zmid=0) if diverging else \
+        dict(colorscale="Viridis", zmin=0, zmax=1)
+    for l in range(n_layers):
+        for h in range(n_heads):
+            fig.add_trace(go.Heatmap(z=weights[l, h], x=list(range(len(x_tokens))), y=list(range(len(y_tokens))),
+                                     showscale=(l == 0 and h == 0), customdata=_token_grid(y_tokens, x_tokens),
+                                     hovertemplate="%{customdata}<br>%{z:.3f}<extra></extra>", **scale),
+                          l + 1, h + 1)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    fig.update_layout(title=title, height=max(260, 200 * n_layers), margin=_MARGIN)
+    return fig
+
+
+def _token_grid(rows: Sequence[str], cols: Sequence[str]) -> np.ndarray:
+    return np.array([[f"{r} → {c}" for c in cols] for r in rows], dtype=object)
+
+
+def head_figure(weights: np.ndarray, x_tokens: Sequence[str], y_tokens: Sequence[str], title: str) -> go.Figure:
+    """One head's [q, k] attention with the tokens on the axes (the scrubber's frame)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    x = [f"{i}:{t}" for i, t in enumerate(x_tokens)]
+    y = [f"{i}:{t}" for i, t in enumerate(y_tokens)]
+    fig = go.Figure(go.Heatmap(z=weights, x=x, y=y, colorscale="Viridis", zmin=0, zmax=1,
+                               hovertemplate="%{y} → %{x}<br>%{z:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=max(300, 28 * len(y) + 120), margin=_MARGIN)
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def param_change_figure(groups: Sequence[str], values: Sequence[float],
+                        title: str = "Relative parameter change ‖B − A‖ / ‖A‖ per layer") -> go.Figure:
+    fig = go.Figure(go.Bar(x=list(groups), y=list(values), hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
+    fig.update_layout(title=title, yaxis_title="relative change", height=340, margin=_MARGIN)
+    return fig

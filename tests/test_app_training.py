@@ -1,0 +1,138 @@
+"""The Train, Schedule and Checkpoints pages (AppTest through app.py) over run directories in every
+state: finished, running (a live lock holder), failed, killed (stopped) and damaged.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import jobs
+from training_fixtures import SENTENCE, build_runs, hold_lock, write_run
+
+TIMEOUT = 120
+APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("app_runs")
+    keys = ("EXPLORER_RUNS_DIR", "EXPLORER_CHECKPOINT_ROOTS", "EXPLORER_MAX_JOBS", "EXPLORER_DEVICE")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update(EXPLORER_RUNS_DIR=str(root), EXPLORER_CHECKPOINT_ROOTS=str(root), EXPLORER_MAX_JOBS="1",
+                      EXPLORER_DEVICE="cpu")                  # only these runs: no shipped checkpoints
+    built = build_runs(root)
+    yield built
+    built["holder"].kill()
+    built["holder"].wait()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def open_page(page: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["ckpt"] = "finished@20"
+    at.run()
+    at.switch_page(f"explorer/ui/pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def charts(at) -> int:
+    return len(at.get("plotly_chart"))
+
+
+def test_train_page_shows_every_job_state(runs):
+    at = open_page("train")
+    table = at.dataframe[0].value
+    assert set(table["run"]) == {"finished", "running", "failed", "killed", "damaged"}
+    assert at.button(key="tr_start").label == "Start training"
+    expectations = {
+        "finished": lambda: "finished" in texts(at.subheader) and charts(at) >= 2,
+        "running": lambda: at.button(key="tr_stop").label == "Stop" and "step 10 of 100" in at.get("progress")[0].proto.text,
+        "failed": lambda: "non-finite loss (nan) at step 7" in texts(at.error),
+        "killed": lambda: "Stopped at step 10" in texts(at.warning) and at.button(key="tr_resume").label == "Resume",
+        "damaged": lambda: "damaged or incomplete" in texts(at.warning),
+    }
+    for name, check in expectations.items():
+        at.selectbox(key="tr_pick").set_value(name).run()
+        assert not at.exception, (name, [e.value for e in at.exception])
+        assert check(), name
+    at.selectbox(key="tr_pick").set_value("finished").run()
+    assert "hyp at 20" in "".join(df.value.to_string() for df in at.dataframe)
+
+
+def test_train_page_refuses_bad_settings_and_a_full_slot(runs):
+    at = open_page("train")
+    name_box = next(t for t in at.text_input if t.label.startswith("Run name"))
+    name_box.set_value("bad name!").run()
+    at.button(key="tr_start").click().run()
+    assert "Not started" in texts(at.error) and "run name" in texts(at.error)
+    next(t for t in at.text_input if t.label.startswith("Run name")).set_value("fresh").run()
+    at.button(key="tr_start").click().run()
+    assert "limit is 1" in texts(at.error)                    # the running job holds the one slot
+    assert not (runs["root"] / "fresh").exists()
+
+
+def test_stop_button_stops_a_running_job(runs):
+    run = write_run(runs["root"] / "zz-stoppable", {"state": "running", "step": 1, "total_steps": 9})
+    holder = hold_lock(run)
+    try:
+        at = open_page("train")
+        at.selectbox(key="tr_pick").set_value("zz-stoppable").run()
+        at.button(key="tr_stop").click().run()
+        assert not at.exception
+        assert holder.wait(timeout=20) is not None
+        assert jobs.poll(run).state == "stopped"
+    finally:
+        holder.kill()
+        holder.wait()
+        shutil.rmtree(run)
+
+
+def test_schedule_page_for_every_run(runs):
+    at = open_page("schedule")
+    assert charts(at) >= 3
+    labels = at.selectbox(key="sc_run").options
+    assert len(labels) == 5
+    for i, label in enumerate(labels):
+        at.selectbox(key="sc_run").set_value(i).run()
+        assert not at.exception, label
+        if label.startswith("damaged"):
+            assert "train_config.json cannot be read" in texts(at.warning)
+        elif label.startswith("finished"):
+            assert "Largest difference between logged and planned LR" in texts(at.caption)
+    at.slider(key="sc_eps").set_value(0.3).run()
+    assert "Right token: 0.7300" in texts(at.caption)           # 1 - 0.3 + 0.3/10
+
+
+def test_checkpoints_page_table_compare_and_scrubber(runs):
+    at = open_page("checkpoints")
+    table = at.dataframe[0].value
+    assert {"finished@10", "finished@20", "killed@10"} <= set(table["checkpoint"])
+    assert "damaged checkpoint" in texts(at.warning)
+    at.text_input(key="ck_text").set_value(SENTENCE).run()
+    names = [o for o in at.selectbox(key="ck_a").options]
+    at.selectbox(key="ck_a").set_value(next(o for o in names if "finished@10" in str(o)))
+    at.selectbox(key="ck_b").set_value(next(o for o in names if "finished@20" in str(o))).run()
+    assert not at.exception
+    assert charts(at) >= 4                                      # 2 log-prob, attention grid, parameter change
+    at.radio(key="ck_kind").set_value("cross").run()
+    at.button(key="ck_score").click().run()
+    assert not at.exception
+    scores = at.dataframe[-1].value
+    assert list(scores["model"]) == ["A", "B"] and scores["BLEU"].notna().all()
+    at.text_input(key="ck_scrub_text").set_value(SENTENCE).run()
+    assert "**Step 20:**" in texts(at.markdown)
+    at.select_slider(key="ck_s_step").set_value(0).run()
+    assert not at.exception and "**Step 10:**" in texts(at.markdown)

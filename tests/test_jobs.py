@@ -1,0 +1,206 @@
+"""Training jobs: real trainer processes on the numbers task (tiny, one thread), and the checks
+and state inference around them on hand-made run directories.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from explorer import jobs
+from explorer import run_files as rf
+from explorer.checkpoint import load_checkpoint, load_trainer_state
+from explorer.config import TrainConfig
+from explorer.data import DataError
+from explorer.plots.training import curves_from_records
+from explorer.train_args import parse_config
+from training_fixtures import build_runs, hold_lock, make_tokenizer, write_run
+
+LIMIT = 150          # seconds before a test gives up on a trainer (a hang, not a timing assertion)
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path))
+    monkeypatch.setenv("EXPLORER_MAX_JOBS", "1")
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tok") / "tokenizer"
+    make_tokenizer(path)
+    return path
+
+
+def numbers_cfg(run_dir: Path, **overrides) -> TrainConfig:
+    base = dict(run_dir=str(run_dir), dataset="numbers", preset="tiny", tokenizer_type="word", max_steps=20,
+                batch_tokens=400, warmup=10, lr_factor=0.5, eval_every=10, save_every=5, eval_sentences=3,
+                keep_last=10, log_every=1, threads=1)
+    return TrainConfig(**{**base, **overrides})
+
+
+def seeded(run_dir: Path, tokenizer_dir: Path) -> Path:
+    shutil.copytree(tokenizer_dir, run_dir / "tokenizer")       # the trainer reuses run_dir/tokenizer
+    return run_dir
+
+
+def wait(run_dir, until, what):
+    job = jobs.wait(run_dir, until, timeout=LIMIT)
+    assert until(job), f"timed out waiting for {what}: {job}\n{jobs.log_tail(run_dir)}"
+    return job
+
+
+# ---- real trainer processes -----------------------------------------------------------------------
+def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
+    """One run through every transition (each trainer start costs seconds of torch import)."""
+    run = seeded(root / "numbers-a", tokenizer_dir)
+    job = jobs.start(numbers_cfg(run, max_steps=40))
+    assert job.state in ("starting", "running") and job.active
+    with pytest.raises(jobs.JobError, match="limit is 1"):            # the one slot is taken
+        jobs.start(numbers_cfg(root / "numbers-b"))
+    with pytest.raises(jobs.JobError, match="already exists|already running"):
+        jobs.start(numbers_cfg(run))
+    job = wait(run, lambda j: j.state == "running" and j.step >= 5 and j.checkpoints, "progress")
+    assert job.total_steps == 40 and job.pid and 0 < job.fraction < 1
+    curves = curves_from_records(rf.read_metrics(run))
+    assert len(curves.step) >= 5 and curves.loss[0] > 0 and curves.lr[0] > 0
+
+    # stop: SIGTERM, the trainer saves where it is and says "stopped"
+    jobs.stop(run)
+    job = wait(run, lambda j: not j.active, "stop")
+    assert job.state == "stopped" and job.resumable and 5 <= job.step < 40 and not job.note
+    assert rf.checkpoint_dirs(run)[-1].name == f"step_{job.step:06d}"          # saved where it stopped
+    with pytest.raises(jobs.JobError, match="not running"):
+        jobs.stop(run)
+
+    # resume, then SIGKILL mid-run: no final status, the last whole checkpoint loads, the run resumes
+    stopped_at = job.step
+    jobs.resume(run)
+    job = wait(run, lambda j: j.state == "running" and j.step >= stopped_at + 7, "the resumed run to progress")
+    assert f"resumed from {run / 'checkpoints' / f'step_{stopped_at:06d}'}" in jobs.log_tail(run, 200)
+    os.kill(job.pid, signal.SIGKILL)
+    job = wait(run, lambda j: not j.active, "the killed trainer to be seen as gone")
+    assert job.state == "stopped" and "killed" in job.note and job.resumable
+    last = job.checkpoints[-1]
+    loaded, state = load_checkpoint(last), load_trainer_state(last)
+    assert state["step"] == loaded.meta["training"]["step"] > stopped_at
+
+    jobs.resume(run)
+    job = wait(run, lambda j: not j.active, "the resumed run to finish")
+    assert job.state == "finished" and job.step == 40, jobs.log_tail(run)
+    c = curves_from_records(rf.read_metrics(run))
+    assert c.step.tolist() == sorted(set(c.step.tolist())) and c.step[-1] == 40 and c.eval_step[-1] == 40
+    assert load_checkpoint(rf.checkpoint_dirs(run)[-1]).meta["training"]["step"] == 40
+
+
+def test_a_crashing_trainer_shows_failed_with_its_error(root, tmp_path):
+    tiny = tmp_path / "two_pairs.tsv"
+    tiny.write_text("one\teins\ntwo\tzwei\n")                  # valid TSV, too small to split into train/dev/test
+    run = root / "crash"
+    jobs.start(numbers_cfg(run, dataset=str(tiny)))
+    job = wait(run, lambda j: not j.active, "the trainer to exit")
+    assert job.state == "failed" and "at least 3 sentence pairs" in job.last_error
+    assert not job.resumable
+
+
+# ---- checks before launch --------------------------------------------------------------------------
+@pytest.mark.parametrize("override, message", [
+    (dict(warmup=0), "warmup must be >= 1"),
+    (dict(label_smoothing=1.5), "label_smoothing"),
+    (dict(preset="huge"), "unknown preset"),
+    (dict(run_dir="bad name!"), "run name"),
+    (dict(dataset="/no/such/file.tsv"), "no such file"),
+    (dict(init_from="/no/such/checkpoint"), "cannot fine-tune"),
+])
+def test_invalid_settings_are_refused_with_the_reason(root, override, message):
+    cfg = numbers_cfg(root / override.pop("run_dir", "r"), **override)
+    with pytest.raises(jobs.JobError, match=message):
+        jobs.start(cfg)
+    assert not any(root.iterdir())
+
+
+def test_bad_dataset_file_and_full_disk_are_refused(root, tmp_path, monkeypatch):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("one\teins\ntwo zwei\n")
+    with pytest.raises(jobs.JobError, match="line 2"):
+        jobs.start(numbers_cfg(root / "r", dataset=str(bad)))
+    monkeypatch.setattr(jobs, "_free_bytes", lambda path: 10 << 20)
+    with pytest.raises(jobs.JobError, match="not enough disk space"):
+        jobs.start(numbers_cfg(root / "r"))
+    with pytest.raises(jobs.JobError, match="GPU"):
+        jobs.start(numbers_cfg(root / "r"), nproc=2)
+
+
+def test_an_existing_run_is_not_overwritten(root):
+    write_run(root / "old", {"state": "finished"})
+    with pytest.raises(jobs.JobError, match="already exists"):
+        jobs.start(numbers_cfg(root / "old"))
+
+
+def test_upload_is_validated_and_kept_by_content_hash(root):
+    path, report = jobs.save_upload(b"one\teins\ntwo\tzwei\nthree\tdrei\n", "mine.tsv")
+    assert path.parent == root / "uploads" and path.read_bytes().startswith(b"one\teins") and report.pairs == 3
+    assert jobs.save_upload(b"one\teins\ntwo\tzwei\nthree\tdrei\n")[0] == path
+    with pytest.raises(DataError, match="line 2"):
+        jobs.save_upload(b"one\teins\ntwo zwei\n", "bad.tsv")
+    with pytest.raises(DataError, match="limit"):
+        jobs.save_upload(b"a\tb\n" * 100, max_bytes=50)
+    assert [j.name for j in jobs.list_jobs()] == []                # uploads/ is not a run
+
+
+def test_command_round_trips_through_the_trainer_parser(tmp_path):
+    cfg = numbers_cfg(tmp_path / "r", epochs=2.5, bf16=True, label_smoothing=0.0, init_from=None)
+    argv = jobs.command(cfg)
+    assert argv[1:3] == ["-m", "explorer.train"]
+    assert parse_config(argv[3:]) == (cfg, False)
+    assert jobs.command(cfg, resume=True)[-1] == "--resume"
+    ddp = jobs.command(cfg, nproc=2)
+    assert "torch.distributed.run" in ddp and "--nproc-per-node=2" in ddp
+
+
+# ---- state inference on hand-made run directories ----------------------------------------------------
+def test_states_of_finished_running_failed_killed_and_damaged_runs(root):
+    built = build_runs(root)
+    try:
+        states = {j.name: j for j in jobs.list_jobs()}
+        assert {n: j.state for n, j in states.items()} == {
+            "finished": "finished", "running": "running", "failed": "failed", "killed": "stopped", "damaged": "unknown"}
+        assert states["running"].pid == built["holder"].pid and states["running"].fraction == pytest.approx(0.1)
+        assert states["failed"].last_error == "non-finite loss (nan) at step 7"
+        assert states["killed"].resumable and "killed" in states["killed"].note
+        assert not states["damaged"].resumable and "status.json" in states["damaged"].note
+        with pytest.raises(jobs.JobError, match="limit is 1"):          # the running run holds the one slot
+            jobs.start(numbers_cfg(root / "new"))
+        with pytest.raises(jobs.JobError, match="cannot resume"):
+            jobs.resume(root / "damaged")
+        with pytest.raises(jobs.JobError, match="nothing to resume"):
+            jobs.resume(root / "running")
+        jobs.stop(root / "running")                                   # SIGTERM to the lock holder
+        assert built["holder"].wait(timeout=10) == -signal.SIGTERM
+        assert jobs.poll(root / "running").state == "stopped"
+    finally:
+        built["holder"].kill()
+
+
+def test_log_tail_keeps_the_latest_progress_bar_state(tmp_path):
+    (tmp_path / rf.LOG).write_text("start\n 10%|#  | 1/10\r 20%|## | 2/10\r\neval step 2\n" + "x\n" * 3)
+    assert jobs.log_tail(tmp_path, lines=5) == " 20%|## | 2/10\neval step 2\nx\nx\nx"
+    assert jobs.log_tail(tmp_path / "missing") == ""
+
+
+def test_lock_holder_started_elsewhere_is_seen_as_running(root):
+    run = write_run(root / "other", {"state": "stopped", "step": 3, "total_steps": 9, "pid": 1})
+    holder = hold_lock(run)
+    try:
+        job = jobs.poll(run)
+        assert job.state == "starting" and job.pid == holder.pid     # lock held, status not yet fresh
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.05)
+    assert jobs.poll(run).state == "stopped"
