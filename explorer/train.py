@@ -325,7 +325,13 @@ def main(argv: list[str] | None = None) -> int:
     except (DataError, CheckpointError) as err:      # status.json already says "failed" with the reason
         print(f"error: {err}", file=sys.stderr)
         return 1
-    return trainer.run()
+    try:
+        return trainer.run()
+    except Exception as err:  # an unexpected crash mid-run: `failed` with the error, not a stale `running`
+        if trainer.dist.is_main:
+            rf.write_status(trainer.run_dir, state="failed", last_error=f"{type(err).__name__}: {err}",
+                            updated=time.time())
+        raise
 
 
 if __name__ == "__main__":
