@@ -21,7 +21,7 @@ import os
 import shutil
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from explorer.atomic import asides, fsync_dir, fsync_file, recover, swap_in, write_json_atomic
 from explorer.config import ModelConfig
 from explorer.model import Transformer
 
@@ -55,18 +56,6 @@ class LoadedCheckpoint:
     sha256: str                 # short hash of model.safetensors
 
 
-@dataclass
-class CheckpointInfo:
-    name: str
-    path: Path
-    meta: dict = field(default_factory=dict)
-    card: dict | None = None
-    n_params: int | None = None
-    size_bytes: int = 0
-    created: str | None = None
-    error: str | None = None    # set (and the rest best-effort) for a damaged directory
-
-
 # ---- saving ---------------------------------------------------------------------------------------
 
 def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer: Any, *, meta: dict,
@@ -80,7 +69,7 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
         raise ValueError(f"dtype must be torch.float16 or torch.float32, not {dtype}")
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _recover(target)
+    recover(target)
     if target.exists() and not (target / CONFIG).is_file() and any(target.iterdir()):
         raise ValueError(f"{target} exists and is not a checkpoint; refusing to replace it")
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -107,9 +96,9 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
         }
         (tmp / CONFIG).write_text(json.dumps(config, indent=2))   # written last: marks tmp complete
         for f in tmp.iterdir():
-            _fsync_file(f)
-        _fsync_dir(tmp)
-        _swap_in(tmp, target)
+            fsync_file(f)
+        fsync_dir(tmp)
+        swap_in(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -153,69 +142,6 @@ def _save_trainer_state(state: dict, path: Path) -> None:
                          f"(it has to load with weights_only=True): {exc}") from None
 
 
-def _swap_in(tmp: Path, target: Path) -> None:
-    aside = None
-    if target.exists():
-        aside = target.parent / f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        os.rename(target, aside)
-        _fsync_dir(target.parent)
-    try:
-        os.rename(tmp, target)
-    except BaseException:
-        if aside is not None:
-            os.rename(aside, target)        # put the old one back
-        raise
-    _fsync_dir(target.parent)
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
-
-
-def _recover(target: Path) -> None:
-    """Finish what a killed save left: restore an aside copy if the target is gone, drop debris."""
-    asides = _asides(target)
-    if not target.exists() and asides:
-        os.rename(asides[-1], target)
-        _fsync_dir(target.parent)
-        asides = asides[:-1]
-    for old in asides:
-        shutil.rmtree(old, ignore_errors=True)
-    for tmp in target.parent.glob(f".{target.name}.tmp-*"):
-        pid = tmp.name.split(".tmp-", 1)[1].split("-")[0]
-        if not (pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid))):
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _asides(target: Path) -> list[Path]:
-    """Whole old copies renamed aside by an interrupted swap, oldest first."""
-    found = [p for p in target.parent.glob(f".{target.name}.old-*") if (p / CONFIG).is_file()]
-    return sorted(found, key=lambda p: p.stat().st_mtime)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        _fsync_file(path)
-    except OSError:                     # some filesystems refuse fsync on directories
-        pass
-
-
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -226,17 +152,8 @@ def _sha256(path: Path) -> str:
 
 def write_card(directory: str | os.PathLike, card: dict) -> None:
     """Replace card.json atomically (temp file + fsync + os.replace)."""
-    directory = Path(directory)
-    tmp = directory / f".{CARD}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(card, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / CARD)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(directory)
+    write_json_atomic(Path(directory) / CARD, card)
+    fsync_dir(Path(directory))
 
 
 # ---- loading --------------------------------------------------------------------------------------
@@ -246,9 +163,9 @@ def resolve(directory: str | os.PathLike) -> Path:
     target = Path(directory)
     if (target / CONFIG).is_file():
         return target
-    asides = _asides(target) if target.parent.is_dir() else []
-    if asides:
-        return asides[-1]
+    old_copies = asides(target) if target.parent.is_dir() else []
+    if old_copies:
+        return old_copies[-1]
     if not target.is_dir():
         raise CheckpointError(f"{target}: checkpoint directory not found")
     raise CheckpointError(f"{target / CONFIG}: file missing (not a checkpoint directory?)")
@@ -421,74 +338,5 @@ def _read_json(path: Path) -> Any:
         raise CheckpointError(f"{path}: cannot read: {exc}") from None
 
 
-# ---- listing --------------------------------------------------------------------------------------
-
-def list_checkpoints(*roots: str | os.PathLike) -> list[CheckpointInfo]:
-    """Checkpoint directories (holding config.json) up to 3 levels under each root.
-
-    Cheap: reads config.json, card.json and the safetensors header, never the weights. A damaged
-    directory is listed with `error` set instead of raising.
-    """
-    found: list[CheckpointInfo] = []
-    for root in roots or ("checkpoints",):
-        root = Path(root)
-        for path in _find_dirs(root, depth=3):
-            found.append(_info(root, path))
-    return sorted(found, key=lambda i: str(i.path))
-
-
-def _find_dirs(path: Path, depth: int) -> list[Path]:
-    if not path.is_dir():
-        return []
-    if (path / CONFIG).is_file() or _asides(path):
-        return [path]
-    if depth == 0:
-        return []
-    out: list[Path] = []
-    try:
-        children = sorted(path.iterdir())
-    except OSError:
-        return []
-    for child in children:
-        if child.name.startswith("."):
-            target = _aside_target(child)
-            if target is not None and not target.exists():
-                out.append(target)          # an interrupted save: its old copy still loads
-            continue
-        if child.is_dir():
-            out.extend(_find_dirs(child, depth - 1))
-    return out
-
-
-def _aside_target(path: Path) -> Path | None:
-    if ".old-" not in path.name or not (path / CONFIG).is_file():
-        return None
-    return path.parent / path.name[1:].split(".old-", 1)[0]
-
-
-def _info(root: Path, path: Path) -> CheckpointInfo:
-    rel = path.relative_to(root).as_posix() if path != root else path.name
-    info = CheckpointInfo(name=rel, path=path)
-    try:
-        real = resolve(path)
-        info.size_bytes = sum(f.stat().st_size for f in real.iterdir() if f.is_file())
-        info.created = datetime.fromtimestamp(real.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
-        info.meta, cfg = read_config(real)
-        info.name = info.meta.get("name") or rel
-        info.created = info.meta.get("created") or info.created
-        info.card = read_card(real)
-        header = read_weights_header(real)
-        skeleton = _meta_model(cfg)
-        _checked_state(skeleton, header, real / WEIGHTS)
-        info.n_params = skeleton.num_parameters()
-    except CheckpointError as exc:
-        info.error = str(exc)
-    except OSError as exc:
-        info.error = f"{path}: {exc}"
-    return info
-
-
-def _meta_model(cfg: ModelConfig) -> Transformer:
-    """The model's structure without allocating its weights."""
-    with torch.device("meta"):
-        return Transformer(cfg)
+# Listing lives in its own module; re-exported here because callers think of it as part of the format.
+from explorer.checkpoint_list import CheckpointInfo, list_checkpoints  # noqa: E402,F401

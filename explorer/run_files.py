@@ -15,9 +15,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from explorer.atomic import write_json_atomic  # noqa: F401  (re-exported: writers import it from here)
 
 STATUS = "status.json"
 METRICS = "metrics.jsonl"
@@ -25,22 +26,6 @@ CONFIG = "train_config.json"
 LOG = "train.log"
 LOCK = "trainer.lock"
 CHECKPOINTS = "checkpoints"
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so a reader sees the old or the new file, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name, dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_json(path: Path, default: Any = None) -> Any:

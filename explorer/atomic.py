@@ -1,0 +1,95 @@
+"""File-system moves that leave either the old or the new thing whole, never half of one.
+
+Used by checkpoints (a directory swapped in by rename) and by run files (JSON replaced by
+os.replace). Every step that must survive a power cut is fsynced, the directory entry included.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a reader sees the old or the new file, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def swap_in(tmp: Path, target: Path) -> None:
+    aside = None
+    if target.exists():
+        aside = target.parent / f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        os.rename(target, aside)
+        fsync_dir(target.parent)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        if aside is not None:
+            os.rename(aside, target)        # put the old one back
+        raise
+    fsync_dir(target.parent)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def recover(target: Path) -> None:
+    """Finish what a killed save left: restore an aside copy if the target is gone, drop debris."""
+    old_copies = asides(target)
+    if not target.exists() and old_copies:
+        os.rename(old_copies[-1], target)
+        fsync_dir(target.parent)
+        old_copies = old_copies[:-1]
+    for old in old_copies:
+        shutil.rmtree(old, ignore_errors=True)
+    for tmp in target.parent.glob(f".{target.name}.tmp-*"):
+        pid = tmp.name.split(".tmp-", 1)[1].split("-")[0]
+        if not (pid.isdigit() and int(pid) != os.getpid() and alive(int(pid))):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def asides(target: Path, marker: str = "config.json") -> list[Path]:
+    """Whole old copies renamed aside by an interrupted swap, oldest first."""
+    found = [p for p in target.parent.glob(f".{target.name}.old-*") if (p / marker).is_file()]
+    return sorted(found, key=lambda p: p.stat().st_mtime)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fsync_file(path)
+    except OSError:                     # some filesystems refuse fsync on directories
+        pass
+
+

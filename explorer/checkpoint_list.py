@@ -1,0 +1,102 @@
+"""Listing checkpoints cheaply (config, card and safetensors header; never the weights).
+
+Used by the app's sidebar and Checkpoints page every few seconds, so it must be fast and must
+never raise: a damaged directory is listed with `error` set.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from explorer.checkpoint import (CONFIG, WEIGHTS, CheckpointError, _checked_state, read_card,
+                                 read_config, read_weights_header, resolve)
+from explorer.atomic import asides
+from explorer.config import ModelConfig
+from explorer.model import Transformer
+
+
+@dataclass
+class CheckpointInfo:
+    name: str
+    path: Path
+    meta: dict = field(default_factory=dict)
+    card: dict | None = None
+    n_params: int | None = None
+    size_bytes: int = 0
+    created: str | None = None
+    error: str | None = None    # set (and the rest best-effort) for a damaged directory
+
+
+def list_checkpoints(*roots: str | os.PathLike) -> list[CheckpointInfo]:
+    """Checkpoint directories (holding config.json) up to 3 levels under each root.
+
+    Cheap: reads config.json, card.json and the safetensors header, never the weights. A damaged
+    directory is listed with `error` set instead of raising.
+    """
+    found: list[CheckpointInfo] = []
+    for root in roots or ("checkpoints",):
+        root = Path(root)
+        for path in _find_dirs(root, depth=3):
+            found.append(_info(root, path))
+    return sorted(found, key=lambda i: str(i.path))
+
+
+def _find_dirs(path: Path, depth: int) -> list[Path]:
+    if not path.is_dir():
+        return []
+    if (path / CONFIG).is_file() or asides(path):
+        return [path]
+    if depth == 0:
+        return []
+    out: list[Path] = []
+    try:
+        children = sorted(path.iterdir())
+    except OSError:
+        return []
+    for child in children:
+        if child.name.startswith("."):
+            target = _aside_target(child)
+            if target is not None and not target.exists():
+                out.append(target)          # an interrupted save: its old copy still loads
+            continue
+        if child.is_dir():
+            out.extend(_find_dirs(child, depth - 1))
+    return out
+
+
+def _aside_target(path: Path) -> Path | None:
+    if ".old-" not in path.name or not (path / CONFIG).is_file():
+        return None
+    return path.parent / path.name[1:].split(".old-", 1)[0]
+
+
+def _info(root: Path, path: Path) -> CheckpointInfo:
+    rel = path.relative_to(root).as_posix() if path != root else path.name
+    info = CheckpointInfo(name=rel, path=path)
+    try:
+        real = resolve(path)
+        info.size_bytes = sum(f.stat().st_size for f in real.iterdir() if f.is_file())
+        info.created = datetime.fromtimestamp(real.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+        info.meta, cfg = read_config(real)
+        info.name = info.meta.get("name") or rel
+        info.created = info.meta.get("created") or info.created
+        info.card = read_card(real)
+        header = read_weights_header(real)
+        skeleton = _meta_model(cfg)
+        _checked_state(skeleton, header, real / WEIGHTS)
+        info.n_params = skeleton.num_parameters()
+    except CheckpointError as exc:
+        info.error = str(exc)
+    except OSError as exc:
+        info.error = f"{path}: {exc}"
+    return info
+
+
+def _meta_model(cfg: ModelConfig) -> Transformer:
+    """The model's structure without allocating its weights."""
+    with torch.device("meta"):
+        return Transformer(cfg)
