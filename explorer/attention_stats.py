@@ -51,7 +51,8 @@ def head_stats(weights: np.ndarray, eos_index: int | None = None) -> dict[str, f
     entropy = float(np.mean(-(w * np.log(safe)).sum(axis=1)))
     n_diag = min(q, k)
     to_self = float(np.mean(w[np.arange(n_diag), np.arange(n_diag)]))
-    to_prev = float(np.mean(w[rows[1:], rows[1:] - 1])) if q > 1 and k > 1 else float("nan")
+    prev_rows = np.arange(1, min(q, k + 1))                                   # rows whose i-1 is a key
+    to_prev = float(np.mean(w[prev_rows, prev_rows - 1])) if prev_rows.size else float("nan")
     if eos_index is not None and -k <= eos_index < k:
         to_eos = float(np.mean(w[:, eos_index]))
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -91,12 +92,19 @@ def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def damage(src: Path, dst: Path, how: str) -> Path:
-    """Copy a checkpoint directory and damage the copy: 'bytes' flips weight bytes (the hash no longer
-    matches), 'header' truncates model.safetensors, 'config' writes invalid JSON."""
-    import shutil
+def copy(src: Path, dst: Path) -> Path:
+    """Copy a checkpoint directory, named after the copy (config.json "name"), without test.tsv."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("test.tsv"))
+    meta = json.loads((dst / "config.json").read_text())
+    meta["name"] = dst.name
+    (dst / "config.json").write_text(json.dumps(meta))
+    return dst
 
-    shutil.copytree(src, dst)
+
+def damage(src: Path, dst: Path, how: str) -> Path:
+    """Copy a checkpoint directory (named dst.name) and damage the copy: 'bytes' flips weight bytes (the
+    hash no longer matches), 'header' truncates model.safetensors, 'config' writes invalid JSON."""
+    copy(src, dst)
     weights = dst / "model.safetensors"
     if how == "bytes":
         data = bytearray(weights.read_bytes())

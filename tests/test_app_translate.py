@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from app_support import (array, chart, checkpoint_params, damage, info_for, no_exception, open_app, texts)
+from app_support import (array, chart, checkpoint_params, copy, damage, info_for, no_exception, open_app, texts)
 from explorer.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
@@ -150,12 +150,9 @@ def test_damaged_checkpoint_is_reported_and_the_rest_works(ckpt_path, tmp_path, 
     info, text = info_for(ckpt_path)
     root = tmp_path / "ckpts"
     damage(info.path, root / "a-broken", how)
-    import shutil
-
-    shutil.copytree(info.path, root / "b-good")
-    (root / "b-good" / "test.tsv").unlink(missing_ok=True)
+    copy(info.path, root / "b-good")
     monkeypatch.setenv(state.ROOTS_ENV, str(root))
-    at = open_app(None, text=text)                             # first listed: the broken one
+    at = open_app("a-broken", text=text)
     no_exception(at)
     assert at.sidebar.selectbox(key="ckpt_pick").value == 0
     assert at.error, "the damaged checkpoint must be reported"

@@ -46,6 +46,19 @@ def test_diagonality_rescales_for_different_lengths():
     assert head_stats(anti)["diagonality"] == pytest.approx(1 / 3)
 
 
+@pytest.mark.parametrize("q, k", [(7, 3), (3, 7), (1, 4), (4, 1), (1, 1)])
+def test_any_shape_works(q, k):
+    """Cross-attention is rectangular either way (the output may be longer than the source)."""
+    w = np.full((q, k), 1 / k)
+    s = head_stats(w, eos_index=k - 1)
+    assert s["entropy"] == pytest.approx(math.log(k))
+    assert s["to_eos"] == pytest.approx(1 / k)
+    assert math.isnan(s["to_prev"]) == (q == 1)
+    if q > 1:
+        assert s["to_prev"] == pytest.approx(1 / k)
+    assert 0 < s["diagonality"] <= 1
+
+
 def test_stack_stats_shapes_and_rows():
     rng = np.random.default_rng(0)
     raw = rng.random((2, 3, 4, 5))

@@ -11,7 +11,6 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from explorer.attention_stats import STAT_LABELS, Alignment
 
@@ -38,31 +37,38 @@ def _finite(matrix: np.ndarray) -> np.ndarray:
 def head_grid(stack: np.ndarray, title: str, diverging: bool = False) -> go.Figure:
     """Layers down, heads across: one small heatmap per head of a stack [L, H, q, k].
 
-    Kept light for quick re-rendering: no tick labels, values rounded to 3 decimals, one shared
-    colour axis, and a constant hover template per head.
+    Kept light, because it is redrawn on every change: the axes are laid out by hand (plotly's
+    make_subplots + add_trace costs ~0.1 s of CPU for 12 heads; this ~10 ms), values are rounded
+    to 3 decimals and sent as float32, no tick labels, one shared colour axis.
     """
     stack = _finite(stack)                                                    # [L, H, q, k]
     n_layers, n_heads = stack.shape[:2]
-    titles = [f"L{layer + 1} H{head + 1}" for layer in range(n_layers) for head in range(n_heads)]
-    fig = make_subplots(rows=n_layers, cols=n_heads, subplot_titles=titles,
-                        horizontal_spacing=0.02, vertical_spacing=0.06 if n_layers < 5 else 0.03)
+    gap_x, gap_y = 0.01, 0.12 / max(n_layers, 1)
+    data, layout, titles = [], {}, []
     for layer in range(n_layers):
+        top = 1 - layer / n_layers
         for head in range(n_heads):
-            fig.add_trace(go.Heatmap(
-                z=np.round(stack[layer, head], 3), coloraxis="coloraxis",
-                hovertemplate=f"layer {layer + 1}, head {head + 1}<br>query %{{y}} → key %{{x}}: "
-                              "%{z:.3f}<extra></extra>"), row=layer + 1, col=head + 1)
-    fig.update_xaxes(showticklabels=False, ticks="")
-    fig.update_yaxes(showticklabels=False, ticks="", autorange="reversed")
+            i = layer * n_heads + head + 1
+            data.append(dict(type="heatmap", z=np.round(stack[layer, head], 3).astype(np.float32),
+                             xaxis=f"x{i}", yaxis=f"y{i}", coloraxis="coloraxis",
+                             hovertemplate=f"layer {layer + 1}, head {head + 1}<br>query %{{y}} → key %{{x}}: "
+                                           "%{z:.3f}<extra></extra>"))
+            x0, x1 = head / n_heads + gap_x, (head + 1) / n_heads - gap_x
+            layout[f"xaxis{i}"] = dict(domain=[x0, x1], anchor=f"y{i}", showticklabels=False, ticks="",
+                                       showgrid=False, zeroline=False)
+            layout[f"yaxis{i}"] = dict(domain=[top - 1 / n_layers + gap_y / 2, top - gap_y], anchor=f"x{i}",
+                                       showticklabels=False, ticks="", showgrid=False, zeroline=False,
+                                       autorange="reversed")
+            titles.append(dict(text=f"L{layer + 1} H{head + 1}", x=(x0 + x1) / 2, y=top - gap_y, xref="paper",
+                               yref="paper", xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=10)))
     finite = stack[np.isfinite(stack)]
     if diverging and finite.size:
         limit = float(np.abs(finite).max()) or 1.0
         coloraxis = dict(colorscale=SCORES_SCALE, cmin=-limit, cmax=limit)
     else:
         coloraxis = dict(colorscale=WEIGHTS_SCALE, cmin=0.0)
-    fig.update_layout(title=title, coloraxis=coloraxis, height=70 + 140 * n_layers,
-                      margin=dict(l=10, r=10, t=70, b=10))
-    fig.update_annotations(font_size=10)
+    fig = go.Figure(data=data, layout=dict(layout, title=title, coloraxis=coloraxis, annotations=titles,
+                                           height=70 + 140 * n_layers, margin=dict(l=10, r=10, t=60, b=10)))
     return fig
 
 
