@@ -171,3 +171,39 @@ def test_empty_input_and_damaged_checkpoint(ckpt_path, tmp_path, monkeypatch):
     no_exception(at)
     assert "cannot be used" in texts(at.error)
     assert "Pick a working checkpoint" in texts(at.info)
+
+
+@pytest.mark.parametrize("odd", ["🙂🚀 ✨", "Ελληνικά 中文 العربية", "<img src=x onerror=alert(1)>"])
+def test_odd_and_long_input(ckpt_path, odd):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, PAGE, text=odd)
+    no_exception(at)
+    for md in at.markdown:
+        assert "<img" not in md.value
+    assert has_chart(at, "attn_zoom")
+    at.text_area(key="attn_text_box").set_value((text + " ") * 200).run()
+    no_exception(at)
+    assert f"only the first {state.MAX_CHARS:,}" in texts(at.warning)
+    assert has_chart(at, "attn_zoom")
+
+
+def test_switching_checkpoint_keeps_the_page_working(ckpt_path):
+    from app_support import candidate_checkpoints
+
+    others = [p for p in candidate_checkpoints() if p != ckpt_path]
+    if not others or ckpt_path != candidate_checkpoints()[0]:
+        pytest.skip("needs two shipped checkpoints (runs once)")
+    info, text = info_for(ckpt_path)
+    other, _ = info_for(others[0])
+    at = open_tab(open_app(info.name, PAGE, text=text), "Head ablation")
+    ckpt = load_checkpoint(info.path)
+    last = ckpt.config.n_decoder_layers - 1
+    at.multiselect(key="ablate_pick").set_value([("cross", last, ckpt.config.n_heads - 1)]).run()
+    at.radio(key="attn_layer").set_value(last + 1).run()
+    no_exception(at)
+    names = at.sidebar.selectbox(key="ckpt_pick").options
+    at.sidebar.selectbox(key="ckpt_pick").set_value(next(i for i, n in enumerate(names) if n.startswith(other.name + " "))).run()
+    no_exception(at)
+    assert at.query_params["ckpt"] == other.name
+    n_layers = load_checkpoint(other.path).config.n_decoder_layers
+    assert 1 <= at.radio(key="attn_layer").value <= n_layers

@@ -97,10 +97,15 @@ def heads_tab(trace, view: View, name: str) -> None:
                                  mask=mask, show_mask=view.show_mask, predicts=predicts)
         stem = downloads.file_stem(name, view.kind, f"L{view.layer + 1}", f"H{view.head + 1}", view.quantity)
         downloads.chart(fig, stem, key="attn_zoom")
-        rows = q_tok if predicts is None else [f"{i}->{o}" for i, o in zip(q_tok, predicts)]
-        downloads.csv_button(np.where(np.isfinite(matrix), matrix, np.nan), rows, k_tok, stem, key="attn_zoom_csv")
+        downloads.csv_button(np.where(np.isfinite(matrix), matrix, np.nan), _row_labels(q_tok, predicts), k_tok,
+                             stem, key="attn_zoom_csv")
     if view.quantity != "weights":
         _scaling_note(trace, view)
+
+
+def _row_labels(q_tok: list[str], predicts: list[str] | None) -> list[str]:
+    """CSV row labels: the query token, and for decoder rows the token that step wrote."""
+    return q_tok if predicts is None else [f"{i}->{o}" for i, o in zip(q_tok, predicts)]
 
 
 def _scaling_note(trace, view: View) -> None:
@@ -187,8 +192,9 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
         with col:
             fig = plots.head_heatmap(matrix, q_tok, k_tok, f"On the {who} · L{view.layer + 1} H{view.head + 1}",
                                      predicts=predicts)
-            downloads.chart(fig, downloads.file_stem(name, who, view.kind, view.layer + 1, view.head + 1),
-                            key=f"cmp_{who}")
+            stem = downloads.file_stem(name, who, view.kind, f"L{view.layer + 1}", f"H{view.head + 1}")
+            downloads.chart(fig, stem, key=f"cmp_{who}")
+            downloads.csv_button(matrix, _row_labels(q_tok, predicts), k_tok, stem, key=f"cmp_csv_{who}")
             st.caption(f"log P = {sum(lp):.2f} over {len(lp)} pieces")
 
 
@@ -199,6 +205,8 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
     options = [(kind, layer, head) for kind in KINDS
                for layer in range(c.n_encoder_layers if kind == "encoder" else c.n_decoder_layers)
                for head in range(c.n_heads)]
+    if "ablate_pick" in st.session_state:                                    # another checkpoint: drop stale heads
+        st.session_state["ablate_pick"] = [o for o in st.session_state["ablate_pick"] if o in options]
     picked = st.multiselect("Heads to switch off (their output set to zero)", options, key="ablate_pick",
                             format_func=lambda o: f"{o[0]} L{o[1] + 1} H{o[2] + 1}",
                             placeholder="Tick one or more heads…")
@@ -224,11 +232,14 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
     downloads.chart(plots.logprob_delta_figure(result.best.pieces, before, after,
                                                "How sure the model stays of its original output"),
                     downloads.file_stem(name, "ablation_delta"), key="ablation_delta")
-    q_tok, k_tok, _ = axes(trace, view.kind)
+    q_tok, k_tok, predicts = axes(trace, view.kind)
     diff = forced.attention(view.kind, view.layer)[0, view.head] - trace.attention(view.kind, view.layer)[0, view.head]
     fig = plots.head_heatmap(diff, q_tok, k_tok, f"Change in L{view.layer + 1} H{view.head + 1} "
-                             f"({KINDS[view.kind]}) when those heads are off", quantity="difference")
-    downloads.chart(fig, downloads.file_stem(name, "ablation_diff"), key="ablation_diff")
+                             f"({KINDS[view.kind]}) when those heads are off", quantity="difference",
+                             predicts=predicts)
+    stem = downloads.file_stem(name, "ablation_diff", view.kind, f"L{view.layer + 1}", f"H{view.head + 1}")
+    downloads.chart(fig, stem, key="ablation_diff")
+    downloads.csv_button(diff, _row_labels(q_tok, predicts), k_tok, stem, key="ablation_diff_csv")
 
 
 # ---- tab: bertviz ----------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ def render() -> None:
     st.session_state["checkpoint_path"] = paths[pick]
     state.url_set(ckpt=info.name)
     if info.error:
-        st.sidebar.error(f"Damaged checkpoint: {info.error}")
+        st.sidebar.error(f"Damaged checkpoint: {state.md_escape(info.error)}")
     else:
         train = info.meta.get("training", {})
         st.sidebar.caption(f"{info.meta.get('src_lang', '?')} → {info.meta.get('tgt_lang', '?')} · "

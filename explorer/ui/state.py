@@ -133,9 +133,9 @@ def current_checkpoint():
     try:
         return load(path)
     except CheckpointError as err:
-        st.error(f"This checkpoint cannot be used: {err}")
+        st.error(f"This checkpoint cannot be used: {md_escape(err)}")
     except Exception as err:  # noqa: BLE001 - any damage must end in a message, never a traceback
-        st.error(f"This checkpoint cannot be used: {type(err).__name__}: {err}")
+        st.error(f"This checkpoint cannot be used: {type(err).__name__}: {md_escape(err)}")
     return None
 
 
@@ -273,5 +273,5 @@ def friendly(fn: Callable, *args, what: str = "This", **kwargs):
     try:
         return fn(*args, **kwargs)
     except (ValueError, CheckpointError, KeyError, RuntimeError) as err:
-        st.error(f"{what} could not be done: {err}")
+        st.error(f"{what} could not be done: {md_escape(err)}")
         return None

@@ -35,6 +35,9 @@ def _picked() -> None:
         state.set_text(examples[pick][1])
 
 
+if st.session_state.get("_examples_for") != path:                # another checkpoint: other examples
+    st.session_state["_examples_for"] = path
+    st.session_state.pop("example_pick", None)
 if examples:
     st.selectbox(f"Example from the held-out test set ({len(examples)})", range(len(examples)), index=None,
                  key="example_pick", on_change=_picked, placeholder="Pick a test sentence…",
