@@ -7,7 +7,7 @@ st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="
 
 PAGES = [
     st.Page("explorer/ui/pages/translate.py", title="Translate", icon="🌐", url_path="translate", default=True),
-    st.Page("explorer/ui/pages/attention.py", title="Attention", icon="👀", url_path="attention"),
+    st.Page("explorer/ui/pages/attention.py", title="Attention", url_path="attention"),
     st.Page("explorer/ui/pages/positions.py", title="Positional encoding", url_path="positions"),
     st.Page("explorer/ui/pages/beam.py", title="Beam search", url_path="beam"),
     st.Page("explorer/ui/pages/train.py", title="Train", url_path="train"),

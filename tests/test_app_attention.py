@@ -31,7 +31,7 @@ def expected_trace(info, text):
 
 
 def open_tab(at, tab: str):
-    at.session_state["tab"] = tab
+    at.session_state["view"] = tab
     return at.run()
 
 
@@ -104,6 +104,14 @@ def test_summary_and_alignment_tabs(ckpt_path):
     at = open_tab(at, "Word alignment")
     no_exception(at)
     assert has_chart(at, "align_mean") or "No words to align" in texts(at.info)
+
+
+def test_url_restores_the_open_tab(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, PAGE, query={"text": text, "view": "Word alignment", "head": 2})
+    no_exception(at)
+    assert at.radio(key="attn_head").value == 2
+    assert has_chart(at, "align_mean") and not has_chart(at, "attn_zoom")   # only the open tab ran
 
 
 def test_output_vs_reference(ckpt_path):

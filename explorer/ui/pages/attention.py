@@ -64,9 +64,9 @@ view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity, 
                   d_k=c.d_model // c.n_heads)
 name = downloads.file_stem(ckpt.name)
 
-# ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?tab=...) --------------------
+# ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?view=...) --------------------
 TABS = ["Heads", "Head summary", "Word alignment", "Output vs reference", "Head ablation", "bertviz"]
-tabs = st.tabs(TABS, key="tab", bind="query-params")
+tabs = st.tabs(TABS, key="view", bind="query-params")
 with tabs[0]:
     if tabs[0].open:
         views.heads_tab(trace, view, name)
