@@ -109,7 +109,7 @@ def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
     side = max(320, min(900, 110 + 24 * max(q, k)))
     y_title = "query" if predicts is None else "query (step that writes)"
     fig.update_layout(title=title, height=height or side, margin=dict(l=10, r=10, t=50, b=10),
-                      xaxis=dict(title="key", tickangle=-60, automargin=True, **token_axis(k_tokens)),
+                      xaxis=dict(title="key", automargin=True, **token_axis(k_tokens)),
                       yaxis=dict(title=y_title, autorange="reversed", automargin=True,
                                  **token_axis(q_tokens if predicts is None else predicts)))
     if scores and finite.size:
@@ -145,7 +145,7 @@ def alignment_figure(alignment: Alignment, title: str) -> go.Figure:
     n = max(m.shape) if m.size else 1
     fig.update_layout(title=title, height=max(300, min(800, 90 + 26 * n)), showlegend=False,
                       margin=dict(l=10, r=10, t=50, b=10),
-                      xaxis=dict(title="source word", tickangle=-60, automargin=True, **token_axis(alignment.src_words)),
+                      xaxis=dict(title="source word", automargin=True, **token_axis(alignment.src_words)),
                       yaxis=dict(title="target word", autorange="reversed", **token_axis(alignment.tgt_words)))
     return fig
 
@@ -163,5 +163,5 @@ def logprob_delta_figure(pieces: Sequence[str], before: Sequence[float], after: 
         hovertemplate="%{hovertext}<br>p before %{customdata[0]:.3f}, after %{customdata[1]:.3f}"
                       "<br>Δ log-prob %{y:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=320, margin=dict(l=10, r=10, t=50, b=10),
-                      yaxis_title="Δ log-probability", xaxis=dict(tickangle=-60, **token_axis(pieces)))
+                      yaxis_title="Δ log-probability", xaxis=dict(**token_axis(pieces)))
     return fig

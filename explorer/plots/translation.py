@@ -24,5 +24,5 @@ def token_probs_figure(pieces: Sequence[str], logprobs: Sequence[float], title: 
         hovertemplate="%{hovertext}<br>p = %{y:.3f}<br>log p = %{customdata:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=300, margin=dict(l=10, r=10, t=50, b=10),
                       yaxis=dict(title="probability", range=[0, 1.02]),
-                      xaxis=dict(tickangle=-60, **token_axis(pieces)))
+                      xaxis=dict(**token_axis(pieces)))
     return fig

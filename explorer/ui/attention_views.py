@@ -84,7 +84,7 @@ def heads_tab(trace, view: View, name: str) -> None:
     stack = quantity_stack(trace, view.kind, view.quantity, view.d_k)       # [L, H, q, k]
     q_tok, k_tok, predicts = axes(trace, view.kind)
     diverging = view.quantity in ("scores", "unscaled")
-    label = QUANTITIES[view.quantity].lower()
+    label = QUANTITIES[view.quantity]
     left, right = st.columns([1, 1])
     with left:
         downloads.chart(plots.head_grid(stack, f"All heads · {label}", diverging=diverging),
