@@ -60,13 +60,12 @@ class Job:
     note: str = ""                  # why the state was inferred ("the trainer process is gone ...")
 
     active = property(lambda self: self.state in ("starting", "running"))
+    fraction = property(lambda self: min(1.0, self.step / self.total_steps) if self.total_steps else 0.0)
 
     @property
     def resumable(self) -> bool:
         """A dead run with a checkpoint to continue from (and its train_config.json)."""
         return self.state in ("stopped", "failed", "unknown") and bool(self.checkpoints) and bool(self.config)
-
-    fraction = property(lambda self: min(1.0, self.step / self.total_steps) if self.total_steps else 0.0)
 
 
 # ---- where runs live, limits -------------------------------------------------------------------
@@ -225,8 +224,9 @@ def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
 
 
 def _check_capacity(run_dir: Path) -> None:
-    running = [j for j in list_jobs(run_dir.parent) if j.active]
-    running += [j for j in (poll(p) for p in list(_PROCS) if Path(p).parent != run_dir.parent) if j.active]
+    roots = {run_dir.parent, runs_root()}
+    running = [j for root in roots for j in list_jobs(root) if j.active]
+    running += [j for j in (poll(p) for p in list(_PROCS) if Path(p).parent not in roots) if j.active]
     if any(j.run_dir == run_dir for j in running) or _lock_held(run_dir):
         raise JobError(f"a trainer is already running in {run_dir.name!r}; stop it first")
     if len(running) >= max_jobs():

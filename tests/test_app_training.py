@@ -59,7 +59,8 @@ def test_train_page_shows_every_job_state(runs):
     assert at.button(key="tr_start").label == "Start training"
     expectations = {
         "finished": lambda: "finished" in texts(at.subheader) and charts(at) >= 2,
-        "running": lambda: at.button(key="tr_stop").label == "Stop" and "step 10 of 100" in at.get("progress")[0].proto.text,
+        "running": lambda: (at.button(key="tr_stop").label == "Stop"
+                            and "step 10 of 100" in at.get("progress")[0].proto.text),
         "failed": lambda: "non-finite loss (nan) at step 7" in texts(at.error),
         "killed": lambda: "Stopped at step 10" in texts(at.warning) and at.button(key="tr_resume").label == "Resume",
         "damaged": lambda: "damaged or incomplete" in texts(at.warning),
@@ -69,7 +70,27 @@ def test_train_page_shows_every_job_state(runs):
         assert not at.exception, (name, [e.value for e in at.exception])
         assert check(), name
     at.selectbox(key="tr_pick").set_value("finished").run()
-    assert "hyp at 20" in "".join(df.value.to_string() for df in at.dataframe)
+    assert "hyp at 20" in at.table[0].value.to_string()           # the latest eval's samples
+
+
+def test_start_training_launches_the_settings_of_the_form(runs, monkeypatch):
+    launched = []
+
+    def fake_start(cfg, nproc=1):
+        launched.append((cfg, nproc))
+        return jobs.Job(name=Path(cfg.run_dir).name, run_dir=Path(cfg.run_dir), state="starting")
+
+    monkeypatch.setattr(jobs, "start", fake_start)
+    at = open_page("train")
+    next(t for t in at.text_input if t.label.startswith("Run name")).set_value("from-the-form").run()
+    at.number_input(key="tr_numbers_warmup").set_value(50).run()
+    at.button(key="tr_start").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Started **from-the-form**" in texts(at.success)
+    (cfg, nproc), = launched
+    assert (cfg.dataset, cfg.preset, cfg.tokenizer_type, cfg.max_steps, cfg.batch_tokens, cfg.warmup,
+            cfg.lr_factor, cfg.threads, nproc) == ("numbers", "tiny", "word", 300, 2000, 50, 0.5, 1, 1)
+    assert Path(cfg.run_dir) == runs["root"] / "from-the-form"
 
 
 def test_train_page_refuses_bad_settings_and_a_full_slot(runs):
@@ -136,3 +157,22 @@ def test_checkpoints_page_table_compare_and_scrubber(runs):
     assert "**Step 20:**" in texts(at.markdown)
     at.select_slider(key="ck_s_step").set_value(0).run()
     assert not at.exception and "**Step 10:**" in texts(at.markdown)
+
+
+def test_upload_is_refused_with_its_first_bad_line_or_accepted(runs, monkeypatch):
+    launched = []
+    monkeypatch.setattr(jobs, "start", lambda cfg, nproc=1: launched.append(cfg) or jobs.Job(
+        name=Path(cfg.run_dir).name, run_dir=Path(cfg.run_dir), state="starting"))
+    at = open_page("train")
+    at.radio(key="tr_data").set_value("upload").run()
+    at.file_uploader(key="tr_upload").upload("bad.tsv", b"one\teins\ntwo zwei\n", "text/tab-separated-values").run()
+    assert not at.exception
+    assert "File refused" in texts(at.error) and "line 2" in texts(at.error)
+    assert at.button(key="tr_start").disabled
+    good = b"one\teins\ntwo\tzwei\nthree\tdrei\nfour\tvier\n"
+    at.file_uploader(key="tr_upload").set_value(("good.tsv", good, "text/tab-separated-values")).run()
+    assert "4 sentence pairs accepted" in texts(at.success)
+    at.button(key="tr_start").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (cfg,) = launched
+    assert Path(cfg.dataset).parent == runs["root"] / "uploads" and Path(cfg.dataset).read_bytes() == good

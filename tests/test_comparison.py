@@ -14,7 +14,7 @@ from explorer.decoding import attention_trace, score_targets, translate
 from explorer.decoding.translate import encode_source
 from explorer.plots import training as plots
 from explorer.schedule import noam_curve
-from training_fixtures import build_runs, make_model, make_tokenizer, numbers_pairs, save_step, SENTENCE
+from training_fixtures import SENTENCE, build_runs, make_model, numbers_pairs
 
 GREEDY = DecodeConfig(strategy="greedy")
 

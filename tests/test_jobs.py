@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -90,7 +92,12 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
     loaded, state = load_checkpoint(last), load_trainer_state(last)
     assert state["step"] == loaded.meta["training"]["step"] > stopped_at
 
-    jobs.resume(run)
+    # resumed by another process that exits at once (like an app restart): the trainer lives on and
+    # this process, which did not start it, finds it from the run directory alone
+    subprocess.run([sys.executable, "-c", f"from explorer import jobs; jobs.resume({str(run)!r})"], check=True,
+                   cwd=jobs.ROOT, timeout=LIMIT)
+    assert str(run) not in jobs._PROCS
+    job = wait(run, lambda j: j.active, "the trainer started elsewhere to be found")
     job = wait(run, lambda j: not j.active, "the resumed run to finish")
     assert job.state == "finished" and job.step == 40, jobs.log_tail(run)
     c = curves_from_records(rf.read_metrics(run))

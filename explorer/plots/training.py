@@ -5,6 +5,7 @@ that a resume trained again), so every figure and the ETA read the same numbers.
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -168,7 +169,7 @@ def smoothing_loss_figure(vocab_size: int, epsilon: float, n: int = 400) -> go.F
 def logprob_figure(pieces: Sequence[str], lp_a: Sequence[float], lp_b: Sequence[float],
                    names: tuple[str, str] = ("A", "B"), title: str = "Per-token log-probability") -> go.Figure:
     """Grouped bars: each output token's log-prob under model A and model B."""
-    x = [f"{i + 1}. {p}" for i, p in enumerate(pieces)]
+    x = [f"{i + 1}. {html.escape(p)}" for i, p in enumerate(pieces)]          # "</s>" is not a tag
     fig = go.Figure([go.Bar(x=x, y=list(lp_a), name=names[0]), go.Bar(x=x, y=list(lp_b), name=names[1])])
     fig.update_layout(title=title, barmode="group", yaxis_title="log p(token)", height=340, margin=_MARGIN,
                       legend=dict(orientation="h", y=-0.3))
@@ -198,14 +199,14 @@ def attention_grid_figure(weights: np.ndarray, x_tokens: Sequence[str], y_tokens
 
 
 def _token_grid(rows: Sequence[str], cols: Sequence[str]) -> np.ndarray:
-    return np.array([[f"{r} → {c}" for c in cols] for r in rows], dtype=object)
+    return np.array([[f"{html.escape(r)} → {html.escape(c)}" for c in cols] for r in rows], dtype=object)
 
 
 def head_figure(weights: np.ndarray, x_tokens: Sequence[str], y_tokens: Sequence[str], title: str) -> go.Figure:
     """One head's [q, k] attention with the tokens on the axes (the scrubber's frame)."""
     weights = np.asarray(weights, dtype=np.float64)
-    x = [f"{i}:{t}" for i, t in enumerate(x_tokens)]
-    y = [f"{i}:{t}" for i, t in enumerate(y_tokens)]
+    x = [f"{i}:{html.escape(t)}" for i, t in enumerate(x_tokens)]
+    y = [f"{i}:{html.escape(t)}" for i, t in enumerate(y_tokens)]
     fig = go.Figure(go.Heatmap(z=weights, x=x, y=y, colorscale="Viridis", zmin=0, zmax=1,
                                hovertemplate="%{y} → %{x}<br>%{z:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=max(300, 28 * len(y) + 120), margin=_MARGIN)

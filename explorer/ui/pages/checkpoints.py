@@ -97,10 +97,12 @@ def compare(healthy) -> None:
         s = _scores(str(a.path), a.sha256, str(b.path), b.sha256, text, t.text)
         tot_a, tot_b = s.totals
         if s.aligned:
-            st.plotly_chart(plots.logprob_figure(s.pieces_a, s.lp_a, s.lp_b, title=f"{name}'s output: "
-                            f"total log-prob {tot_a:.2f} under A, {tot_b:.2f} under B"), config=FIG, key=f"ck_lp_{name}")
+            title = f"{name}'s output: total log-prob {tot_a:.2f} under A, {tot_b:.2f} under B"
+            st.plotly_chart(plots.logprob_figure(s.pieces_a, s.lp_a, s.lp_b, title=title), config=FIG,
+                            key=f"ck_lp_{name}")
         else:
-            st.caption(f"{name}'s output, tokenized differently by each model: {tot_a:.2f} under A, {tot_b:.2f} under B")
+            st.caption(f"{name}'s output, tokenized differently by each model: "
+                       f"{tot_a:.2f} under A, {tot_b:.2f} under B")
             c1, c2 = st.columns(2)
             c1.dataframe(pd.DataFrame({"token": s.pieces_a, "log p under A": s.lp_a}), hide_index=True)
             c2.dataframe(pd.DataFrame({"token": s.pieces_b, "log p under B": s.lp_b}), hide_index=True)

@@ -33,7 +33,8 @@ DEFAULTS = {  # per dataset: what learns visibly on these machines
     "upload": dict(preset="tiny", tokenizer_type="bpe", vocab_size=4000, max_steps=1000, batch_tokens=2000,
                    warmup=400, lr_factor=1.0, eval_every=200, save_every=200),
 }
-ICONS = {"running": "🟢", "starting": "🟡", "finished": "✅", "failed": "❌", "stopped": "⏹️", "unknown": "❔"}
+COLORS = {"running": "green", "starting": "orange", "finished": "blue", "failed": "red", "stopped": "gray",
+          "unknown": "violet"}
 
 st.title("Train")
 state.learn(
@@ -144,13 +145,14 @@ def new_job_form() -> None:
         st.success(f"Started **{job.name}**. Its progress is below.")
 
 
-def jobs_table(all_jobs: list[jobs.Job]) -> None:
-    rows = [{"run": j.name, "state": f"{ICONS.get(j.state, '')} {j.state}",
+def jobs_table() -> None:
+    """Every run under runs/ (its own fragment: refreshed while any job is active)."""
+    rows = [{"run": j.name, "state": j.state,
              "step": f"{j.step}/{j.total_steps or '?'}", "data": Path(str(j.config.get("dataset", "?"))).name,
              "preset": j.config.get("preset") if not j.config.get("init_from") else "fine-tune",
              "checkpoints": len(j.checkpoints),
              "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(j.started)) if j.started else "",
-             "problem": j.last_error or j.note} for j in all_jobs]
+             "problem": j.last_error or j.note} for j in jobs.list_jobs()]
     st.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
@@ -165,14 +167,15 @@ def job_panel(run_dir: str) -> None:
     """Status, progress, curves, samples and log of one job (refreshed on its own while active)."""
     job = jobs.poll(run_dir)
     curves = plots.curves_from_records(rf.read_metrics(Path(run_dir)))
-    st.subheader(f"{ICONS.get(job.state, '')} {job.name}: {job.state}")
+    st.subheader(f"{job.name}: :{COLORS.get(job.state, 'gray')}[{job.state}]")
     st.progress(job.fraction, text=f"step {job.step} of {job.total_steps or '?'}"
                 + (_eta(curves.eta_seconds(job.total_steps)) if job.active else ""))
     if job.state == "failed":
         st.error(f"The job failed: {job.last_error or 'no error recorded'}")
     elif job.state == "stopped":
         st.warning(f"Stopped at step {job.step}. " + (f"({job.note}) " if job.note else "")
-                   + ("Resume continues from its last checkpoint." if job.resumable else "No checkpoint to resume from."))
+                   + ("Resume continues from its last checkpoint." if job.resumable
+                      else "No checkpoint to resume from."))
     elif job.state == "unknown":
         st.warning(f"This run directory looks damaged or incomplete: {job.note or 'no status'}.")
     c1, c2, _ = st.columns([1, 1, 4])
@@ -202,7 +205,8 @@ def job_panel(run_dir: str) -> None:
         st.caption("No metrics yet.")
     if curves.samples:
         st.markdown("**Latest sample translations (dev set)**")
-        st.dataframe(pd.DataFrame(curves.samples), hide_index=True)
+        st.table(pd.DataFrame(curves.samples).rename(columns={"src": "source", "ref": "reference",
+                                                               "hyp": "model output"}))
     with st.expander("Log (train.log)", expanded=job.state == "failed"):
         st.code(jobs.log_tail(run_dir) or "(empty)", language=None)
 
@@ -221,15 +225,16 @@ def _planned(job: jobs.Job, curves: plots.Curves):
     return x, noam_curve(x, d_model, cfg.lr_factor, cfg.warmup)
 
 
-with st.expander("New training job", expanded=True):
+all_jobs = jobs.list_jobs()
+with st.expander("New training job", expanded=not any(j.active for j in all_jobs)):
     new_job_form()
 
-all_jobs = jobs.list_jobs()
+all_jobs = jobs.list_jobs()                      # again: the form may have just started one
 st.header("Jobs")
 if not all_jobs:
     st.info(f"No runs yet in {jobs.runs_root()}.")
     st.stop()
-jobs_table(all_jobs)
+st.fragment(jobs_table, run_every=2 if any(j.active for j in all_jobs) else None)()
 names = [j.name for j in all_jobs]
 if st.session_state.get("tr_pick") not in names:
     wanted = state.url_get("run")
