@@ -163,6 +163,14 @@ def _dev_bleu_by_step(run_dir: Path, cache: dict) -> dict[int, float]:
     return cache[run_dir]
 
 
+def _short(path) -> str:
+    """runs/numbers/checkpoints/step_000300 -> numbers@300; other paths -> their last part."""
+    p = Path(str(path))
+    if p.parent.name == rf.CHECKPOINTS and p.name.startswith("step_"):
+        return f"{p.parent.parent.name}@{p.name[5:].lstrip('0') or '0'}"
+    return p.name
+
+
 def _test_bleu(card) -> float | None:
     """Beam-search test BLEU from card.json (explorer.evaluate writes test.beam5), else greedy."""
     test = card.get("test") if isinstance(card, dict) else None
@@ -189,7 +197,7 @@ def checkpoint_rows(infos) -> list[dict]:
         rows.append({"checkpoint": info.name, "run": train.get("run") or (run_dir.name if run_dir else ""),
                      "step": step, "data": Path(dataset).name if isinstance(dataset, str) else dataset,
                      "preset": train.get("preset") if not train.get("init_from") else
-                     f"fine-tuned from {Path(str(train['init_from'])).name}",
+                     f"fine-tuned from {_short(train['init_from'])}",
                      "params (M)": round(info.n_params / 1e6, 2) if info.n_params else None,
                      "dev BLEU": round(dev, 2) if isinstance(dev, (int, float)) else None,
                      "test BLEU": round(test_bleu, 2) if isinstance(test_bleu, (int, float)) else None,

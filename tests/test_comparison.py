@@ -106,6 +106,7 @@ def test_checkpoint_rows_read_dev_bleu_from_metrics_and_flag_damage(runs):
     damaged = [r for r in rows.values() if r["problem"]]
     assert len(damaged) == 1 and "model.safetensors" in damaged[0]["problem"]
     assert cmp._test_bleu({"test": {"greedy": {"bleu": 1.0}, "beam5": {"bleu": 2.5}}}) == 2.5
+    assert cmp._short("runs/numbers/checkpoints/step_000300") == "numbers@300"
 
 
 def test_same_tokenizer(runs, tmp_path):
