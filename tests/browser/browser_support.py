@@ -1,0 +1,155 @@
+"""Page helpers for the browser tests: open a page, wait for a script run, read what is on screen.
+
+Waits are explicit conditions (an element, a text, the app's script state), never sleeps: the
+machine may be busy, so timeouts are generous.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+from explorer.bench import _browser as driver
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+LONG = 120_000                       # ms: a cold page (model load, first translation) on a busy machine
+PLOTLY = ".js-plotly-plot svg.main-svg"
+NUMBERS, BIBLE = "numbers-en-de", "bible-es-en"
+
+
+SERVER = {"pid": None}                # set by conftest: the app server whose CPU time is logged
+
+
+def server_cpu() -> float:
+    """CPU seconds the app server has used (0 when unknown): tells "the app computed" from "it waited"."""
+    try:
+        fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+@contextlib.contextmanager
+def timed(what: str):
+    """Append how long `what` took (wall, and the server's CPU) to test-artifacts/browser/timings.log."""
+    start, cpu = time.perf_counter(), server_cpu()
+    try:
+        yield
+    finally:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        with open(ARTIFACTS / "timings.log", "a") as log:
+            log.write(f"{time.strftime('%H:%M:%S')} {time.perf_counter() - start:7.2f} s wall "
+                      f"{server_cpu() - cpu:6.2f} s app CPU  {what}\n")
+
+
+def app_settings():
+    """The decoding settings the app starts with (state.decode_settings() of a fresh session)."""
+    from explorer.config import DecodeConfig
+
+    return DecodeConfig(strategy="beam", beam_size=5, n_best=5)
+
+
+@functools.lru_cache(maxsize=None)
+def _model(name: str):
+    import torch
+
+    from explorer.checkpoint import load_checkpoint
+
+    torch.set_num_threads(1)          # two busy cores: more threads only make everyone wait
+    return load_checkpoint(ROOT / "checkpoints" / name, device="cpu")
+
+
+@functools.lru_cache(maxsize=None)
+def library_translation(name: str, text: str) -> str:
+    """What explorer.decoding.translate gives for `text` with the app's starting settings."""
+    from explorer.decoding import translate
+
+    with timed(f"library translation ({name})"):
+        ckpt = _model(name)
+        return translate(ckpt.model, ckpt.tokenizer, text, app_settings()).text
+
+
+def squash(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def idle(page, timeout: float = 120.0) -> None:
+    driver.wait_idle(page, timeout)
+
+
+def open_app(visit, path: str = "", **query):
+    """Go to /path?query and wait until the page's title is drawn and its script run ended."""
+    page = visit.page
+    with timed(f"open /{path} {query}"):
+        page.goto(f"{visit.url}/{path}" + (f"?{urlencode(query)}" if query else ""))
+        page.wait_for_selector("h1", timeout=LONG)
+        idle(page)
+    return page
+
+
+def sidebar_to(page, title: str) -> None:
+    """Open a page from the sidebar navigation; wait for its heading and the end of its run."""
+    with timed(f"sidebar -> {title}"):
+        page.locator("[data-testid='stSidebarNav'] a", has_text=title).first.click()
+        page.wait_for_function("t => [...document.querySelectorAll('h1')].some(h => h.innerText.startsWith(t))",
+                               arg=_heading(title), timeout=LONG)
+        idle(page)
+
+
+def _heading(title: str) -> str:
+    return {"Beam search": "Beam search, step by step",
+            "Schedule": "Learning-rate schedule and label smoothing"}.get(title, title)
+
+
+def no_exception(page) -> None:
+    shown = page.locator("[data-testid='stException']")
+    assert shown.count() == 0, f"a traceback is on screen: {shown.first.inner_text()[:500]}"
+
+
+def wait_plotly(page, key: str) -> int:
+    """Wait until the chart with widget key `key` drew its SVG; the number of SVG layers."""
+    with timed(f"chart {key}"):
+        page.wait_for_selector(f".st-key-{key} {PLOTLY}", timeout=LONG)
+    return page.locator(f".st-key-{key} {PLOTLY}").count()
+
+
+def plotly_count(page) -> int:
+    return page.locator(PLOTLY).count()
+
+
+def type_sentence(page, label: str, text: str) -> None:
+    box = page.get_by_label(label)
+    box.fill(text)
+    box.press("Control+Enter")
+
+
+def translation_on_screen(page, timeout: float = LONG) -> str:
+    with timed("a translation on screen"):
+        page.wait_for_selector(".st-key-translation h4", timeout=timeout)
+    return squash(page.locator(".st-key-translation h4").inner_text())
+
+
+def wait_translation(page, expected: str) -> str:
+    """Wait until the Translate page shows `expected` (after a rerun ends); the text shown."""
+    with timed(f"translation == {expected[:40]!r}"):
+        page.wait_for_function(
+            "t => { const h = document.querySelector('.st-key-translation h4');"
+            " return h && h.innerText.split(/\\s+/).filter(Boolean).join(' ') === t; }",
+            arg=squash(expected), timeout=LONG)
+        idle(page)
+    return translation_on_screen(page)
+
+
+def frames_evaluate(page, script: str) -> list:
+    """`script` evaluated in every frame (the page and each iframe, embedded views included)."""
+    out = []
+    for frame in page.frames:
+        try:
+            out.append(frame.evaluate(script))
+        except Exception as err:  # noqa: BLE001 - a frame that went away: report, keep going
+            out.append(f"error: {err}")
+    return out

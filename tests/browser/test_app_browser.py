@@ -1,0 +1,148 @@
+"""The app in a real browser (headless Chromium, no internet): translate, every page, the embedded
+attention views, and HTML typed as input running nothing.
+
+Expected translations are computed with the library (explorer.decoding.translate with the app's
+starting settings), so the tests hold whatever checkpoint is shipped; numbers-en-de is near perfect
+and is also checked against the German words themselves.
+"""
+from __future__ import annotations
+
+import re
+
+from browser_support import (ARTIFACTS, BIBLE, NUMBERS, frames_evaluate, idle, library_translation, no_exception,
+                             open_app, plotly_count, sidebar_to, squash, timed, translation_on_screen, type_sentence,
+                             wait_plotly, wait_translation)
+
+NUMBER_TEXT = "three hundred and twenty one"
+BIBLE_TEXT = "En el principio creó Dios los cielos y la tierra."
+PAYLOAD = "<img src=x onerror=alert(1)>"
+# In every frame: alert/confirm/prompt raise a flag before anything else runs (the dialog itself is also recorded).
+FLAG_SCRIPT = """
+window.__xss = false;
+for (const name of ['alert', 'confirm', 'prompt']) {
+  const original = window[name];
+  window[name] = function (...args) { window.__xss = true; return original.apply(this, args); };
+}
+"""
+FRAME_REPORT = """() => ({url: location.href, flag: window.__xss,
+  imgs: document.querySelectorAll('img[src="x"]').length,
+  handlers: document.querySelectorAll('[onerror]').length})"""
+
+
+def translate_page_shows(page, name: str, text: str) -> str:
+    """Type `text` on the Translate page of checkpoint `name`; the translation shown, once it is the library's."""
+    src = "en → de" if name == NUMBERS else "es → en"
+    type_sentence(page, f"Sentence to translate ({src})", text)
+    expected = library_translation(name, text)
+    return wait_translation(page, expected if expected.strip() else "(empty output)")
+
+
+def test_translate_numbers_exactly(visit):
+    page = open_app(visit, ckpt=NUMBERS)
+    translation_on_screen(page)                                   # the first test example's, at start
+    shown = translate_page_shows(page, NUMBERS, NUMBER_TEXT)
+    assert shown == squash(library_translation(NUMBERS, NUMBER_TEXT))
+    assert shown == "drei hundert ein und zwanzig"                # the model is near perfect on this task
+    assert "text=three+hundred+and+twenty+one" in page.url         # the URL carries the sentence
+    assert plotly_count(page) > 0                                  # per-token probabilities drew
+    no_exception(page)
+    visit.assert_offline_and_quiet()
+
+
+def test_translate_bible_sentence(visit):
+    page = open_app(visit, ckpt=BIBLE)
+    first = translation_on_screen(page)
+    assert first and first != "(empty output)"
+    shown = translate_page_shows(page, BIBLE, BIBLE_TEXT)
+    expected = squash(library_translation(BIBLE, BIBLE_TEXT))
+    assert expected, "the Bible model translated the sentence to nothing"
+    assert shown == expected
+    wait_plotly(page, "token_probs")
+    no_exception(page)
+    visit.assert_offline_and_quiet()
+
+
+PAGES = [  # sidebar title, a chart key that must draw (None: a table instead), text that must be on the page
+    ("Attention", "attn_zoom", "drei hundert ein und zwanzig"),
+    ("Positional encoding", "pe_heatmap", None),
+    ("Beam search", "beam_tree", "drei hundert ein und zwanzig"),
+    ("Train", "tr_planned", None),
+    ("Schedule", "sc_curves", None),
+    ("Checkpoints", None, None),
+    ("Translate", "token_probs", "drei hundert ein und zwanzig"),
+]
+
+
+def test_every_page_from_the_sidebar(visit):
+    page = open_app(visit, ckpt=NUMBERS)
+    translate_page_shows(page, NUMBERS, NUMBER_TEXT)
+    for title, chart, text in PAGES:
+        sidebar_to(page, title)
+        no_exception(page)
+        if chart:
+            assert wait_plotly(page, chart) >= 1, f"{title}: the chart {chart} drew no SVG"
+        else:
+            page.wait_for_selector("[data-testid='stDataFrame']")
+        if title == "Attention":
+            assert wait_plotly(page, "attn_grid") >= 1
+        if text:
+            assert text in squash(page.locator("[data-testid='stMain']").inner_text()), f"{title}: no '{text}'"
+        assert f"ckpt={NUMBERS}" in page.url                       # the checkpoint stays chosen across pages
+        page.screenshot(path=str(ARTIFACTS / f"page_{title.replace(' ', '_').lower()}.png"))
+    visit.assert_offline_and_quiet()
+
+
+def open_bertviz(page) -> list:
+    """Open the Attention page's bertviz tab and build the views; the two embedded frames, drawn."""
+    with timed("bertviz views drawn"):
+        page.get_by_role("tab", name="bertviz").click()
+        page.get_by_text("Build the interactive views").click()
+        page.wait_for_function("() => document.querySelectorAll('iframe').length >= 2", timeout=120_000)
+        idle(page)
+        frames = [f for f in page.frames if f != page.main_frame]
+        assert len(frames) >= 2, f"expected the head view and the model view, got {len(frames)} frames"
+        for frame in frames:
+            frame.wait_for_function("() => document.querySelectorAll('svg *').length > 20", timeout=60_000)
+    return frames
+
+
+def test_attention_views_draw_offline(visit):
+    page = open_app(visit, "attention", ckpt=NUMBERS, text=NUMBER_TEXT)
+    wait_plotly(page, "attn_zoom")
+    frames = open_bertviz(page)
+    texts = [f.evaluate("() => document.body.innerText") for f in frames]
+    head_view = next(t for t in texts if "Layer" in t)
+    for token in ("three", "hundred", "twenty", "one", "drei", "zwanzig"):
+        assert token in head_view, f"token {token!r} not drawn in the head view"
+    assert any("Heads" in t and "Layers" in t for t in texts), "the model view did not draw its grid"
+    # the head view draws one attention line per (query, key) pair of the selected heads
+    lines = frames[texts.index(head_view)].evaluate("() => document.querySelectorAll('svg line, svg path').length")
+    assert lines > 0
+    page.locator("iframe").first.screenshot(path=str(ARTIFACTS / "bertviz_head_view.png"))
+    visit.assert_offline_and_quiet()
+
+
+def test_html_in_the_input_runs_nothing(visit):
+    visit.context.add_init_script(FLAG_SCRIPT)
+    page = open_app(visit, ckpt=BIBLE)
+    translation_on_screen(page)
+    translate_page_shows(page, BIBLE, PAYLOAD)
+    assert page.get_by_label("Sentence to translate (es → en)").input_value() == PAYLOAD   # shown as text
+    sidebar_to(page, "Attention")
+    wait_plotly(page, "attn_zoom")
+    open_bertviz(page)
+    sidebar_to(page, "Beam search")
+    wait_plotly(page, "beam_tree")
+    sidebar_to(page, "Checkpoints")
+    no_exception(page)
+    reports = frames_evaluate(page, FRAME_REPORT)
+    assert len(reports) >= 1
+    for report in reports:
+        assert isinstance(report, dict), report
+        assert report["flag"] is False, f"a dialog function ran in {report['url']}"   # False: the flag is set up
+        assert report["imgs"] == 0 and report["handlers"] == 0, f"HTML from the input became elements: {report}"
+    assert not [u for u in visit.requests if re.search(r"/x(\?|$)", u)], "an <img src=x> was loaded"
+    visit.assert_offline_and_quiet()
+    # The checks can fail: a real alert is seen by both the dialog handler and the flag.
+    page.evaluate("() => alert('control')")
+    assert visit.dialogs == ["alert: control"] and page.evaluate("() => window.__xss") is True
