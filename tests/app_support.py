@@ -34,8 +34,8 @@ def candidate_checkpoints() -> list[Path]:
 def checkpoint_params():
     found = candidate_checkpoints()
     if not found:
-        return [pytest.param(None, marks=pytest.mark.skip(
-            reason="no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de or runs/*/checkpoints/step_*"))]
+        why = "no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de or runs/*/checkpoints/step_*"
+        return [pytest.param(None, marks=pytest.mark.skip(reason=why))]
     return [pytest.param(p, id=p.name) for p in found]
 
 

@@ -40,7 +40,7 @@ def test_heatmaps_hold_the_models_attention(ckpt_path):
     at = open_app(info.name, PAGE, text=text)
     no_exception(at)
     ckpt, _, trace = expected_trace(info, text)
-    kind, layer, head = at.radio(key="attn_kind").value, at.radio(key="attn_layer").value, at.radio(key="attn_head").value
+    kind, layer, head = (at.radio(key=k).value for k in ("attn_kind", "attn_layer", "attn_head"))
     assert (kind, layer, head) == ("cross", ckpt.config.n_decoder_layers, 1)      # last layer's cross-attention
     zoom = array(chart(at, "attn_zoom")["data"][0]["z"])
     assert np.allclose(zoom, trace.attention("cross", layer - 1)[0, head - 1], atol=1e-6)
@@ -210,7 +210,8 @@ def test_switching_checkpoint_keeps_the_page_working(ckpt_path):
     at.radio(key="attn_layer").set_value(last + 1).run()
     no_exception(at)
     names = at.sidebar.selectbox(key="ckpt_pick").options
-    at.sidebar.selectbox(key="ckpt_pick").set_value(next(i for i, n in enumerate(names) if n.startswith(other.name + " "))).run()
+    index = next(i for i, n in enumerate(names) if n.startswith(other.name + " "))
+    at.sidebar.selectbox(key="ckpt_pick").set_value(index).run()
     no_exception(at)
     assert at.query_params["ckpt"] == other.name
     n_layers = load_checkpoint(other.path).config.n_decoder_layers

@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 from explorer.plots.attention import label, token_axis
 
 
-def token_probs_figure(pieces: Sequence[str], logprobs: Sequence[float], title: str = "Per-token probability") -> go.Figure:
+def token_probs_figure(pieces: Sequence[str], logprobs: Sequence[float],
+                       title: str = "Per-token probability") -> go.Figure:
     """One bar per output piece: the probability the model gave it (exp of its log-probability).
 
     Low bars are where the model hesitated; hover shows the log-probability as well.

@@ -60,8 +60,8 @@ show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=kind != "decode
                         help="Decoder self-attention only: grey cells are future positions, set to −∞.")
 state.remember("attn_kind", "attn_layer", "attn_head", "attn_quantity")
 state.url_set(kind=kind, layer=layer, head=head)
-view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity, show_mask=show_mask and kind == "decoder",
-                  d_k=c.d_model // c.n_heads)
+view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity,
+                  show_mask=show_mask and kind == "decoder", d_k=c.d_model // c.n_heads)
 name = downloads.file_stem(ckpt.name)
 
 # ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?view=...) --------------------
