@@ -258,6 +258,10 @@ def bertviz_tab(trace, view: View) -> None:
         except ValueError as err:
             st.warning(str(err))
             return
+        except OSError as err:                                   # e.g. an install without static/
+            st.error(f"The bertviz assets could not be read ({state.md_escape(err)}); "
+                     "the heatmaps above show the same data.")
+            return
         if note:
             st.caption(note)
         embed(html, bertviz_offline.height(which, stacks))
