@@ -280,8 +280,11 @@ def md_escape(text: str) -> str:
 
 
 def learn(text: str, formula: str | None = None) -> None:
-    """The 'Learn' panel each page opens with: two or three sentences and the formula."""
-    with st.expander("Learn: what am I looking at?", expanded=False):
+    """The 'Learn' panel each page opens with: two or three sentences and the formula.
+
+    Open by default so a student sees it first; one click folds it away.
+    """
+    with st.expander("Learn: what am I looking at?", expanded=True):
         st.markdown(text)
         if formula:
             st.latex(formula)
