@@ -109,6 +109,15 @@ def stop_process(proc: subprocess.Popen, grace: float = 15.0) -> None:
             proc.wait(10)
 
 
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) a process has used so far; 0.0 when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def chromium_problem() -> str | None:
     """Why the browser cannot run here, or None."""
     if not os.access(CHROMIUM, os.X_OK):

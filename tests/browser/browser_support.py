@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 from pathlib import Path
 from urllib.parse import urlencode
@@ -26,11 +25,7 @@ SERVER = {"pid": None}                # set by conftest: the app server whose CP
 
 def server_cpu() -> float:
     """CPU seconds the app server has used (0 when unknown): tells "the app computed" from "it waited"."""
-    try:
-        fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
+    return driver.process_cpu(SERVER["pid"])
 
 
 @contextlib.contextmanager
