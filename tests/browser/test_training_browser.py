@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from browser_support import ARTIFACTS, LONG, NUMBERS, no_exception, open_app, sidebar_to, timed, wait_plotly
+from browser_support import ARTIFACTS, LONG, NUMBERS, idle, no_exception, open_app, sidebar_to, timed, wait_plotly
 from explorer import jobs
 
 RUN = "browser-numbers"
@@ -91,6 +91,7 @@ def test_train_watch_stop_and_pick_the_checkpoint(visit, runs_dir):
             page.get_by_role("button", name="Stop").click()
             page.wait_for_function(
                 "() => [...document.querySelectorAll('h3')].some(h => /: stopped/.test(h.innerText))", timeout=LONG)
+            idle(page)
         job = jobs.wait(run_dir, timeout=60)
         assert job.state == "stopped" and job.checkpoints, f"no checkpoint after Stop: {job.state} {job.note}"
         snapshot(page, "train_stopped.png")
