@@ -17,7 +17,7 @@ from safetensors.torch import load_model, save_file
 from explorer import checkpoint
 from explorer.checkpoint import (CheckpointError, list_checkpoints, load_checkpoint, load_trainer_state,
                                  read_card, save_checkpoint, write_card)
-from conftest import VOCAB, FakeTokenizer, make_model
+from model_helpers import VOCAB, FakeTokenizer, make_model
 
 ROOT = Path(__file__).resolve().parents[1]
 META = {"name": "tiny-test", "src_lang": "en", "tgt_lang": "de",
@@ -122,7 +122,7 @@ KILLER = textwrap.dedent("""
     sys.path[:0] = [{root!r}, {tests!r}]
     from safetensors.torch import save_file
     from explorer import checkpoint
-    from conftest import FakeTokenizer, make_model
+    from model_helpers import FakeTokenizer, make_model
     stage, path = sys.argv[1], sys.argv[2]
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)
     real_rename = os.rename

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from explorer.hooks import capture, capture_points
 from explorer.model import layers, sinusoidal_table
-from conftest import BOS, PAD, VOCAB, make_model
+from model_helpers import BOS, PAD, VOCAB, make_model
 
 VARIANTS = {
     "post-norm": {},

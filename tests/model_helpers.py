@@ -1,0 +1,49 @@
+"""Shared test helpers: a tiny model with a small vocabulary and a tokenizer stand-in.
+
+A module of its own (not conftest) so tests can import it by name: tests/browser has a conftest too,
+and two modules both called `conftest` cannot be imported side by side.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from explorer.config import preset
+from explorer.model import Transformer
+
+VOCAB = 40
+PAD, UNK, BOS, EOS = 0, 1, 2, 3          # the ids explorer.tokenizer fixes
+SEED = 1234
+
+
+def tiny_config(**overrides):
+    """The `tiny` preset with a 40-token joint vocabulary, short max_len and no dropout."""
+    return preset("tiny", **{"src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "max_len": 32,
+                             "dropout": 0.0, **overrides})
+
+
+def make_model(seed: int = SEED, **overrides) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(tiny_config(**overrides)).eval()
+
+
+class FakeTokenizer:
+    """Stand-in with the Tokenizer's checkpoint interface: save(dir) -> file names, load(dir)."""
+
+    FILE = "fake_tokenizer.json"
+
+    def __init__(self, vocab_size: int = VOCAB, joint: bool = True):
+        self.src_vocab_size = self.tgt_vocab_size = vocab_size
+        self.joint = joint
+
+    def save(self, directory) -> list[str]:
+        Path(directory, self.FILE).write_text(json.dumps({"vocab_size": self.src_vocab_size}))
+        return [self.FILE]
+
+    @classmethod
+    def load(cls, directory) -> "FakeTokenizer":
+        return cls(json.loads(Path(directory, cls.FILE).read_text())["vocab_size"])
+
+
