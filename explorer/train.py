@@ -18,7 +18,6 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from explorer import run_files as rf
 from explorer.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
@@ -93,6 +92,10 @@ class Trainer:
             self.model_cfg = preset(cfg.preset, **overrides)
             self.model = Transformer(self.model_cfg)
         self.model.to(self.device).train()
+        if cfg.bf16 and self.device.type == "cpu" and not _cpu_has_bf16() and self.dist.is_main:
+            print("warning: --bf16 on a CPU without native bfloat16 (AVX512-BF16/AMX): bfloat16 matrix "
+                  "products fall back to slow kernels here (10-40x slower than float32); use float32",
+                  file=sys.stderr, flush=True)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         self.plan = BatchPlan(self.train_split, cfg, self.dist.rank, self.dist.world)
         steps_per_epoch = self.plan.steps_per_epoch()
@@ -149,10 +152,8 @@ class Trainer:
             last = i == len(micro) - 1
             with (nullcontext() if last or not self.dist.active else self.train_model.no_sync()):
                 with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                    logits = self.train_model(src, tgt_in, return_logits=True)          # [B, T, V]
-                loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
-                                       ignore_index=self.model_cfg.pad_id, label_smoothing=cfg.label_smoothing,
-                                       reduction="sum")
+                    # summed label-smoothed loss of the non-pad targets (Transformer.loss)
+                    loss = self.train_model(src, tgt_in, targets=tgt_out, label_smoothing=cfg.label_smoothing)
                 (loss / max(n_target, 1)).backward()
             total_loss += float(loss.detach())
             total_tokens += int((src != self.model_cfg.pad_id).sum())
@@ -295,6 +296,13 @@ class Trainer:
             self.stop_requested = True
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _drop_metrics_after(run_dir: Path, step: int) -> None:

@@ -21,13 +21,13 @@ from train_helpers import (checkpoint_steps, losses, numbers_tokenizer, run, see
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory, numbers_tokenizer):
-    """40 steps from a JSON config file whose max_steps / keep_last the flags override."""
+    """30 steps from a JSON config file whose max_steps / keep_last the flags override."""
     root = tmp_path_factory.mktemp("smoke")
     config = root / "config.json"
     config.write_text(json.dumps({"max_steps": 1000, "keep_last": 9, "save_every": 10, "eval_every": 10,
                                   "eval_sentences": 6, "label_smoothing": 0.05, "seed": 7}))
     run_dir = seed_tokenizer(root / "run", numbers_tokenizer)
-    proc = run(trainer_cmd(run_dir, "--config", str(config), "--max-steps", "40", "--keep-last", "2",
+    proc = run(trainer_cmd(run_dir, "--config", str(config), "--max-steps", "30", "--keep-last", "2",
                            "--eval-every", "10"))
     return run_dir, proc
 
@@ -36,16 +36,16 @@ def smoke(tmp_path_factory, numbers_tokenizer):
 def test_smoke_run_loss_falls_and_run_files_are_written(smoke):
     run_dir, proc = smoke
     assert proc.returncode == 0, proc.stderr
-    assert "finished: step 40/40" in proc.stdout
+    assert "finished: step 30/30" in proc.stdout
     st = status(run_dir)
-    assert st["state"] == "finished" and st["step"] == 40 and st["total_steps"] == 40
+    assert st["state"] == "finished" and st["step"] == 30 and st["total_steps"] == 30
     recs = train_records(run_dir)
-    assert [r["step"] for r in recs] == list(range(1, 41))
+    assert [r["step"] for r in recs] == list(range(1, 31))
     first, last = [r["loss"] for r in recs[:5]], [r["loss"] for r in recs[-5:]]
     assert sum(last) / 5 < 0.8 * sum(first) / 5, (first, last)
     assert all(r["tokens_per_s"] > 0 and r["lr"] > 0 for r in recs)
     evals = [r for r in rf.read_metrics(run_dir) if r["kind"] == "eval"]
-    assert [r["step"] for r in evals] == [10, 20, 30, 40]
+    assert [r["step"] for r in evals] == [10, 20, 30]
     assert all({"bleu", "chrf", "dev_loss", "exact"} <= set(r) for r in evals)
 
 
@@ -53,7 +53,7 @@ def test_smoke_run_loss_falls_and_run_files_are_written(smoke):
 def test_config_file_values_and_flag_overrides_are_saved(smoke):
     run_dir, proc = smoke
     saved = json.loads((run_dir / rf.CONFIG).read_text())
-    assert saved["max_steps"] == 40 and saved["keep_last"] == 2          # flags win
+    assert saved["max_steps"] == 30 and saved["keep_last"] == 2          # flags win
     assert saved["label_smoothing"] == 0.05 and saved["seed"] == 7         # the file's values
     assert saved["save_every"] == 10 and saved["log_every"] == 1
 
@@ -63,7 +63,7 @@ def test_keep_last_k_checkpoints_and_the_best(smoke):
     run_dir, _ = smoke
     evals = [r for r in rf.read_metrics(run_dir) if r["kind"] == "eval"]
     best = max(evals, key=lambda r: (r["bleu"], -r["step"]))["step"]      # the first step with the top BLEU
-    assert set(checkpoint_steps(run_dir)) == {30, 40, best}
+    assert set(checkpoint_steps(run_dir)) == {20, 30, best}
     assert status(run_dir)["best_step"] == best
     for step in checkpoint_steps(run_dir):
         path = run_dir / "checkpoints" / f"step_{step:06d}"
@@ -90,7 +90,7 @@ def test_prune_keeps_last_k_and_best(tmp_path):
 def test_kill9_then_resume_continues_with_identical_losses(tmp_path, numbers_tokenizer):
     ref_dir = seed_tokenizer(tmp_path / "reference", numbers_tokenizer)
     run_dir = seed_tokenizer(tmp_path / "killed", numbers_tokenizer)
-    reference = start(trainer_cmd(ref_dir, "--max-steps", "30", "--save-every", "4"))
+    reference = start(trainer_cmd(ref_dir, "--max-steps", "20", "--save-every", "4"))
     victim = start(trainer_cmd(run_dir, "--max-steps", "1000", "--save-every", "4"))
     try:
         wait_for(lambda: any(s >= 8 for s in checkpoint_steps(run_dir)), victim, "a checkpoint at step 8")
@@ -100,11 +100,11 @@ def test_kill9_then_resume_continues_with_identical_losses(tmp_path, numbers_tok
         victim.kill()
     assert victim.returncode == -signal.SIGKILL
     resumed_at = checkpoint_steps(run_dir)[-1]
-    assert 8 <= resumed_at < 30
+    assert 8 <= resumed_at < 20
     killed_losses = losses(run_dir)
     assert max(killed_losses) >= resumed_at        # it was killed mid-run, after its last checkpoint
 
-    proc = run(trainer_cmd(run_dir, "--resume", "--max-steps", "30"))
+    proc = run(trainer_cmd(run_dir, "--resume", "--max-steps", "20"))
     assert proc.returncode == 0, proc.stderr
     assert f"at step {resumed_at} " in proc.stdout
     ref_out, ref_err = reference.communicate(timeout=180)
@@ -112,12 +112,12 @@ def test_kill9_then_resume_continues_with_identical_losses(tmp_path, numbers_tok
 
     expected, got = losses(ref_dir), losses(run_dir)
     steps = [r["step"] for r in train_records(run_dir)]
-    assert steps == list(range(1, 31))             # records after the checkpoint were dropped, not doubled
+    assert steps == list(range(1, 21))             # records after the checkpoint were dropped, not doubled
     assert got[resumed_at + 1] == expected[resumed_at + 1]     # the next step, bit for bit
     assert got == expected                         # and every step before and after
-    assert status(run_dir)["state"] == "finished" and status(run_dir)["step"] == 30
-    a = load_checkpoint(ref_dir / "checkpoints" / "step_000028").model.state_dict()
-    b = load_checkpoint(run_dir / "checkpoints" / "step_000028").model.state_dict()
+    assert status(run_dir)["state"] == "finished" and status(run_dir)["step"] == 20
+    a = load_checkpoint(ref_dir / "checkpoints" / "step_000020").model.state_dict()
+    b = load_checkpoint(run_dir / "checkpoints" / "step_000020").model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -220,7 +220,7 @@ def test_evaluate_cli_prints_scores_and_writes_the_card(smoke, tmp_path):
     from explorer.evaluate import main as evaluate_main
 
     run_dir, _ = smoke
-    ckpt = run_dir / "checkpoints" / "step_000040"
+    ckpt = run_dir / "checkpoints" / "step_000030"
     test = tmp_path / "test.tsv"
     test.write_text("twenty one\tein und zwanzig\nthree hundred\tdrei hundert\nseven\tsieben\nnine\tneun\n")
     proc = run([sys.executable, "-m", "explorer.evaluate", str(ckpt), "--test", str(test),

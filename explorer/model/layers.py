@@ -32,6 +32,22 @@ def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch
     return table.float()
 
 
+class Dropout(nn.Dropout):
+    """nn.Dropout whose CPU masks come from 24-bit random integers instead of bernoulli_.
+
+    The same keep probability (exact to 3e-8) and scaling 1/(1-p). On CPU, bernoulli_ draws and
+    converts a random double per element, which made dropout ~10% of a training step; integer
+    draws cost about a third as much. Other devices keep PyTorch's fused kernel.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0 or x.device.type != "cpu":
+            return super().forward(x)
+        draws = torch.randint(0, 1 << 24, x.shape, dtype=torch.int32)           # same shape as x
+        keep = draws >= round(self.p * (1 << 24))                                # True with prob. 1 - p
+        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))                  # same shape as x
+
+
 class Embeddings(nn.Module):
     """Token embedding scaled by sqrt(d_model) plus a positional encoding (sinusoidal or learned).
 
@@ -49,7 +65,7 @@ class Embeddings(nn.Module):
             self.position_table = nn.Embedding(max_len, d_model)
         else:
             self.register_buffer("pe", sinusoidal_table(max_len, d_model, base), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.tokens = CapturePoint()
         self.positions = CapturePoint()
         self.out = CapturePoint()
@@ -94,22 +110,34 @@ class MultiHeadAttention(nn.Module):
         batch, length, _ = x.shape                                              # x [B, T, d]
         return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)  # [B, H, T, dh]
 
+    def _fused(self, x: torch.Tensor, *parts: nn.Linear) -> list[torch.Tensor]:
+        """Several projections of the same input as one matrix product (one GEMM, not 2 or 3).
+
+        The weights stay separate parameters (w_q, w_k, w_v: checkpoints and names unchanged); only
+        the product is fused, so the result equals the separate projections up to float rounding.
+        """
+        weight = torch.cat([p.weight for p in parts])                           # [n*d, d]
+        bias = torch.cat([p.bias for p in parts])                               # [n*d]
+        return [self._split(y) for y in F.linear(x, weight, bias).chunk(len(parts), dim=-1)]  # n x [B, H, T, dh]
+
     def project_kv(self, kv_in: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._split(self.w_k(kv_in)), self._split(self.w_v(kv_in))     # 2 x [B, H, k, dh]
+        k, v = self._fused(kv_in, self.w_k, self.w_v)                          # 2 x [B, H, k, dh]
+        return k, v
 
     def forward(self, query: torch.Tensor, kv_in: torch.Tensor, mask: torch.Tensor | None,
                 cache: dict | None = None, static_kv: bool = False) -> torch.Tensor:
         batch, q_len, d_model = query.shape                                     # query [B, q, d]
-        q = self._split(self.w_q(query))                                        # [B, H, q, dh]
-        if cache is not None and static_kv and "k" in cache:
-            k, v = cache["k"], cache["v"]                                       # [B, H, k, dh]
+        reuse = cache is not None and static_kv and "k" in cache               # cross-attn: memory projected
+        if kv_in is query and not reuse:                                        # self-attention
+            q, k, v = self._fused(query, self.w_q, self.w_k, self.w_v)          # 3 x [B, H, q, dh]
         else:
-            k, v = self.project_kv(kv_in)                                       # [B, H, k_new, dh]
-            if cache is not None:
-                if not static_kv and "k" in cache:
-                    k = torch.cat([cache["k"], k], dim=2)                       # [B, H, k_old+k_new, dh]
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+            q = self._split(self.w_q(query))                                    # [B, H, q, dh]
+            k, v = (cache["k"], cache["v"]) if reuse else self.project_kv(kv_in)  # 2 x [B, H, k, dh]
+        if cache is not None and not reuse:
+            if not static_kv and "k" in cache:
+                k = torch.cat([cache["k"], k], dim=2)                           # [B, H, k_old+k_new, dh]
+                v = torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
         # mask: bool, True = may attend, broadcastable to [B, H, q, k]
         if self.scores.is_hooked() or self.weights.is_hooked():
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)           # [B, H, q, k]
@@ -134,7 +162,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.hidden = CapturePoint()
         self.out = CapturePoint()
 
@@ -149,7 +177,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:

@@ -15,6 +15,7 @@ from torch import nn
 from explorer.config import ModelConfig
 from explorer.model.layers import (CapturePoint, Embeddings, FeedForward, Generator,
                                    MultiHeadAttention, Residual)
+from explorer.model.loss import smoothed_cross_entropy
 
 
 class EncoderLayer(nn.Module):
@@ -43,13 +44,19 @@ class DecoderLayer(nn.Module):
         self.resid_post = CapturePoint()
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None,
-                src_mask: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+                src_mask: torch.Tensor, cache: dict | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """`rows` (training): flat indices of the positions whose outputs are used; see Decoder."""
         self_cache = cache.setdefault("self", {}) if cache is not None else None
         cross_cache = cache.setdefault("cross", {}) if cache is not None else None
         y = self.self_block(y, lambda h: self.self_attn(h, h, self_mask, self_cache))      # [B, T, d]
         y = self.cross_block(y, lambda h: self.cross_attn(h, memory, src_mask, cross_cache,
                                                           static_kv=True))               # [B, T, d]
-        return self.resid_post(self.ffn_block(y, self.ffn))                                # [B, T, d]
+        if rows is None or self.ffn.hidden.is_hooked() or self.ffn.out.is_hooked():
+            return self.resid_post(self.ffn_block(y, self.ffn))                            # [B, T, d]
+        # The FFN block is position-wise, so it can skip padded positions (~20% of a token batch).
+        flat = y.flatten(0, 1)                                                             # [B*T, d]
+        done = self.ffn_block(flat.index_select(0, rows), self.ffn)                        # [N, d]
+        return self.resid_post(flat.index_copy(0, rows, done).view_as(y))                  # [B, T, d]
 
 
 class Encoder(nn.Module):
@@ -76,13 +83,16 @@ class Decoder(nn.Module):
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
-                cache: "DecoderCache | None" = None) -> torch.Tensor:
+                cache: "DecoderCache | None" = None, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """`rows` (the training loss only): flat indices into [B*T] of the positions whose outputs
+        are used, each row's a prefix. The others (padding after a row's last target, which no
+        earlier position attends to) may be skipped by position-wise blocks: their outputs are stale."""
         offset = cache.length if cache is not None else 0
         y = self.embed(tgt, offset)                                             # [B, T, d]
         self_mask = causal_mask(tgt.shape[1], offset, tgt.device)               # [1, 1, T, offset+T] or None
         for i, layer in enumerate(self.layers):
             y = layer(y, memory, self_mask, src_mask,
-                      cache.layers[i] if cache is not None else None)           # [B, T, d]
+                      cache.layers[i] if cache is not None else None, rows)     # [B, T, d]
         if cache is not None:
             cache.length += tgt.shape[1]
         return self.norm(y)
@@ -164,8 +174,36 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         return self.generator.logits(self.generator.proj(self.decode(tgt_in, memory, src_mask)))
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_logits: bool = False) -> torch.Tensor:
-        """Teacher-forced log-probabilities [B, T, V] (raw logits if `return_logits`, for the loss)."""
+    def loss(self, src: torch.Tensor, tgt_in: torch.Tensor, targets: torch.Tensor,
+             label_smoothing: float = 0.0) -> torch.Tensor:
+        """Summed label-smoothed cross-entropy of the non-pad `targets` [B, T]: the training path.
+
+        Equals F.cross_entropy(self.logits(src, tgt_in), targets, ignore_index=pad,
+        label_smoothing=..., reduction="sum"), faster: the vocabulary projection (the largest
+        matrix product) and the decoder's position-wise FFN blocks skip padded target positions
+        (~20% of a token batch), and the loss has a hand-written backward (model/loss.py).
+        (The generator.logits capture point is not on this path; inspection uses forward/logits.)
+        """
+        memory, src_mask = self.encode(src)
+        real = targets != self.cfg.pad_id                                        # [B, T]
+        # positions up to each row's last real target: later ones feed nothing the loss reads
+        needed = real.int().flip(1).cummax(1).values.flip(1).bool()              # [B, T]
+        rows = needed.flatten().nonzero().squeeze(1)                             # [M]
+        hidden = self.decoder(tgt_in, memory, src_mask, rows=rows)               # [B, T, d]
+        scored = real.flatten().nonzero().squeeze(1)                             # [N]
+        logits = self.generator.proj(hidden.flatten(0, 1).index_select(0, scored))  # [N, V]
+        return smoothed_cross_entropy(logits.float(), targets.flatten().index_select(0, scored),
+                                      label_smoothing)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_logits: bool = False,
+                targets: torch.Tensor | None = None, label_smoothing: float = 0.0) -> torch.Tensor:
+        """Teacher-forced log-probabilities [B, T, V] (raw logits if `return_logits`).
+
+        With `targets` it returns `loss(...)` instead, so the trainer's step goes through forward
+        (which DistributedDataParallel needs to synchronise gradients).
+        """
+        if targets is not None:
+            return self.loss(src, tgt_in, targets, label_smoothing)
         if return_logits:
             return self.logits(src, tgt_in)
         memory, src_mask = self.encode(src)

@@ -1,0 +1,111 @@
+"""The model's training path: Transformer.loss (logits of real targets only) and fused projections.
+
+Both are speed changes (see `python -m explorer.bench train`); these tests pin that they change no
+numbers: the loss and every gradient equal the textbook computation on full logits.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model_helpers import PAD, VOCAB, make_model
+
+
+@pytest.fixture
+def padded():
+    torch.manual_seed(3)
+    src = torch.randint(4, VOCAB, (3, 7))
+    src[1, 4:] = PAD
+    tgt = torch.randint(4, VOCAB, (3, 6))
+    tgt[2, 3:] = PAD
+    tgt[0, 5:] = PAD
+    tgt[1, 2] = PAD                     # a padded target in mid-row: later positions still count
+    return src, tgt[:, :-1], tgt[:, 1:]
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("variant", [{}, {"tie_embeddings": False}, {"norm_first": True}])
+def test_loss_and_gradients_equal_cross_entropy_on_full_logits(padded, smoothing, variant):
+    src, tgt_in, tgt_out = padded
+    model = make_model(**variant).train()              # dropout 0 in the fixture config: deterministic
+    ours = model(src, tgt_in, targets=tgt_out, label_smoothing=smoothing)
+    logits = model(src, tgt_in, return_logits=True)                                   # [B, T, V]
+    textbook = F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD,
+                               label_smoothing=smoothing, reduction="sum")
+    assert ours.shape == () and torch.allclose(ours, textbook, rtol=1e-6, atol=1e-5)
+    params = [p for p in model.parameters() if p.requires_grad]
+    for a, b in zip(torch.autograd.grad(ours, params), torch.autograd.grad(textbook, params)):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_padding_targets_do_not_change_the_loss(padded):
+    """Changing what sits in padded target positions' inputs leaves the loss of real targets alone."""
+    src, tgt_in, tgt_out = padded
+    model = make_model().train()
+    before = model(src, tgt_in, targets=tgt_out)
+    tgt_in2 = tgt_in.clone()
+    tgt_in2[2, 4] = 7                                   # a position whose target is padding (causal: no later use)
+    assert torch.allclose(model(src, tgt_in2, targets=tgt_out), before)
+
+
+def test_fused_projection_equals_separate_projections():
+    model = make_model()
+    attn = model.encoder.layers[0].self_attn
+    x = torch.randn(2, 5, model.cfg.d_model)                                          # [B, T, d]
+    q, k, v = attn._fused(x, attn.w_q, attn.w_k, attn.w_v)                            # 3 x [B, H, T, dh]
+    for got, lin in ((q, attn.w_q), (k, attn.w_k), (v, attn.w_v)):
+        assert torch.allclose(got, attn._split(lin(x)), atol=1e-6)
+    k2, v2 = attn.project_kv(x)
+    assert torch.allclose(k2, attn._split(attn.w_k(x)), atol=1e-6)
+    assert torch.allclose(v2, attn._split(attn.w_v(x)), atol=1e-6)
+    # the parameters (checkpoint names) are unchanged: w_q, w_k, w_v stay separate
+    names = {n for n, _ in model.named_parameters() if "layers.0.self_attn" in n and n.startswith("encoder")}
+    assert {f"encoder.layers.0.self_attn.w_{p}.{t}" for p in "qkvo" for t in ("weight", "bias")} == names
+
+
+def test_loss_path_falls_back_to_full_shapes_when_the_ffn_is_captured(padded):
+    """Skipping padded rows is a fast path only: a hooked FFN sees the whole [B, T, d_ff] batch."""
+    from explorer.hooks import capture
+
+    src, tgt_in, tgt_out = padded
+    model = make_model()
+    plain = model(src, tgt_in, targets=tgt_out)
+    with torch.no_grad(), capture(model, "decoder.layers.0.ffn.hidden") as trace:
+        hooked = model(src, tgt_in, targets=tgt_out)
+    assert trace["decoder.layers.0.ffn.hidden"].shape == (3, 5, model.cfg.d_ff)
+    assert torch.allclose(hooked, plain, atol=1e-5)
+
+
+def test_dropout_keeps_one_minus_p_scales_and_follows_the_seed():
+    from explorer.model.layers import Dropout
+
+    drop = Dropout(0.1).train()
+    x = torch.ones(200_000, requires_grad=True)
+    torch.manual_seed(0)
+    y = drop(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.9) < 0.005          # sd of the mean: 0.0007
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / 0.9))
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())                          # gradient: the same mask and scale
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y)                                  # the global RNG decides (resume is exact)
+    assert drop.eval()(x) is x and Dropout(0.0).train()(x) is x
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_smoothed_cross_entropy_matches_pytorch_value_and_gradient(eps):
+    from explorer.model.loss import smoothed_cross_entropy
+
+    torch.manual_seed(1)
+    logits = (3 * torch.randn(20, 37)).requires_grad_()
+    targets = torch.randint(0, 37, (20,))
+    ours = smoothed_cross_entropy(logits, targets, eps)
+    ref = F.cross_entropy(logits, targets, label_smoothing=eps, reduction="sum")
+    assert torch.allclose(ours, ref, rtol=1e-6)
+    (g_ours,) = torch.autograd.grad(2.5 * ours, logits)
+    (g_ref,) = torch.autograd.grad(2.5 * ref, logits)
+    assert torch.allclose(g_ours, g_ref, atol=1e-6)
+    with pytest.raises(ValueError):
+        smoothed_cross_entropy(logits, targets, 1.0)
