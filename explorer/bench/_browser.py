@@ -141,8 +141,9 @@ def is_external(url: str) -> bool:
     return (parts.hostname or "") not in LOCAL_HOSTS
 
 
-def block_external(context, record: list[str]) -> None:
-    """Abort, and record, every request a page or frame of `context` makes to another host."""
+def block_external(target, record: list[str]) -> None:
+    """Abort, and record, every request that a page (or context) `target`, or any of its frames,
+    makes to another host."""
     def handler(route):
         url = route.request.url
         if is_external(url):
@@ -150,7 +151,7 @@ def block_external(context, record: list[str]) -> None:
             route.abort()
         else:
             route.continue_()
-    context.route("**/*", handler)
+    target.route("**/*", handler)
 
 
 def wait_idle(page, timeout: float = 60.0) -> None:

@@ -1,9 +1,9 @@
 """One `streamlit run app.py` and one headless Chromium for all browser tests (both are slow to start).
 
 The server runs with EXPLORER_RUNS_DIR in a temporary folder, so training jobs started by the tests
-never touch runs/. Every page gets a fresh browser context that aborts, and records, any request to
-a host other than 127.0.0.1 (the app must work with no internet), and records every JavaScript
-dialog (an alert would mean that text typed by a user ran as script). Screenshots go to
+never touch runs/. Each test gets a fresh page (its own Streamlit session) that aborts, and records,
+any request to a host other than 127.0.0.1 (the app must work with no internet), and records every
+JavaScript dialog (an alert would mean that text typed by a user ran as script). Screenshots go to
 test-artifacts/browser/. Without /usr/bin/chromium or Playwright the tests skip, saying why.
 """
 from __future__ import annotations
@@ -61,11 +61,21 @@ def browser():
             chromium.close()
 
 
+@pytest.fixture(scope="session")
+def context(browser):
+    """One 1400x900 browser context for all tests: its HTTP cache keeps the app's scripts (plotly.js
+    alone is 4.7 MB) between pages. Each test still gets its own page, so its own Streamlit session."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    ctx.set_default_timeout(60_000)
+    yield ctx
+    ctx.close()
+
+
 class Visit:
     """A page plus what it did that it must not: external requests, dialogs."""
 
-    def __init__(self, context, page, url: str):
-        self.context, self.page, self.url = context, page, url
+    def __init__(self, page, url: str):
+        self.page, self.url = page, url
         self.external: list[str] = []
         self.dialogs: list[str] = []
         self.requests: list[str] = []
@@ -76,13 +86,11 @@ class Visit:
 
 
 @pytest.fixture
-def visit(browser, app_url, request):
-    """A fresh 1400x900 browser context on the app; screenshot saved after the test."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.set_default_timeout(60_000)
+def visit(context, app_url, request):
+    """A fresh page on the app (external requests aborted and recorded); screenshot saved after the test."""
     page = context.new_page()
-    v = Visit(context, page, app_url)
-    driver.block_external(context, v.external)
+    v = Visit(page, app_url)
+    driver.block_external(page, v.external)
     page.on("request", lambda r: v.requests.append(r.url))
 
     def on_dialog(dialog):
@@ -94,7 +102,7 @@ def visit(browser, app_url, request):
             yield v
     finally:
         try:
-            page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True, timeout=20_000)
+            page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), timeout=20_000)
         except Exception:  # noqa: BLE001 - a screenshot is a bonus, never the failure
             pass
-        context.close()
+        page.close()

@@ -120,10 +120,13 @@ def test_attention_views_draw_offline(visit):
     assert lines > 0
     page.locator("iframe").first.screenshot(path=str(ARTIFACTS / "bertviz_head_view.png"))
     visit.assert_offline_and_quiet()
+    # The check can fail: an external fetch from the page is caught, aborted and recorded.
+    page.evaluate("() => fetch('https://cdn.example.invalid/lib.js').then(() => 'loaded', () => 'blocked')")
+    assert visit.external == ["https://cdn.example.invalid/lib.js"]
 
 
 def test_html_in_the_input_runs_nothing(visit):
-    visit.context.add_init_script(FLAG_SCRIPT)
+    visit.page.add_init_script(FLAG_SCRIPT)            # runs in the page and in every frame
     page = open_app(visit, ckpt=BIBLE)
     translation_on_screen(page)
     translate_page_shows(page, BIBLE, PAYLOAD)
