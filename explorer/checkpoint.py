@@ -337,6 +337,3 @@ def _read_json(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{path}: cannot read: {exc}") from None
 
-
-# Listing lives in its own module; re-exported here because callers think of it as part of the format.
-from explorer.checkpoint_list import CheckpointInfo, list_checkpoints  # noqa: E402,F401

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.checkpoint import list_checkpoints, load_checkpoint
+from explorer.checkpoint import load_checkpoint
+from explorer.checkpoint_list import list_checkpoints
 from explorer.config import DecodeConfig
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest

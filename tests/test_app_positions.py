@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from explorer.checkpoint import load_checkpoint, save_checkpoint
+from explorer.checkpoint_list import list_checkpoints
 from explorer.model import Transformer, sinusoidal_table
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest

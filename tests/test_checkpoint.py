@@ -15,8 +15,8 @@ import torch
 from safetensors.torch import load_model, save_file
 
 from explorer import checkpoint
-from explorer.checkpoint import (CheckpointError, list_checkpoints, load_checkpoint, load_trainer_state,
-                                 read_card, save_checkpoint, write_card)
+from explorer.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, read_card, save_checkpoint, write_card
+from explorer.checkpoint_list import list_checkpoints
 from model_helpers import VOCAB, FakeTokenizer, make_model
 
 ROOT = Path(__file__).resolve().parents[1]

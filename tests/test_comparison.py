@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from explorer import comparison as cmp
-from explorer.checkpoint import list_checkpoints, load_checkpoint
+from explorer.checkpoint import load_checkpoint
+from explorer.checkpoint_list import list_checkpoints
 from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, score_targets, translate
 from explorer.decoding.translate import encode_source

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from explorer.checkpoint import CheckpointError, CheckpointInfo, list_checkpoints, load_checkpoint
+from explorer.checkpoint import CheckpointError, load_checkpoint
+from explorer.checkpoint_list import CheckpointInfo, list_checkpoints
 from explorer.config import DecodeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
