@@ -89,7 +89,7 @@ def compare(healthy) -> None:
         return
     c1, c2 = st.columns(2)
     for col, name, t in ((c1, "A", ta), (c2, "B", tb)):
-        col.markdown(f"**{name}** (greedy): {t.text}")
+        col.markdown(f"**{state.md_escape(name)}** (greedy): {state.md_escape(t.text)}")
         col.caption(f"log-prob {t.best.score:.2f} over {len(t.best.ids)} tokens")
 
     st.subheader("Per-token log-probability of each output under both models")
@@ -192,7 +192,7 @@ def scrubber(healthy) -> None:
     if t.best is None:
         st.warning(t.reason or "Nothing was decoded.")
         return
-    st.markdown(f"**Step {steps[pos]}:** {t.text}")
+    st.markdown(f"**Step {steps[pos]}:** {state.md_escape(t.text)}")
     tr = state.attention(str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids))
     if layer > tr.n_layers(kind) or head > tr.attention(kind, layer - 1).shape[1]:
         st.warning("This checkpoint has fewer layers or heads than the first one of the run.")
