@@ -33,19 +33,22 @@ def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch
 
 
 class Dropout(nn.Dropout):
-    """nn.Dropout whose CPU masks come from 24-bit random integers instead of bernoulli_.
+    """nn.Dropout whose CPU masks are cut from random 64-bit integers instead of bernoulli_.
 
-    The same keep probability (exact to 3e-8) and scaling 1/(1-p). On CPU, bernoulli_ draws and
-    converts a random double per element, which made dropout ~10% of a training step; integer
-    draws cost about a third as much. Other devices keep PyTorch's fused kernel.
+    Keep probability 1 - p (p rounded to a multiple of 2^-15) and scaling 1/(1-p). On CPU,
+    bernoulli_ draws a random double per element, which made dropout ~10% of a training step;
+    one 64-bit draw (63 random bits, documented for random_()) yields four 15-bit uniform integers,
+    about 8x fewer generator calls per element. Other devices keep PyTorch's fused kernel.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0 or x.device.type != "cpu":
             return super().forward(x)
-        draws = torch.randint(0, 1 << 24, x.shape, dtype=torch.int32)           # same shape as x
-        keep = draws >= round(self.p * (1 << 24))                                # True with prob. 1 - p
-        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))                  # same shape as x
+        n = x.numel()
+        bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_()               # [ceil(n/4)] in [0, 2^63)
+        draws = bits.view(torch.int16)[:n].view(x.shape).bitwise_and_(0x7FFF)      # same shape as x, 15 bits
+        keep = draws >= round(self.p * 32768)                                       # True with prob. 1 - p
+        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))                     # same shape as x
 
 
 class Embeddings(nn.Module):
