@@ -94,7 +94,7 @@ class Trainer:
         self.model.to(self.device).train()
         if cfg.bf16 and self.device.type == "cpu" and not _cpu_has_bf16() and self.dist.is_main:
             print("warning: --bf16 on a CPU without native bfloat16 (AVX512-BF16/AMX): bfloat16 matrix "
-                  "products fall back to slow kernels here (10-40x slower than float32); use float32",
+                  "products fall back to slow kernels (a training step ~12x slower than float32); use float32",
                   file=sys.stderr, flush=True)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         self.plan = BatchPlan(self.train_split, cfg, self.dist.rank, self.dist.world)
