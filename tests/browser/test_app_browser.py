@@ -44,7 +44,7 @@ def test_translate_numbers_exactly(visit):
     assert shown == squash(library_translation(NUMBERS, NUMBER_TEXT))
     assert shown == "drei hundert ein und zwanzig"                # the model is near perfect on this task
     assert "text=three+hundred+and+twenty+one" in page.url         # the URL carries the sentence
-    assert plotly_count(page) > 0                                  # per-token probabilities drew
+    assert wait_plotly(page, "token_probs") > 0                    # per-token probabilities drew
     no_exception(page)
     visit.assert_offline_and_quiet()
 
