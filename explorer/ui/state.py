@@ -196,6 +196,17 @@ def clip_text(text: str) -> tuple[str, bool]:
     return (text[:MAX_CHARS], True) if len(text) > MAX_CHARS else (text, False)
 
 
+def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
+    """The text a page works on: stop with `empty_hint` if blank; cut to MAX_CHARS with a notice."""
+    if not text.strip():
+        st.info(empty_hint)
+        st.stop()
+    clipped, was_cut = clip_text(text)
+    if was_cut:
+        st.warning(f"The text is {len(text):,} characters long; only the first {MAX_CHARS:,} are {verb}.")
+    return clipped
+
+
 # ---- cached library calls -------------------------------------------------------------------
 @st.cache_data(max_entries=256, show_spinner=False)
 def translate(ckpt_path: str, sha: str, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),

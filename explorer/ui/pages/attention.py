@@ -24,12 +24,7 @@ ckpt = state.require_checkpoint()
 path, sha, cfg = str(ckpt.path), ckpt.sha256, state.decode_settings()
 text = state.sentence_box("attn_text_box", "Sentence", height=68,
                           placeholder="Type a sentence, or pick one on the Translate page.")
-if not text.strip():
-    st.info("Type a sentence above (or pick an example on the Translate page) to see its attention.")
-    st.stop()
-clipped, was_cut = state.clip_text(text)
-if was_cut:
-    st.warning(f"The text is {len(text):,} characters long; only the first {state.MAX_CHARS:,} are used.")
+clipped = state.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
 result = state.friendly(state.translate, path, sha, clipped, cfg, what="The translation")
 if result is None:
     st.stop()

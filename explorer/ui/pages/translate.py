@@ -54,12 +54,7 @@ with st.expander("Reference translation (optional)", expanded=False):
 text = state.current_text()
 st.session_state["typed_reference"] = (text, typed)
 state.remember("manual_reference")
-if not text.strip():
-    st.info("Type a sentence above (or pick an example) to see its translation.")
-    st.stop()
-clipped, was_cut = state.clip_text(text)
-if was_cut:
-    st.warning(f"The text is {len(text):,} characters long; only the first {state.MAX_CHARS:,} are translated.")
+clipped = state.require_text(text, "Type a sentence above (or pick an example) to see its translation.", "translated")
 
 # ---- decode (cached per checkpoint, text and settings) ------------------------------------------
 seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sample" else [cfg["seed"]]
