@@ -15,6 +15,7 @@ from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.hooks import ablate_heads
+from explorer.model.plain_decoder import plain_decoder_for
 
 if TYPE_CHECKING:
     from explorer.decoding.beam_trace import BeamTrace
@@ -201,16 +202,20 @@ class StepDecoder:
         self.model, self.memory = model, memory                                # [N, S, d]
         self.cache = model.new_cache() if use_cache else None
         self.history: torch.Tensor | None = None                              # [N, t] (uncached only)
+        # Same arithmetic without module calls when no hook could see the difference (cached and
+        # uncached alike, so comparing the two measures the cache alone).
+        self.plain = plain_decoder_for(model)
 
     def feed(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [N, n] (the next n inputs) -> log-probs [N, n, V] after each of them."""
         n = tokens.shape[1]
+        runner = self.plain or self.model
         if self.cache is not None:
-            hidden = self.model.decode(tokens, self.memory, self.src_mask, self.cache)   # [N, n, d]
+            hidden = runner.decode(tokens, self.memory, self.src_mask, self.cache)       # [N, n, d]
         else:
             self.history = tokens if self.history is None else torch.cat([self.history, tokens], dim=1)
-            hidden = self.model.decode(self.history, self.memory, self.src_mask)[:, -n:]  # [N, n, d]
-        return self.model.generator(hidden)                                   # [N, n, V]
+            hidden = runner.decode(self.history, self.memory, self.src_mask)[:, -n:]     # [N, n, d]
+        return runner.generator(hidden)                                       # [N, n, V]
 
     def reorder(self, index: torch.Tensor, *, cross_too: bool = False) -> None:
         """Keep rows `index` [N] (beam search re-parents hypotheses).

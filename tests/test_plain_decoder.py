@@ -1,0 +1,93 @@
+"""The module-free decoding path equals the module path, and is used only when nothing is watching."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from explorer.config import DecodeConfig
+from explorer.decoding import beam_search
+from explorer.decoding.core import StepDecoder
+from explorer.hooks import ablate_heads, capture
+from explorer.model.plain_decoder import PlainDecoder, plain_decoder_for
+from model_helpers import EOS, VOCAB, make_model
+
+VARIANTS = [{}, {"norm_first": True}, {"positions": "learned"}, {"tie_embeddings": False}]
+
+
+def _sources() -> torch.Tensor:
+    torch.manual_seed(7)
+    src = torch.randint(4, VOCAB, (3, 9))                                     # [B, S]
+    src[:, -1] = EOS
+    src[1, 6:] = 0                                                            # padding in one row
+    src[1, 5] = EOS
+    return src
+
+
+@pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(o) or "paper")
+def test_plain_steps_equal_module_steps(overrides):
+    model = make_model(**overrides)
+    src = _sources()
+    steps = torch.randint(4, VOCAB, (3, 6))                                   # [B, T] fed one by one
+    plain = PlainDecoder(model)
+    with torch.inference_mode():
+        memory, mask = model.encode(src)
+        module_cache, plain_cache = model.new_cache(), model.new_cache()
+        whole = plain.generator(plain.decode(steps, memory, mask))            # uncached, all at once
+        for t in range(steps.shape[1]):
+            token = steps[:, t:t + 1]                                         # [B, 1]
+            expected = model.generator(model.decode(token, memory, mask, module_cache))   # [B, 1, V]
+            got = plain.generator(plain.decode(token, memory, mask, plain_cache))
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+            torch.testing.assert_close(whole[:, t:t + 1], expected, atol=1e-5, rtol=0)
+    assert plain_cache.length == module_cache.length == steps.shape[1]
+    for mine, theirs in zip(plain_cache.layers, module_cache.layers):
+        torch.testing.assert_close(mine["self"]["k"], theirs["self"]["k"], atol=1e-5, rtol=0)
+        torch.testing.assert_close(mine["cross"]["v"], theirs["cross"]["v"], atol=1e-5, rtol=0)
+
+
+def test_plain_path_only_when_unwatched():
+    model = make_model()
+    assert isinstance(plain_decoder_for(model), PlainDecoder)
+    with capture(model, "decoder.layers.0.cross_attn.weights"):
+        assert plain_decoder_for(model) is None
+    with ablate_heads(model, [("cross", 0, 0)]):
+        assert plain_decoder_for(model) is None
+    with ablate_heads(model, [("encoder", 0, 0)]):                            # the decoder is untouched
+        assert plain_decoder_for(model) is not None
+    model.train()
+    assert plain_decoder_for(model) is None
+    model.eval()
+    assert plain_decoder_for(model) is not None
+
+
+def test_plain_decoder_is_reused_and_rebuilt_when_weights_change():
+    model = make_model()
+    first = plain_decoder_for(model)
+    assert plain_decoder_for(model) is first
+    with torch.no_grad():
+        model.decoder.layers[0].ffn.w_1.weight.mul_(2.0)                      # in place, as an optimizer step
+    second = plain_decoder_for(model)
+    assert second is not first
+    src = _sources()
+    with torch.inference_mode():
+        memory, mask = model.encode(src)
+        tgt = torch.full((3, 1), 2)
+        expected = model.generator(model.decode(tgt, memory, mask))
+        torch.testing.assert_close(second.generator(second.decode(tgt, memory, mask)), expected, atol=1e-5, rtol=0)
+        assert not torch.allclose(first.generator(first.decode(tgt, memory, mask)), expected, atol=1e-3)
+
+
+def test_beam_search_same_with_and_without_the_plain_path():
+    model = make_model()
+    src = _sources()
+    cfg = DecodeConfig(beam_size=3, n_best=3, max_len_b=12, length_penalty="gnmt")
+    plain = beam_search(model, src, cfg)
+    with capture(model, "decoder.layers.0.self_attn.context"):               # a hook: module path
+        with torch.inference_mode():
+            memory, mask = model.encode(src)
+        assert StepDecoder(model, memory, mask).plain is None
+        watched = beam_search(model, src, cfg)
+    for a, b in zip(plain, watched):
+        assert [h.ids for h in a.hypotheses] == [h.ids for h in b.hypotheses]
+        for ha, hb in zip(a.hypotheses, b.hypotheses):
+            assert ha.score == pytest.approx(hb.score, abs=1e-4)
