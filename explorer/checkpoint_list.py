@@ -10,13 +10,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
-
 from explorer.checkpoint import (CONFIG, WEIGHTS, CheckpointError, _checked_state, read_card,
                                  read_config, read_weights_header, resolve)
 from explorer.atomic import asides
-from explorer.config import ModelConfig
-from explorer.model import Transformer
+from explorer.model import model_skeleton
 
 
 @dataclass
@@ -86,7 +83,7 @@ def _info(root: Path, path: Path) -> CheckpointInfo:
         info.created = info.meta.get("created") or info.created
         info.card = read_card(real)
         header = read_weights_header(real)
-        skeleton = _meta_model(cfg)
+        skeleton = model_skeleton(cfg)
         _checked_state(skeleton, header, real / WEIGHTS)
         info.n_params = skeleton.num_parameters()
     except CheckpointError as exc:
@@ -94,9 +91,3 @@ def _info(root: Path, path: Path) -> CheckpointInfo:
     except OSError as exc:
         info.error = f"{path}: {exc}"
     return info
-
-
-def _meta_model(cfg: ModelConfig) -> Transformer:
-    """The model's structure without allocating its weights."""
-    with torch.device("meta"):
-        return Transformer(cfg)

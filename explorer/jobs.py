@@ -176,16 +176,13 @@ def _last_error_line(run_dir: Path) -> str:
 # ---- checks before launch -----------------------------------------------------------------------
 def needed_bytes(cfg: TrainConfig) -> int:
     """Kept checkpoints (fp32 weights + two Adam moments each) plus 100 MiB for logs, tokenizer, data."""
-    import torch
-
     from explorer.checkpoint import read_config
     from explorer.config import preset
-    from explorer.model import Transformer
+    from explorer.model import model_skeleton
 
     model_cfg = (read_config(cfg.init_from)[1] if cfg.init_from else
                  preset(cfg.preset, src_vocab_size=cfg.vocab_size, tgt_vocab_size=cfg.vocab_size))
-    with torch.device("meta"):                                   # structure only, no weights
-        params = Transformer(model_cfg).num_parameters()
+    params = model_skeleton(model_cfg).num_parameters()           # structure only, weights never set
     return (cfg.keep_last + 2) * params * 4 * 3 + (100 << 20)
 
 

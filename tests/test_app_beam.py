@@ -123,6 +123,23 @@ def test_step_slider_changes_the_table_and_the_url(checkpoint):
     assert set(second["extends"]) != {"<s>"}
 
 
+def test_tree_stays_put_across_steps_unless_asked_to_follow(checkpoint):
+    """Off (default): the tree's spec is the same at every step, so the browser keeps it as drawn.
+    On: a guide line at the step (1-based x) and a ring on the chosen hypothesis."""
+    info, text = checkpoint
+    at = open_page(info.name, text)
+    before = chart(at, "beam_tree")
+    at.slider(key="beam_step").set_value(2).run()
+    assert chart(at, "beam_tree") == before and not before["layout"].get("shapes")
+    at.toggle(key="beam_follow").set_value(True).run()
+    no_exceptions(at)
+    followed = chart(at, "beam_tree")
+    assert [shape["x0"] for shape in followed["layout"]["shapes"]] == [2]
+    rings = [w for t in followed["data"] if t.get("marker", {}).get("line", {}).get("width") is not None
+             for w in array(t["marker"]["line"]["width"])]
+    assert sum(1 for w in rings if w > 0) == 1
+
+
 def test_step_comes_from_the_url(checkpoint):
     info, text = checkpoint
     at = open_page(info.name, text, step=2)

@@ -290,3 +290,19 @@ def test_round_trip_with_the_real_sentencepiece_tokenizer(tmp_path):
     mismatched = save_checkpoint(tmp_path / "mismatch", make_model(), tok, meta=META)   # model vocab 40
     with pytest.raises(CheckpointError, match=r"tokenizer\.model.*60"):
         load_checkpoint(mismatched)
+
+
+def test_model_skeleton_has_the_models_structure_without_importing_dynamo():
+    """The skeleton behind checkpoint listing: same names and shapes, and cheap (no torch._dynamo)."""
+    import subprocess
+    import sys
+
+    from explorer.model import model_skeleton
+
+    cfg = make_model().cfg
+    real, skeleton = make_model().state_dict(), model_skeleton(cfg).state_dict()
+    assert {k: tuple(v.shape) for k, v in skeleton.items()} == {k: tuple(v.shape) for k, v in real.items()}
+    code = ("import sys; from explorer.config import preset; from explorer.model import model_skeleton; "
+            "model_skeleton(preset('small')); print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -173,8 +173,12 @@ def main() -> None:
     tag = hashlib.sha1(repr(run_key).encode()).hexdigest()[:8]             # per-search widget keys: rows differ
     row = st.selectbox("Hypothesis at this step", ranks, index=default, key=f"beam_row_{step}_{tag}",
                        format_func=lambda r: _row_label(table, r))
-    downloads.chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), f"beam_tree_k{trace.beam_size}",
-                    key="beam_tree")
+    follow = st.toggle("Mark this step and hypothesis in the tree", key="beam_follow",
+                       help="Draws a line at the step and rings the chosen hypothesis. The browser then redraws "
+                            "the whole tree on every step change, which is slow for long searches; off, the "
+                            "tree stays as it is while you step through the table below.")
+    marks = {"step": step, "highlight": [row]} if follow else {}
+    downloads.chart(plots.tree_figure(trace, piece, **marks), f"beam_tree_k{trace.beam_size}", key="beam_tree")
     st.subheader(f"Candidates ranked at step {step + 1}")
     st.dataframe(table.drop(columns=["row"]), hide_index=True, key="beam_table")
     frame = trace.to_dataframe(piece)
