@@ -39,6 +39,33 @@ def checkpoint_params():
     return [pytest.param(p, id=p.name) for p in found]
 
 
+def first_usable_checkpoint(sentences: dict[str, str] = SENTENCES):
+    """(CheckpointInfo, a sentence in its source language) of the first shipped checkpoint that
+    lists without error, else of the newest runs/*/checkpoints/step_*; None if there is none."""
+    runs = sorted(ROOT.glob("runs/*/checkpoints/step_*/model.safetensors"), key=lambda p: p.stat().st_mtime)
+    listed = list_checkpoints(ROOT / "checkpoints", ROOT / "runs")
+    for path in candidate_checkpoints() + [p.parent for p in runs[::-1]]:
+        info = next((i for i in listed if i.path == path), None)
+        if info is not None and not info.error:
+            return info, sentences.get(info.meta.get("src_lang"), "a short test sentence")
+    return None
+
+
+def usable_checkpoint_or_skip(sentences: dict[str, str] = SENTENCES):
+    found = first_usable_checkpoint(sentences)
+    if found is None:
+        pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de "
+                    "or runs/*/checkpoints/step_*")
+    return found
+
+
+@pytest.fixture
+def default_roots(monkeypatch):
+    """The app lists checkpoints/ and runs/ unless a test points it elsewhere."""
+    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_RUNS_DIR", raising=False)
+
+
 def info_for(path: Path):
     """(CheckpointInfo, a sentence in its source language)."""
     info = next((i for i in list_checkpoints(path.parent) if i.path == path), None)
@@ -48,8 +75,9 @@ def info_for(path: Path):
 
 
 def open_app(ckpt_name: str | None, page: str | None = None, text: str | None = None,
-             query: dict | None = None) -> AppTest:
-    """Run app.py (optionally switched to a page) with the checkpoint picked by name via the URL."""
+             query: dict | None = None, session: dict | None = None) -> AppTest:
+    """Run app.py (optionally switched to a page) with the checkpoint picked by name via the URL;
+    `query` adds URL parameters, `session` session-state values set before the first run."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     if ckpt_name:
         at.query_params["ckpt"] = ckpt_name
@@ -57,6 +85,8 @@ def open_app(ckpt_name: str | None, page: str | None = None, text: str | None = 
         at.query_params[key] = str(value)
     if text is not None:
         at.session_state["text"] = text
+    for key, value in (session or {}).items():
+        at.session_state[key] = value
     if page:
         at.switch_page(page)
     return at.run()

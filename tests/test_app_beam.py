@@ -6,90 +6,38 @@ runs/*/checkpoints/step_*; the tests skip (saying so) when there is none.
 """
 from __future__ import annotations
 
-import base64
-import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from app_support import array, chart, default_roots, open_app, texts, usable_checkpoint_or_skip  # noqa: F401
 from explorer.checkpoint import load_checkpoint
-from explorer.checkpoint_list import list_checkpoints
 from explorer.config import DecodeConfig
 
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-
-ROOT = Path(__file__).resolve().parents[1]
 PAGE = "explorer/ui/pages/beam.py"
 SENTENCES = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "three hundred and twenty one"}
-
-
-def pick_checkpoint():
-    """(CheckpointInfo, sentence) of the checkpoint to test on, or None."""
-    shipped = [ROOT / "checkpoints" / n for n in ("bible-es-en", "numbers-en-de")]
-    runs = sorted(ROOT.glob("runs/*/checkpoints/step_*/model.safetensors"), key=lambda p: p.stat().st_mtime)
-    for path in [p for p in shipped if (p / "model.safetensors").is_file()] + [p.parent for p in runs[::-1]]:
-        info = next((i for i in list_checkpoints(ROOT / "checkpoints", ROOT / "runs") if i.path == path), None)
-        if info is not None and not info.error:
-            return info, SENTENCES.get(info.meta.get("src_lang"), "a short test sentence")
-    return None
+pytestmark = pytest.mark.usefixtures("default_roots")
 
 
 @pytest.fixture(scope="module")
 def checkpoint():
-    found = pick_checkpoint()
-    if found is None:
-        pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de "
-                    "or runs/*/checkpoints/step_*")
-    return found
+    return usable_checkpoint_or_skip(SENTENCES)
 
 
-@pytest.fixture(autouse=True)
-def default_roots(monkeypatch):
-    """The app lists checkpoints/ and runs/ unless a test points it elsewhere."""
-    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
-    monkeypatch.delenv("EXPLORER_RUNS_DIR", raising=False)
+def open_page(ckpt_name: str, text: str | None, **query):
+    return open_app(ckpt_name, PAGE, text, query)
 
 
-def open_page(ckpt_name: str, text: str | None, **query) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["ckpt"] = ckpt_name
-    for key, value in query.items():
-        at.query_params[key] = str(value)
-    if text is not None:
-        at.session_state["text"] = text
-    at.switch_page(PAGE)
-    return at.run()
-
-
-def chart(at: AppTest, key: str) -> dict:
-    """The plotly spec of the chart with this widget key (numpy arrays decoded)."""
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-" + key)]
-    assert found, f"no chart {key!r}; charts: {[c.proto.id for c in at.get('plotly_chart')]}"
-    return json.loads(found[0].proto.spec)
-
-
-def array(value) -> np.ndarray:
-    if isinstance(value, dict) and "bdata" in value:
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        return data.reshape([int(n) for n in str(value["shape"]).split(",")]) if "shape" in value else data  # "3, 4"
-    return np.asarray(value)
-
-
-def no_exceptions(at: AppTest) -> None:
+def no_exceptions(at) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def texts(elements) -> str:
-    return " ".join(str(e.value) for e in elements)
-
-
-def n_steps(at: AppTest) -> int:
+def n_steps(at) -> int:
     return at.slider(key="beam_step").max if any(s.key == "beam_step" for s in at.slider) else 1
 
 
-def tree_nodes(at: AppTest) -> int:
+def tree_nodes(at) -> int:
     spec = chart(at, "beam_tree")
     statuses = ("forced", "kept", "pruned", "finished", "truncated")
     return sum(len(array(t["x"])) for t in spec["data"] if t.get("name") in statuses)
@@ -230,12 +178,7 @@ def test_odd_input_never_raises(checkpoint, text):
 
 def test_greedy_settings_say_beam_search_is_needed(checkpoint):
     info, text = checkpoint
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["ckpt"] = info.name
-    at.session_state["text"] = text
-    at.session_state["decode_cfg"] = DecodeConfig(strategy="greedy").to_dict()
-    at.switch_page(PAGE)
-    at.run()
+    at = open_app(info.name, PAGE, text, session={"decode_cfg": DecodeConfig(strategy="greedy").to_dict()})
     no_exceptions(at)
     assert "beam search is needed" in texts(at.info)
     assert len(at.dataframe[0].value) == 10                                   # the page still runs its search

@@ -7,75 +7,34 @@ runs/*/checkpoints/step_*; the tests skip (saying so) when there is none.
 """
 from __future__ import annotations
 
-import base64
-import json
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from app_support import array, chart, default_roots, open_app, texts, usable_checkpoint_or_skip  # noqa: F401
 from explorer.checkpoint import load_checkpoint, save_checkpoint
-from explorer.checkpoint_list import list_checkpoints
 from explorer.model import Transformer, sinusoidal_table
 
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-
-ROOT = Path(__file__).resolve().parents[1]
 PAGE = "explorer/ui/pages/positions.py"
 SENTENCES = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "three hundred and twenty one"}
+pytestmark = pytest.mark.usefixtures("default_roots")
 
 
 @pytest.fixture(scope="module")
 def checkpoint():
     """(CheckpointInfo, sentence) of the checkpoint to test on."""
-    shipped = [ROOT / "checkpoints" / n for n in ("bible-es-en", "numbers-en-de")]
-    runs = sorted(ROOT.glob("runs/*/checkpoints/step_*/model.safetensors"), key=lambda p: p.stat().st_mtime)
-    for path in [p for p in shipped if (p / "model.safetensors").is_file()] + [p.parent for p in runs[::-1]]:
-        info = next((i for i in list_checkpoints(ROOT / "checkpoints", ROOT / "runs") if i.path == path), None)
-        if info is not None and not info.error:
-            return info, SENTENCES.get(info.meta.get("src_lang"), "a short test sentence")
-    pytest.skip("no checkpoint: needs checkpoints/bible-es-en, checkpoints/numbers-en-de "
-                "or runs/*/checkpoints/step_*")
+    return usable_checkpoint_or_skip(SENTENCES)
 
 
-@pytest.fixture(autouse=True)
-def default_roots(monkeypatch):
-    """The app lists checkpoints/ and runs/ unless a test points it elsewhere."""
-    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
-    monkeypatch.delenv("EXPLORER_RUNS_DIR", raising=False)
+def open_page(ckpt_name: str, text: str | None):
+    return open_app(ckpt_name, PAGE, text)
 
 
-def open_page(ckpt_name: str, text: str | None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["ckpt"] = ckpt_name
-    if text is not None:
-        at.session_state["text"] = text
-    at.switch_page(PAGE)
-    return at.run()
-
-
-def chart(at: AppTest, key: str) -> dict:
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-" + key)]
-    assert found, f"no chart {key!r}; charts: {[c.proto.id for c in at.get('plotly_chart')]}"
-    return json.loads(found[0].proto.spec)
-
-
-def array(value) -> np.ndarray:
-    if isinstance(value, dict) and "bdata" in value:
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        return data.reshape([int(n) for n in str(value["shape"]).split(",")]) if "shape" in value else data  # "3, 4"
-    return np.asarray(value)
-
-
-def heatmap(at: AppTest, key: str = "pe_heatmap") -> np.ndarray:
+def heatmap(at, key: str = "pe_heatmap") -> np.ndarray:
     return array(chart(at, key)["data"][0]["z"])
-
-
-def texts(elements) -> str:
-    return " ".join(str(e.value) for e in elements)
 
 
 def test_page_shows_the_models_own_table(checkpoint):
