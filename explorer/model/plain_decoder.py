@@ -3,8 +3,9 @@
 A decoding step feeds one token per hypothesis ([5, 1, 256] for beam 5): the matrix products are
 tiny, so the ~25 nn.Module calls per layer (capture points, residual blocks, dropout in eval,
 hook checks, a weight concatenation per fused projection) cost about as much as the arithmetic.
-`PlainDecoder` does the same arithmetic, in the same order, straight on the model's parameters:
-no module calls, fused weights concatenated once per decode. It is used only when it cannot
+`PlainDecoder` does the same arithmetic, in the same order, on copies of the model's parameters laid
+out input-major ([in, out], which small-batch products read ~30% faster here): no module calls, the
+fused weights concatenated once per model, not per step. It is used only when it cannot
 change what anybody sees: the model is in eval mode and no hook is registered anywhere in the
 decoder or generator (capture() and ablation register hooks, so they get the module path, whose
 capture points they need). Its log-probs equal the module path's within float rounding
@@ -26,15 +27,16 @@ from explorer.model.transformer import DecoderCache, Transformer, causal_mask
 
 @dataclass(frozen=True)
 class _Layer:
-    """One decoder layer's parameters, fused where the module path fuses its products."""
+    """One decoder layer's parameters: (input-major weight [in, out], bias [out]) per product,
+    fused where the module path fuses its products."""
 
-    self_qkv: tuple[torch.Tensor, torch.Tensor]      # weight [3d, d], bias [3d]
+    self_qkv: tuple[torch.Tensor, torch.Tensor]      # [d, 3d], [3d]
     self_out: tuple[torch.Tensor, torch.Tensor]      # [d, d], [d]
     cross_q: tuple[torch.Tensor, torch.Tensor]       # [d, d], [d]
-    cross_kv: tuple[torch.Tensor, torch.Tensor]      # [2d, d], [2d]
+    cross_kv: tuple[torch.Tensor, torch.Tensor]      # [d, 2d], [2d]
     cross_out: tuple[torch.Tensor, torch.Tensor]     # [d, d], [d]
-    ffn_in: tuple[torch.Tensor, torch.Tensor]        # [d_ff, d], [d_ff]
-    ffn_out: tuple[torch.Tensor, torch.Tensor]       # [d, d_ff], [d]
+    ffn_in: tuple[torch.Tensor, torch.Tensor]        # [d, d_ff], [d_ff]
+    ffn_out: tuple[torch.Tensor, torch.Tensor]       # [d_ff, d], [d]
     norms: tuple[nn.LayerNorm, nn.LayerNorm, nn.LayerNorm]   # self, cross, ffn blocks
 
 
