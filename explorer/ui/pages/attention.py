@@ -39,54 +39,63 @@ if trace is None:
     st.stop()
 st.markdown("**Translation** (" + cfg["strategy"] + "): " + state.md_escape(result.text or "(empty)"))
 
-# ---- which heads (kept in the URL: kind, layer, head) ----------------------------------------------
-c = ckpt.config
-state.remembered("attn_kind", views.KINDS, "cross", url_key="kind")
-kind = st.radio("Attention", list(views.KINDS), format_func=views.KINDS.get, key="attn_kind", horizontal=True)
-n_layers = c.n_encoder_layers if kind == "encoder" else c.n_decoder_layers
-state.remembered("attn_layer", range(1, n_layers + 1), n_layers, url_key="layer", cast=int)
-state.remembered("attn_head", range(1, c.n_heads + 1), 1, url_key="head", cast=int)
-state.remembered("attn_quantity", views.QUANTITIES, "weights")
-col1, col2, col3, col4 = st.columns([2, 3, 3, 2])
-layer = col1.radio("Layer", list(range(1, n_layers + 1)), key="attn_layer", horizontal=True)
-head = col2.radio("Head", list(range(1, c.n_heads + 1)), key="attn_head", horizontal=True)
-quantity = col3.selectbox("Show", list(views.QUANTITIES), format_func=views.QUANTITIES.get, key="attn_quantity")
-show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=kind != "decoder",
-                        help="Decoder self-attention only: grey cells are future positions, set to −∞.")
-state.remember("attn_kind", "attn_layer", "attn_head", "attn_quantity")
-state.url_set(kind=kind, layer=layer, head=head)
-view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity,
-                  show_mask=show_mask and kind == "decoder", d_k=c.d_model // c.n_heads)
-name = downloads.file_stem(ckpt.name)
 
-# ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?view=...) --------------------
 TABS = ["Heads", "Head summary", "Word alignment", "Output vs reference", "Head ablation", "bertviz"]
-tabs = st.tabs(TABS, key="view", bind="query-params")
-with tabs[0]:
-    if tabs[0].open:
-        views.heads_tab(trace, view, name)
-with tabs[1]:
-    if tabs[1].open:
-        views.summary_tab(trace, view, name)
-with tabs[2]:
-    if tabs[2].open:
-        views.alignment_tab(trace, view, name)
-with tabs[3]:
-    if tabs[3].open:
-        views.compare_tab(ckpt, trace, view, state.current_reference(path, text), text, name)
-with tabs[4]:
-    if tabs[4].open:
-        views.ablation_tab(ckpt, clipped, cfg, result, trace, view, name)
-with tabs[5]:
-    if tabs[5].open:
-        views.bertviz_tab(trace, view)
 
 
-def _bundle() -> dict:
-    stats = views.all_stats(trace)
-    extra = {"head_stats": {k: stats_rows(v) for k, v in stats.items()}}
-    return downloads.analysis_bundle(ckpt, result, cfg, {"page": "attention", "kind": kind, "layer": layer,
-                                                         "head": head, "quantity": quantity}, trace, extra)
+@st.fragment
+def explore() -> None:
+    """Everything below the translation depends on the chosen kind, layer, head and tab only. As a
+    fragment, switching any of them re-runs this part alone (not the sentence box, the cached
+    translation and trace lookups or the sidebar), and the browser re-draws only this part."""
+    # ---- which heads (kept in the URL: kind, layer, head) ----------------------------------------------
+    c = ckpt.config
+    state.remembered("attn_kind", views.KINDS, "cross", url_key="kind")
+    kind = st.radio("Attention", list(views.KINDS), format_func=views.KINDS.get, key="attn_kind", horizontal=True)
+    n_layers = c.n_encoder_layers if kind == "encoder" else c.n_decoder_layers
+    state.remembered("attn_layer", range(1, n_layers + 1), n_layers, url_key="layer", cast=int)
+    state.remembered("attn_head", range(1, c.n_heads + 1), 1, url_key="head", cast=int)
+    state.remembered("attn_quantity", views.QUANTITIES, "weights")
+    col1, col2, col3, col4 = st.columns([2, 3, 3, 2])
+    layer = col1.radio("Layer", list(range(1, n_layers + 1)), key="attn_layer", horizontal=True)
+    head = col2.radio("Head", list(range(1, c.n_heads + 1)), key="attn_head", horizontal=True)
+    quantity = col3.selectbox("Show", list(views.QUANTITIES), format_func=views.QUANTITIES.get, key="attn_quantity")
+    show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=kind != "decoder",
+                            help="Decoder self-attention only: grey cells are future positions, set to −∞.")
+    state.remember("attn_kind", "attn_layer", "attn_head", "attn_quantity")
+    state.url_set(kind=kind, layer=layer, head=head)
+    view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity,
+                      show_mask=show_mask and kind == "decoder", d_k=c.d_model // c.n_heads)
+    name = downloads.file_stem(ckpt.name)
+
+    # ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?view=...) --------------------
+    tabs = st.tabs(TABS, key="view", bind="query-params")
+    with tabs[0]:
+        if tabs[0].open:
+            views.heads_tab(trace, view, name)
+    with tabs[1]:
+        if tabs[1].open:
+            views.summary_tab(trace, view, name)
+    with tabs[2]:
+        if tabs[2].open:
+            views.alignment_tab(trace, view, name)
+    with tabs[3]:
+        if tabs[3].open:
+            views.compare_tab(ckpt, trace, view, state.current_reference(path, text), text, name)
+    with tabs[4]:
+        if tabs[4].open:
+            views.ablation_tab(ckpt, clipped, cfg, result, trace, view, name)
+    with tabs[5]:
+        if tabs[5].open:
+            views.bertviz_tab(trace, view)
+
+    def _bundle() -> dict:
+        stats = views.all_stats(trace)
+        extra = {"head_stats": {k: stats_rows(v) for k, v in stats.items()}}
+        return downloads.analysis_bundle(ckpt, result, cfg, {"page": "attention", "kind": kind, "layer": layer,
+                                                             "head": head, "quantity": quantity}, trace, extra)
+
+    downloads.bundle_button(_bundle, downloads.file_stem(ckpt.name, "attention"), key="bundle_attention")
 
 
-downloads.bundle_button(_bundle, downloads.file_stem(ckpt.name, "attention"), key="bundle_attention")
+explore()
