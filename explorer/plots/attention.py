@@ -17,6 +17,8 @@ from explorer.attention_stats import STAT_LABELS, Alignment
 WEIGHTS_SCALE = "Blues"
 SCORES_SCALE = "RdBu_r"
 MASK_COLOUR = "rgba(120,120,120,0.55)"
+LABEL_PX = 7            # about the width of one tick-label character at plotly's default 12 px font
+UPRIGHT_KEYS = 12       # more key tokens than this: their labels are drawn vertically
 
 
 def label(token: str) -> str:
@@ -108,10 +110,14 @@ def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
                                                "score set to −∞, weight 0<extra></extra>"))
     side = max(320, min(900, 110 + 24 * max(q, k)))
     y_title = "query" if predicts is None else "query (step that writes)"
-    fig.update_layout(title=title, height=height or side, margin=dict(l=10, r=10, t=50, b=10),
-                      xaxis=dict(title="key", automargin=True, **token_axis(k_tokens)),
-                      yaxis=dict(title=y_title, autorange="reversed", automargin=True,
-                                 **token_axis(q_tokens if predicts is None else predicts)))
+    y_labels = q_tokens if predicts is None else predicts
+    upright = k > UPRIGHT_KEYS                                                # key labels drawn vertically
+    left = 45 + LABEL_PX * max((len(str(t)) for t in y_labels), default=1)
+    bottom = 45 + (LABEL_PX * max((len(str(t)) for t in k_tokens), default=1) if upright else 20)
+    fig.update_layout(title=title, height=(height or side) + bottom, margin=dict(l=left, r=10, t=50, b=bottom),
+                      xaxis=dict(title="key", automargin=False, tickangle=-90 if upright else 0,
+                                 **token_axis(k_tokens)),
+                      yaxis=dict(title=y_title, autorange="reversed", automargin=False, **token_axis(y_labels)))
     if scores and finite.size:
         fig.data[0].update(zmin=-limit, zmax=limit)
     return fig
