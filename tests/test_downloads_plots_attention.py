@@ -93,6 +93,17 @@ def test_head_heatmap_escapes_and_keeps_repeats():
         plots.head_heatmap(m, TOKENS[:3], TOKENS, "t")
 
 
+def test_head_heatmap_margins_fit_the_labels():
+    """Margins are set from the labels (plotly's automargin would redraw the figure a second time)."""
+    short = plots.head_heatmap(np.eye(3), ["▁a", "▁b", "▁c"], ["▁x", "▁y", "▁z"], "t")
+    many_keys = [f"▁key{i}" for i in range(30)]
+    long = plots.head_heatmap(np.ones((2, 30)) / 30, ["▁a", "▁extraordinarily"], many_keys, "t")
+    assert not short.layout.xaxis.automargin and not short.layout.yaxis.automargin
+    assert short.layout.xaxis.tickangle == 0 and long.layout.xaxis.tickangle == -90   # many keys: upright
+    assert long.layout.margin.l > short.layout.margin.l + 7 * (len("▁extraordinarily") - len("▁a")) - 1
+    assert long.layout.margin.b >= 7 * len("▁key29")                                 # room for upright keys
+
+
 def test_head_heatmap_scores_mask_and_predicts():
     scores = np.array([[1.0, -np.inf], [2.0, -3.0]])
     mask = np.array([[False, True], [False, False]])
