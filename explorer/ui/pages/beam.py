@@ -164,30 +164,43 @@ def main() -> None:
     st.markdown("**Best:** " + (state.md_escape(result.best.text) if result.best.text.strip() else "*(empty output)*"))
     st.caption(f"{trace.n_steps} steps · beam {trace.beam_size} · length penalty {trace.length_penalty}"
                f" (α={trace.alpha:g}) · stopped: {trace.stop_reason}")
+    run_key = (ckpt.sha256, text, tuple(sorted(cfg.items())))
+    tag = hashlib.sha1(repr(run_key).encode()).hexdigest()[:8]             # per-search widget keys: rows differ
+    follow = st.toggle("Mark the step and hypothesis in the tree", key="beam_follow",
+                       help="Draws a line at the chosen step and rings the chosen hypothesis. The browser then "
+                            "redraws the whole tree on every step change, which is slow for long searches; off, "
+                            "the tree stays as it is while you step through the candidates below.")
+    if not follow:
+        downloads.chart(plots.tree_figure(trace, piece), f"beam_tree_k{trace.beam_size}", key="beam_tree")
+    frame = trace.to_dataframe(piece).astype({"status": str})
+    downloads.table_csv_button(frame, "beam_trace", key="beam_csv", label="Whole trace as CSV")
+    st.fragment(step_view)(ckpt, text, cfg, result, piece, frame, run_key, tag, follow)
+
+
+def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, tag: str, follow: bool) -> None:
+    """One step of the search: its candidates, the chosen hypothesis's attention, forcing.
+
+    A fragment: moving the step slider or picking another hypothesis re-runs (and the browser
+    re-draws) only this part, not the sentence, the settings, the cached search or the tree.
+    """
+    trace = result.beam_trace
     step = step_slider(trace.n_steps)
     table = plots.step_table(trace, step, piece)
     best_rows = set(plots.best_path(trace))
     ranks = list(table["row"])
     default = next((i for i, r in enumerate(ranks) if r in best_rows), 0)
-    run_key = (ckpt.sha256, text, tuple(sorted(cfg.items())))
-    tag = hashlib.sha1(repr(run_key).encode()).hexdigest()[:8]             # per-search widget keys: rows differ
     row = st.selectbox("Hypothesis at this step", ranks, index=default, key=f"beam_row_{step}_{tag}",
                        format_func=lambda r: _row_label(table, r))
-    follow = st.toggle("Mark this step and hypothesis in the tree", key="beam_follow",
-                       help="Draws a line at the step and rings the chosen hypothesis. The browser then redraws "
-                            "the whole tree on every step change, which is slow for long searches; off, the "
-                            "tree stays as it is while you step through the table below.")
-    marks = {"step": step, "highlight": [row]} if follow else {}
-    downloads.chart(plots.tree_figure(trace, piece, **marks), f"beam_tree_k{trace.beam_size}", key="beam_tree")
+    if follow:
+        downloads.chart(plots.tree_figure(trace, piece, step=step, highlight=[row]),
+                        f"beam_tree_k{trace.beam_size}", key="beam_tree")
     st.subheader(f"Candidates ranked at step {step + 1}")
     st.dataframe(table.drop(columns=["row"]), hide_index=True, key="beam_table")
-    frame = trace.to_dataframe(piece)
-    downloads.table_csv_button(frame.astype({"status": str}), "beam_trace", key="beam_csv", label="Whole trace as CSV")
     st.subheader("Cross-attention of the chosen hypothesis")
     attn = show_attention(ckpt, result, trace, row, piece)
     view = {"page": "beam", "step": step + 1, "row": int(row), "hypothesis": trace.tokens(row)}
     downloads.bundle_button(lambda: downloads.analysis_bundle(
-        ckpt, result, cfg, view, attn, extra={"beam_trace": frame.astype({"status": str}).to_dict("list")}),
+        ckpt, result, cfg, view, attn, extra={"beam_trace": frame.to_dict("list")}),
         "beam_analysis", key="beam_bundle")
     st.subheader("Force another token here")
     force_controls(ckpt, trace, row, step, piece, run_key, tag)
