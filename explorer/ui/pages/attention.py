@@ -44,10 +44,11 @@ TABS = ["Heads", "Head summary", "Word alignment", "Output vs reference", "Head 
 
 
 @st.fragment
-def explore() -> None:
+def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     """Everything below the translation depends on the chosen kind, layer, head and tab only. As a
     fragment, switching any of them re-runs this part alone (not the sentence box, the cached
     translation and trace lookups or the sidebar), and the browser re-draws only this part."""
+    path = str(ckpt.path)
     # ---- which heads (kept in the URL: kind, layer, head) ----------------------------------------------
     c = ckpt.config
     state.remembered("attn_kind", views.KINDS, "cross", url_key="kind")
@@ -98,4 +99,4 @@ def explore() -> None:
     downloads.bundle_button(_bundle, downloads.file_stem(ckpt.name, "attention"), key="bundle_attention")
 
 
-explore()
+explore(ckpt, cfg, text, clipped, result, trace)
