@@ -42,9 +42,10 @@ def checkpoint_params():
 def first_usable_checkpoint(sentences: dict[str, str] = SENTENCES):
     """(CheckpointInfo, a sentence in its source language) of the first shipped checkpoint that
     lists without error, else of the newest runs/*/checkpoints/step_*; None if there is none."""
+    shipped = [ROOT / "checkpoints" / n for n in SHIPPED]
     runs = sorted(ROOT.glob("runs/*/checkpoints/step_*/model.safetensors"), key=lambda p: p.stat().st_mtime)
     listed = list_checkpoints(ROOT / "checkpoints", ROOT / "runs")
-    for path in candidate_checkpoints() + [p.parent for p in runs[::-1]]:
+    for path in shipped + [p.parent for p in runs[::-1]]:
         info = next((i for i in listed if i.path == path), None)
         if info is not None and not info.error:
             return info, sentences.get(info.meta.get("src_lang"), "a short test sentence")

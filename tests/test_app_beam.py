@@ -11,7 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from app_support import array, chart, default_roots, open_app, texts, usable_checkpoint_or_skip  # noqa: F401
+from app_support import (array, chart, default_roots, no_exception, open_app, texts,  # noqa: F401
+                         usable_checkpoint_or_skip)
 from explorer.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 
@@ -29,10 +30,6 @@ def open_page(ckpt_name: str, text: str | None, **query):
     return open_app(ckpt_name, PAGE, text, query)
 
 
-def no_exceptions(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
 def n_steps(at) -> int:
     return at.slider(key="beam_step").max if any(s.key == "beam_step" for s in at.slider) else 1
 
@@ -46,7 +43,7 @@ def tree_nodes(at) -> int:
 def test_page_runs_and_shows_the_search(checkpoint):
     info, text = checkpoint
     at = open_page(info.name, text)
-    no_exceptions(at)
+    no_exception(at)
     assert not at.error, texts(at.error)
     table = at.dataframe[0].value
     assert len(table) == 2 * 5 and list(table["rank"]) == list(range(10))   # 2k candidates, k = 5 by default
@@ -63,7 +60,7 @@ def test_step_slider_changes_the_table_and_the_url(checkpoint):
     first = at.dataframe[0].value
     assert n_steps(at) >= 2, "the sentence should need more than one step"
     at.slider(key="beam_step").set_value(2).run()
-    no_exceptions(at)
+    no_exception(at)
     second = at.dataframe[0].value
     assert at.query_params["step"] == "2"
     assert not first[["token", "cumulative"]].equals(second[["token", "cumulative"]])
@@ -80,7 +77,7 @@ def test_tree_stays_put_across_steps_unless_asked_to_follow(checkpoint):
     at.slider(key="beam_step").set_value(2).run()
     assert chart(at, "beam_tree") == before and not before["layout"].get("shapes")
     at.toggle(key="beam_follow").set_value(True).run()
-    no_exceptions(at)
+    no_exception(at)
     followed = chart(at, "beam_tree")
     assert [shape["x0"] for shape in followed["layout"]["shapes"]] == [2]
     rings = [w for t in followed["data"] if t.get("marker", {}).get("line", {}).get("width") is not None
@@ -91,10 +88,10 @@ def test_tree_stays_put_across_steps_unless_asked_to_follow(checkpoint):
 def test_step_comes_from_the_url(checkpoint):
     info, text = checkpoint
     at = open_page(info.name, text, step=2)
-    no_exceptions(at)
+    no_exception(at)
     assert at.slider(key="beam_step").value == 2
     at = open_page(info.name, text, step=9999)                                # clamped, not an error
-    no_exceptions(at)
+    no_exception(at)
     assert at.slider(key="beam_step").value == at.slider(key="beam_step").max
 
 
@@ -104,7 +101,7 @@ def test_beam_size_and_length_penalty_change_the_tree(checkpoint):
     nodes_5, normalised = tree_nodes(at), at.dataframe[0].value["normalised"].to_numpy()
     at.slider(key="beam_step").set_value(2).run()                            # a row of the old search is chosen
     at.slider(key="beam_size").set_value(2).run()
-    no_exceptions(at)
+    no_exception(at)
     assert len(at.dataframe[0].value) == 4
     at.slider(key="beam_step").set_value(1).run()
     assert tree_nodes(at) == 4 * n_steps(at) != nodes_5
@@ -112,7 +109,7 @@ def test_beam_size_and_length_penalty_change_the_tree(checkpoint):
     at.slider(key="beam_step").set_value(2).run()
     gnmt = at.dataframe[0].value["normalised"].to_numpy()
     at.selectbox(key="beam_lp").set_value("average").run()
-    no_exceptions(at)
+    no_exception(at)
     average = at.dataframe[0].value
     assert np.allclose(average["normalised"], average["cumulative"] / 2, atol=1e-4)   # lp(2) = 2
     assert not np.allclose(gnmt, average["normalised"].to_numpy())
@@ -128,7 +125,7 @@ def test_forcing_an_alternative_token_starts_the_output_with_it(checkpoint):
     choice = alt.options[1] if len(alt.options) > 1 else alt.options[0]
     alt.select_index(alt.options.index(choice)).run()
     at.button(key="beam_force").click().run()
-    no_exceptions(at)
+    no_exception(at)
     forced = at.session_state["beam_forced"]
     assert forced["step"] == 1 and len(forced["prefix"]) == 2 and row is not None
     tokenizer = load_checkpoint(info.path, device="cpu").tokenizer
@@ -148,7 +145,7 @@ def test_forcing_a_typed_word(checkpoint):
     word = {"de": "neun", "en": "earth"}.get(info.meta.get("tgt_lang"), "the")
     at.text_input(key="beam_typed").input(word).run()
     at.button(key="beam_force").click().run()
-    no_exceptions(at)
+    no_exception(at)
     prefix = at.session_state["beam_forced"]["prefix"]
     tokenizer = load_checkpoint(info.path, device="cpu").tokenizer
     assert prefix == [int(t) for t in tokenizer.encode(word, side="tgt")]    # step 1: nothing before it
@@ -160,7 +157,7 @@ def test_forcing_a_typed_word(checkpoint):
 def test_empty_text_is_a_friendly_info(checkpoint, text, message):
     info, _ = checkpoint
     at = open_page(info.name, text)
-    no_exceptions(at)
+    no_exception(at)
     assert message in texts(at.info) and not at.dataframe
 
 
@@ -169,7 +166,7 @@ def test_empty_text_is_a_friendly_info(checkpoint, text, message):
 def test_odd_input_never_raises(checkpoint, text):
     info, _ = checkpoint
     at = open_page(info.name, text)
-    no_exceptions(at)
+    no_exception(at)
     assert not re.search(r"(?<!\\)<img", texts(at.markdown))                  # escaped wherever shown
     assert at.text_input(key="beam_text").value == text                        # shown literally
     if len(text) > 2000:
@@ -179,7 +176,7 @@ def test_odd_input_never_raises(checkpoint, text):
 def test_greedy_settings_say_beam_search_is_needed(checkpoint):
     info, text = checkpoint
     at = open_app(info.name, PAGE, text, session={"decode_cfg": DecodeConfig(strategy="greedy").to_dict()})
-    no_exceptions(at)
+    no_exception(at)
     assert "beam search is needed" in texts(at.info)
     assert len(at.dataframe[0].value) == 10                                   # the page still runs its search
 
@@ -191,5 +188,5 @@ def test_damaged_checkpoint_gives_a_message(checkpoint, tmp_path, monkeypatch):
     (broken / "config.json").write_text("{ not json")
     monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
     at = open_page("broken/checkpoints/step_000001", text)
-    no_exceptions(at)
+    no_exception(at)
     assert "Pick a working checkpoint" in texts(at.info)
