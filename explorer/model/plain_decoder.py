@@ -13,6 +13,7 @@ capture points they need). Its log-probs equal the module path's within float ro
 """
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from dataclasses import dataclass
@@ -67,8 +68,10 @@ _BUILT: "weakref.WeakKeyDictionary[Transformer, tuple[tuple, PlainDecoder]]" = w
 
 
 def _signature(model: Transformer) -> tuple:
-    """Changes whenever a parameter is replaced or written in place (optimizer step, load_state_dict)."""
-    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in model.parameters())
+    """Changes whenever a parameter the PlainDecoder copies is replaced or written in place
+    (optimizer step, load_state_dict). The encoder's are not among them."""
+    copied = itertools.chain(model.decoder.parameters(), model.generator.parameters())
+    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in copied)
 
 
 def plain_decoder_for(model: nn.Module) -> "PlainDecoder | None":
