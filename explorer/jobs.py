@@ -12,10 +12,15 @@ trainer is alive right now. From the two:
     no readable status.json                     -> unknown   (damaged or never started)
 
 Besides train.log the app writes nothing into a run directory; uploads go to runs/uploads/.
+A run name from a form is one folder directly under the runs directory (`run_dir_for`): never a
+path, never a symlink, so a job cannot write anywhere else. Launches are serialised across app
+processes by a flock on runs/.launch.lock, held until the new trainer holds its own lock, so two
+servers starting jobs at the same moment cannot both pass the job limit.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -33,8 +38,14 @@ from explorer.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 FINAL = ("finished", "failed", "stopped")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
+NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+RESERVED_NAMES = ("uploads",)                                   # folders of the runs directory that are not runs
 UPLOAD_MAX_BYTES = 50 * 1024 * 1024
+UPLOADS_KEEP_BYTES = 500 * 1024 * 1024     # runs/uploads/ is pruned, oldest first, down to this ...
+UPLOADS_KEEP_FILES = 50                    # ... and this many files (files a run trains on are kept)
+LAUNCH_LOCK = ".launch.lock"
+LAUNCH_WAIT = 60.0                         # seconds a launch waits for the new trainer to take its lock
 _PROCS: dict[str, subprocess.Popen] = {}      # jobs this process launched (reaped when polled)
 _LAUNCH = threading.Lock()                     # one launch at a time per app process
 
@@ -72,6 +83,33 @@ class Job:
 def runs_root() -> Path:
     """runs/ next to the code; EXPLORER_RUNS_DIR points elsewhere (tests, other disks)."""
     return Path(os.environ.get("EXPLORER_RUNS_DIR") or ROOT / "runs").resolve()
+
+
+def run_dir_for(name: str) -> Path:
+    """The run directory a run name from a form stands for: a folder directly under runs_root().
+
+    Refused (JobError naming the rule) when the name is not one plain path component ('..', '/',
+    an absolute path, '.', a hidden name), is reserved (uploads/), or already exists as a symlink
+    or anything else that resolves outside the runs directory: the trainer would write there.
+    Creates nothing.
+    """
+    name, root = str(name).strip(), runs_root()
+    refused = JobError(f"run name {name!r}: use {NAME_RULE} (a folder directly under {root}, not a path)")
+    if not NAME_RE.fullmatch(name) or name in RESERVED_NAMES:
+        raise refused
+    path = root / name
+    if path.is_symlink() or path.resolve().parent != root:
+        raise refused
+    return path
+
+
+def _own_run_dir(run_dir: str | os.PathLike) -> Path:
+    """`run_dir` as an absolute path, if it is a run directory run_dir_for() accepts; else JobError."""
+    path = Path(os.path.abspath(run_dir))                       # normalised, symlinks not followed
+    if path.parent.resolve() != runs_root() or str(Path(run_dir).name) != path.name:
+        raise JobError(f"run name {str(run_dir)!r}: use {NAME_RULE} (a folder directly under {runs_root()}, "
+                       "not a path)")
+    return run_dir_for(path.name)
 
 
 def gpu_count() -> int:
@@ -197,11 +235,9 @@ def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
         validate(cfg)
     except ValueError as err:
         raise JobError(f"invalid setting: {err}") from None
-    run_dir = Path(cfg.run_dir)
-    if not NAME_RE.match(run_dir.name):
-        raise JobError(f"run name {run_dir.name!r}: use 1-64 letters, digits, '.', '_' or '-'")
-    if new_run and ((run_dir / rf.STATUS).exists() or (run_dir / rf.CHECKPOINTS).exists()):
-        raise JobError(f"a run named {run_dir.name!r} already exists; pick another name or resume it")
+    run_dir = _own_run_dir(cfg.run_dir)
+    if new_run:
+        _check_new(run_dir)
     if cfg.dataset not in ("numbers", "bible"):
         if not Path(cfg.dataset).is_file():
             raise JobError(f"dataset {cfg.dataset!r}: no such file (use numbers, bible or an uploaded .tsv)")
@@ -218,6 +254,11 @@ def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
     if free < need:
         raise JobError(f"not enough disk space: {free >> 20} MiB free under {run_dir.parent}, "
                        f"the run needs about {need >> 20} MiB")
+
+
+def _check_new(run_dir: Path) -> None:
+    if (run_dir / rf.STATUS).exists() or (run_dir / rf.CHECKPOINTS).exists() or (run_dir / rf.LOG).exists():
+        raise JobError(f"a run named {run_dir.name!r} already exists; pick another name or resume it")
 
 
 def _check_capacity(run_dir: Path) -> None:
@@ -249,7 +290,34 @@ def command(cfg: TrainConfig, *, resume: bool = False, nproc: int = 1) -> list[s
     return launcher + argv + (["--resume"] if resume else [])
 
 
+@contextlib.contextmanager
+def _launch_slot():
+    """One launch at a time, in this process (a lock) and across processes (flock on runs/.launch.lock).
+
+    Held from the capacity check until the new trainer holds its run lock (see _launch), so a
+    second app process that checks the limit meanwhile sees the new job as running.
+    """
+    root = runs_root()
+    with _LAUNCH:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + LAUNCH_WAIT
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise JobError("another training job is being started right now; try again in a minute")
+                    time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)                                        # closing the descriptor drops the flock
+
+
 def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> Job:
+    """Start the trainer and wait (up to LAUNCH_WAIT s) until it holds its run lock or has exited."""
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if cfg.threads:
@@ -260,25 +328,29 @@ def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> Job:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     _PROCS[str(run_dir)] = proc
+    deadline = time.monotonic() + LAUNCH_WAIT
+    while proc.poll() is None and not _lock_held(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return poll(run_dir)
 
 
 def start(cfg: TrainConfig, *, nproc: int = 1) -> Job:
-    """Validate and launch a new run in cfg.run_dir (made absolute); returns the job (starting)."""
-    cfg = TrainConfig.from_dict({**cfg.to_dict(), "run_dir": str(Path(cfg.run_dir).resolve())})
+    """Validate and launch a new run in cfg.run_dir (a folder directly under runs_root()); returns the job."""
+    cfg = TrainConfig.from_dict({**cfg.to_dict(), "run_dir": str(_own_run_dir(cfg.run_dir))})
     if nproc > 1 and nproc > gpu_count():
         raise JobError(f"{nproc} processes asked for, but {gpu_count()} GPU(s) are present")
-    with _LAUNCH:
-        validate_settings(cfg)
-        run_dir = Path(cfg.run_dir)
+    validate_settings(cfg)
+    run_dir = Path(cfg.run_dir)
+    with _launch_slot():
+        _check_new(run_dir)                     # again inside the slot: another process may have taken the name
         _check_capacity(run_dir)
         return _launch(cfg, command(cfg, nproc=nproc), run_dir)
 
 
 def resume(run_dir: str | os.PathLike, *, nproc: int = 1, **overrides) -> Job:
     """Continue a dead run from its last checkpoint (overrides, e.g. max_steps=600, win over its config)."""
-    run_dir = Path(run_dir).resolve()
-    with _LAUNCH:
+    run_dir = _own_run_dir(run_dir)
+    with _launch_slot():
         job = poll(run_dir)
         if job.active:
             raise JobError(f"{job.name!r} is {job.state}; nothing to resume")
@@ -344,4 +416,30 @@ def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
+    else:
+        os.utime(path)                                          # uploaded again: newest, pruned last
+    _prune_uploads(folder, keep=path)
     return path, report
+
+
+def _prune_uploads(folder: Path, keep: Path) -> None:
+    """Delete the oldest uploads until at most UPLOADS_KEEP_FILES files / UPLOADS_KEEP_BYTES remain.
+
+    Never `keep` (just uploaded) and never a file a run trains on (its train_config.json's
+    dataset): resuming that run needs it.
+    """
+    in_use = {str(Path(str(j.config.get("dataset", ""))).resolve()) for j in list_jobs()} | {str(keep.resolve())}
+    files = []
+    for f in folder.glob("*.tsv"):
+        with contextlib.suppress(OSError):
+            files.append((f.stat().st_mtime, f.stat().st_size, f))
+    files.sort(key=lambda entry: entry[0])                      # oldest first
+    count, total = len(files), sum(size for _, size, _ in files)
+    for _, size, f in files:
+        if count <= UPLOADS_KEEP_FILES and total <= UPLOADS_KEEP_BYTES:
+            break
+        if str(f.resolve()) in in_use:
+            continue
+        with contextlib.suppress(OSError):
+            f.unlink()
+            count, total = count - 1, total - size

@@ -95,10 +95,14 @@ def test_start_training_launches_the_settings_of_the_form(runs, monkeypatch):
 
 def test_train_page_refuses_bad_settings_and_a_full_slot(runs):
     at = open_page("train")
-    name_box = next(t for t in at.text_input if t.label.startswith("Run name"))
-    name_box.set_value("bad name!").run()
-    at.button(key="tr_start").click().run()
-    assert "Not started" in texts(at.error) and "run name" in texts(at.error)
+    root = runs["root"]
+    before = sorted(p.name for p in root.parent.iterdir()), sorted(p.name for p in root.iterdir())
+    for bad in ("bad name!", "../../trav-ui", "../escaped", str(root.parent / "abs-ui"), ".", "a/b", "uploads"):
+        next(t for t in at.text_input if t.label.startswith("Run name")).set_value(bad).run()
+        at.button(key="tr_start").click().run()
+        assert "Not started" in texts(at.error) and "run name" in texts(at.error), bad
+        assert "letters, digits" in texts(at.error)                  # the message names the rule
+    assert (sorted(p.name for p in root.parent.iterdir()), sorted(p.name for p in root.iterdir())) == before
     next(t for t in at.text_input if t.label.startswith("Run name")).set_value("fresh").run()
     at.button(key="tr_start").click().run()
     assert "limit is 1" in texts(at.error)                    # the running job holds the one slot

@@ -3,6 +3,8 @@ and state inference around them on hand-made run directories.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
@@ -211,3 +213,92 @@ def test_lock_holder_started_elsewhere_is_seen_as_running(root):
         holder.wait()
     time.sleep(0.05)
     assert jobs.poll(run).state == "stopped"
+
+
+# ---- run names: a folder directly under the runs directory, nothing else --------------------------
+HOSTILE_NAMES = ["../../trav-ui", "/tmp/abs-ui", ".", "..", "a/b", "../checkpoints/numbers-en-de-step150",
+                 "uploads", " ", "a\x00b", "x" * 65, ".hidden"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_run_names_that_leave_the_runs_directory_are_refused_and_nothing_is_created(root, tmp_path, name):
+    outside = sorted(p.name for p in tmp_path.parent.iterdir())
+    target = Path(os.path.normpath(str(root / name).replace("\x00", "")))
+    existed = target.exists()
+    with pytest.raises(jobs.JobError, match="run name") as err:
+        jobs.run_dir_for(name)
+    assert "letters, digits" in str(err.value)                  # the message names the rule
+    with pytest.raises(jobs.JobError, match="run name"):        # a config built around the check is refused too
+        jobs.start(numbers_cfg(root / name))
+    assert not any(root.iterdir())
+    assert sorted(p.name for p in tmp_path.parent.iterdir()) == outside
+    assert target.exists() == existed and not (target / rf.LOG).exists()
+
+
+def test_a_run_name_that_resolves_elsewhere_is_refused(root, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (root / "link").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(jobs.JobError, match="run name"):
+        jobs.run_dir_for("link")
+    with pytest.raises(jobs.JobError, match="run name"):
+        jobs.start(numbers_cfg(root / "link"))
+    with pytest.raises(jobs.JobError, match="run name"):
+        jobs.resume(root / "link")
+    assert not any(elsewhere.iterdir())
+
+
+def test_a_good_run_name_is_a_folder_directly_under_the_runs_directory(root):
+    assert jobs.run_dir_for(" numbers-0101_a.b ") == root / "numbers-0101_a.b"
+    assert not (root / "numbers-0101_a.b").exists()             # naming creates nothing
+
+
+STARTER = """
+import json, sys, time
+from explorer import jobs, train  # noqa: F401  (imports done before the agreed moment)
+from explorer.config import TrainConfig
+cfg, at = TrainConfig(**json.loads(sys.argv[1])), float(sys.argv[2])
+time.sleep(max(0.0, at - time.time()))
+try:
+    print("started", jobs.start(cfg).name)
+except jobs.JobError as err:
+    print("refused", err)
+"""
+
+
+@pytest.mark.slow
+def test_the_job_limit_holds_across_app_processes(root, tokenizer_dir):
+    """Two app processes press Start at the same moment; with a limit of one, exactly one job runs."""
+    runs = [seeded(root / f"race-{i}", tokenizer_dir) for i in (0, 1)]
+    at = time.time() + 8                                           # both wait for the same moment
+    procs = [subprocess.Popen([sys.executable, "-c", STARTER, json.dumps(numbers_cfg(run, max_steps=100000).to_dict()),
+                               str(at)], cwd=jobs.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for run in runs]
+    try:
+        outputs = [p.communicate(timeout=LIMIT)[0] for p in procs]
+        started = [run for run, out in zip(runs, outputs) if out.startswith("started")]
+        assert len(started) == 1 and any("limit is 1" in o for o in outputs), outputs
+        refused = next(run for run in runs if run not in started)
+        assert not (refused / rf.LOG).exists()                      # the refused one launched nothing
+        wait(started[0], lambda j: j.state == "running", "the started job to run")
+    finally:
+        for run in runs:
+            with contextlib.suppress(jobs.JobError):
+                jobs.stop(run)
+            jobs.wait(run, timeout=LIMIT)
+
+
+def test_uploads_are_pruned_oldest_first_but_never_one_a_run_uses(root, monkeypatch):
+    monkeypatch.setattr(jobs, "UPLOADS_KEEP_FILES", 3)
+    paths = []
+    for i in range(6):
+        paths.append(jobs.save_upload(f"one\teins\ntwo\tzwei\nthree\tdrei {i}\n".encode())[0])
+        os.utime(paths[-1], (1000 + i, 1000 + i))               # distinct ages, oldest first
+        if i == 0:                                              # the oldest one trains a run
+            run = write_run(root / "uses-it", {"state": "finished"})
+            rf.write_json_atomic(run / rf.CONFIG, {**rf.read_json(run / rf.CONFIG), "dataset": str(paths[0])})
+    kept = sorted(p.name for p in (root / "uploads").iterdir())
+    assert paths[0].exists() and paths[-1].exists()
+    assert len(kept) == 3 and not paths[1].exists() and not paths[2].exists()
+    monkeypatch.setattr(jobs, "UPLOADS_KEEP_BYTES", 1)          # a byte bound: all but the used and the new
+    newest = jobs.save_upload(b"four\tvier\nfive\tfuenf\nsix\tsechs\n")[0]
+    assert sorted(p for p in (root / "uploads").iterdir()) == sorted([paths[0], newest])

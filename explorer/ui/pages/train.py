@@ -84,7 +84,8 @@ def new_job_form() -> None:
     c1, c2 = st.columns(2)
     if not st.session_state.get(k + "name"):
         st.session_state[k + "name"] = f"{choice}-{time.strftime('%m%d-%H%M%S')}"
-    name = c1.text_input("Run name (folder under runs/)", key=k + "name")
+    name = c1.text_input("Run name (folder under runs/)", key=k + "name", max_chars=64,
+                         help=f"A new folder directly under runs/: {jobs.NAME_RULE}.")
     start_from = c2.radio("Start from", ["scratch", "checkpoint"], horizontal=True, key=k + "from",
                           format_func={"scratch": "Scratch (a preset)", "checkpoint": "Fine-tune a checkpoint"}.get)
     init_from, preset_name = None, d["preset"]
