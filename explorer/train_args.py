@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import fields
 from pathlib import Path
 
 from explorer import run_files as rf
 from explorer.config import PRESETS, TrainConfig
+
+# Upper limits: far above any setting that makes sense here, low enough that a slip (a few extra
+# zeros, "inf") is refused with a message instead of overflowing or exhausting memory later.
+MAX_EPOCHS = 1_000_000
 
 _FLAG_TYPES = {"max_steps": int, "epochs": float, "dropout": float, "threads": int, "init_from": str}
 _PY_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "None": (type(None),)}
@@ -74,12 +79,22 @@ def _check_types(cfg: TrainConfig) -> None:
             raise ValueError(f"{f.name} must be {f.type}, not {value!r}")
 
 
+def _check_finite(cfg: TrainConfig) -> None:
+    """NaN passes no comparison and inf passes every upper one: name them before the range checks."""
+    for f in fields(TrainConfig):
+        value = getattr(cfg, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{f.name} must be a finite number, not {value}")
+
+
 def validate(cfg: TrainConfig) -> None:
     """Refuse settings that cannot work, before anything starts (the app shows these messages)."""
     _check_types(cfg)
+    _check_finite(cfg)
     checks = [
         (cfg.max_steps >= 1 or cfg.epochs, "max_steps must be >= 1"),
         (cfg.epochs is None or cfg.epochs > 0, "epochs must be > 0"),
+        (cfg.epochs is None or cfg.epochs <= MAX_EPOCHS, f"epochs must be <= {MAX_EPOCHS:,}"),
         (cfg.batch_tokens >= 16, "batch_tokens must be >= 16"),
         (cfg.accum_steps >= 1, "accum_steps must be >= 1"),
         (cfg.warmup >= 1, "warmup must be >= 1"),
