@@ -1,0 +1,137 @@
+"""AppTest of the sidebar's checkpoint picker while checkpoints come and go on disk.
+
+A training run saves new checkpoints and prunes old ones (keep_last) while the app is open, and the
+listing is re-read every 30 s: the checkpoint in use must stay the one the user picked (the same
+folder, whatever now sorts before it), and if that folder disappears the app must say so rather
+than switch model silently. Checkpoints here are copies of the shipped numbers-en-de in a temporary
+folder (EXPLORER_CHECKPOINT_ROOTS), each with its own training step, so the sidebar's caption tells
+them apart.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app_support import ROOT, copy, no_exception, open_app, texts
+from explorer.ui import state
+
+SOURCE = ROOT / "checkpoints" / "numbers-en-de"
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    """An empty checkpoint root listed instead of checkpoints/ and runs/ (the listing forgotten before
+    and after, so no other test sees it)."""
+    if not (SOURCE / "model.safetensors").is_file():
+        pytest.skip(f"needs the shipped checkpoint {SOURCE.name}")
+    folder = tmp_path / "ckpts"
+    folder.mkdir()
+    monkeypatch.setenv(state.ROOTS_ENV, str(folder))
+    state.refresh_checkpoints()
+    yield folder
+    state.refresh_checkpoints()
+
+
+def add(root, name: str, step: int):
+    """A healthy checkpoint folder `name` whose config says training step `step`."""
+    path = copy(SOURCE, root / name)
+    meta = json.loads((path / "config.json").read_text())
+    meta["training"]["step"] = step
+    (path / "config.json").write_text(json.dumps(meta))
+    state.refresh_checkpoints()                     # what the 30 s listing refresh does
+    return path
+
+
+def remove(path) -> None:
+    shutil.rmtree(path)
+    state.refresh_checkpoints()
+
+
+def picker(at):
+    return at.sidebar.selectbox(key="ckpt_pick")
+
+
+def shown_label(at) -> str:
+    box = picker(at)
+    return box.options[box.index]
+
+
+def pick(at, name: str):
+    """Choose `name` in the picker, as a user does: by the label it shows."""
+    box = picker(at)
+    labels = [o for o in box.options if o.startswith(name + " ")]
+    assert len(labels) == 1, (name, box.options)
+    box.select_index(box.options.index(labels[0]))
+    return at.run()
+
+
+def assert_in_use(at, path, step: int) -> None:
+    """Everything that names the checkpoint in use agrees on `path` (a checkpoint with `step`)."""
+    no_exception(at)
+    assert at.session_state["checkpoint_path"] == str(path)
+    assert shown_label(at).startswith(path.name + " "), shown_label(at)
+    assert f"step {step} " in texts(at.sidebar.caption), texts(at.sidebar.caption)
+    assert at.query_params["ckpt"] == path.name
+
+
+def test_the_chosen_checkpoint_stays_chosen_when_others_come_and_go(root):
+    early = add(root, "run-b", 200)
+    chosen = add(root, "run-c", 300)
+    add(root, "run-d", 400)
+    at = open_app("run-d", text="three hundred")
+    assert_in_use(at, root / "run-d", 400)
+    assert_in_use(pick(at, "run-c"), chosen, 300)
+
+    add(root, "run-a", 100)                          # a new run saves one that sorts earlier
+    assert_in_use(at.run(), chosen, 300)
+    remove(early)                                    # keep_last prunes an earlier one
+    assert_in_use(at.run(), chosen, 300)
+    add(root, "run-0", 50)                           # both at once: as many options as before
+    remove(root / "run-a")
+    assert_in_use(at.run(), chosen, 300)
+    assert not at.sidebar.warning
+
+
+def test_a_vanished_checkpoint_is_reported_not_silently_replaced(root):
+    add(root, "run-b", 200)
+    chosen = add(root, "run-c", 300)
+    add(root, "run-d", 400)
+    at = pick(open_app("run-b", text="three hundred"), "run-c")
+    assert_in_use(at, chosen, 300)
+
+    remove(chosen)
+    at.run()
+    no_exception(at)
+    now = at.session_state["checkpoint_path"]
+    now_name = Path(now).name
+    assert now != str(chosen) and now_name in ("run-b", "run-d")
+    warning = texts(at.sidebar.warning).replace("\\", "")
+    assert "run-c" in warning and now_name in warning, warning
+    assert shown_label(at).startswith(now_name + " ") and at.query_params["ckpt"] == now_name
+    at.run()                                         # still said on the next rerun ...
+    assert "run-c" in texts(at.sidebar.warning).replace("\\", "")
+    at = pick(at, "run-b" if now_name == "run-d" else "run-d")
+    no_exception(at)
+    assert not at.sidebar.warning                    # ... until the user picks one
+
+
+def test_a_link_to_a_missing_checkpoint_says_so(root):
+    add(root, "run-b", 200)
+    at = open_app("run-gone", text="three hundred")
+    assert_in_use(at, root / "run-b", 200)
+    warning = texts(at.sidebar.warning).replace("\\", "")
+    assert "run-gone" in warning and "run-b" in warning, warning
+
+
+def test_picking_one_that_just_vanished_keeps_the_one_in_use(root):
+    add(root, "run-b", 200)
+    late = add(root, "run-c", 300)
+    at = open_app("run-b", text="three hundred")
+    remove(late)                                     # pruned while the dropdown was open
+    at = pick(at, "run-c")
+    assert_in_use(at, root / "run-b", 200)
+    warning = texts(at.sidebar.warning).replace("\\", "")
+    assert "run-c" in warning and "run-b" in warning, warning
