@@ -183,10 +183,15 @@ def set_text(text: str) -> None:
 
 
 def sentence_box(key: str, label: str, **kwargs) -> str:
-    """A text area bound to the shared sentence: shows current_text(), and typing sets it."""
+    """A text area bound to the shared sentence: shows current_text(), and typing sets it.
+
+    The sentence is handed to the browser on every run, not only when it differs from the box's
+    value: a run that ends in st.stop() before the box is drawn (a checkpoint that fails to load)
+    skips Streamlit's end-of-run bookkeeping, so its copy of the box keeps the old value while the
+    browser drops the box; drawn again, the browser would show it empty and send that back.
+    """
     text = current_text()
-    if st.session_state.get(key) != text:
-        st.session_state[key] = text
+    st.session_state[key] = text
     st.text_area(label, key=key, on_change=lambda: set_text(st.session_state[key]), **kwargs)
     return current_text()
 
