@@ -32,16 +32,24 @@ class ModelConfig:
     pad_id: int = 0
 
     def __post_init__(self) -> None:
+        for name, limit in MODEL_LIMITS.items():     # a config.json read from disk may say anything
+            value = getattr(self, name)
+            if not _is_int(value) or not 1 <= value <= limit:
+                raise ValueError(f"{name} must be an integer in [1, {limit:,}], not {value!r}")
+        if self.max_len * self.d_model > MAX_POSITION_VALUES:
+            raise ValueError(f"max_len x d_model = {self.max_len * self.d_model:,} exceeds {MAX_POSITION_VALUES:,} "
+                             "(the positional table built when the model is made)")
+        if not _is_int(self.pad_id) or not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(f"pad_id must be an integer id of both vocabularies, not {self.pad_id!r}")
+        if not isinstance(self.pe_base, (int, float)) or not 1.0 < self.pe_base < 1e12:
+            raise ValueError(f"pe_base must be a number in (1, 1e12), not {self.pe_base!r}")
         if self.d_model % self.n_heads != 0:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.positions not in ("sinusoidal", "learned"):
             raise ValueError(f"positions must be 'sinusoidal' or 'learned', not {self.positions!r}")
         if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("tie_embeddings needs src_vocab_size == tgt_vocab_size (a joint vocabulary)")
-        for name in ("d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        if not 0.0 <= self.dropout < 1.0:
+        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
             raise ValueError("dropout must be in [0, 1)")
 
     @property
@@ -55,6 +63,14 @@ class ModelConfig:
     def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
         """Build from a dict, refusing unknown keys (a typo must not silently become a default)."""
         return _from_dict(cls, data)
+
+
+# Upper bounds on what a config (a checkpoint's config.json included) may describe, checked before
+# anything is allocated. Far above any translation model in use (the paper's big model: d_model
+# 1024, d_ff 4096, 16 heads, 6+6 layers; NLLB's vocabulary: 256k), far below what takes a server down.
+MODEL_LIMITS = {"src_vocab_size": 1 << 20, "tgt_vocab_size": 1 << 20, "d_model": 16384, "n_heads": 256,
+                "d_ff": 65536, "n_encoder_layers": 128, "n_decoder_layers": 128, "max_len": 65536}
+MAX_POSITION_VALUES = 1 << 24     # max_len * d_model: the sinusoidal table (64 MiB in float32)
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -1,7 +1,9 @@
 """A Transformer's structure (parameter names and shapes) for checks that never read its values.
 
 Listing checkpoints (is this safetensors header the model its config describes?) and sizing a
-training run (how many parameters?) both need the structure only.
+training run (how many parameters?) both need the structure only. `parameter_count` answers the
+second question from the config alone, so a weights file can be checked against its config.json
+before any tensor is made.
 """
 from __future__ import annotations
 
@@ -38,3 +40,27 @@ def model_skeleton(cfg: ModelConfig) -> Transformer:
     """
     with _NoInit():
         return Transformer(cfg)
+
+
+def parameter_count(cfg: ModelConfig) -> int:
+    """How many values a model of `cfg` stores (a tied matrix once), computed without building it.
+
+    A checkpoint's config.json is checked against its weights file with this before anything is
+    allocated: a config claiming d_model = 2^31 must fail as "damaged", not in the allocator.
+    tests/test_checkpoint_limits.py keeps it equal to model_skeleton(cfg).num_parameters() for
+    every ModelConfig option; a new option changes both.
+    """
+    d, f = cfg.d_model, cfg.d_ff
+    attention = 4 * (d * d + d)                         # w_q, w_k, w_v, w_o, each with a bias
+    ffn = (d * f + f) + (f * d + d)                     # w_1, w_2
+    norm = 2 * d                                        # LayerNorm gain and bias
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = 2 * attention + ffn + 3 * norm
+    final_norms = 2 * norm if cfg.norm_first else 0
+    positions = 2 * cfg.max_len * d if cfg.positions == "learned" else 0     # sinusoidal: a buffer, not stored
+    if cfg.tie_embeddings:
+        vocab = cfg.src_vocab_size * d                  # one matrix: source, target and output projection
+    else:
+        vocab = cfg.src_vocab_size * d + 2 * cfg.tgt_vocab_size * d
+    return (cfg.n_encoder_layers * encoder_layer + cfg.n_decoder_layers * decoder_layer + final_norms
+            + positions + vocab)

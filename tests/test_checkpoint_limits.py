@@ -1,0 +1,194 @@
+"""A checkpoint directory is untrusted input: its config.json must never drive an allocation before it
+is checked against its weights file, and listing must never raise, whatever the directory holds.
+
+Memory is measured in a fresh process (peak resident set, ru_maxrss) against the same process
+listing and loading a healthy checkpoint, so the bound is on what the damaged one adds.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from explorer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from explorer.checkpoint_list import list_checkpoints
+from explorer.config import MODEL_LIMITS, ModelConfig, preset
+from explorer.model import model_skeleton, parameter_count
+from model_helpers import FakeTokenizer, make_model
+
+ROOT = Path(__file__).resolve().parents[1]
+META = {"name": "tiny-test", "src_lang": "en", "tgt_lang": "de", "training": {"step": 5}}
+EXTRA_RSS = 120 << 20           # what listing + loading a damaged checkpoint may add to a healthy one's peak
+
+# config.json "model" overrides a hostile or unlucky directory may hold
+ABSURD = {
+    "huge d_model": dict(d_model=2147483648, n_heads=1),
+    "huge max_len": dict(max_len=50_000_000),
+    "max_len as a float": dict(max_len=5e7),
+    "large dims, tiny weights": dict(d_model=16384, d_ff=65536, n_heads=16),
+    "large vocabulary": dict(src_vocab_size=1_000_000, tgt_vocab_size=1_000_000),
+    "many layers": dict(n_encoder_layers=128, n_decoder_layers=128),
+    "negative": dict(d_ff=-5),
+    "boolean": dict(n_heads=True),
+    "string": dict(d_model="256"),
+    "nan dropout": dict(dropout=float("nan")),
+}
+
+
+def healthy(path: Path) -> Path:
+    return save_checkpoint(path, make_model(), FakeTokenizer(), meta=META)
+
+
+def with_model(path: Path, **overrides) -> Path:
+    config = json.loads((path / "config.json").read_text())
+    config["model"].update(overrides)
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+@pytest.mark.parametrize("cfg", [
+    preset("tiny"), preset("small"), preset("base"), preset("small", positions="learned"),
+    preset("small", norm_first=True), preset("tiny", tie_embeddings=False, src_vocab_size=300, tgt_vocab_size=500),
+    preset("tiny", max_len=77, n_encoder_layers=1, n_decoder_layers=5, d_ff=100),
+], ids=lambda c: f"d{c.d_model}-{c.positions}-{'pre' if c.norm_first else 'post'}-{'tied' if c.tie_embeddings else 'untied'}")
+def test_parameter_count_from_the_config_equals_the_models(cfg):
+    assert parameter_count(cfg) == model_skeleton(cfg).num_parameters()
+
+
+@pytest.mark.parametrize("kind", list(ABSURD))
+def test_absurd_model_configs_are_refused_before_anything_is_built(kind):
+    fields = {**preset("tiny").to_dict(), **ABSURD[kind]}
+    if kind in ("large dims, tiny weights", "large vocabulary", "many layers"):
+        ModelConfig(**fields)                      # within the limits: checked against the weights instead
+        return
+    with pytest.raises(ValueError) as err:
+        ModelConfig(**fields)
+    name = next(iter(ABSURD[kind]))
+    assert name in str(err.value) or "max_len x d_model" in str(err.value)
+
+
+def test_limits_admit_the_papers_big_model_and_real_vocabularies():
+    big = preset("base", d_model=1024, d_ff=4096, n_heads=16, src_vocab_size=256_206, tgt_vocab_size=256_206,
+                 max_len=1024)
+    assert big.d_model <= MODEL_LIMITS["d_model"] and parameter_count(big) > 200e6
+
+
+@pytest.mark.parametrize("kind", list(ABSURD))
+def test_listing_marks_a_damaged_config_and_loading_refuses_it(kind, tmp_path, fake_tokenizer):
+    path = with_model(healthy(tmp_path / "ck"), **ABSURD[kind])
+    [info] = list_checkpoints(tmp_path)
+    assert info.error and "config.json" in info.error or "model.safetensors" in info.error, info.error
+    with pytest.raises(CheckpointError):
+        load_checkpoint(path)
+
+
+PROBE = textwrap.dedent("""
+    import json, resource, sys, time
+    sys.path.insert(0, {tests!r})
+    import model_helpers
+    from explorer import checkpoint
+    checkpoint._tokenizer_class = lambda: model_helpers.FakeTokenizer
+    from explorer.checkpoint import CheckpointError, load_checkpoint
+    from explorer.checkpoint_list import list_checkpoints
+    t0 = time.perf_counter()
+    infos = list_checkpoints(sys.argv[1])
+    try:
+        load_checkpoint(infos[0].path)
+        loaded = "loaded"
+    except CheckpointError as err:
+        loaded = str(err)
+    print(json.dumps({{"error": infos[0].error, "load": loaded, "seconds": time.perf_counter() - t0,
+                      "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
+""")
+
+
+def probe(root: Path) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE.format(tests=str(ROOT / "tests")), str(root)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("kind", ["huge d_model", "huge max_len", "large dims, tiny weights", "large vocabulary"])
+def test_a_damaged_config_costs_bounded_memory_to_list_and_load(kind, tmp_path):
+    reference = probe(healthy(tmp_path / "good" / "ck").parent)
+    assert reference["error"] is None and reference["load"] == "loaded"
+    damaged = probe(with_model(healthy(tmp_path / "bad" / "ck"), **ABSURD[kind]).parent)
+    assert damaged["error"] and damaged["load"] != "loaded"
+    assert damaged["peak"] - reference["peak"] < EXTRA_RSS, (damaged, reference)
+
+
+def test_an_absurd_checkpoint_does_not_take_the_app_down(tmp_path, monkeypatch):
+    """Every page renders with an absurd config.json beside a working checkpoint; it is listed as damaged."""
+    from app_support import AppTest, first_usable_checkpoint
+
+    found = first_usable_checkpoint()
+    if found is None:
+        pytest.skip("needs a shipped checkpoint")
+    info, sentence = found
+    shutil.copytree(info.path, tmp_path / "good")
+    for i, kind in enumerate(("huge d_model", "huge max_len", "large dims, tiny weights")):
+        shutil.copytree(info.path, tmp_path / f"absurd-{i}")
+        config = json.loads((tmp_path / f"absurd-{i}" / "config.json").read_text())
+        config["model"].update(ABSURD[kind])
+        config["name"] = f"absurd-{i}"
+        (tmp_path / f"absurd-{i}" / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path))
+    monkeypatch.setenv("EXPLORER_DEVICE", "cpu")
+    from explorer.ui import state
+    state.refresh_checkpoints()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["ckpt"] = info.name
+    at.query_params["text"] = sentence
+    at.run()
+    for page in ("translate", "attention", "positions", "beam", "train", "schedule", "checkpoints"):
+        at.switch_page(f"explorer/ui/pages/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+    labels = list(at.sidebar.selectbox[0].options)
+    assert sum("(damaged)" in label for label in labels) == 3, labels
+    state.refresh_checkpoints()
+
+
+def test_nan_weights_and_flipped_bytes_are_marked_damaged_in_the_listing(tmp_path, fake_tokenizer):
+    model = make_model()
+    with torch.no_grad():
+        model.decoder.layers[0].ffn.w_1.weight[0, 0] = float("nan")
+    nan = save_checkpoint(tmp_path / "nan", model, FakeTokenizer(), meta=META)
+    flipped = healthy(tmp_path / "flipped")
+    data = bytearray((flipped / "model.safetensors").read_bytes())
+    data[-100] ^= 0x01                                      # one bit of one weight: only the sha256 sees it
+    (flipped / "model.safetensors").write_bytes(bytes(data))
+    garbage_tokenizer = healthy(tmp_path / "garbage-tokenizer")
+    (garbage_tokenizer / FakeTokenizer.FILE).write_bytes(os.urandom(64))
+    infos = {i.path.name: i for i in list_checkpoints(tmp_path)}
+    assert "NaN" in infos["nan"].error and "w_1" in infos["nan"].error
+    assert "sha256" in infos["flipped"].error
+    assert FakeTokenizer.FILE in infos["garbage-tokenizer"].error
+    for name, expected in (("nan", "NaN"), ("flipped", "sha256"), ("garbage-tokenizer", "tokenizer")):
+        with pytest.raises(CheckpointError, match=expected):
+            load_checkpoint(tmp_path / name)
+
+
+def test_the_contents_check_follows_a_changed_file(tmp_path, fake_tokenizer):
+    path = healthy(tmp_path / "ck")
+    assert list_checkpoints(tmp_path)[0].error is None
+    (path / FakeTokenizer.FILE).write_text("not json")      # replaced later: the listing sees the new file
+    os.utime(path / FakeTokenizer.FILE, ns=(1, 1))
+    assert FakeTokenizer.FILE in list_checkpoints(tmp_path)[0].error
+
+
+def test_a_symlink_out_of_the_root_is_not_followed(tmp_path, fake_tokenizer):
+    outside = healthy(tmp_path / "outside" / "ck")
+    root = tmp_path / "root"
+    inside = healthy(root / "real")
+    (root / "escape").symlink_to(outside.parent, target_is_directory=True)
+    (root / "alias").symlink_to(inside, target_is_directory=True)            # within the root: followed
+    assert sorted(i.path.name for i in list_checkpoints(root)) == ["alias", "real"]
