@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app_support import ROOT, copy, no_exception, open_app, texts
+from app_support import ROOT, copy, damage, no_exception, open_app, texts
 from explorer.ui import state
 
 SOURCE = ROOT / "checkpoints" / "numbers-en-de"
@@ -135,3 +135,55 @@ def test_picking_one_that_just_vanished_keeps_the_one_in_use(root):
     assert_in_use(at, root / "run-b", 200)
     warning = texts(at.sidebar.warning).replace("\\", "")
     assert "run-c" in warning and "run-b" in warning, warning
+
+
+def browser_shows(widget) -> str:
+    """What the browser shows in a text box it draws afresh (it was not on the page in the run
+    before): the value the server sends with it (set_value), else the widget's default."""
+    return widget.proto.value if widget.proto.set_value else widget.proto.default
+
+
+@pytest.mark.parametrize("page, typed", [
+    ("translate", {"text_box": "three hundred and five", "manual_reference": "dreihundertfünf"}),
+    ("attention", {"attn_text_box": "three hundred and five"}),
+    ("beam", {"beam_text": "three hundred and five"}),
+])
+def test_what_was_typed_survives_a_checkpoint_that_fails_to_load(root, page, typed):
+    """A damaged checkpoint stops the page before its inputs are drawn, so the browser drops them;
+    back on a healthy checkpoint it draws them again and must be handed what the user had typed
+    (else it shows them empty, sends that back on the next rerun, and the sentence is lost)."""
+    damage(SOURCE, root / "run-a", "header")         # listed as "(damaged)"; cannot be loaded
+    add(root, "run-b", 200)
+    at = open_app("run-b", page=f"explorer/ui/pages/{page}.py")
+    for key, value in typed.items():
+        find(at, key).set_value(value)
+    at.run()
+    no_exception(at)
+    sentence = next(iter(typed.values()))
+    assert at.session_state["text"] == sentence and at.query_params["text"] == sentence
+
+    at = pick(at, "run-a")
+    no_exception(at)
+    assert "cannot be used" in texts(at.error)
+    assert all(find(at, key, required=False) is None for key in typed)   # the page stopped before them
+
+    at = pick(at, "run-b")
+    no_exception(at)
+    for key, value in typed.items():
+        assert browser_shows(find(at, key)) == value, key
+        find(at, key).set_value(browser_shows(find(at, key)))    # the browser sends what it shows
+    at.run()                                                     # on the next rerun
+    no_exception(at)
+    assert at.session_state["text"] == sentence and at.query_params["text"] == sentence
+    for key, value in typed.items():
+        assert find(at, key).value == value, key
+
+
+def find(at, key: str, required: bool = True):
+    """The text box (text_area or text_input) with widget key `key` on the page."""
+    for kind in ("text_area", "text_input"):
+        found = [w for w in at.get(kind) if w.key == key]
+        if found:
+            return found[0]
+    assert not required, f"no text box {key!r} on the page"
+    return None

@@ -45,8 +45,10 @@ if examples:
 state.sentence_box("text_box", f"Sentence to translate ({src_lang} → {tgt_lang})", height=90,
                    placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
 cfg, n_samples = decode_form.render()
-if "manual_reference" not in st.session_state:                # widgets not drawn are forgotten
-    st.session_state["manual_reference"] = st.session_state.get("_manual_reference", "")
+# Widgets not drawn are forgotten (hence the "_" copy); and after a run that stopped before this
+# box (a checkpoint that fails to load) the browser draws it anew, so it is handed its value each run.
+st.session_state["manual_reference"] = st.session_state.get("manual_reference",
+                                                            st.session_state.get("_manual_reference", ""))
 with st.expander("Reference translation (optional)", expanded=False):
     typed = st.text_input("Your reference, for BLEU/chrF when the sentence is not a test example",
                           key="manual_reference")
