@@ -2,8 +2,9 @@
 
 - The model is loaded once per checkpoint (st.cache_resource, keyed by path + file hash) and is
   shared read-only: nobody calls .train() on it, and hooks exist only inside explorer.hooks.capture.
-- Translations and traces are plain data cached with st.cache_data (copied per call), keyed by
-  (checkpoint hash, text, settings), so concurrent users never share a mutable result.
+- Translations and traces are plain data memoised in caches bounded in bytes (result_cache.py;
+  the bounds are below), copied per call and keyed by (checkpoint hash, text, settings), so
+  concurrent users never share a mutable result and memory stays bounded over a lesson.
 - The URL carries the view (checkpoint, text, page, layer, head, kind, step) via st.query_params.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import streamlit as st
 from explorer.checkpoint import CheckpointError, load_checkpoint
 from explorer.checkpoint_list import CheckpointInfo, list_checkpoints
 from explorer.config import DecodeConfig
+from explorer.ui.result_cache import bounded_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT_ROOTS = (ROOT / "checkpoints", ROOT / "runs")
@@ -26,6 +28,13 @@ DEFAULT_CHECKPOINT = "bible-es-en"
 MAX_CHARS = 2000                      # longer input is truncated with a notice
 URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
 MAX_EXAMPLES = 300                    # examples offered from a checkpoint's test.tsv
+# Shared result caches, bounded in bytes (a maximal 2,000-character attention trace is ~43 MB, a
+# typical sentence's ~1-4 MB). Models: at most MAX_MODELS loaded at once (each about its weights in
+# float32, plus a decoder copy for fast decoding).
+TRACE_CACHE_BYTES = 256 << 20
+TRANSLATION_CACHE_BYTES = 128 << 20
+SCORE_CACHE_BYTES = 32 << 20
+MAX_MODELS = 4
 
 
 # ---- URL state ------------------------------------------------------------------------------
@@ -132,7 +141,7 @@ def _limit_threads() -> None:
         torch.set_num_threads(1)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
+@st.cache_resource(max_entries=MAX_MODELS, show_spinner="Loading the model…")
 def _load(path: str, fingerprint: str):
     _limit_threads()
     loaded = load_checkpoint(path, device=os.environ.get("EXPLORER_DEVICE", "auto"))
@@ -213,7 +222,7 @@ def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
 
 
 # ---- cached library calls -------------------------------------------------------------------
-@st.cache_data(max_entries=256, show_spinner=False)
+@bounded_cache(TRANSLATION_CACHE_BYTES)
 def translate(ckpt_path: str, sha: str, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),
               trace: bool = True):
     from explorer.decoding import translate as run
@@ -223,7 +232,7 @@ def translate(ckpt_path: str, sha: str, text: str, cfg: dict, prefix: tuple = ()
                ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@bounded_cache(TRACE_CACHE_BYTES)
 def attention(ckpt_path: str, sha: str, src_ids: tuple, tgt_ids: tuple, ablate: tuple = ()):
     """One teacher-forced forward inside capture(): every capture point, as numpy."""
     from explorer.decoding import attention_trace
@@ -232,7 +241,7 @@ def attention(ckpt_path: str, sha: str, src_ids: tuple, tgt_ids: tuple, ablate: 
     return attention_trace(ckpt.model, ckpt.tokenizer, list(src_ids), list(tgt_ids), ablate=list(ablate))
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@bounded_cache(SCORE_CACHE_BYTES)
 def score(ckpt_path: str, sha: str, text: str, target: str, cfg: dict, ablate: tuple = ()):
     """Teacher-forced log-probabilities of a given translation (a reference, or an earlier output)."""
     from explorer.decoding import score_text

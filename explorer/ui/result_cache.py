@@ -1,0 +1,54 @@
+"""Results shared by every session of the app, memoised in memory bounded in bytes.
+
+st.cache_data bounds a cache by its number of entries only: 256 attention traces of 2,000-character
+sentences (~43 MB each) would have been allowed ~11 GB. A `bounded_cache` is an LRU cache
+(cachetools) whose size is the sum of its entries' pickled sizes, so its bound is in bytes: the
+least recently used results go first, and a result larger than the whole bound is computed and
+returned but not kept. Each call gets its own deep copy, as with st.cache_data, so a page that
+changes a result in place cannot change what another user sees.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import pickle
+import threading
+from typing import Any, Callable
+
+import cachetools
+
+
+def pickled_size(value: Any) -> int:
+    """An entry's size: its pickle's length (numpy arrays pickle as their raw bytes)."""
+    return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _key(*args: Any, **kwargs: Any) -> str:
+    """Arguments as one string; dicts (decoding settings) and tuples are fine, key order is not."""
+    return json.dumps([args, kwargs], sort_keys=True, default=repr)
+
+
+def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
+    """Memoise a function in an LRU cache of at most `max_bytes` (pickled sizes of the results).
+
+    The wrapper has `.cache` (the cachetools.LRUCache: .currsize, .maxsize) and `.clear()`.
+    Exceptions are not cached. Thread-safe: the cache is touched under a lock, the function runs
+    outside it (two sessions asking for the same new result may both compute it).
+    """
+    def decorate(fn: Callable) -> Callable:
+        cache = cachetools.LRUCache(maxsize=max_bytes, getsizeof=pickled_size)
+        lock = threading.Lock()
+        memo = cachetools.cached(cache, key=_key, lock=lock)(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return copy.deepcopy(memo(*args, **kwargs))
+
+        def clear() -> None:
+            with lock:
+                cache.clear()
+
+        wrapper.cache, wrapper.clear = cache, clear
+        return wrapper
+    return decorate

@@ -1,0 +1,66 @@
+"""The app's shared result caches are bounded in bytes, not entries (explorer/ui/result_cache.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.ui.result_cache import bounded_cache, pickled_size
+
+MIB = 1 << 20
+
+
+def test_the_cache_keeps_its_byte_bound_and_drops_the_least_recently_used():
+    calls = []
+
+    @bounded_cache(max_bytes=10 * MIB)
+    def trace(n: int, settings: dict) -> np.ndarray:
+        calls.append(n)
+        return np.full(MIB // 8, n, dtype=np.float64)                # ~1 MiB each
+
+    for n in range(30):
+        trace(n, {"beam": 5, "alpha": 0.6})
+        assert trace.cache.currsize <= 10 * MIB
+    assert len(trace.cache) == 9                                      # 9 x (1 MiB + pickle header) fit
+    calls.clear()
+    trace(29, {"alpha": 0.6, "beam": 5})                              # a hit, whatever the key order
+    trace(0, {"beam": 5, "alpha": 0.6})                               # long gone: computed again
+    assert calls == [0]
+
+
+def test_a_result_larger_than_the_bound_is_returned_but_not_kept():
+    @bounded_cache(max_bytes=MIB)
+    def big(n: int) -> np.ndarray:
+        return np.zeros(n, dtype=np.uint8)
+
+    assert big(4 * MIB).shape == (4 * MIB,)
+    assert big.cache.currsize == 0 and len(big.cache) == 0
+    big(1000)
+    assert big.cache.currsize == pickled_size(np.zeros(1000, dtype=np.uint8))
+
+
+def test_each_call_gets_its_own_copy_and_errors_are_not_cached():
+    failures = []
+
+    @bounded_cache(max_bytes=MIB)
+    def result(n: int) -> dict:
+        if n < 0:
+            failures.append(n)
+            raise ValueError("negative")
+        return {"weights": np.arange(n, dtype=np.float32)}
+
+    first = result(4)
+    first["weights"][:] = -1                                          # a page scribbles on its copy
+    assert result(4)["weights"].tolist() == [0, 1, 2, 3]
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            result(-1)
+    assert failures == [-1, -1]
+
+
+def test_the_apps_caches_are_bounded_in_bytes():
+    from explorer.ui import state
+
+    bounds = {fn.__name__: fn.cache.maxsize for fn in (state.translate, state.attention, state.score)}
+    assert bounds == {"translate": state.TRANSLATION_CACHE_BYTES, "attention": state.TRACE_CACHE_BYTES,
+                      "score": state.SCORE_CACHE_BYTES}
+    assert sum(bounds.values()) <= 512 * MIB
