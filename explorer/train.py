@@ -21,18 +21,25 @@ import torch
 
 from explorer import run_files as rf
 from explorer.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
-from explorer.config import TrainConfig, preset
+from explorer.config import ModelConfig, TrainConfig, preset
 from explorer.data import DataError, load_corpus
 from explorer.distributed import Dist
 from explorer.evaluate import evaluate_split
-from explorer.model import Transformer
+from explorer.model import Transformer, parameter_count
 from explorer.schedule import noam_rate
 from explorer.train_args import parse_config, validate  # noqa: F401  (re-exported for jobs/app)
 from explorer.train_data import BatchPlan, encode_pairs, prepare_tokenizer
 
 
+MEMINFO = Path("/proc/meminfo")
+
+
 class TrainingStopped(Exception):
     """Raised inside the loop when a stop was requested or the run must end early."""
+
+
+class SetupRefused(Exception):
+    """Settings that pass validate() but not this corpus or machine (a batch too big for memory)."""
 
 
 def pick_device(name: str) -> torch.device:
@@ -83,21 +90,21 @@ class Trainer:
         self.dev_split = encode_pairs(self.tokenizer, self.corpus.dev, cfg.max_len)
         if init is not None:
             self.model_cfg = init.config
-            self.model = init.model
         else:
             overrides = dict(src_vocab_size=self.tokenizer.src_vocab_size,
                              tgt_vocab_size=self.tokenizer.tgt_vocab_size, max_len=max(cfg.max_len, 64))
             if cfg.dropout is not None:
                 overrides["dropout"] = cfg.dropout
             self.model_cfg = preset(cfg.preset, **overrides)
-            self.model = Transformer(self.model_cfg)
+        self.plan = BatchPlan(self.train_split, cfg, self.dist.rank, self.dist.world)
+        self._check_batches()                     # before the model is built or a batch allocated
+        self.model = init.model if init is not None else Transformer(self.model_cfg)
         self.model.to(self.device).train()
         if cfg.bf16 and self.device.type == "cpu" and not _cpu_has_bf16() and self.dist.is_main:
             print("warning: --bf16 on a CPU without native bfloat16 (AVX512-BF16/AMX): bfloat16 matrix "
                   "products fall back to slow kernels (a training step ~12x slower than float32); use float32",
                   file=sys.stderr, flush=True)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
-        self.plan = BatchPlan(self.train_split, cfg, self.dist.rank, self.dist.world)
         steps_per_epoch = self.plan.steps_per_epoch()
         self.total_steps = (math.ceil(cfg.epochs * steps_per_epoch) if cfg.epochs else cfg.max_steps)
         self.step, self.epoch, self.batch_pos = 0, 0, 0
@@ -109,6 +116,33 @@ class Trainer:
         self.train_model = self.dist.wrap(self.model)
         if self.dist.is_main:
             rf.write_json_atomic(self.run_dir / rf.CONFIG, cfg.to_dict())
+
+    def _check_batches(self) -> None:
+        """Refuse batches this run cannot use, before the first step finds out the hard way.
+
+        An epoch with fewer batches than accum_steps never makes a step (the loop would look for one
+        forever). A step needing more memory than there is gets the process killed mid-step with its
+        status still `running`. A batch holds at most the whole corpus, and at least its longest
+        sentence. CPU ranks started together share one machine's memory; all ranks take the same
+        decision, so none is left waiting for the others.
+        """
+        cfg = self.cfg
+        batches = len(self.plan.epoch_batches(0))
+        if cfg.accum_steps > batches:
+            raise SetupRefused(f"accum_steps {cfg.accum_steps} needs {cfg.accum_steps} batches per epoch; "
+                               f"batch_tokens {cfg.batch_tokens} makes {batches}; "
+                               "lower --accum-steps or --batch-tokens")
+        seq_len = max((max(s, t) for s, t in self.train_split.lengths()), default=1)
+        tokens = min(max(cfg.batch_tokens, seq_len), len(self.train_split) * seq_len)
+        need = step_memory_bytes(self.model_cfg, tokens, seq_len)
+        if self.device.type == "cpu":
+            need *= int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        free = available_memory_bytes(self.device)
+        short = free is not None and need > free
+        if self.dist.all_sum([float(short)], self.device)[0] > 0:
+            available = f"{free / 2 ** 30:.1f} GiB" if free is not None else "less on another rank"
+            raise SetupRefused(f"batch_tokens {cfg.batch_tokens} needs about {need / 2 ** 30:.1f} GiB per step; "
+                               f"{available} available; lower --batch-tokens")
 
     def _restore(self) -> None:
         ckpts = rf.checkpoint_dirs(self.run_dir)
@@ -298,6 +332,50 @@ class Trainer:
         signal.signal(signal.SIGINT, request_stop)
 
 
+def step_memory_bytes(model_cfg: ModelConfig, tokens: int, seq_len: int) -> int:
+    """About how many bytes one training step needs: what the trainer compares with free memory.
+
+    tokens: padded tokens per side of the largest micro-batch; seq_len: its longest sequence.
+    Counted in float32 (bf16 autocast needs less, so this errs high). Each term was checked against
+    the peak resident size of real CPU steps (tiny and small presets, 2k-48k tokens, vocabularies of
+    62-30k): the sum came out 5-20% above the measurement, never below.
+      vocabulary  the loss keeps log-probabilities [tokens, V] and its backward builds a gradient of
+                  the same size: 2 floats per target token per vocabulary entry
+      layers      what each encoder and decoder layer keeps for backward: ~18 d_model + 5 d_ff floats
+                  per token (projections, residuals, norms, the feed-forward hidden layer, masks)
+      attention   scores, weights, dropout mask and their gradient: 4 floats per head per key per
+                  token, in each self- and cross-attention block
+      model       weights, gradients and Adam's two moments: 4 floats per parameter
+    Micro-batches (accum_steps) run one after another, so they do not add up.
+    """
+    layers = model_cfg.n_encoder_layers + model_cfg.n_decoder_layers
+    attention_blocks = model_cfg.n_encoder_layers + 2 * model_cfg.n_decoder_layers
+    vocabulary = 2 * tokens * model_cfg.tgt_vocab_size
+    activations = tokens * layers * (18 * model_cfg.d_model + 5 * model_cfg.d_ff)
+    attention = 4 * tokens * seq_len * model_cfg.n_heads * attention_blocks
+    model = 4 * parameter_count(model_cfg)
+    return 4 * (vocabulary + activations + attention + model)
+
+
+def available_memory_bytes(device: torch.device) -> int | None:
+    """Memory a step can still use: free GPU memory, or the kernel's MemAvailable (free memory plus
+    what it can reclaim) for the CPU. None when it cannot be read: the memory check is then skipped."""
+    if device.type == "cuda":
+        try:
+            return int(torch.cuda.mem_get_info(device)[0])
+        except (RuntimeError, AssertionError):
+            return None
+    if device.type != "cpu":
+        return None
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024          # the kernel writes kB (KiB)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _cpu_has_bf16() -> bool:
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
@@ -330,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         trainer = Trainer(cfg, resume=resume)       # refused (SystemExit, code 1) if the run is locked
-    except (DataError, CheckpointError) as err:      # status.json already says "failed" with the reason
+    except (DataError, CheckpointError, SetupRefused) as err:   # status.json already says "failed" and why
         print(f"error: {err}", file=sys.stderr)
         return 1
     try:

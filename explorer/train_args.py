@@ -16,9 +16,18 @@ from pathlib import Path
 from explorer import run_files as rf
 from explorer.config import PRESETS, TrainConfig
 
-# Upper limits: far above any setting that makes sense here, low enough that a slip (a few extra
-# zeros, "inf") is refused with a message instead of overflowing or exhausting memory later.
+# Upper limits: far above any setting that makes sense here (and above the app form's caps), low
+# enough that a slip (a few extra zeros, "inf") is refused with a message instead of overflowing or
+# exhausting memory later. Whether a batch fits this machine's memory is checked by the trainer.
+MAX_STEPS = 10_000_000
 MAX_EPOCHS = 1_000_000
+MAX_BATCH_TOKENS = 1_000_000      # padded tokens per side per batch
+MAX_ACCUM_STEPS = 1_024
+MAX_SEQ_LEN = 4_096               # max_len: the longest sentence kept, in tokens
+MAX_VOCAB_SIZE = 256_000
+MAX_KEEP_LAST = 1_000
+MAX_THREADS = 256                 # torch.set_num_threads(10**6) crashes the interpreter
+SEED_RANGE = (-2 ** 63, 2 ** 64 - 1)   # what torch.manual_seed accepts
 
 _FLAG_TYPES = {"max_steps": int, "epochs": float, "dropout": float, "threads": int, "init_from": str}
 _PY_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "None": (type(None),)}
@@ -87,10 +96,20 @@ def _check_finite(cfg: TrainConfig) -> None:
             raise ValueError(f"{f.name} must be a finite number, not {value}")
 
 
+def _check_upper_limits(cfg: TrainConfig) -> None:
+    for name, limit in (("max_steps", MAX_STEPS), ("batch_tokens", MAX_BATCH_TOKENS),
+                        ("accum_steps", MAX_ACCUM_STEPS), ("max_len", MAX_SEQ_LEN),
+                        ("vocab_size", MAX_VOCAB_SIZE), ("keep_last", MAX_KEEP_LAST), ("threads", MAX_THREADS)):
+        value = getattr(cfg, name)
+        if value is not None and value > limit:
+            raise ValueError(f"{name} must be <= {limit:,}, not {value:,}")
+
+
 def validate(cfg: TrainConfig) -> None:
     """Refuse settings that cannot work, before anything starts (the app shows these messages)."""
     _check_types(cfg)
     _check_finite(cfg)
+    _check_upper_limits(cfg)
     checks = [
         (cfg.max_steps >= 1 or cfg.epochs, "max_steps must be >= 1"),
         (cfg.epochs is None or cfg.epochs > 0, "epochs must be > 0"),
@@ -109,6 +128,7 @@ def validate(cfg: TrainConfig) -> None:
         (cfg.max_len >= 8, "max_len must be >= 8"),
         (cfg.vocab_size >= 16, "vocab_size must be >= 16"),
         (cfg.threads is None or cfg.threads >= 1, "threads must be >= 1"),
+        (SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1], "seed must be in [-2**63, 2**64 - 1]"),
         (cfg.init_from is not None or cfg.preset in PRESETS, f"unknown preset {cfg.preset!r}"),
         (cfg.tokenizer_type in ("bpe", "unigram", "word"), "tokenizer_type must be bpe, unigram or word"),
     ]

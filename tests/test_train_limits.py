@@ -7,12 +7,17 @@ trainer on the numbers task, some with a fault injected into its process (train_
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 
-from explorer import train
+from explorer import run_files as rf
+from explorer import train, train_args
 from explorer.config import TrainConfig
 from explorer.train_args import parse_config, validate
+from train_helpers import (checkpoint_steps, numbers_tokenizer, patched_cmd, run, seed_tokenizer,  # noqa: F401
+                           status)
 
 
 # ---- non-finite and absurd numbers ------------------------------------------------------------------
@@ -52,3 +57,112 @@ def test_absurd_epochs_are_refused():
     validate(TrainConfig(epochs=float(MAX_EPOCHS)))
     with pytest.raises(ValueError, match="epochs must be <= "):
         validate(TrainConfig(epochs=1e300))
+
+
+# ---- upper limits (train_args) ----------------------------------------------------------------------
+@pytest.mark.parametrize("field, limit", [
+    ("max_steps", "MAX_STEPS"), ("batch_tokens", "MAX_BATCH_TOKENS"), ("accum_steps", "MAX_ACCUM_STEPS"),
+    ("max_len", "MAX_SEQ_LEN"), ("vocab_size", "MAX_VOCAB_SIZE"), ("keep_last", "MAX_KEEP_LAST"),
+    ("threads", "MAX_THREADS"),
+])
+def test_upper_limits_are_named_constants_and_enforced(field, limit):
+    value = getattr(train_args, limit)
+    validate(TrainConfig(**{field: value}))                               # the limit itself is allowed
+    with pytest.raises(ValueError, match=f"^{field} must be <= {value:,}, not {value + 1:,}$"):
+        validate(TrainConfig(**{field: value + 1}))
+
+
+def test_seed_outside_what_torch_accepts_is_refused():
+    low, high = train_args.SEED_RANGE
+    validate(TrainConfig(seed=low))
+    validate(TrainConfig(seed=high))
+    for seed in (low - 1, high + 1):
+        with pytest.raises(ValueError, match="seed must be in"):
+            validate(TrainConfig(seed=seed))
+
+
+def test_batch_tokens_1e12_exits_2_at_once(tmp_path, capsys):
+    code = train.main(["--run-dir", str(tmp_path / "run"), "--dataset", "numbers", "--tokenizer-type", "word",
+                       "--threads", "1", "--max-steps", "1", "--batch-tokens", str(10 ** 12)])
+    assert code == 2
+    assert "batch_tokens must be <= 1,000,000, not 1,000,000,000,000" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+# ---- the memory check (train.step_memory_bytes, Trainer setup) --------------------------------------
+def test_step_memory_estimate_refuses_1e12_and_fits_the_defaults():
+    from explorer.config import preset
+
+    cfg = TrainConfig()
+    model_cfg = preset(cfg.preset, src_vocab_size=cfg.vocab_size, tgt_vocab_size=cfg.vocab_size)
+    t0 = time.perf_counter()
+    huge = train.step_memory_bytes(model_cfg, tokens=10 ** 12, seq_len=cfg.max_len)
+    assert time.perf_counter() - t0 < 0.1                                  # arithmetic, nothing allocated
+    assert huge > 2 ** 50                                                   # petabytes: no machine has them
+    default = train.step_memory_bytes(model_cfg, tokens=cfg.batch_tokens, seq_len=cfg.max_len)
+    assert 2 ** 27 < default < 1.5 * 2 ** 30          # the defaults (worst-case sentence length) fit a laptop
+    # each term grows with what it counts
+    assert train.step_memory_bytes(model_cfg, tokens=8000, seq_len=25) > \
+        train.step_memory_bytes(model_cfg, tokens=4000, seq_len=25)
+    bigger_vocab = preset(cfg.preset, src_vocab_size=30000, tgt_vocab_size=30000)
+    assert train.step_memory_bytes(bigger_vocab, tokens=4000, seq_len=25) > \
+        train.step_memory_bytes(model_cfg, tokens=4000, seq_len=25)
+
+
+def test_available_memory_reads_meminfo_or_gives_up(tmp_path, monkeypatch):
+    import torch
+    cpu = torch.device("cpu")
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24684084 kB\nMemFree:         1000 kB\nMemAvailable:    2097152 kB\n")
+    monkeypatch.setattr(train, "MEMINFO", meminfo)
+    assert train.available_memory_bytes(cpu) == 2 * 2 ** 30
+    meminfo.write_text("MemTotal: 24684084 kB\n")                      # an old kernel: no MemAvailable
+    assert train.available_memory_bytes(cpu) is None
+    monkeypatch.setattr(train, "MEMINFO", tmp_path / "missing")
+    assert train.available_memory_bytes(cpu) is None
+
+
+@pytest.mark.slow
+def test_a_batch_too_big_for_memory_is_refused_before_the_first_step(tmp_path, numbers_tokenizer):
+    """Without validate's limit: 1e12 reaches the trainer, whose memory check must refuse it at once.
+
+    The child's address space is capped at 4 GiB (a trainer without the check runs into the cap, not
+    into the machine's memory) and it sees at most 8 GiB available, whatever the machine has.
+    """
+    run_dir = seed_tokenizer(tmp_path / "run", numbers_tokenizer)
+    setup = (
+        "import atexit, resource, sys, time\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+        "atexit.register(lambda: print(f'maxrss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}',"
+        " file=sys.stderr))\n"
+        "import explorer.train_args as args, explorer.train as train\n"
+        "args.validate = lambda cfg: None\n"
+        "real = getattr(train, 'available_memory_bytes', lambda device: None)\n"
+        "train.available_memory_bytes = lambda device: min(real(device) or 8 << 30, 8 << 30)\n")
+    t0 = time.monotonic()
+    proc = run(patched_cmd(run_dir, setup, "--batch-tokens", str(10 ** 12), "--max-steps", "5"))
+    seconds = time.monotonic() - t0
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "error: batch_tokens 1000000000000 needs about " in proc.stderr
+    maxrss_mib = int(re.search(r"maxrss_mib=(\d+)", proc.stderr).group(1))
+    print(f"refused in {seconds:.1f} s (process start included), peak resident {maxrss_mib} MiB")
+    assert maxrss_mib < 1536 and seconds < 60
+    st = status(run_dir)
+    assert st["state"] == "failed"
+    reason = st["last_error"]
+    assert re.search(r"batch_tokens 1000000000000 needs about [\d.]+ GiB per step; [\d.]+ GiB available; "
+                     r"lower --batch-tokens", reason), reason
+    assert not rf.RunLock(run_dir).is_held_by_other() and checkpoint_steps(run_dir) == []
+
+
+def test_more_accumulation_steps_than_batches_is_refused_not_a_silent_hang(tmp_path, numbers_tokenizer):
+    """An epoch must hold accum_steps batches, or the loop looks for a step forever (status `running`)."""
+    run_dir = seed_tokenizer(tmp_path / "run", numbers_tokenizer)
+    cfg = TrainConfig(run_dir=str(run_dir), dataset="numbers", tokenizer_type="word", threads=1,
+                      batch_tokens=400_000, accum_steps=8, max_steps=5)
+    validate(cfg)
+    with pytest.raises(train.SetupRefused, match=r"accum_steps 8 needs 8 batches per epoch; batch_tokens "
+                                                 r"400000 makes \d; lower --accum-steps or --batch-tokens"):
+        train.Trainer(cfg)
+    assert status(run_dir)["state"] == "failed" and "accum_steps 8" in status(run_dir)["last_error"]

@@ -30,6 +30,13 @@ def trainer_cmd(run_dir: Path, *args: str, module: str = "explorer.train") -> li
     return [sys.executable, "-m", module, "--run-dir", str(run_dir), *BASE_ARGS, *args]
 
 
+def patched_cmd(run_dir: Path, setup: str, *args: str) -> list[str]:
+    """The trainer's command with `setup` (Python source) run first in its process: a fault injected
+    into what it uses (a full disk, a check skipped, a memory cap), the trainer itself unchanged."""
+    code = f"{setup}\nimport sys\nfrom explorer.train import main\nsys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", code, "--run-dir", str(run_dir), *BASE_ARGS, *args]
+
+
 def seed_tokenizer(run_dir: Path, tokenizer_dir: Path) -> Path:
     """Give a run the shared tokenizer (the trainer loads run_dir/tokenizer if present)."""
     run_dir.mkdir(parents=True, exist_ok=True)
