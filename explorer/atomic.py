@@ -5,6 +5,7 @@ os.replace). Every step that must survive a power cut is fsynced, the directory 
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -12,6 +13,8 @@ import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # no space left, or over the user's quota
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -28,6 +31,23 @@ def write_json_atomic(path: Path, data: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def rewrite_json_in_place(path: Path, data: Any) -> None:
+    """Overwrite an existing JSON file inside the blocks it already has: how to still update it when
+    the disk is too full for write_json_atomic's new temp file.
+
+    Not atomic: a reader may catch it half-written (readers of run files tolerate that). The file is
+    never truncated, which would free its blocks and leave the write needing new ones: shorter text
+    is padded with spaces (still valid JSON), compact separators keep longer text within the last
+    block as long as the file stays small. On a copy-on-write filesystem every write needs new
+    blocks, so this can fail too (OSError).
+    """
+    text = json.dumps(data, separators=(",", ":")).encode()
+    with open(path, "r+b") as f:
+        f.write(text.ljust(os.fstat(f.fileno()).st_size))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def swap_in(tmp: Path, target: Path) -> None:

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from explorer.atomic import DISK_FULL, rewrite_json_in_place
 from explorer.atomic import write_json_atomic  # noqa: F401  (re-exported: writers import it from here)
 
 STATUS = "status.json"
@@ -59,10 +60,21 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 def write_status(run_dir: Path, **fields: Any) -> dict:
-    """Merge `fields` into status.json (the trainer is the only writer)."""
-    status = read_json(Path(run_dir) / STATUS, {}) or {}
+    """Merge `fields` into status.json (the trainer is the only writer).
+
+    On a full disk the atomic write cannot make its temp file; status.json is then rewritten in
+    place, so a `failed` state and its reason still reach the readers. Other errors, and a disk too
+    full even for that, raise OSError.
+    """
+    path = Path(run_dir) / STATUS
+    status = read_json(path, {}) or {}
     status.update(fields)
-    write_json_atomic(Path(run_dir) / STATUS, status)
+    try:
+        write_json_atomic(path, status)
+    except OSError as err:
+        if err.errno not in DISK_FULL or not path.is_file():
+            raise
+        rewrite_json_in_place(path, status)
     return status
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from explorer import run_files as rf
+from explorer.atomic import DISK_FULL
 from explorer.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
 from explorer.config import ModelConfig, TrainConfig, preset
 from explorer.data import DataError, load_corpus
@@ -65,8 +66,8 @@ class Trainer:
             self._setup(resume)
         except BaseException as err:  # a setup failure is a readable status, and the lock is let go
             if self.dist.is_main:
-                rf.write_status(self.run_dir, state="failed", pid=os.getpid(),
-                                last_error=f"{type(err).__name__}: {err}")
+                _record_status(self.run_dir, state="failed", pid=os.getpid(),
+                               last_error=f"{type(err).__name__}: {err}")
             self.lock.release()
             raise
 
@@ -208,51 +209,56 @@ class Trainer:
     def run(self) -> int:
         cfg, main = self.cfg, self.dist.is_main
         self._install_signals()
-        if main:
-            rf.write_status(self.run_dir, state="running", pid=os.getpid(), step=self.step,
-                            total_steps=self.total_steps, epoch=self.epoch, last_error=None,
-                            started=time.time(), updated=time.time(), device=str(self.device))
         bar = _progress(self.total_steps, self.step, main)
         t0, tokens_since, last_log, window = time.time(), 0, time.time(), []
         try:
+            if main:
+                rf.write_status(self.run_dir, state="running", pid=os.getpid(), step=self.step,
+                                total_steps=self.total_steps, epoch=self.epoch, last_error=None,
+                                started=time.time(), updated=time.time(), device=str(self.device))
             self._check_disk()
-            for group in self._batches():
-                if self.step >= self.total_steps:
-                    break
-                loss, ntok, lr = self._train_step(group)
-                tokens_since += ntok
-                window.append(loss)
-                bar.update(1)
-                if main and (self.step % cfg.log_every == 0 or self.step == self.total_steps):
-                    now = time.time()
-                    rec = {"kind": "train", "step": self.step, "epoch": self.epoch + self.batch_pos / max(
-                        1, len(self.plan.epoch_batches(self.epoch))), "loss": sum(window) / len(window),
-                           "lr": lr, "tokens_per_s": tokens_since / max(now - last_log, 1e-9),
-                           "elapsed": now - t0}
-                    rec["ppl"] = math.exp(min(rec["loss"], 50))
-                    rf.append_metrics(self.run_dir, rec)
-                    rf.write_status(self.run_dir, step=self.step, epoch=rec["epoch"], updated=now)
-                    bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
-                    tokens_since, last_log, window = 0, now, []
-                if cfg.eval_every and self.step % cfg.eval_every == 0:
-                    self._evaluate()
-                if cfg.save_every and self.step % cfg.save_every == 0:
-                    self._save()
-                if self.stop_requested:
-                    raise TrainingStopped
-            if cfg.eval_every and self.step % cfg.eval_every != 0:
-                self._evaluate()
-            self._save()
             state = "finished"
-        except TrainingStopped:
-            self._save()
-            state = "stopped"
+            try:
+                for group in self._batches():
+                    if self.step >= self.total_steps:
+                        break
+                    loss, ntok, lr = self._train_step(group)
+                    tokens_since += ntok
+                    window.append(loss)
+                    bar.update(1)
+                    if main and (self.step % cfg.log_every == 0 or self.step == self.total_steps):
+                        now = time.time()
+                        rec = {"kind": "train", "step": self.step, "epoch": self.epoch + self.batch_pos / max(
+                            1, len(self.plan.epoch_batches(self.epoch))), "loss": sum(window) / len(window),
+                               "lr": lr, "tokens_per_s": tokens_since / max(now - last_log, 1e-9),
+                               "elapsed": now - t0}
+                        rec["ppl"] = math.exp(min(rec["loss"], 50))
+                        rf.append_metrics(self.run_dir, rec)
+                        rf.write_status(self.run_dir, step=self.step, epoch=rec["epoch"], updated=now)
+                        bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
+                        tokens_since, last_log, window = 0, now, []
+                    if cfg.eval_every and self.step % cfg.eval_every == 0:
+                        self._evaluate()
+                    if cfg.save_every and self.step % cfg.save_every == 0:
+                        self._save()
+                    if self.stop_requested:
+                        raise TrainingStopped
+                if cfg.eval_every and self.step % cfg.eval_every != 0:
+                    self._evaluate()
+            except TrainingStopped:
+                state = "stopped"
+            self._save()                          # inside the outer try: a full disk here is `failed` too
         except (FloatingPointError, OSError) as err:
-            message = str(err) if isinstance(err, FloatingPointError) else f"{type(err).__name__}: {err}"
+            if isinstance(err, FloatingPointError):
+                message = str(err)
+            elif err.errno in DISK_FULL:
+                message = f"disk full: {err}; free space in {self.run_dir}, then resume from the last checkpoint"
+            else:
+                message = f"{type(err).__name__}: {err}"
             if main:
                 extra = {"failed_step": self.step + 1} if isinstance(err, FloatingPointError) else {}
-                rf.write_status(self.run_dir, state="failed", step=self.step, last_error=message,
-                                updated=time.time(), **extra)
+                _record_status(self.run_dir, state="failed", step=self.step, last_error=message,
+                               updated=time.time(), **extra)
             print(f"failed: {message}", file=sys.stderr, flush=True)
             self._close()
             return 1
@@ -376,6 +382,16 @@ def available_memory_bytes(device: torch.device) -> int | None:
     return None
 
 
+def _record_status(run_dir: Path, **fields) -> None:
+    """write_status on the way out of a failure. A disk too full even for an in-place rewrite gets
+    one line on stderr (the failure itself is reported by the caller), not a second traceback."""
+    try:
+        rf.write_status(run_dir, **fields)
+    except OSError as err:
+        print(f"error: cannot record state {fields.get('state')!r} in {Path(run_dir) / rf.STATUS}: "
+              f"{err.strerror or err}", file=sys.stderr, flush=True)
+
+
 def _cpu_has_bf16() -> bool:
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
@@ -415,8 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         return trainer.run()
     except Exception as err:  # an unexpected crash mid-run: `failed` with the error, not a stale `running`
         if trainer.dist.is_main:
-            rf.write_status(trainer.run_dir, state="failed", last_error=f"{type(err).__name__}: {err}",
-                            updated=time.time())
+            _record_status(trainer.run_dir, state="failed", last_error=f"{type(err).__name__}: {err}",
+                           updated=time.time())
         raise
 
 

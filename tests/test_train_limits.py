@@ -6,14 +6,18 @@ trainer on the numbers task, some with a fault injected into its process (train_
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import tempfile
 import time
 
 import pytest
 
 from explorer import run_files as rf
 from explorer import train, train_args
+from explorer.checkpoint import load_checkpoint
 from explorer.config import TrainConfig
 from explorer.train_args import parse_config, validate
 from train_helpers import (checkpoint_steps, numbers_tokenizer, patched_cmd, run, seed_tokenizer,  # noqa: F401
@@ -166,3 +170,95 @@ def test_more_accumulation_steps_than_batches_is_refused_not_a_silent_hang(tmp_p
                                                  r"400000 makes \d; lower --accum-steps or --batch-tokens"):
         train.Trainer(cfg)
     assert status(run_dir)["state"] == "failed" and "accum_steps 8" in status(run_dir)["last_error"]
+
+
+# ---- a full disk --------------------------------------------------------------------------------------
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_status_write_on_a_full_disk_rewrites_the_file_in_place(tmp_path, monkeypatch):
+    rf.write_status(tmp_path, state="running", pid=123, step=19, total_steps=30, device="cpu", updated=1.5)
+    size = (tmp_path / rf.STATUS).stat().st_size
+    monkeypatch.setattr(tempfile, "mkstemp", _no_space)          # no new file: the atomic write's temp file
+    rf.write_status(tmp_path, state="failed", step=20, last_error="disk full")
+    assert rf.read_status(tmp_path) == {"state": "failed", "pid": 123, "step": 20, "total_steps": 30,
+                                        "device": "cpu", "updated": 1.5, "last_error": "disk full"}
+    assert (tmp_path / rf.STATUS).stat().st_size >= size          # never truncated (that frees blocks)
+    rf.write_status(tmp_path, last_error=None)                    # shorter: padded, still valid JSON
+    assert rf.read_status(tmp_path)["last_error"] is None
+    assert (tmp_path / rf.STATUS).stat().st_size >= size
+    assert [p.name for p in tmp_path.iterdir()] == [rf.STATUS]
+
+
+def test_status_write_falls_back_only_for_a_full_disk(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "mkstemp", _no_space)
+    with pytest.raises(OSError):                                  # nothing to rewrite in place
+        rf.write_status(tmp_path, state="failed")
+
+    def denied(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+    (tmp_path / rf.STATUS).write_text('{"state": "running"}')
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    with pytest.raises(PermissionError):
+        rf.write_status(tmp_path, state="failed")
+    assert rf.read_status(tmp_path) == {"state": "running"}
+
+
+# Injected into the trainer's process: the second checkpoint (step 20) finds the disk full, and from
+# then on no new file can be made in the run directory (the atomic status write's temp file).
+DISK_FULL = """
+import builtins, errno, os
+import explorer.checkpoint as checkpoint
+RUN = os.path.realpath({run_dir!r})
+full = False
+def no_space(path):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+def in_run(path):
+    return os.path.realpath(path).startswith(RUN + os.sep)
+real_save_file, real_os_open, real_open = checkpoint.save_file, os.open, builtins.open
+def save_file(tensors, filename, metadata=None):
+    global full
+    full = full or "step_000020" in filename
+    if full:
+        no_space(filename)
+    return real_save_file(tensors, filename, metadata=metadata)
+def os_open(path, flags, *args, **kwargs):
+    if full and flags & os.O_CREAT and not os.path.exists(path) and in_run(path):
+        no_space(path)
+    return real_os_open(path, flags, *args, **kwargs)
+checkpoint.save_file, os.open = save_file, os_open
+"""
+# ... and not even an existing file can be rewritten (a copy-on-write filesystem).
+NOR_IN_PLACE = """
+def open_(file, mode="r", *args, **kwargs):
+    if full and "+" in mode and in_run(file):
+        no_space(file)
+    return real_open(file, mode, *args, **kwargs)
+builtins.open = open_
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("in_place_fails_too", [False, True])
+def test_a_full_disk_during_a_save_fails_the_run_and_keeps_the_last_checkpoint(tmp_path, numbers_tokenizer,
+                                                                                in_place_fails_too):
+    run_dir = seed_tokenizer(tmp_path / "run", numbers_tokenizer)
+    setup = DISK_FULL.format(run_dir=str(run_dir)) + (NOR_IN_PLACE if in_place_fails_too else "")
+    proc = run(patched_cmd(run_dir, setup, "--max-steps", "30", "--save-every", "10"))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "failed: disk full" in proc.stderr and "No space left on device" in proc.stderr
+    st = status(run_dir)
+    if in_place_fails_too:                  # status.json keeps its last state; stderr says why, once
+        assert st["state"] == "running"
+        said = [line for line in proc.stderr.splitlines() if "cannot record" in line]
+        assert len(said) == 1 and "'failed'" in said[0] and "No space left on device" in said[0], proc.stderr
+    else:
+        assert st["state"] == "failed" and st["step"] == 20
+        assert "disk full" in st["last_error"] and "No space left on device" in st["last_error"]
+    assert checkpoint_steps(run_dir) == [10]
+    assert load_checkpoint(run_dir / rf.CHECKPOINTS / "step_000010").meta["training"]["step"] == 10
+    debris = [p.name for d in (run_dir, run_dir / rf.CHECKPOINTS) for p in d.iterdir() if p.name.startswith(".")]
+    assert debris == []
+    assert not rf.RunLock(run_dir).is_held_by_other()
