@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import time
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from explorer.bench import _browser as driver
 
@@ -148,3 +149,35 @@ def frames_evaluate(page, script: str) -> list:
         except Exception as err:  # noqa: BLE001 - a frame that went away: report, keep going
             out.append(f"error: {err}")
     return out
+
+
+def pick_checkpoint(page, name: str, screenshot: str | None = None) -> list[str]:
+    """Pick checkpoint `name` in the sidebar picker as a user does in a long list: type its name to
+    filter the dropdown (which draws only its first dozen or so options, so reading them depends on
+    what else is on disk), then click the option that is exactly `name`. Waits until the app uses
+    it (the URL names it); returns the labels the filtered dropdown offered."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    picker = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first
+    with timed(f"pick checkpoint {name}"):
+        picker.click()
+        page.keyboard.type(name)
+        options = page.locator("[role='option']")
+        exact = options.filter(has_text=re.compile("^" + re.escape(name) + r" \("))
+        try:
+            exact.first.wait_for(timeout=LONG)
+        except PlaywrightTimeout:
+            pass                                      # reported below, with what was offered
+        labels = options.all_inner_texts()
+        if screenshot:
+            page.screenshot(path=str(ARTIFACTS / screenshot))
+        assert exact.count() == 1, f"{name} offered {exact.count()} times; after typing it the picker offers {labels}"
+        exact.click()
+        page.wait_for_function("n => new URLSearchParams(location.search).get('ckpt') === n", arg=name,
+                               timeout=LONG)
+        idle(page)
+    return labels
+
+
+def url_param(page, key: str) -> str | None:
+    return (parse_qs(urlsplit(page.url).query).get(key) or [None])[0]

@@ -1,7 +1,8 @@
 """One `streamlit run app.py` and one headless Chromium for all browser tests (both are slow to start).
 
 The server runs with EXPLORER_RUNS_DIR in a temporary folder, so training jobs started by the tests
-never touch runs/. Each test gets a fresh page (its own Streamlit session) that aborts, and records,
+never touch runs/; it lists checkpoints/, then `more_checkpoints` (a folder empty unless a test fills
+it), then that runs folder. Each test gets a fresh page (its own Streamlit session) that aborts, and records,
 any request to a host other than 127.0.0.1 (the app must work with no internet), and records every
 JavaScript dialog (an alert would mean that text typed by a user ran as script). Screenshots go to
 test-artifacts/browser/. Without /usr/bin/chromium or Playwright the tests skip, saying why.
@@ -9,6 +10,7 @@ test-artifacts/browser/. Without /usr/bin/chromium or Playwright the tests skip,
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ import pytest
 from explorer.bench import _browser as driver
 
 import browser_support
-from browser_support import ARTIFACTS, timed
+from browser_support import ARTIFACTS, ROOT, timed
 PROBLEM = driver.chromium_problem()
 
 
@@ -33,12 +35,21 @@ def runs_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def app_url(runs_dir) -> str:
+def more_checkpoints(tmp_path_factory) -> Path:
+    """A folder the server lists after checkpoints/ and before the runs directory, empty unless a
+    test puts checkpoints there (to see the app with more of them than it shows at once)."""
+    return tmp_path_factory.mktemp("a_more_checkpoints")
+
+
+@pytest.fixture(scope="session")
+def app_url(runs_dir, more_checkpoints) -> str:
     """The URL of a `streamlit run app.py` started for this session; always terminated after."""
     if PROBLEM:
         pytest.skip(PROBLEM)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    env = {"EXPLORER_RUNS_DIR": str(runs_dir), "OMP_NUM_THREADS": "1", "EXPLORER_MAX_JOBS": "1"}
+    roots = os.pathsep.join(str(p) for p in (ROOT / "checkpoints", more_checkpoints, runs_dir))
+    env = {"EXPLORER_RUNS_DIR": str(runs_dir), "EXPLORER_CHECKPOINT_ROOTS": roots, "OMP_NUM_THREADS": "1",
+           "EXPLORER_MAX_JOBS": "1"}
     with contextlib.ExitStack() as stack:
         with timed("streamlit run app.py: healthy"):
             server = stack.enter_context(driver.streamlit_server("app.py", env=env, log=ARTIFACTS / "streamlit.log",

@@ -5,16 +5,26 @@ the checkpoint it saved in the sidebar picker.
 The server's runs directory is a temporary folder (EXPLORER_RUNS_DIR, see conftest), so nothing
 lands in runs/. The job asks for 2,000 steps (evaluation and a checkpoint every 100) so that it is
 still running when the test stops it, however fast the machine; Stop makes the trainer save.
+
+More checkpoints than the picker's dropdown draws at once (copies of a shipped one) are listed before
+the run's own, so the test sees a long list whatever else is on disk, and finds the new checkpoint
+as a user does in a long list: by typing its name into the picker.
 """
 from __future__ import annotations
 
+import json
 import re
+import shutil
 
-from browser_support import ARTIFACTS, LONG, NUMBERS, idle, no_exception, open_app, sidebar_to, timed, wait_plotly
+import pytest
+
+from browser_support import (ARTIFACTS, LONG, NUMBERS, ROOT, idle, no_exception, open_app, pick_checkpoint,
+                             sidebar_to, timed, url_param, wait_plotly)
 from explorer import jobs
 
 RUN = "browser-numbers"
 STEPS = 2000
+FILLERS = 30
 PROGRESS = "() => document.querySelector(\"[data-testid='stProgress']\")?.innerText || ''"
 # points of the train-loss line drawn so far (plotly keeps the figure's data on its graph div)
 LOSS_POINTS = """() => {
@@ -38,15 +48,22 @@ def wait_progress_beyond(page, step: int, points: int) -> tuple[int, int]:
     return progress_step(page), page.evaluate(LOSS_POINTS)
 
 
-def sidebar_options(page) -> list[str]:
-    """The labels offered by the sidebar's checkpoint picker (opened, read, closed)."""
-    picker = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first
-    picker.click()
-    page.wait_for_selector("[role='option']")
-    labels = page.locator("[role='option']").all_inner_texts()
-    page.screenshot(path=str(ARTIFACTS / "train_sidebar_picker.png"))
-    page.keyboard.press("Escape")
-    return labels
+@pytest.fixture
+def crowded(more_checkpoints):
+    """FILLERS checkpoints listed between the shipped ones and the run's: more than the sidebar's
+    dropdown draws at once (about a dozen). Removed after the test."""
+    source = ROOT / "checkpoints" / NUMBERS
+    if not (source / "config.json").is_file():
+        pytest.skip(f"needs the shipped checkpoint {NUMBERS} to copy")
+    made = []
+    for i in range(FILLERS):
+        made.append(more_checkpoints / f"filler-{i:02d}")
+        shutil.copytree(source, made[-1], ignore=shutil.ignore_patterns("test.tsv"))
+        meta = json.loads((made[-1] / "config.json").read_text())
+        (made[-1] / "config.json").write_text(json.dumps({**meta, "name": made[-1].name}))
+    yield made
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def snapshot(page, name: str) -> None:
@@ -55,15 +72,15 @@ def snapshot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / name))
 
 
-def test_train_watch_stop_and_pick_the_checkpoint(visit, runs_dir):
+def test_train_watch_stop_and_pick_the_checkpoint(visit, runs_dir, crowded):
     page = open_app(visit, "train", ckpt=NUMBERS)
     wait_plotly(page, "tr_planned")                                 # the planned LR curve, before launch
     assert page.get_by_role("radio", name=re.compile("^Number words")).is_checked()   # numbers is the default
-    page.get_by_label("Run name (folder under runs/)").fill(RUN)
+    page.get_by_label("Run name (folder under runs/)", exact=True).fill(RUN)
     page.get_by_label("Steps", exact=True).fill(str(STEPS))
-    page.get_by_label("Evaluate every (steps)").fill("100")
-    page.get_by_label("Checkpoint every (steps)").fill("100")
-    page.get_by_label("Checkpoint every (steps)").press("Tab")
+    page.get_by_label("Evaluate every (steps)", exact=True).fill("100")
+    page.get_by_label("Checkpoint every (steps)", exact=True).fill("100")
+    page.get_by_label("Checkpoint every (steps)", exact=True).press("Tab")
     planned = "n => document.querySelector('.st-key-tr_planned .js-plotly-plot')?._fullData?.[0]?._length === n"
     page.wait_for_function(planned, arg=STEPS, timeout=LONG)         # the form took the settings
     page.get_by_role("button", name="Start training").click()
@@ -95,13 +112,21 @@ def test_train_watch_stop_and_pick_the_checkpoint(visit, runs_dir):
         job = jobs.wait(run_dir, timeout=60)
         assert job.state == "stopped" and job.checkpoints, f"no checkpoint after Stop: {job.state} {job.note}"
         snapshot(page, "train_stopped.png")
-        # the new checkpoint is offered in the sidebar picker, without restarting the app
-        labels = sidebar_options(page)
-        ours = [label for label in labels if RUN in label]
-        assert ours, f"no checkpoint of {RUN} in the picker: {labels}"
+        # the checkpoint saved on Stop is offered in the sidebar picker, without restarting the app,
+        # and picking it puts it in use (found by typing its name: the list also holds what else is
+        # on disk, and the dropdown draws only its first options)
         saved = job.checkpoints[-1]
         step = int(saved.name.split("_")[-1])
-        assert any(f"@{step}" in label for label in ours), (ours, saved)
+        name = f"{RUN}@{step}"
+        labels = pick_checkpoint(page, name, screenshot="train_sidebar_picker.png")
+        assert any(label.startswith(name + " (") for label in labels), labels
+        assert url_param(page, "ckpt") == name
+        sidebar = page.locator("[data-testid='stSidebar']")
+        shown = sidebar.locator("[data-testid='stSelectbox'] input").first.input_value()
+        assert shown.startswith(name + " ("), shown                 # the picker shows it ...
+        page.wait_for_function("s => document.querySelector(\"[data-testid='stSidebar']\").innerText.includes(s)",
+                               arg=f"step {step} ·", timeout=LONG)       # ... and its caption
+        assert "Damaged checkpoint" not in sidebar.inner_text()
         no_exception(page)
         visit.assert_offline_and_quiet()
     finally:
