@@ -3,9 +3,10 @@
 A training run saves new checkpoints and prunes old ones (keep_last) while the app is open, and the
 listing is re-read every 30 s: the checkpoint in use must stay the one the user picked (the same
 folder, whatever now sorts before it), and if that folder disappears the app must say so rather
-than switch model silently. Checkpoints here are copies of the shipped numbers-en-de in a temporary
-folder (EXPLORER_CHECKPOINT_ROOTS), each with its own training step, so the sidebar's caption tells
-them apart.
+than switch model silently. And picking a checkpoint that fails to load, then a healthy one again,
+must keep what the user had typed. Checkpoints here are copies of the shipped numbers-en-de in a
+temporary folder (EXPLORER_CHECKPOINT_ROOTS), each with its own training step, so the sidebar's
+caption tells them apart.
 """
 from __future__ import annotations
 
