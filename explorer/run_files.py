@@ -5,6 +5,7 @@
     runs/<name>/metrics.jsonl       one JSON object per line: {"kind": "train"|"eval", "step": ...}
     runs/<name>/train.log           the trainer's stdout/stderr when started as a job
     runs/<name>/trainer.lock        held (flock) while a trainer runs: a second one is refused
+    runs/<name>/tokenizer/          the tokenizer trained for the run (reused on resume)
     runs/<name>/checkpoints/step_000500/   checkpoints (see explorer.checkpoint)
 
 Only the trainer writes; readers tolerate partial and damaged files (a torn last line of
@@ -15,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,25 @@ METRICS = "metrics.jsonl"
 CONFIG = "train_config.json"
 LOG = "train.log"
 LOCK = "trainer.lock"
+TOKENIZER = "tokenizer"
 CHECKPOINTS = "checkpoints"
+
+
+def holds_run(run_dir: Path) -> bool:
+    """A trainer has run here (it left status.json or checkpoints/): a new run must not mix with it."""
+    return (Path(run_dir) / STATUS).exists() or (Path(run_dir) / CHECKPOINTS).exists()
+
+
+def clear_run(run_dir: Path) -> None:
+    """Remove a previous run's files before starting over: checkpoints, metrics, status, config, and
+    the tokenizer trained for its settings. train.log stays (the app appends every launch to it).
+    Only the trainer holding the run's lock calls this."""
+    run_dir = Path(run_dir)
+    for name in (CHECKPOINTS, TOKENIZER):
+        if (run_dir / name).is_dir():
+            shutil.rmtree(run_dir / name)
+    for name in (STATUS, METRICS, CONFIG):
+        (run_dir / name).unlink(missing_ok=True)
 
 
 def read_json(path: Path, default: Any = None) -> Any:

@@ -28,7 +28,7 @@ from explorer.distributed import Dist
 from explorer.evaluate import evaluate_split
 from explorer.model import Transformer, parameter_count
 from explorer.schedule import noam_rate
-from explorer.train_args import parse_config, validate  # noqa: F401  (re-exported for jobs/app)
+from explorer.train_args import parse_command, parse_config, validate  # noqa: F401  (re-exported for jobs/app)
 from explorer.train_data import BatchPlan, encode_pairs, prepare_tokenizer
 
 
@@ -50,7 +50,7 @@ def pick_device(name: str) -> torch.device:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, resume: bool = False):
+    def __init__(self, cfg: TrainConfig, resume: bool = False, overwrite: bool = False):
         self.cfg, self.run_dir = cfg, Path(cfg.run_dir)
         self.dist = Dist.from_env()
         self.device = pick_device(cfg.device) if not self.dist.active else self.dist.device(cfg.device)
@@ -63,6 +63,8 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
         try:
+            if overwrite and self.dist.is_main:   # under the lock: a running trainer's files are never removed
+                rf.clear_run(self.run_dir)
             self._setup(resume)
         except BaseException as err:  # a setup failure is a readable status, and the lock is let go
             if self.dist.is_main:
@@ -418,12 +420,12 @@ def _progress(total: int, initial: int, enabled: bool):
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cfg, resume = parse_config(argv)
+        cfg, resume, overwrite = parse_command(argv)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        trainer = Trainer(cfg, resume=resume)       # refused (SystemExit, code 1) if the run is locked
+        trainer = Trainer(cfg, resume=resume, overwrite=overwrite)   # SystemExit (code 1) if the run is locked
     except (DataError, CheckpointError, SetupRefused) as err:   # status.json already says "failed" and why
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -2,6 +2,8 @@
 
 Every TrainConfig field is a flag (`max_steps` -> `--max-steps`); `--config FILE.json` gives a base
 that flags override; `--resume` without `--config` starts from the run's saved train_config.json.
+A run directory that already holds a run takes `--resume` or `--overwrite` (start over), never a
+fresh run on top of the old one's files.
 Bad settings raise ValueError with a message meant for people (the CLI exits 2 with it, the app
 shows it under the form).
 """
@@ -38,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Train the encoder-decoder Transformer.")
     parser.add_argument("--config", help="JSON file with TrainConfig fields (flags override it)")
     parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start over in a run directory that holds a run: its checkpoints, metrics, status, "
+                             "config and tokenizer are removed first (train.log is kept)")
     defaults = TrainConfig()
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -63,8 +68,16 @@ def _read_config_file(path: str) -> dict:
 
 
 def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
-    """(config, resume) from the command line; ValueError for anything that cannot work."""
+    """(config, resume) from the command line: parse_command without the --overwrite flag."""
+    cfg, resume, _ = parse_command(argv)
+    return cfg, resume
+
+
+def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, bool]:
+    """(config, resume, overwrite) from the command line; ValueError for anything that cannot work."""
     args = build_parser().parse_args(argv)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite contradict each other: continue the run or start over")
     data = _read_config_file(args.config) if args.config else {}
     saved = Path(args.run_dir or TrainConfig.run_dir) / rf.CONFIG
     if args.resume and not args.config and saved.is_file():
@@ -74,7 +87,11 @@ def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
             data[f.name] = getattr(args, f.name)
     cfg = TrainConfig.from_dict(data)
     validate(cfg)
-    return cfg, args.resume
+    if not (args.resume or args.overwrite) and rf.holds_run(cfg.run_dir):
+        # a fresh run's files would mix with the old ones (keep_last would prune by name across both)
+        raise ValueError(f"{cfg.run_dir} already holds a run; use --resume to continue it "
+                         "or --overwrite to start over")
+    return cfg, args.resume, args.overwrite
 
 
 def _check_types(cfg: TrainConfig) -> None:

@@ -21,7 +21,7 @@ from explorer.checkpoint import load_checkpoint
 from explorer.config import TrainConfig
 from explorer.train_args import parse_config, validate
 from train_helpers import (checkpoint_steps, numbers_tokenizer, patched_cmd, run, seed_tokenizer,  # noqa: F401
-                           status)
+                           status, trainer_cmd)
 
 
 # ---- non-finite and absurd numbers ------------------------------------------------------------------
@@ -262,3 +262,86 @@ def test_a_full_disk_during_a_save_fails_the_run_and_keeps_the_last_checkpoint(t
     debris = [p.name for d in (run_dir, run_dir / rf.CHECKPOINTS) for p in d.iterdir() if p.name.startswith(".")]
     assert debris == []
     assert not rf.RunLock(run_dir).is_held_by_other()
+
+
+# ---- a fresh run into a directory that holds one -----------------------------------------------------
+def _old_run(run_dir, tokenizer_dir, parts=("status", "checkpoints")):
+    """A finished 30-step run as the trainer leaves it (checkpoints reduced to their marker files)."""
+    seed_tokenizer(run_dir, tokenizer_dir)
+    (run_dir / rf.LOG).write_text("# launched: old run\nfinished: step 30/30\n")
+    (run_dir / rf.METRICS).write_text("".join(json.dumps({"kind": "train", "step": s, "loss": 1.0}) + "\n"
+                                              for s in (10, 20, 30)))
+    rf.write_json_atomic(run_dir / rf.CONFIG, TrainConfig(run_dir=str(run_dir), max_steps=30).to_dict())
+    if "status" in parts:
+        rf.write_status(run_dir, state="finished", step=30, last_checkpoint=str(run_dir / "checkpoints/step_000030"))
+    if "checkpoints" in parts:
+        for step in (20, 30):
+            d = run_dir / rf.CHECKPOINTS / f"step_{step:06d}"
+            d.mkdir(parents=True)
+            (d / "config.json").write_text("{}")
+            (d / "model.safetensors").write_text("")
+    return run_dir
+
+
+def _snapshot(root):
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("parts", [("status", "checkpoints"), ("status",), ("checkpoints",)])
+def test_a_fresh_run_into_a_directory_holding_a_run_is_refused(tmp_path, capsys, numbers_tokenizer, parts):
+    """It used to start: keep_last then pruned the new run's checkpoints (the old ones sort later)."""
+    run_dir = _old_run(tmp_path / "x", numbers_tokenizer, parts)
+    before = _snapshot(run_dir)
+    code = train.main(["--run-dir", str(run_dir), "--dataset", "numbers", "--tokenizer-type", "word",
+                       "--threads", "1", "--max-steps", "1", "--save-every", "0", "--eval-every", "0"])
+    assert code == 2
+    assert f"{run_dir} already holds a run; use --resume to continue it or --overwrite to start over" \
+        in capsys.readouterr().err
+    assert _snapshot(run_dir) == before                               # nothing touched
+
+
+def test_resume_and_overwrite_together_are_refused(tmp_path, capsys, numbers_tokenizer):
+    run_dir = _old_run(tmp_path / "x", numbers_tokenizer)
+    before = _snapshot(run_dir)
+    assert train.main(["--run-dir", str(run_dir), "--resume", "--overwrite"]) == 2
+    assert "--resume and --overwrite" in capsys.readouterr().err
+    assert _snapshot(run_dir) == before
+
+
+def test_a_directory_with_only_a_log_or_a_tokenizer_is_not_a_run(tmp_path, numbers_tokenizer):
+    """The app writes train.log before it launches a new run; tests seed a tokenizer."""
+    run_dir = seed_tokenizer(tmp_path / "x", numbers_tokenizer)
+    (run_dir / rf.LOG).write_text("# launched\n")
+    assert not rf.holds_run(run_dir)
+    assert parse_config(["--run-dir", str(run_dir)])[1] is False
+
+
+@pytest.mark.slow
+def test_overwrite_starts_over_and_keeps_the_log(tmp_path, numbers_tokenizer):
+    run_dir = _old_run(tmp_path / "x", numbers_tokenizer)
+    log = (run_dir / rf.LOG).read_text()
+    proc = run(trainer_cmd(run_dir, "--overwrite", "--max-steps", "10", "--save-every", "10"))
+    assert proc.returncode == 0, proc.stderr
+    assert checkpoint_steps(run_dir) == [10]
+    assert [r["step"] for r in rf.read_metrics(run_dir)] == list(range(1, 11))
+    st = status(run_dir)
+    assert st["state"] == "finished" and st["step"] == 10 and st["total_steps"] == 10
+    assert st["last_checkpoint"] == str(run_dir / rf.CHECKPOINTS / "step_000010")
+    assert load_checkpoint(st["last_checkpoint"]).meta["training"]["step"] == 10
+    assert json.loads((run_dir / rf.CONFIG).read_text())["max_steps"] == 10
+    assert (run_dir / rf.LOG).read_text() == log
+    assert (run_dir / "tokenizer").is_dir()                           # trained again for this run's settings
+
+
+def test_overwrite_of_a_run_in_progress_removes_nothing(tmp_path, numbers_tokenizer):
+    run_dir = _old_run(tmp_path / "x", numbers_tokenizer)
+    holder = rf.RunLock(run_dir)
+    assert holder.acquire()                                           # as a running trainer holds it
+    before = _snapshot(run_dir)
+    try:
+        with pytest.raises(SystemExit, match="refused: another trainer holds"):
+            train.main(["--run-dir", str(run_dir), "--overwrite", "--dataset", "numbers", "--threads", "1"])
+    finally:
+        holder.release()
+    assert _snapshot(run_dir) == before
