@@ -144,10 +144,17 @@ class RunLock:
 
 
 def checkpoint_dirs(run_dir: Path) -> list[Path]:
-    """Step checkpoints of a run, oldest first (complete ones only: config.json present)."""
+    """Step checkpoints of a run, oldest first: the complete ones (config.json and weights present),
+    and a step whose only whole copy a save killed mid-swap left renamed aside (`.step_000300.old-*`).
+    That one is listed under its own name: load_checkpoint reads the aside copy, and the trainer's
+    resume renames it back (explorer.atomic.recover)."""
     root = Path(run_dir) / CHECKPOINTS
     if not root.is_dir():
         return []
-    dirs = [p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_")
-            and (p / "config.json").is_file() and (p / "model.safetensors").is_file()]
-    return sorted(dirs, key=lambda p: p.name)
+    steps = set()
+    for p in root.iterdir():
+        name = p.name[1:].split(".old-")[0] if p.name.startswith(".") and ".old-" in p.name else p.name
+        if name.startswith("step_") and p.is_dir() and (p / "config.json").is_file() \
+                and (p / "model.safetensors").is_file():
+            steps.add(root / name)
+    return sorted(steps, key=lambda p: p.name)

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from explorer import run_files as rf
-from explorer.atomic import DISK_FULL
+from explorer.atomic import DISK_FULL, recover
 from explorer.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
 from explorer.config import ModelConfig, TrainConfig, preset
 from explorer.data import DataError, load_corpus
@@ -148,6 +148,10 @@ class Trainer:
                                f"{available} available; lower --batch-tokens")
 
     def _restore(self) -> None:
+        if self.dist.is_main:       # the run's only writer finishes what an interrupted save left
+            for path in rf.checkpoint_dirs(self.run_dir):
+                recover(path)       # a copy left aside mid-swap is renamed back; debris removed
+        self.dist.barrier()
         ckpts = rf.checkpoint_dirs(self.run_dir)
         if not ckpts:
             raise SystemExit(f"--resume: no checkpoint in {self.run_dir / rf.CHECKPOINTS}")

@@ -345,3 +345,39 @@ def test_overwrite_of_a_run_in_progress_removes_nothing(tmp_path, numbers_tokeni
     finally:
         holder.release()
     assert _snapshot(run_dir) == before
+
+
+# ---- a checkpoint left renamed aside by a save killed mid-swap ---------------------------------------
+def _fake_checkpoint(path, complete=True):
+    path.mkdir(parents=True)
+    (path / "model.safetensors").write_text("")
+    if complete:
+        (path / "config.json").write_text("{}")
+
+
+def test_checkpoint_dirs_lists_a_step_whose_only_whole_copy_is_aside(tmp_path):
+    root = tmp_path / rf.CHECKPOINTS
+    _fake_checkpoint(root / "step_000010")
+    _fake_checkpoint(root / ".step_000020.old-4242-0badc0de")           # the swap's first rename, then a kill
+    _fake_checkpoint(root / "step_000030")
+    _fake_checkpoint(root / ".step_000030.old-4242-feedbeef")           # debris beside a whole target: once
+    _fake_checkpoint(root / ".step_000040.old-4242-12345678", complete=False)   # not a whole copy
+    _fake_checkpoint(root / ".step_000050.tmp-4242-12345678")           # an unfinished save
+    assert rf.checkpoint_dirs(tmp_path) == [root / "step_000010", root / "step_000020", root / "step_000030"]
+
+
+@pytest.mark.slow
+def test_resume_recovers_a_checkpoint_left_aside_and_continues_from_it(tmp_path, numbers_tokenizer):
+    run_dir = seed_tokenizer(tmp_path / "run", numbers_tokenizer)
+    proc = run(trainer_cmd(run_dir, "--max-steps", "20", "--save-every", "10"))
+    assert proc.returncode == 0, proc.stderr
+    root = run_dir / rf.CHECKPOINTS
+    aside = root / ".step_000020.old-99999-0badc0de"
+    (root / "step_000020").rename(aside)                                 # killed between swap_in's renames
+    proc = run(trainer_cmd(run_dir, "--resume", "--max-steps", "30", "--save-every", "10"))
+    assert proc.returncode == 0, proc.stderr
+    assert f"resumed from {root / 'step_000020'} at step 20 " in proc.stdout
+    assert not aside.exists() and checkpoint_steps(run_dir) == [10, 20, 30]
+    assert load_checkpoint(root / "step_000020").meta["training"]["step"] == 20
+    assert [r["step"] for r in rf.read_metrics(run_dir)] == list(range(1, 31))      # none trained twice
+    assert status(run_dir)["state"] == "finished" and status(run_dir)["step"] == 30
