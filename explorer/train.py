@@ -3,7 +3,9 @@
 One process (or one per rank under torchrun) that owns its run directory: it takes the lock,
 writes status.json / metrics.jsonl, and saves whole checkpoints atomically with the state needed
 to resume exactly (optimizer, step, RNG, data position). SIGTERM/SIGINT save and exit cleanly;
-a non-finite loss stops the run as `failed` at the step where it happened.
+a non-finite loss stops the run as `failed` at the step where it happened. A batch this machine
+cannot hold is refused before the first step, and a full disk ends the run as `failed` with the
+reason in status.json.
 """
 from __future__ import annotations
 
@@ -33,10 +35,6 @@ from explorer.train_data import BatchPlan, encode_pairs, prepare_tokenizer
 
 
 MEMINFO = Path("/proc/meminfo")
-
-
-class TrainingStopped(Exception):
-    """Raised inside the loop when a stop was requested or the run must end early."""
 
 
 class SetupRefused(Exception):
@@ -224,36 +222,34 @@ class Trainer:
                                 started=time.time(), updated=time.time(), device=str(self.device))
             self._check_disk()
             state = "finished"
-            try:
-                for group in self._batches():
-                    if self.step >= self.total_steps:
-                        break
-                    loss, ntok, lr = self._train_step(group)
-                    tokens_since += ntok
-                    window.append(loss)
-                    bar.update(1)
-                    if main and (self.step % cfg.log_every == 0 or self.step == self.total_steps):
-                        now = time.time()
-                        rec = {"kind": "train", "step": self.step, "epoch": self.epoch + self.batch_pos / max(
-                            1, len(self.plan.epoch_batches(self.epoch))), "loss": sum(window) / len(window),
-                               "lr": lr, "tokens_per_s": tokens_since / max(now - last_log, 1e-9),
-                               "elapsed": now - t0}
-                        rec["ppl"] = math.exp(min(rec["loss"], 50))
-                        rf.append_metrics(self.run_dir, rec)
-                        rf.write_status(self.run_dir, step=self.step, epoch=rec["epoch"], updated=now)
-                        bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
-                        tokens_since, last_log, window = 0, now, []
-                    if cfg.eval_every and self.step % cfg.eval_every == 0:
-                        self._evaluate()
-                    if cfg.save_every and self.step % cfg.save_every == 0:
-                        self._save()
-                    if self.stop_requested:
-                        raise TrainingStopped
-                if cfg.eval_every and self.step % cfg.eval_every != 0:
+            for group in self._batches():
+                if self.step >= self.total_steps:
+                    break
+                loss, ntok, lr = self._train_step(group)
+                tokens_since += ntok
+                window.append(loss)
+                bar.update(1)
+                if main and (self.step % cfg.log_every == 0 or self.step == self.total_steps):
+                    now = time.time()
+                    rec = {"kind": "train", "step": self.step, "epoch": self.epoch + self.batch_pos / max(
+                        1, len(self.plan.epoch_batches(self.epoch))), "loss": sum(window) / len(window),
+                           "lr": lr, "tokens_per_s": tokens_since / max(now - last_log, 1e-9),
+                           "elapsed": now - t0}
+                    rec["ppl"] = math.exp(min(rec["loss"], 50))
+                    rf.append_metrics(self.run_dir, rec)
+                    rf.write_status(self.run_dir, step=self.step, epoch=rec["epoch"], updated=now)
+                    bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
+                    tokens_since, last_log, window = 0, now, []
+                if cfg.eval_every and self.step % cfg.eval_every == 0:
                     self._evaluate()
-            except TrainingStopped:
-                state = "stopped"
-            self._save()                          # inside the outer try: a full disk here is `failed` too
+                if cfg.save_every and self.step % cfg.save_every == 0:
+                    self._save()
+                if self.stop_requested:
+                    state = "stopped"
+                    break
+            if state == "finished" and cfg.eval_every and self.step % cfg.eval_every != 0:
+                self._evaluate()
+            self._save()                  # inside the try: a full disk at the last save fails the run too
         except (FloatingPointError, OSError) as err:
             if isinstance(err, FloatingPointError):
                 message = str(err)
