@@ -4,30 +4,56 @@ bertviz's own HTML loads require.js, d3 and jQuery from cdnjs, so an offline bro
 box, and it writes its parameters into a <script> with plain json.dumps, so a token such as
 `</script><img src=x onerror=...>` would end the script and run. Here:
 
-* d3 5.7.0 and jQuery 3.7.1 (slim) are vendored under static/ and inlined; bertviz's
-  `require.config` (the CDN paths) is dropped and require.js is replaced by a shim that hands the
-  inlined libraries to bertviz's callback. XML-namespace strings in d3 are written `http:\\/\\/...`
-  (the same string in JavaScript), so the document holds no `http(s)://` at all.
+* The scripts come from installed packages (dependencies in pyproject.toml, nothing copied into
+  this repository): bertviz's head_view.js / model_view.js from `bertviz`, d3 5.7.0 (the version
+  bertviz asks cdnjs for) from `mpld3` (mpld3/js/d3.v5.min.js) and jQuery 3.7.1, slim build, from
+  `xstatic-jquery`. They are found with importlib's find_spec, which imports none of them (bertviz
+  would pull in IPython, mpld3 matplotlib). A missing package or file raises AssetMissing (an
+  OSError) whose message names the set-up command; the page shows it in the bertviz tab only.
+* They are inlined: bertviz's `require.config` (the CDN paths) is dropped and require.js is
+  replaced by a shim that hands the inlined libraries to bertviz's callback. XML-namespace strings
+  in d3 are written `http:\\/\\/...` (the same string in JavaScript), so the document holds no
+  `http(s)://` at all.
 * Parameters are JSON with `<`, `>` and `&` written as \\u escapes, which cannot close a script,
   and bertviz draws tokens with d3's .text() (never as HTML).
 * Weights are rounded to 3 decimals through float64 (float32 would print 0.08299999684...), and a
   size limit falls back to one layer, then refuses, instead of shipping tens of MB to the browser.
 
 Pure functions of numpy arrays: no streamlit here (the page embeds the result with
-st.components.v1.html). The bertviz JS files are vendored unmodified (Apache-2.0).
+st.components.v1.html). The files are read as installed, unmodified, and only rewritten in memory.
 """
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-STATIC = Path(__file__).resolve().parent / "static"
+
+@dataclass(frozen=True)
+class Asset:
+    """A browser script inside an installed package: `path` is relative to the folder of the
+    package (import name) `module`; `dist` is what pip installs it by."""
+    what: str
+    dist: str
+    module: str
+    path: str
+
+
+ASSETS = {
+    "head_view.js": Asset("bertviz's head view", "bertviz", "bertviz", "head_view.js"),
+    "model_view.js": Asset("bertviz's model view", "bertviz", "bertviz", "model_view.js"),
+    "d3": Asset("d3 5.7.0", "mpld3", "mpld3", "js/d3.v5.min.js"),
+    "jquery": Asset("jQuery 3.7.1", "xstatic-jquery", "xstatic.pkg.jquery", "data/jquery.slim.min.js"),
+}
+SETUP = "make setup (or pip install -e . in the app's virtualenv) installs what the views need"
 VIEWS = {"head": "head_view.js", "model": "model_view.js"}
 KIND_NAMES = {"encoder": "Encoder", "decoder": "Decoder", "cross": "Cross"}
 MAX_VALUES = 400_000            # attention values per document (about 2.5 MB of JSON)
@@ -38,9 +64,66 @@ class ViewTooLarge(ValueError):
     """The attention data would make a document too big for the browser."""
 
 
+class AssetMissing(OSError):
+    """A script the views need is not installed (or not where this app expects it); the message
+    says which package and which set-up command brings it."""
+
+
+def asset_path(name: str) -> Path:
+    """Where the installed package keeps asset `name`, found without importing the package."""
+    asset = ASSETS[name]
+    try:
+        spec = importlib.util.find_spec(asset.module)
+    except ImportError:                                    # a parent package (xstatic) is missing
+        spec = None
+    if spec is None:
+        importlib.invalidate_caches()                      # installed since this process started?
+        try:
+            spec = importlib.util.find_spec(asset.module)
+        except ImportError:
+            spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise AssetMissing(f"{asset.what} comes from the Python package {asset.dist}, which is not installed: "
+                           f"{SETUP}")
+    path = Path(next(iter(spec.submodule_search_locations))) / asset.path
+    if not path.is_file():
+        raise AssetMissing(f"{asset.what} was not found in the installed package {asset.dist} "
+                           f"(no {asset.path}): {SETUP}")
+    return path
+
+
 @functools.lru_cache(maxsize=None)
 def _asset(name: str) -> str:
-    return (STATIC / name).read_text(encoding="utf-8")
+    """The text of asset `name`, checked to be what the views can run on (failures are not cached)."""
+    asset = ASSETS[name]
+    path = asset_path(name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise AssetMissing(f"{asset.what} could not be read from the package {asset.dist} "
+                           f"({type(err).__name__}): {SETUP}") from None
+    problem = ""
+    if name in VIEWS.values() and ("requirejs([" not in text or "PYTHON_PARAMS" not in text):
+        problem = "is not the bertviz 1.4 script this app knows how to embed"
+    elif name == "d3" and not (version_of(text, "d3") or "").startswith("5."):
+        problem = f"is d3 {version_of(text, 'd3') or 'of no known version'}, and bertviz's views need d3 v5"
+    elif name == "jquery" and not version_of(text, "jquery"):
+        problem = "does not look like jQuery"
+    if problem:
+        raise AssetMissing(f"{path.name} of the installed package {asset.dist} {problem}: {SETUP}")
+    return text
+
+
+def version_of(script: str, library: str) -> str | None:
+    """The version a minified d3 or jQuery announces in its first comment (None if it does not)."""
+    pattern = {"d3": r"d3js\.org v(\d+\.\d+\.\d+)", "jquery": r"jQuery v(\d+\.\d+\.\d+)"}[library]
+    match = re.search(pattern, script[:500])
+    return match.group(1) if match else None
+
+
+def versions() -> dict[str, str | None]:
+    """The versions of d3 and jQuery the documents inline (read from the installed files)."""
+    return {"d3": version_of(_asset("d3"), "d3"), "jquery": version_of(_asset("jquery"), "jquery")}
 
 
 def _no_urls(js: str) -> str:
@@ -52,7 +135,7 @@ def _no_urls(js: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _libraries() -> str:
-    return _no_urls(_asset("d3.min.js")) + "\n" + _no_urls(_asset("jquery.slim.min.js"))
+    return _no_urls(_asset("d3")) + "\n" + _no_urls(_asset("jquery"))
 
 
 def _view_js(view: str) -> str:
