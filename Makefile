@@ -27,7 +27,7 @@ test: setup system-deps
 	$(PY) -m pytest -q
 
 bench: setup
-	$(PY) -m explorer.bench all
+	$(PY) -m benchmarks all
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

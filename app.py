@@ -1,18 +1,18 @@
 """Transformer Explorer: `streamlit run app.py` (or `make run`). A router only."""
 import streamlit as st
 
-from explorer.ui import sidebar
+from webapp import sidebar
 
 st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide")
 
 PAGES = [
-    st.Page("explorer/ui/pages/translate.py", title="Translate", icon="🌐", url_path="translate", default=True),
-    st.Page("explorer/ui/pages/attention.py", title="Attention", url_path="attention"),
-    st.Page("explorer/ui/pages/positions.py", title="Positional encoding", url_path="positions"),
-    st.Page("explorer/ui/pages/beam.py", title="Beam search", url_path="beam"),
-    st.Page("explorer/ui/pages/train.py", title="Train", url_path="train"),
-    st.Page("explorer/ui/pages/schedule.py", title="Schedule", url_path="schedule"),
-    st.Page("explorer/ui/pages/checkpoints.py", title="Checkpoints", url_path="checkpoints"),
+    st.Page("webapp/pages/translate.py", title="Translate", icon="🌐", url_path="translate", default=True),
+    st.Page("webapp/pages/attention.py", title="Attention", url_path="attention"),
+    st.Page("webapp/pages/positions.py", title="Positional encoding", url_path="positions"),
+    st.Page("webapp/pages/beam.py", title="Beam search", url_path="beam"),
+    st.Page("webapp/pages/train.py", title="Train", url_path="train"),
+    st.Page("webapp/pages/schedule.py", title="Schedule", url_path="schedule"),
+    st.Page("webapp/pages/checkpoints.py", title="Checkpoints", url_path="checkpoints"),
 ]
 
 navigation = st.navigation(PAGES)

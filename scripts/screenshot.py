@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from explorer.bench import _browser as driver  # noqa: E402
+from benchmarks import browser as driver  # noqa: E402
 
 TEXT = "Y llamó Jehová Dios al hombre, y le dijo: ¿Dónde estás tú?"      # Gen 3:9, held out
 

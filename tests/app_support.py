@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.checkpoint_list import list_checkpoints
+from explorer.store.catalog import list_checkpoints
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 

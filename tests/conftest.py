@@ -35,6 +35,6 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.fixture
 def fake_tokenizer(monkeypatch) -> FakeTokenizer:
     """A tokenizer stand-in, also installed as the class checkpoint loading uses."""
-    from explorer import checkpoint
+    from explorer.store import checkpoint
     monkeypatch.setattr(checkpoint, "_tokenizer_class", lambda: FakeTokenizer)
     return FakeTokenizer()

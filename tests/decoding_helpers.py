@@ -1,5 +1,5 @@
 """Shared by the decoding tests: a tiny model trained for a few seconds on a toy task, and a
-stand-in tokenizer with the interface of explorer.tokenizer (encode / decode / id_to_piece)."""
+stand-in tokenizer with the interface of explorer.text.tokenizer (encode / decode / id_to_piece)."""
 from __future__ import annotations
 
 import functools

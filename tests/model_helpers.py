@@ -14,7 +14,7 @@ from explorer.config import preset
 from explorer.model import Transformer
 
 VOCAB = 40
-PAD, UNK, BOS, EOS = 0, 1, 2, 3          # the ids explorer.tokenizer fixes
+PAD, UNK, BOS, EOS = 0, 1, 2, 3          # the ids explorer.text.tokenizer fixes
 SEED = 1234
 
 

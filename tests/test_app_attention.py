@@ -15,12 +15,12 @@ import pytest
 
 from app_support import (array, chart, checkpoint_params, damage, has_chart, info_for, no_exception, open_app,
                          texts)
-from explorer.checkpoint import load_checkpoint
+from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, translate
-from explorer.ui import state
+from webapp import state
 
-PAGE = "explorer/ui/pages/attention.py"
+PAGE = "webapp/pages/attention.py"
 pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
 
 

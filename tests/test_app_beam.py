@@ -13,10 +13,10 @@ import pytest
 
 from app_support import (array, chart, default_roots, no_exception, open_app, texts,  # noqa: F401
                          usable_checkpoint_or_skip)
-from explorer.checkpoint import load_checkpoint
+from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 
-PAGE = "explorer/ui/pages/beam.py"
+PAGE = "webapp/pages/beam.py"
 SENTENCES = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "three hundred and twenty one"}
 pytestmark = pytest.mark.usefixtures("default_roots")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app_support import ROOT, copy, damage, no_exception, open_app, texts
-from explorer.ui import state
+from webapp import state
 
 SOURCE = ROOT / "checkpoints" / "numbers-en-de"
 
@@ -155,7 +155,7 @@ def test_what_was_typed_survives_a_checkpoint_that_fails_to_load(root, page, typ
     (else it shows them empty, sends that back on the next rerun, and the sentence is lost)."""
     damage(SOURCE, root / "run-a", "header")         # listed as "(damaged)"; cannot be loaded
     add(root, "run-b", 200)
-    at = open_app("run-b", page=f"explorer/ui/pages/{page}.py")
+    at = open_app("run-b", page=f"webapp/pages/{page}.py")
     for key, value in typed.items():
         find(at, key).set_value(value)
     at.run()

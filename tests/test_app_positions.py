@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from app_support import array, chart, default_roots, open_app, texts, usable_checkpoint_or_skip  # noqa: F401
-from explorer.checkpoint import load_checkpoint, save_checkpoint
+from explorer.store.checkpoint import load_checkpoint, save_checkpoint
 from explorer.model import Transformer, sinusoidal_table
 
-PAGE = "explorer/ui/pages/positions.py"
+PAGE = "webapp/pages/positions.py"
 SENTENCES = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "three hundred and twenty one"}
 pytestmark = pytest.mark.usefixtures("default_roots")
 

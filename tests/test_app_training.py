@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import jobs
+from explorer.training import jobs
 from training_fixtures import SENTENCE, build_runs, hold_lock, write_run
 
 TIMEOUT = 120
@@ -39,7 +39,7 @@ def open_page(page: str) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.query_params["ckpt"] = "finished@20"
     at.run()
-    at.switch_page(f"explorer/ui/pages/{page}.py").run()
+    at.switch_page(f"webapp/pages/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -11,10 +11,10 @@ import pytest
 import sacrebleu
 
 from app_support import (array, chart, checkpoint_params, copy, damage, info_for, no_exception, open_app, texts)
-from explorer.checkpoint import load_checkpoint
+from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
-from explorer.ui import state
+from webapp import state
 
 pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
 

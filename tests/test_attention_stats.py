@@ -1,10 +1,10 @@
-"""Head statistics and word alignment (explorer.attention_stats) on hand-built maps."""
+"""Head statistics and word alignment (explorer.inspection.attention_stats) on hand-built maps."""
 import math
 
 import numpy as np
 import pytest
 
-from explorer.attention_stats import (STATS, head_stats, piece_words, stack_stats, stats_rows, word_alignment,
+from explorer.inspection.attention_stats import (STATS, head_stats, piece_words, stack_stats, stats_rows, word_alignment,
                                       word_text)
 
 

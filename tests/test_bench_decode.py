@@ -5,8 +5,8 @@ import json
 
 import torch
 
-from explorer.bench import decode as bench_decode
-from explorer.bench.__main__ import available, main as dispatch
+from benchmarks import decode as bench_decode
+from benchmarks.__main__ import available, main as dispatch
 
 TINY = ["--preset", "tiny", "--vocab", "64", "--src-len", "6", "--out-len", "5", "--beam", "3",
         "--warmup", "0", "--repeats", "1", "--no-hf"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.ui import bertviz_offline as bv
+from webapp import bertviz_offline as bv
 
 ROOT = Path(__file__).resolve().parents[1]
 # asset -> (distribution, the file as its RECORD names it)
@@ -188,7 +188,7 @@ def test_the_tab_names_the_setup_command_and_other_views_work(fresh_assets):
 
     info, text = usable_checkpoint_or_skip()
     fresh_assets("d3", module="no_such_package_for_d3")
-    at = open_app(info.name, "explorer/ui/pages/attention.py", text=text)
+    at = open_app(info.name, "webapp/pages/attention.py", text=text)
     at.session_state["view"] = "bertviz"
     at.run()
     at.toggle(key="bertviz_on").set_value(True).run()

@@ -14,9 +14,9 @@ import pytest
 import torch
 from safetensors.torch import load_model, save_file
 
-from explorer import checkpoint
-from explorer.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, read_card, save_checkpoint, write_card
-from explorer.checkpoint_list import list_checkpoints
+from explorer.store import checkpoint
+from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, read_card, save_checkpoint, write_card
+from explorer.store.catalog import list_checkpoints
 from model_helpers import VOCAB, FakeTokenizer, make_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +121,7 @@ KILLER = textwrap.dedent("""
     import os, signal, sys
     sys.path[:0] = [{root!r}, {tests!r}]
     from safetensors.torch import save_file
-    from explorer import checkpoint
+    from explorer.store import checkpoint
     from model_helpers import FakeTokenizer, make_model
     stage, path = sys.argv[1], sys.argv[2]
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)
@@ -277,7 +277,7 @@ def test_list_checkpoints_finds_nested_runs_and_reports_damage(tmp_path, fake_to
 
 
 def test_round_trip_with_the_real_sentencepiece_tokenizer(tmp_path):
-    tokenizer_mod = pytest.importorskip("explorer.tokenizer")
+    tokenizer_mod = pytest.importorskip("explorer.text.tokenizer")
     lines = ["one two three four five six seven eight nine ten",
              "eins zwei drei vier fuenf sechs sieben acht neun zehn"] * 5
     tok = tokenizer_mod.Tokenizer.train(lines, lines, vocab_size=60, model_type="bpe")

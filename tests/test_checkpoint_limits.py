@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from explorer.checkpoint_list import list_checkpoints
+from explorer.store.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from explorer.store.catalog import list_checkpoints
 from explorer.config import MODEL_LIMITS, ModelConfig, preset
 from explorer.model import model_skeleton, parameter_count
 from model_helpers import FakeTokenizer, make_model
@@ -94,10 +94,10 @@ PROBE = textwrap.dedent("""
     import json, resource, sys, time
     sys.path.insert(0, {tests!r})
     import model_helpers
-    from explorer import checkpoint
+    from explorer.store import checkpoint
     checkpoint._tokenizer_class = lambda: model_helpers.FakeTokenizer
-    from explorer.checkpoint import CheckpointError, load_checkpoint
-    from explorer.checkpoint_list import list_checkpoints
+    from explorer.store.checkpoint import CheckpointError, load_checkpoint
+    from explorer.store.catalog import list_checkpoints
     t0 = time.perf_counter()
     infos = list_checkpoints(sys.argv[1])
     try:
@@ -143,14 +143,14 @@ def test_an_absurd_checkpoint_does_not_take_the_app_down(tmp_path, monkeypatch):
         (tmp_path / f"absurd-{i}" / "config.json").write_text(json.dumps(config))
     monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path))
     monkeypatch.setenv("EXPLORER_DEVICE", "cpu")
-    from explorer.ui import state
+    from webapp import state
     state.refresh_checkpoints()
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params["ckpt"] = info.name
     at.query_params["text"] = sentence
     at.run()
     for page in ("translate", "attention", "positions", "beam", "train", "schedule", "checkpoints"):
-        at.switch_page(f"explorer/ui/pages/{page}.py").run()
+        at.switch_page(f"webapp/pages/{page}.py").run()
         assert not at.exception, (page, [e.value for e in at.exception])
     labels = list(at.sidebar.selectbox[0].options)
     assert sum("(damaged)" in label for label in labels) == 3, labels

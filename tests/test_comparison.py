@@ -7,14 +7,14 @@ import sacrebleu
 import torch
 import torch.nn.functional as F
 
-from explorer import comparison as cmp
-from explorer.checkpoint import load_checkpoint
-from explorer.checkpoint_list import list_checkpoints
+from explorer.evaluation import comparison as cmp
+from explorer.store.checkpoint import load_checkpoint
+from explorer.store.catalog import list_checkpoints
 from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, score_targets, translate
 from explorer.decoding.translate import encode_source
 from explorer.plots import training as plots
-from explorer.schedule import noam_curve
+from explorer.training.schedule import noam_curve
 from training_fixtures import SENTENCE, build_runs, make_model, numbers_pairs
 
 GREEDY = DecodeConfig(strategy="greedy")

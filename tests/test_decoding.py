@@ -8,7 +8,7 @@ from decoding_helpers import random_model, sources, trained  # noqa: F401 (fixtu
 from explorer.config import DecodeConfig
 from explorer.decoding import (EOS_ID, beam_search, decode, decode_batch, greedy_search, sample, score_targets)
 from explorer.decoding.greedy import filter_logits
-from explorer.hooks import capture_points
+from explorer.inspection.hooks import capture_points
 from explorer.model.layers import CapturePoint
 
 torch.set_num_threads(1)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from explorer import run_files as rf
-from explorer.checkpoint import load_checkpoint, load_trainer_state
+from explorer.store import run_files as rf
+from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from train_helpers import (checkpoint_steps, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
                            status, train_records, trainer_cmd)
 

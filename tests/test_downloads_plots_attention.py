@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from explorer.attention_stats import word_alignment
+from explorer.inspection.attention_stats import word_alignment
 from explorer.decoding import Translation, TranslatedHypothesis
 from explorer.plots import attention as plots
 from explorer.plots.translation import token_probs_figure
-from explorer.trace import Trace
-from explorer.ui import downloads
+from explorer.inspection.trace import Trace
+from webapp import downloads
 
 TOKENS = ["▁<b>bold</b>", "▁a", "▁a", "</s>"]          # a repeated token and markup
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.hooks import ablate_heads, capture, capture_points, intervene, match
+from explorer.inspection.hooks import ablate_heads, capture, capture_points, intervene, match
 from explorer.model import CapturePoint
-from explorer.trace import Trace, attention_name
+from explorer.inspection.trace import Trace, attention_name
 
 
 def hooks_left(model) -> int:

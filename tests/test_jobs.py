@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from explorer import jobs
-from explorer import run_files as rf
-from explorer.checkpoint import load_checkpoint, load_trainer_state
+from explorer.training import jobs
+from explorer.store import run_files as rf
+from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from explorer.config import TrainConfig
 from explorer.data import DataError
 from explorer.plots.training import curves_from_records
-from explorer.train_args import parse_config
+from explorer.training.args import parse_config
 from training_fixtures import build_runs, hold_lock, make_tokenizer, write_run
 
 LIMIT = 150          # seconds before a test gives up on a trainer (a hang, not a timing assertion)
@@ -96,7 +96,7 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
 
     # resumed by another process that exits at once (like an app restart): the trainer lives on and
     # this process, which did not start it, finds it from the run directory alone
-    subprocess.run([sys.executable, "-c", f"from explorer import jobs; jobs.resume({str(run)!r})"], check=True,
+    subprocess.run([sys.executable, "-c", f"from explorer.training import jobs; jobs.resume({str(run)!r})"], check=True,
                    cwd=jobs.ROOT, timeout=LIMIT)
     assert str(run) not in jobs._PROCS
     job = wait(run, lambda j: j.active, "the trainer started elsewhere to be found")
@@ -254,7 +254,8 @@ def test_a_good_run_name_is_a_folder_directly_under_the_runs_directory(root):
 
 STARTER = """
 import json, sys, time
-from explorer import jobs, train  # noqa: F401  (imports done before the agreed moment)
+from explorer.training import jobs
+from explorer.training import trainer as train  # noqa: F401  (imports done before the agreed moment)
 from explorer.config import TrainConfig
 cfg, at = TrainConfig(**json.loads(sys.argv[1])), float(sys.argv[2])
 time.sleep(max(0.0, at - time.time()))

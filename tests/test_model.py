@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.hooks import capture, capture_points
+from explorer.inspection.hooks import capture, capture_points
 from explorer.model import layers, sinusoidal_table
 from model_helpers import BOS, PAD, VOCAB, make_model
 

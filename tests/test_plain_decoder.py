@@ -7,7 +7,7 @@ import torch
 from explorer.config import DecodeConfig
 from explorer.decoding import beam_search
 from explorer.decoding.core import StepDecoder
-from explorer.hooks import ablate_heads, capture
+from explorer.inspection.hooks import ablate_heads, capture
 from explorer.model.plain_decoder import PlainDecoder, plain_decoder_for
 from model_helpers import EOS, VOCAB, make_model
 

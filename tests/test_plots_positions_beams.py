@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import positions as pe
+from explorer.inspection import positions as pe
 from explorer.config import DecodeConfig
 from explorer.decoding import EOS_ID, beam_search
 from explorer.decoding.beam_trace import KEPT, STATUSES
-from explorer.hooks import capture
+from explorer.inspection.hooks import capture
 from explorer.model import sinusoidal_table
 from explorer.plots import beams as bplots
 from explorer.plots import positions as pplots

@@ -1,10 +1,10 @@
-"""The app's shared result caches are bounded in bytes, not entries (explorer/ui/result_cache.py)."""
+"""The app's shared result caches are bounded in bytes, not entries (webapp/result_cache.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from explorer.ui.result_cache import bounded_cache, pickled_size
+from webapp.result_cache import bounded_cache, pickled_size
 
 MIB = 1 << 20
 
@@ -58,7 +58,7 @@ def test_each_call_gets_its_own_copy_and_errors_are_not_cached():
 
 
 def test_the_apps_caches_are_bounded_in_bytes():
-    from explorer.ui import state
+    from webapp import state
 
     bounds = {fn.__name__: fn.cache.maxsize for fn in (state.translate, state.attention, state.score)}
     assert bounds == {"translate": state.TRANSLATION_CACHE_BYTES, "attention": state.TRACE_CACHE_BYTES,

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.schedule import label_smoothing_target, noam_curve, noam_rate
+from explorer.training.schedule import label_smoothing_target, noam_curve, noam_rate
 
 
 def test_noam_matches_hand_computed_values():

@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from explorer.tokenizer import Tokenizer
+from explorer.text.tokenizer import Tokenizer
 
 SRC = ["en el principio crió dios los cielos y la tierra", "y dijo dios sea la luz y fué la luz",
        "porque de tal manera amó dios al mundo", "bienaventurados los pobres en espíritu"] * 30

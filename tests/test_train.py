@@ -12,9 +12,9 @@ import sys
 import pytest
 import torch
 
-from explorer import run_files as rf
-from explorer import train
-from explorer.checkpoint import load_checkpoint, load_trainer_state
+from explorer.store import run_files as rf
+from explorer.training import trainer as train
+from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from train_helpers import (checkpoint_steps, losses, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
                            start, status, train_records, trainer_cmd, wait_for)
 
@@ -216,8 +216,8 @@ def test_flags_override_the_file_and_resume_reads_the_saved_config(tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_cli_prints_scores_and_writes_the_card(smoke, tmp_path):
-    from explorer.checkpoint import read_card
-    from explorer.evaluate import main as evaluate_main
+    from explorer.store.checkpoint import read_card
+    from explorer.evaluation.scores import main as evaluate_main
 
     run_dir, _ = smoke
     ckpt = run_dir / "checkpoints" / "step_000030"

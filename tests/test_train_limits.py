@@ -15,11 +15,12 @@ import time
 
 import pytest
 
-from explorer import run_files as rf
-from explorer import train, train_args
-from explorer.checkpoint import load_checkpoint
+from explorer.store import run_files as rf
+from explorer.training import trainer as train
+from explorer.training import args as train_args
+from explorer.store.checkpoint import load_checkpoint
 from explorer.config import TrainConfig
-from explorer.train_args import parse_config, validate
+from explorer.training.args import parse_config, validate
 from train_helpers import (checkpoint_steps, numbers_tokenizer, patched_cmd, run, seed_tokenizer,  # noqa: F401
                            status, trainer_cmd)
 
@@ -57,7 +58,7 @@ def test_finite_floats_still_pass():
 
 
 def test_absurd_epochs_are_refused():
-    from explorer.train_args import MAX_EPOCHS
+    from explorer.training.args import MAX_EPOCHS
     validate(TrainConfig(epochs=float(MAX_EPOCHS)))
     with pytest.raises(ValueError, match="epochs must be <= "):
         validate(TrainConfig(epochs=1e300))
@@ -139,7 +140,7 @@ def test_a_batch_too_big_for_memory_is_refused_before_the_first_step(tmp_path, n
         "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
         "atexit.register(lambda: print(f'maxrss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}',"
         " file=sys.stderr))\n"
-        "import explorer.train_args as args, explorer.train as train\n"
+        "import explorer.training.args as args, explorer.train as train\n"
         "args.validate = lambda cfg: None\n"
         "real = getattr(train, 'available_memory_bytes', lambda device: None)\n"
         "train.available_memory_bytes = lambda device: min(real(device) or 8 << 30, 8 << 30)\n")
@@ -209,7 +210,7 @@ def test_status_write_falls_back_only_for_a_full_disk(tmp_path, monkeypatch):
 # then on no new file can be made in the run directory (the atomic status write's temp file).
 DISK_FULL = """
 import builtins, errno, os
-import explorer.checkpoint as checkpoint
+import explorer.store.checkpoint as checkpoint
 RUN = os.path.realpath({run_dir!r})
 full = False
 def no_space(path):

@@ -1,6 +1,6 @@
 """The model's training path: Transformer.loss (logits of real targets only) and fused projections.
 
-Both are speed changes (see `python -m explorer.bench train`); these tests pin that they change no
+Both are speed changes (see `python -m benchmarks train`); these tests pin that they change no
 numbers: the loss and every gradient equal the textbook computation on full logits.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_fused_projection_equals_separate_projections():
 
 def test_loss_path_falls_back_to_full_shapes_when_the_ffn_is_captured(padded):
     """Skipping padded rows is a fast path only: a hooked FFN sees the whole [B, T, d_ff] batch."""
-    from explorer.hooks import capture
+    from explorer.inspection.hooks import capture
 
     src, tgt_in, tgt_out = padded
     model = make_model()

@@ -74,7 +74,7 @@ def status(run_dir: Path) -> dict:
 
 
 def train_records(run_dir: Path) -> list[dict]:
-    from explorer.run_files import read_metrics
+    from explorer.store.run_files import read_metrics
     return [r for r in read_metrics(run_dir) if r["kind"] == "train"]
 
 
@@ -83,7 +83,7 @@ def losses(run_dir: Path) -> dict[int, float]:
 
 
 def checkpoint_steps(run_dir: Path) -> list[int]:
-    from explorer.run_files import checkpoint_dirs
+    from explorer.store.run_files import checkpoint_dirs
     return [int(p.name.split("_")[1]) for p in checkpoint_dirs(run_dir)]
 
 
@@ -92,7 +92,7 @@ def numbers_tokenizer(tmp_path_factory) -> Path:
     """One word tokenizer for the numbers corpus, built the way the trainer builds it."""
     from explorer.config import TrainConfig
     from explorer.data import load_corpus
-    from explorer.train_data import prepare_tokenizer
+    from explorer.training.inputs import prepare_tokenizer
 
     corpus = load_corpus("numbers", data_dir=str(REPO / "data"))
     run_dir = tmp_path_factory.mktemp("tokenizer")

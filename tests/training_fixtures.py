@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch
 
-from explorer import run_files as rf
-from explorer.checkpoint import save_checkpoint
+from explorer.store import run_files as rf
+from explorer.store.checkpoint import save_checkpoint
 from explorer.config import TrainConfig, preset
 from explorer.data.files import read_tsv
 from explorer.model import Transformer
-from explorer.tokenizer import Tokenizer
+from explorer.text.tokenizer import Tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_TSV = REPO / "data" / "numbers" / "test.tsv"

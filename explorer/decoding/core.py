@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from explorer.config import DecodeConfig
-from explorer.hooks import ablate_heads
+from explorer.inspection.hooks import ablate_heads
 from explorer.model.plain_decoder import plain_decoder_for
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.decoding.core import (BOS_ID, EOS_ID, PAD_ID, Hypothesis, as_batch, decoding_session, normalize)
-from explorer.hooks import capture
-from explorer.trace import Trace
+from explorer.inspection.hooks import capture
+from explorer.inspection.trace import Trace
 
 
 def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: DecodeConfig | None = None, *,

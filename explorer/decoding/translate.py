@@ -3,7 +3,7 @@
 `decode()` picks the strategy from DecodeConfig; `translate()` adds the tokenizer on both ends and
 the soft failures the UI wants (empty text -> an empty result with a reason; an over-long source ->
 truncated to the model's max_len with a flag); `attention_trace()` is the one teacher-forced
-forward that fills an explorer.trace.Trace for display. Results hold lists, floats and numpy only,
+forward that fills an explorer.inspection.trace.Trace for display. Results hold lists, floats and numpy only,
 so st.cache_data can pickle them. The tokenizer only needs encode(text, side), decode(ids, side)
 and id_to_piece(id, side).
 """
@@ -21,7 +21,7 @@ from explorer.decoding.beam_trace import BeamTrace
 from explorer.decoding.core import BOS_ID, EOS_ID, Decoded, Hypothesis, check_ablation
 from explorer.decoding.greedy import greedy_search, sample
 from explorer.decoding.teacher import capture_forward, score_targets
-from explorer.trace import Trace
+from explorer.inspection.trace import Trace
 
 
 def decode(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Sequence[int] | None = None,
@@ -123,7 +123,7 @@ def attention_trace(model: nn.Module, tokenizer, src_ids: Sequence[int], tgt_ids
     """One teacher-forced forward over (source, chosen output) inside capture().
 
     tgt_ids are the output ids (e.g. a hypothesis's `ids`, EOS included); the Trace's tgt_tokens
-    are the decoder inputs BOS + tgt_ids[:-1], as explorer.trace documents. meta carries the ids,
+    are the decoder inputs BOS + tgt_ids[:-1], as explorer.inspection.trace documents. meta carries the ids,
     the output pieces and the per-token log-probs.
     """
     raw, token_lp = capture_forward(model, src_ids, tgt_ids, patterns, ablate)

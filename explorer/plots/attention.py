@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.attention_stats import STAT_LABELS, Alignment
+from explorer.inspection.attention_stats import STAT_LABELS, Alignment
 
 WEIGHTS_SCALE = "Blues"
 SCORES_SCALE = "RdBu_r"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from explorer.bench import _browser as driver
+from benchmarks import browser as driver
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -53,7 +53,7 @@ def app_settings():
 def _model(name: str):
     import torch
 
-    from explorer.checkpoint import load_checkpoint
+    from explorer.store.checkpoint import load_checkpoint
 
     torch.set_num_threads(1)          # two busy cores: more threads only make everyone wait
     return load_checkpoint(ROOT / "checkpoints" / name, device="cpu")

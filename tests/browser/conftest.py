@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.bench import _browser as driver
+from benchmarks import browser as driver
 
 import browser_support
 from browser_support import ARTIFACTS, ROOT, timed

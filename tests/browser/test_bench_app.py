@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.bench import _browser as driver
-from explorer.bench.app import REFERENCE
+from benchmarks import browser as driver
+from benchmarks.app import REFERENCE
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 

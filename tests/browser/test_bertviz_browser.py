@@ -2,7 +2,7 @@
 installed packages (bertviz's views were written for jQuery 2.0; they run on 3.7.1 slim)."""
 from __future__ import annotations
 
-from explorer.ui import bertviz_offline as bv
+from webapp import bertviz_offline as bv
 from test_bertviz_offline import HOSTILE, TGT, stacks
 
 

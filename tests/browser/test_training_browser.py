@@ -20,7 +20,7 @@ import pytest
 
 from browser_support import (ARTIFACTS, LONG, NUMBERS, ROOT, idle, no_exception, open_app, pick_checkpoint,
                              sidebar_to, timed, url_param, wait_plotly)
-from explorer import jobs
+from explorer.training import jobs
 
 RUN = "browser-numbers"
 STEPS = 2000

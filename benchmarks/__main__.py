@@ -1,0 +1,36 @@
+"""Dispatcher: `python -m benchmarks <name> [args...]` runs benchmarks.<name>.main(args);
+`all` runs every benchmark module with its defaults; no name lists them."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import benchmarks as package
+
+
+def available() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    names = available()
+    if not argv or argv[0] in ("-h", "--help"):
+        print(f"usage: python -m benchmarks {{{'|'.join(names + ['all'])}}} [args...]")
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name == "all":
+        status = 0
+        for each in names:
+            print(f"== {each} ==", flush=True)
+            status = max(status, int(importlib.import_module(f"benchmarks.{each}").main(rest) or 0))
+        return status
+    if name not in names:
+        print(f"unknown benchmark {name!r}; choose one of {names + ['all']}", file=sys.stderr)
+        return 2
+    return int(importlib.import_module(f"benchmarks.{name}").main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

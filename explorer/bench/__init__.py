@@ -1,5 +1,0 @@
-"""Benchmarks (not timed tests): `python -m explorer.bench <name>` or `python -m explorer.bench all`.
-
-Each benchmark is a module here with `main(argv: list[str] | None = None) -> int | None` that
-prints its own table; add a module and the dispatcher finds it.
-"""

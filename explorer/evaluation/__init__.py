@@ -1,0 +1,1 @@
+"""Scores: BLEU / chrF / exact match / loss on a split, and comparing checkpoints."""

@@ -1,0 +1,206 @@
+"""Comparing two checkpoints on the same input: scores, attention, test-set quality, weights.
+
+Everything here reuses the library's own computations (decoding.score_targets / score_text for
+log-probs, Trace.attention for weights, evaluate.corpus_scores for BLEU/chrF), so the Checkpoints
+page shows exactly the numbers those functions give. Functions that need the same token ids under
+both models (aligned log-probs, attention differences) check that the tokenizers are identical and
+say so when they are not, instead of comparing positions that mean different tokens.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from explorer.store import run_files as rf
+from explorer.config import DecodeConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ComparisonError(ValueError):
+    """The two checkpoints cannot be compared this way (different tokenizer or architecture)."""
+
+
+# ---- tokens and log-probs ------------------------------------------------------------------------
+def same_tokenizer(tok_a, tok_b) -> bool:
+    """True when both tokenizers map text to the same ids (same sentencepiece model bytes)."""
+    if hasattr(tok_a, "model_bytes") and hasattr(tok_b, "model_bytes"):
+        return tok_a.model_bytes() == tok_b.model_bytes()
+    return tok_a is tok_b
+
+
+@dataclass(frozen=True)
+class TokenScores:
+    """Per-token log-probs of one output text under model A and model B."""
+
+    text: str
+    pieces_a: list[str]
+    lp_a: list[float]
+    pieces_b: list[str]
+    lp_b: list[float]
+
+    @property
+    def aligned(self) -> bool:
+        """Both models scored the same pieces (same tokenizer), so the lists line up token by token."""
+        return self.pieces_a == self.pieces_b
+
+    @property
+    def totals(self) -> tuple[float, float]:
+        return float(sum(self.lp_a)), float(sum(self.lp_b))
+
+
+def score_under_both(a, b, source: str, output: str, cfg: DecodeConfig | None = None) -> TokenScores:
+    """Teacher-forced log-prob of `output` given `source` under the LoadedCheckpoints a and b.
+
+    Uses decoding.score_text for each model with its own tokenizer; EOS is scored too.
+    """
+    from explorer.decoding import score_text
+
+    hyp_a = score_text(a.model, a.tokenizer, source, output, cfg)
+    hyp_b = score_text(b.model, b.tokenizer, source, output, cfg)
+    if hyp_a is None or hyp_b is None:
+        raise ComparisonError("empty source text: nothing to score")
+    return TokenScores(output, hyp_a.pieces, hyp_a.token_logprobs, hyp_b.pieces, hyp_b.token_logprobs)
+
+
+def score_ids_under_both(a, b, src_ids: Sequence[int], out_ids: Sequence[int]) -> tuple[list[float], list[float]]:
+    """Log-probs of the exact output ids (e.g. A's hypothesis, EOS included) under both models."""
+    from explorer.decoding import score_targets
+
+    if not same_tokenizer(a.tokenizer, b.tokenizer):
+        raise ComparisonError("the checkpoints use different tokenizers; score the text instead")
+    lps = [score_targets(m, [list(src_ids)], [list(out_ids)])[0].token_logprobs for m in (a.model, b.model)]
+    return lps[0], lps[1]
+
+
+# ---- attention -----------------------------------------------------------------------------------
+def attention_stack(trace, kind: str) -> np.ndarray:
+    """[L, H, q, k] weights of every layer of one attention kind (first batch row)."""
+    return np.stack([trace.attention(kind, layer)[0] for layer in range(trace.n_layers(kind))])
+
+
+def attention_difference(trace_a, trace_b, kind: str) -> np.ndarray:
+    """B - A per layer x head x query x key, for two traces of the same (source, output) ids."""
+    if trace_a.meta.get("src_ids") != trace_b.meta.get("src_ids") or \
+            trace_a.meta.get("tgt_ids") != trace_b.meta.get("tgt_ids"):
+        raise ComparisonError("the two traces are over different token ids (different tokenizers?)")
+    wa, wb = attention_stack(trace_a, kind), attention_stack(trace_b, kind)          # [L, H, q, k] each
+    if wa.shape != wb.shape:
+        raise ComparisonError(f"{kind} attention shapes differ: {wa.shape} vs {wb.shape} "
+                              "(different numbers of layers or heads)")
+    return wb - wa                                                                   # [L, H, q, k]
+
+
+# ---- test-set quality -----------------------------------------------------------------------------
+def test_pairs(ckpt_path: str | Path, meta: dict, n: int | None = None, data_dir: str | Path | None = None):
+    """The checkpoint's test sentences: its own test.tsv, else the test split of its training data.
+
+    Returns (pairs, where) with `where` naming the source; the first n pairs (a fixed sample).
+    """
+    from explorer.data import DataError, load_corpus
+    from explorer.data.files import read_tsv
+
+    own = Path(ckpt_path) / "test.tsv"
+    if own.is_file():
+        pairs, where = read_tsv(str(own)), str(own)
+    else:
+        dataset = (meta.get("training") or {}).get("dataset")
+        if not dataset:
+            raise ComparisonError("no test.tsv in the checkpoint and no training dataset recorded")
+        try:
+            pairs = load_corpus(dataset, data_dir=str(data_dir or ROOT / "data")).test
+        except DataError as err:
+            raise ComparisonError(f"test split of {dataset!r} unavailable: {err}") from None
+        where = f"test split of {dataset}"
+    return (pairs[:n] if n else pairs), where
+
+
+def test_scores(model, tokenizer, pairs, cfg: DecodeConfig | None = None) -> dict:
+    """BLEU / chrF / exact match of the model's translations of `pairs` (greedy unless cfg says)."""
+    from explorer.evaluation.scores import corpus_scores, translate_ids
+    from explorer.training.inputs import encode_pairs
+
+    split = encode_pairs(tokenizer, pairs, model.cfg.max_len)
+    device = next(model.parameters()).device
+    ids = translate_ids(model, split.src, cfg or DecodeConfig(strategy="greedy"), device)
+    hyps = [tokenizer.decode(x, side="tgt") for x in ids]
+    return {**corpus_scores(hyps, split.tgt_text), "n": len(hyps), "hyps": hyps}
+
+
+# ---- weights ---------------------------------------------------------------------------------------
+def _group(name: str) -> str:
+    """encoder.layers.3.ffn.w_1.weight -> encoder.layers.3; decoder.embed.lookup.weight -> decoder.embed."""
+    parts = name.split(".")
+    return ".".join(parts[:3]) if len(parts) > 2 and parts[1] == "layers" else ".".join(parts[:2])
+
+
+@torch.no_grad()
+def param_change(model_a, model_b) -> list[tuple[str, float]]:
+    """Per-layer ||B - A|| / ||A|| over all parameters of the layer (in the models' own order)."""
+    pa, pb = dict(model_a.named_parameters()), dict(model_b.named_parameters())
+    if pa.keys() != pb.keys() or any(pa[k].shape != pb[k].shape for k in pa):
+        raise ComparisonError("the checkpoints have different architectures (parameter names or shapes differ)")
+    diff_sq: dict[str, float] = {}
+    base_sq: dict[str, float] = {}
+    for name, a in pa.items():
+        g = _group(name)
+        a64, b64 = a.detach().double().cpu(), pb[name].detach().double().cpu()
+        diff_sq[g] = diff_sq.get(g, 0.0) + float(((b64 - a64) ** 2).sum())
+        base_sq[g] = base_sq.get(g, 0.0) + float((a64 ** 2).sum())
+    return [(g, (diff_sq[g] ** 0.5) / max(base_sq[g] ** 0.5, 1e-30)) for g in diff_sq]
+
+
+# ---- the table of checkpoints ------------------------------------------------------------------------
+def _dev_bleu_by_step(run_dir: Path, cache: dict) -> dict[int, float]:
+    if run_dir not in cache:
+        cache[run_dir] = {int(r["step"]): r.get("bleu") for r in rf.read_metrics(run_dir)
+                          if r.get("kind") == "eval" and isinstance(r.get("step"), (int, float))}
+    return cache[run_dir]
+
+
+def _short(path) -> str:
+    """runs/numbers/checkpoints/step_000300 -> numbers@300; other paths -> their last part."""
+    p = Path(str(path))
+    if p.parent.name == rf.CHECKPOINTS and p.name.startswith("step_"):
+        return f"{p.parent.parent.name}@{p.name[5:].lstrip('0') or '0'}"
+    return p.name
+
+
+def _test_bleu(card) -> float | None:
+    """Beam-search test BLEU from card.json (explorer.evaluate writes test.beam5), else greedy."""
+    test = card.get("test") if isinstance(card, dict) else None
+    if not isinstance(test, dict):
+        return None
+    for key in sorted(test, key=lambda k: (not k.startswith("beam"), k)):
+        value = test[key].get("bleu") if isinstance(test[key], dict) else None
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def checkpoint_rows(infos) -> list[dict]:
+    """One row per CheckpointInfo: run, step, data, preset, params, dev/test BLEU, created, error."""
+    rows, cache = [], {}
+    for info in infos:
+        train = (info.meta or {}).get("training") or {}
+        step = train.get("step")
+        match = re.fullmatch(r"step_(\d+)", Path(info.path).name)
+        run_dir = Path(info.path).parent.parent if match else None
+        dev = _dev_bleu_by_step(run_dir, cache).get(int(step)) if run_dir and isinstance(step, int) else None
+        test_bleu = _test_bleu(info.card)
+        dataset = train.get("dataset")
+        rows.append({"checkpoint": info.name, "run": train.get("run") or (run_dir.name if run_dir else ""),
+                     "step": step, "data": Path(dataset).name if isinstance(dataset, str) else dataset,
+                     "preset": train.get("preset") if not train.get("init_from") else
+                     f"fine-tuned from {_short(train['init_from'])}",
+                     "params (M)": round(info.n_params / 1e6, 2) if info.n_params else None,
+                     "dev BLEU": round(dev, 2) if isinstance(dev, (int, float)) else None,
+                     "test BLEU": round(test_bleu, 2) if isinstance(test_bleu, (int, float)) else None,
+                     "created": info.created, "problem": info.error or "", "path": str(info.path)})
+    return rows
+

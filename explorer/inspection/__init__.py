@@ -1,0 +1,1 @@
+"""Looking inside a model: hooks (capture, intervene, ablate), the Trace, attention statistics, positional-encoding math."""

@@ -1,0 +1,1 @@
+"""Where things live on disk: the only code that knows file names (atomic writes, the checkpoint format, the checkpoint catalog, the run-directory layout, shipping)."""

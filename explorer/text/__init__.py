@@ -1,0 +1,1 @@
+"""Text <-> token ids: the sentencepiece tokenizer and the special ids."""

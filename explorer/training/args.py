@@ -1,0 +1,154 @@
+"""The trainer's settings: a TrainConfig from a JSON file and/or flags, checked before anything starts.
+
+Every TrainConfig field is a flag (`max_steps` -> `--max-steps`); `--config FILE.json` gives a base
+that flags override; `--resume` without `--config` starts from the run's saved train_config.json.
+A run directory that already holds a run takes `--resume` or `--overwrite` (start over), never a
+fresh run on top of the old one's files.
+Bad settings raise ValueError with a message meant for people (the CLI exits 2 with it, the app
+shows it under the form).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import fields
+from pathlib import Path
+
+from explorer.store import run_files as rf
+from explorer.config import PRESETS, TrainConfig
+
+# Upper limits: far above any setting that makes sense here (and above the app form's caps), low
+# enough that a slip (a few extra zeros, "inf") is refused with a message instead of overflowing or
+# exhausting memory later. Whether a batch fits this machine's memory is checked by the trainer.
+MAX_STEPS = 10_000_000
+MAX_EPOCHS = 1_000_000
+MAX_BATCH_TOKENS = 1_000_000      # padded tokens per side per batch
+MAX_ACCUM_STEPS = 1_024
+MAX_SEQ_LEN = 4_096               # max_len: the longest sentence kept, in tokens
+MAX_VOCAB_SIZE = 256_000
+MAX_KEEP_LAST = 1_000
+MAX_THREADS = 256                 # torch.set_num_threads(10**6) crashes the interpreter
+SEED_RANGE = (-2 ** 63, 2 ** 64 - 1)   # what torch.manual_seed accepts
+
+_FLAG_TYPES = {"max_steps": int, "epochs": float, "dropout": float, "threads": int, "init_from": str}
+_PY_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "None": (type(None),)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m explorer.train",
+                                     description="Train the encoder-decoder Transformer.")
+    parser.add_argument("--config", help="JSON file with TrainConfig fields (flags override it)")
+    parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start over in a run directory that holds a run: its checkpoints, metrics, status, "
+                             "config and tokenizer are removed first (train.log is kept)")
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        value = getattr(defaults, f.name)
+        if isinstance(value, bool):
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+        else:
+            kind = _FLAG_TYPES.get(f.name, type(value) if value is not None else str)
+            parser.add_argument(flag, dest=f.name, type=kind, default=None)
+    return parser
+
+
+def _read_config_file(path: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"cannot read config file {path}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise ValueError(f"config file {path} is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a JSON object of TrainConfig fields")
+    return data
+
+
+def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
+    """(config, resume) from the command line: parse_command without the --overwrite flag."""
+    cfg, resume, _ = parse_command(argv)
+    return cfg, resume
+
+
+def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, bool]:
+    """(config, resume, overwrite) from the command line; ValueError for anything that cannot work."""
+    args = build_parser().parse_args(argv)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite contradict each other: continue the run or start over")
+    data = _read_config_file(args.config) if args.config else {}
+    saved = Path(args.run_dir or TrainConfig.run_dir) / rf.CONFIG
+    if args.resume and not args.config and saved.is_file():
+        data = _read_config_file(str(saved))
+    for f in fields(TrainConfig):
+        if getattr(args, f.name) is not None:
+            data[f.name] = getattr(args, f.name)
+    cfg = TrainConfig.from_dict(data)
+    validate(cfg)
+    if not (args.resume or args.overwrite) and rf.holds_run(cfg.run_dir):
+        # a fresh run's files would mix with the old ones (keep_last would prune by name across both)
+        raise ValueError(f"{cfg.run_dir} already holds a run; use --resume to continue it "
+                         "or --overwrite to start over")
+    return cfg, args.resume, args.overwrite
+
+
+def _check_types(cfg: TrainConfig) -> None:
+    """A JSON file can say "max_steps": "lots"; name the field instead of failing somewhere later."""
+    for f in fields(TrainConfig):
+        allowed = tuple(t for name in str(f.type).replace(" ", "").split("|") for t in _PY_TYPES.get(name, ()))
+        value = getattr(cfg, f.name)
+        if not allowed:
+            continue
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+            raise ValueError(f"{f.name} must be {f.type}, not {value!r}")
+
+
+def _check_finite(cfg: TrainConfig) -> None:
+    """NaN passes no comparison and inf passes every upper one: name them before the range checks."""
+    for f in fields(TrainConfig):
+        value = getattr(cfg, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{f.name} must be a finite number, not {value}")
+
+
+def _check_upper_limits(cfg: TrainConfig) -> None:
+    for name, limit in (("max_steps", MAX_STEPS), ("batch_tokens", MAX_BATCH_TOKENS),
+                        ("accum_steps", MAX_ACCUM_STEPS), ("max_len", MAX_SEQ_LEN),
+                        ("vocab_size", MAX_VOCAB_SIZE), ("keep_last", MAX_KEEP_LAST), ("threads", MAX_THREADS)):
+        value = getattr(cfg, name)
+        if value is not None and value > limit:
+            raise ValueError(f"{name} must be <= {limit:,}, not {value:,}")
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Refuse settings that cannot work, before anything starts (the app shows these messages)."""
+    _check_types(cfg)
+    _check_finite(cfg)
+    _check_upper_limits(cfg)
+    checks = [
+        (cfg.max_steps >= 1 or cfg.epochs, "max_steps must be >= 1"),
+        (cfg.epochs is None or cfg.epochs > 0, "epochs must be > 0"),
+        (cfg.epochs is None or cfg.epochs <= MAX_EPOCHS, f"epochs must be <= {MAX_EPOCHS:,}"),
+        (cfg.batch_tokens >= 16, "batch_tokens must be >= 16"),
+        (cfg.accum_steps >= 1, "accum_steps must be >= 1"),
+        (cfg.warmup >= 1, "warmup must be >= 1"),
+        (cfg.lr_factor > 0, "lr_factor must be > 0"),
+        (0 <= cfg.label_smoothing < 1, "label_smoothing must be in [0, 1)"),
+        (cfg.clip_norm >= 0, "clip_norm must be >= 0 (0 = no clipping)"),
+        (cfg.dropout is None or 0 <= cfg.dropout < 1, "dropout must be in [0, 1)"),
+        (cfg.keep_last >= 1, "keep_last must be >= 1"),
+        (cfg.log_every >= 1, "log_every must be >= 1"),
+        (cfg.eval_every >= 0 and cfg.save_every >= 0, "eval_every and save_every must be >= 0 (0 = off)"),
+        (cfg.eval_sentences >= 0, "eval_sentences must be >= 0"),
+        (cfg.max_len >= 8, "max_len must be >= 8"),
+        (cfg.vocab_size >= 16, "vocab_size must be >= 16"),
+        (cfg.threads is None or cfg.threads >= 1, "threads must be >= 1"),
+        (SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1], "seed must be in [-2**63, 2**64 - 1]"),
+        (cfg.init_from is not None or cfg.preset in PRESETS, f"unknown preset {cfg.preset!r}"),
+        (cfg.tokenizer_type in ("bpe", "unigram", "word"), "tokenizer_type must be bpe, unigram or word"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)

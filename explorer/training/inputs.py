@@ -1,0 +1,84 @@
+"""Turning a corpus into the trainer's batches: tokenizer, id sequences, token-count batches.
+
+The batch order of epoch e is a pure function of (seed, e), so resuming at (epoch, batch index)
+replays exactly the batches an uninterrupted run would have seen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from explorer.config import TrainConfig
+from explorer.data import load_corpus
+from explorer.data.batching import make_batches, pad_batch
+from explorer.text.tokenizer import Tokenizer
+
+
+@dataclass
+class EncodedSplit:
+    src: list[list[int]]      # sentencepiece ids + EOS
+    tgt: list[list[int]]      # BOS + ids + EOS
+    src_text: list[str]
+    tgt_text: list[str]
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def lengths(self) -> list[tuple[int, int]]:
+        return [(len(s), len(t) - 1) for s, t in zip(self.src, self.tgt)]
+
+    def n_tokens(self) -> int:
+        return sum(len(s) + len(t) - 1 for s, t in zip(self.src, self.tgt))
+
+
+def encode_source(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
+    return tokenizer.encode(text, side="src")[: max_len - 1] + [Tokenizer.EOS]
+
+
+def encode_target(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
+    return [Tokenizer.BOS] + tokenizer.encode(text, side="tgt")[: max_len - 2] + [Tokenizer.EOS]
+
+
+def encode_pairs(tokenizer: Tokenizer, pairs, max_len: int) -> EncodedSplit:
+    src_text = [p.src for p in pairs]
+    tgt_text = [p.tgt for p in pairs]
+    return EncodedSplit([encode_source(tokenizer, s, max_len) for s in src_text],
+                        [encode_target(tokenizer, t, max_len) for t in tgt_text], src_text, tgt_text)
+
+
+def prepare_tokenizer(cfg: TrainConfig, corpus, run_dir: Path, init_tokenizer: Tokenizer | None) -> Tokenizer:
+    """Fine-tuning keeps the checkpoint's tokenizer; a fresh run trains one (once per run dir)."""
+    if init_tokenizer is not None:
+        return init_tokenizer
+    tok_dir = Path(run_dir) / "tokenizer"
+    try:
+        return Tokenizer.load(tok_dir)
+    except Exception:
+        pass
+    return Tokenizer.train([p.src for p in corpus.train], [p.tgt for p in corpus.train], tok_dir,
+                           vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, joint=True)
+
+
+class BatchPlan:
+    """Token-count batches for every epoch, sharded across DDP ranks."""
+
+    def __init__(self, split: EncodedSplit, cfg: TrainConfig, rank: int = 0, world: int = 1):
+        self.split, self.cfg, self.rank, self.world = split, cfg, rank, world
+        self._cache: dict[int, list[list[int]]] = {}
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        if epoch not in self._cache:
+            batches = make_batches(self.split.lengths(), self.cfg.batch_tokens, seed=self.cfg.seed + epoch)
+            usable = len(batches) - len(batches) % self.world if self.world > 1 else len(batches)
+            self._cache = {epoch: batches[:usable][self.rank::self.world]}
+        return self._cache[epoch]
+
+    def steps_per_epoch(self) -> int:
+        return max(1, len(self.epoch_batches(0)) // self.cfg.accum_steps)
+
+    def tensors(self, index: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        src = pad_batch([self.split.src[i] for i in index]).to(device)              # [B, S]
+        tgt = pad_batch([self.split.tgt[i] for i in index]).to(device)              # [B, T+1]
+        return src, tgt[:, :-1], tgt[:, 1:]                                          # src, tgt_in, tgt_out

@@ -1,0 +1,275 @@
+"""The sections of the Attention page, one function per tab (the page itself only wires them).
+
+Each takes the plain data the page already has (a Trace, the Translation, the chosen view) and
+draws with figures from explorer.plots.attention; library calls go through the caches in state.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import streamlit.components.v1 as components
+
+from explorer.inspection.attention_stats import STAT_LABELS, STATS, stack_stats, stats_rows, word_alignment
+from explorer.decoding import EOS_ID
+from explorer.plots import attention as plots
+from webapp import bertviz_offline, downloads, state
+
+KINDS = {"encoder": "Encoder self-attention", "decoder": "Decoder masked self-attention",
+         "cross": "Cross-attention (decoder → encoder)"}
+QUANTITIES = {"weights": "Weights (after softmax)", "scores": "Scores QKᵀ/√d_k (before softmax)",
+              "unscaled": "Unscaled scores QKᵀ", "unscaled_softmax": "Softmax without the 1/√d_k"}
+
+
+@dataclass(frozen=True)
+class View:
+    kind: str
+    layer: int          # 0-based
+    head: int           # 0-based
+    quantity: str
+    show_mask: bool
+    d_k: int
+
+
+def axes(trace, kind: str) -> tuple[list[str], list[str], list[str] | None]:
+    """(query tokens, key tokens, output token each query produced or None) for a kind."""
+    src, tgt_in, out = trace.src_tokens, trace.tgt_tokens, trace.meta.get("out_tokens")
+    if kind == "encoder":
+        return src, src, None
+    return tgt_in, (tgt_in if kind == "decoder" else src), out
+
+
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Row softmax that treats -inf (masked) as weight 0."""
+    s = np.asarray(scores, dtype=np.float64)
+    top = np.max(np.where(np.isfinite(s), s, -np.inf), axis=-1, keepdims=True)
+    e = np.where(np.isfinite(s), np.exp(s - top), 0.0)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def quantity_stack(trace, kind: str, quantity: str, d_k: int) -> np.ndarray:
+    """[L, H, q, k] of the chosen quantity for every layer of a kind."""
+    n = trace.n_layers(kind)
+    if quantity == "weights":
+        return np.stack([trace.attention(kind, i, "weights")[0] for i in range(n)])
+    scores = np.stack([trace.attention(kind, i, "scores")[0] for i in range(n)]).astype(np.float64)
+    if quantity == "scores":
+        return scores
+    unscaled = scores * math.sqrt(d_k)                                       # -inf stays -inf
+    return unscaled if quantity == "unscaled" else softmax_rows(unscaled)
+
+
+def causal_mask(q: int, k: int) -> np.ndarray:
+    return np.triu(np.ones((q, k), dtype=bool), k=1)                         # True above the diagonal
+
+
+def eos_key(trace, kind: str) -> int | None:
+    """The boundary key for the 'to end-of-sentence' statistic (see attention_stats)."""
+    if kind == "decoder":
+        return 0                                                             # <s>: all the decoder sees
+    src_ids = trace.meta.get("src_ids") or []
+    return len(src_ids) - 1 if src_ids and src_ids[-1] == EOS_ID else None
+
+
+def all_stats(trace) -> dict[str, dict[str, np.ndarray]]:
+    return {kind: stack_stats(quantity_stack(trace, kind, "weights", 1), eos_key(trace, kind)) for kind in KINDS}
+
+
+# ---- tab: heads ----------------------------------------------------------------------------------
+
+def heads_tab(trace, view: View, name: str) -> None:
+    stack = quantity_stack(trace, view.kind, view.quantity, view.d_k)       # [L, H, q, k]
+    q_tok, k_tok, predicts = axes(trace, view.kind)
+    diverging = view.quantity in ("scores", "unscaled")
+    label = QUANTITIES[view.quantity]
+    left, right = st.columns([1, 1])
+    with left:
+        downloads.chart(plots.head_grid(stack, f"All heads · {label}", diverging=diverging),
+                        downloads.file_stem(name, view.kind, view.quantity, "grid"), key="attn_grid")
+    with right:
+        matrix = stack[view.layer, view.head]
+        mask = causal_mask(*matrix.shape) if view.kind == "decoder" else None
+        title = f"Layer {view.layer + 1}, head {view.head + 1} · {KINDS[view.kind]}"
+        fig = plots.head_heatmap(matrix, q_tok, k_tok, title, quantity="scores" if diverging else "weights",
+                                 mask=mask, show_mask=view.show_mask, predicts=predicts)
+        stem = downloads.file_stem(name, view.kind, f"L{view.layer + 1}", f"H{view.head + 1}", view.quantity)
+        downloads.chart(fig, stem, key="attn_zoom")
+        downloads.csv_button(np.where(np.isfinite(matrix), matrix, np.nan), _row_labels(q_tok, predicts), k_tok,
+                             stem, key="attn_zoom_csv")
+    if view.quantity != "weights":
+        _scaling_note(trace, view)
+
+
+def _row_labels(q_tok: list[str], predicts: list[str] | None) -> list[str]:
+    """CSV row labels: the query token, and for decoder rows the token that step wrote."""
+    return q_tok if predicts is None else [f"{i}->{o}" for i, o in zip(q_tok, predicts)]
+
+
+def _scaling_note(trace, view: View) -> None:
+    """Why 1/√d_k: compare how peaked the softmax is with and without it, for this head."""
+    weights = trace.attention(view.kind, view.layer, "weights")[0, view.head]
+    raw = quantity_stack(trace, view.kind, "unscaled_softmax", view.d_k)[view.layer, view.head]
+    st.caption(f"d_k = {view.d_k}, so the unscaled dot products are √{view.d_k} ≈ {math.sqrt(view.d_k):.1f}× "
+               f"larger. With the scaling, this head's mean largest weight is {weights.max(-1).mean():.2f}; "
+               f"without it, the softmax would give {raw.max(-1).mean():.2f}: sharper, closer to a one-hot "
+               "choice, where the gradients through the softmax vanish.")
+
+
+# ---- tab: head summary -----------------------------------------------------------------------------
+
+def summary_tab(trace, view: View, name: str) -> dict:
+    stats = all_stats(trace)
+    rows = pd.DataFrame([{"attention": kind, **row} for kind, kind_stats in stats.items()
+                         for row in stats_rows(kind_stats)])
+    stat = st.selectbox("Statistic", STATS, format_func=STAT_LABELS.get, key="attn_stat")
+    cols = st.columns(3)
+    for col, kind in zip(cols, KINDS):
+        with col:
+            downloads.chart(plots.stat_heatmap(stats[kind][stat], stat, f"{KINDS[kind]}"),
+                            downloads.file_stem(name, kind, stat), key=f"stat_{kind}")
+    st.caption("Each value is the mean over query positions. End-of-sentence means the source's </s> for "
+               "encoder and cross attention, and <s> (the only boundary it can see) for decoder self-attention. "
+               "Diagonality: the share of attention within one position of the length-rescaled diagonal.")
+    st.dataframe(rows.round(4), hide_index=True, width="stretch", key="stats_table")
+    downloads.table_csv_button(rows, downloads.file_stem(name, "head_stats"), key="stats_csv")
+    return stats
+
+
+# ---- tab: word alignment ---------------------------------------------------------------------------
+
+def alignment_tab(trace, view: View, name: str) -> None:
+    src, out = trace.src_tokens, trace.meta.get("out_tokens") or []
+    last = trace.n_layers("cross") - 1
+    cross = trace.attention("cross", last)[0]                                # [H, T, S]
+    head = min(view.head, cross.shape[0] - 1)
+    c1, c2 = st.columns(2)
+    for col, matrix, title, stem in (
+            (c1, cross.mean(axis=0), f"Mean over the heads of layer {last + 1}", "mean"),
+            (c2, cross[head], f"Layer {last + 1}, head {head + 1}", f"H{head + 1}")):
+        alignment = word_alignment(matrix, src, out)
+        with col:
+            if not alignment.tgt_words or not alignment.src_words:
+                st.info("No words to align (the output or the source has only special tokens).")
+                continue
+            downloads.chart(plots.alignment_figure(alignment, title), downloads.file_stem(name, "alignment", stem),
+                            key=f"align_{stem}")
+            downloads.csv_button(alignment.matrix, alignment.tgt_words, alignment.src_words,
+                                 downloads.file_stem(name, "alignment", stem), key=f"align_csv_{stem}")
+    st.caption("A target word's row is the mean of its pieces' cross-attention; a source word's column sums its "
+               "pieces. Circles mark each target word's most-attended source word. Attention is not alignment, "
+               "but in the last layer of a trained model it often comes close.")
+
+
+# ---- tab: model output vs reference ----------------------------------------------------------------
+
+def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name: str) -> None:
+    if view.kind == "encoder":
+        st.info("Encoder self-attention does not depend on the target: it is the same for any translation. "
+                "Pick decoder or cross-attention above to compare.")
+        return
+    if st.session_state.get("_attn_reference_for") != text or "attn_reference" not in st.session_state:
+        st.session_state["attn_reference"] = reference or ""          # a new sentence: its own reference
+        st.session_state["_attn_reference_for"] = text
+    st.text_input("Reference translation (teacher-forced)", key="attn_reference",
+                  placeholder="Type the translation to force through the decoder")
+    ref = st.session_state.get("attn_reference", "").strip()
+    if not ref:
+        st.info("Type a reference translation (or pick a test example on the Translate page) to compare.")
+        return
+    ids = [int(i) for i in ckpt.tokenizer.encode(ref, side="tgt")][:ckpt.config.max_len - 1] + [EOS_ID]
+    forced = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(trace.meta["src_ids"]), tuple(ids),
+                            what="Tracing the reference")
+    if forced is None:
+        return
+    cols = st.columns(2)
+    for col, tr, who in ((cols[0], trace, "model output"), (cols[1], forced, "reference")):
+        q_tok, k_tok, predicts = axes(tr, view.kind)
+        matrix = tr.attention(view.kind, view.layer, "weights")[0, view.head]
+        lp = tr.meta.get("token_logprobs") or []
+        with col:
+            fig = plots.head_heatmap(matrix, q_tok, k_tok, f"On the {who} · L{view.layer + 1} H{view.head + 1}",
+                                     predicts=predicts)
+            stem = downloads.file_stem(name, who, view.kind, f"L{view.layer + 1}", f"H{view.head + 1}")
+            downloads.chart(fig, stem, key=f"cmp_{who}")
+            downloads.csv_button(matrix, _row_labels(q_tok, predicts), k_tok, stem, key=f"cmp_csv_{who}")
+            st.caption(f"log P = {sum(lp):.2f} over {len(lp)} pieces")
+
+
+# ---- tab: head ablation ----------------------------------------------------------------------------
+
+def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: str) -> None:
+    c = ckpt.config
+    options = [(kind, layer, head) for kind in KINDS
+               for layer in range(c.n_encoder_layers if kind == "encoder" else c.n_decoder_layers)
+               for head in range(c.n_heads)]
+    if "ablate_pick" in st.session_state:                                    # another checkpoint: drop stale heads
+        st.session_state["ablate_pick"] = [o for o in st.session_state["ablate_pick"] if o in options]
+    picked = st.multiselect("Heads to switch off (their output set to zero)", options, key="ablate_pick",
+                            format_func=lambda o: f"{o[0]} L{o[1] + 1} H{o[2] + 1}",
+                            placeholder="Tick one or more heads…")
+    if not picked:
+        st.info("Tick heads above: the sentence is translated again without them, and compared.")
+        return
+    heads = tuple(sorted(picked))
+    path, sha = str(ckpt.path), ckpt.sha256
+    ablated = state.friendly(state.translate, path, sha, text, cfg, ablate=heads, what="Re-translating")
+    forced = state.friendly(state.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids), ablate=heads,
+                            what="Scoring the original output")
+    if ablated is None or forced is None:
+        return
+    c1, c2 = st.columns(2)
+    c1.markdown("**Original:** " + state.md_escape(result.text))
+    c2.markdown("**Without those heads:** " + state.md_escape(ablated.text or "(empty)"))
+    if ablated.text == result.text:
+        st.success("Same translation without those heads (how sure the model is may still change: see below).")
+    else:
+        st.warning("The translation changed.")
+    before = trace.meta.get("token_logprobs") or []
+    after = forced.meta.get("token_logprobs") or []
+    downloads.chart(plots.logprob_delta_figure(result.best.pieces, before, after,
+                                               "How sure the model stays of its original output"),
+                    downloads.file_stem(name, "ablation_delta"), key="ablation_delta")
+    q_tok, k_tok, predicts = axes(trace, view.kind)
+    diff = forced.attention(view.kind, view.layer)[0, view.head] - trace.attention(view.kind, view.layer)[0, view.head]
+    fig = plots.head_heatmap(diff, q_tok, k_tok, f"Change in L{view.layer + 1} H{view.head + 1} "
+                             f"({KINDS[view.kind]}) when those heads are off", quantity="difference",
+                             predicts=predicts)
+    stem = downloads.file_stem(name, "ablation_diff", view.kind, f"L{view.layer + 1}", f"H{view.head + 1}")
+    downloads.chart(fig, stem, key="ablation_diff")
+    downloads.csv_button(diff, _row_labels(q_tok, predicts), k_tok, stem, key="ablation_diff_csv")
+
+
+# ---- tab: bertviz ----------------------------------------------------------------------------------
+
+def bertviz_tab(trace, view: View) -> None:
+    st.caption("bertviz's interactive views (Jesse Vig), served from this app with no internet. "
+               "They number layers and heads from 0.")
+    if not st.toggle("Build the interactive views", key="bertviz_on"):
+        return
+    stacks = {kind: quantity_stack(trace, kind, "weights", 1) for kind in KINDS}
+    for label, which in (("Head view", "head"), ("Model view", "model")):
+        st.markdown(f"**{label}**")
+        try:
+            html, note = bertviz_offline.render(which, stacks, trace.src_tokens, trace.tgt_tokens,
+                                                layer=view.layer, kind=view.kind)
+        except ValueError as err:
+            st.warning(str(err))
+            return
+        except OSError as err:                                   # e.g. an install without static/
+            st.error(f"The bertviz assets could not be read ({state.md_escape(err)}); "
+                     "the heatmaps above show the same data.")
+            return
+        if note:
+            st.caption(note)
+        embed(html, bertviz_offline.height(which, stacks))
+
+
+def embed(html: str, height: int) -> None:
+    """A self-contained HTML document in an iframe (st.iframe; components.html on older Streamlit)."""
+    if hasattr(st, "iframe"):
+        st.iframe(html, height=height)
+    else:
+        components.html(html, height=height, scrolling=True)

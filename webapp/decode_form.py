@@ -1,0 +1,62 @@
+"""The decoding-settings widgets of the Translate page (greedy / beam / sampling and their knobs).
+
+The result is stored as st.session_state["decode_cfg"] (a DecodeConfig dict), which the other
+pages read through state.decode_settings(), so they show the translation the user chose. The
+widgets start from that stored dict, so leaving and re-opening the page keeps the choice.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.config import DecodeConfig
+from webapp import state
+
+STRATEGIES = {"greedy": "Greedy", "beam": "Beam search", "sample": "Sampling"}
+
+
+def _default(key: str, value) -> None:
+    if key not in st.session_state:
+        st.session_state[key] = value
+
+
+def render() -> tuple[dict, int]:
+    """Draw the settings; returns (DecodeConfig dict, number of samples to draw when sampling)."""
+    stored = state.decode_settings()
+    for key, field in (("dec_strategy", "strategy"), ("dec_beam", "beam_size"), ("dec_nbest", "n_best"),
+                       ("dec_lp", "length_penalty"), ("dec_alpha", "alpha"), ("dec_temp", "temperature"),
+                       ("dec_topk", "top_k"), ("dec_topp", "top_p"), ("dec_seed", "seed")):
+        _default(key, stored[field])
+    _default("dec_samples", 3)
+    st.session_state["dec_beam"] = min(max(int(st.session_state["dec_beam"]), 1), 16)
+    st.session_state["dec_nbest"] = min(max(int(st.session_state["dec_nbest"]), 1), 16)
+    with st.expander("Decoding settings", expanded=False):
+        strategy = st.radio("Strategy", list(STRATEGIES), format_func=STRATEGIES.get, key="dec_strategy",
+                            horizontal=True, help="Greedy takes the most probable token at each step; beam "
+                            "search keeps the k best partial translations; sampling draws each token.")
+        samples = 1
+        if strategy == "beam":
+            c1, c2, c3, c4 = st.columns(4)
+            c1.slider("Beam size", 1, 16, key="dec_beam")
+            c2.slider("N-best shown", 1, 16, key="dec_nbest")
+            c3.selectbox("Length penalty", ["gnmt", "average", "none"], key="dec_lp",
+                         help="gnmt: score / ((5 + len) / 6)^α; average: score / len; none: raw sum.")
+            c4.slider("α (GNMT exponent)", 0.0, 2.0, step=0.1, key="dec_alpha",
+                      disabled=st.session_state["dec_lp"] != "gnmt")
+        elif strategy == "sample":
+            c1, c2, c3, c4, c5 = st.columns(5)
+            c1.slider("Temperature", 0.1, 2.0, step=0.1, key="dec_temp")
+            c2.number_input("Top-k (0 = off)", 0, 1000, step=1, key="dec_topk")
+            c3.slider("Top-p", 0.05, 1.0, step=0.05, key="dec_topp")
+            c4.number_input("Seed", 0, 2**31 - 1, step=1, key="dec_seed")
+            samples = c5.slider("Samples", 1, 10, key="dec_samples", help="Seeds seed, seed+1, …")
+    g = st.session_state
+    cfg = dict(stored, strategy=strategy, beam_size=int(g["dec_beam"]), n_best=int(g["dec_nbest"]),
+               length_penalty=g["dec_lp"], alpha=float(g["dec_alpha"]), temperature=float(g["dec_temp"]),
+               top_k=int(g["dec_topk"]), top_p=float(g["dec_topp"]), seed=int(g["dec_seed"]))
+    try:
+        cfg = DecodeConfig(**cfg).to_dict()
+    except (TypeError, ValueError) as err:
+        st.warning(f"Those settings cannot be used ({err}); using the defaults instead.")
+        cfg = DecodeConfig().to_dict()
+    st.session_state["decode_cfg"] = cfg
+    return cfg, samples

@@ -1,0 +1,102 @@
+"""Attention: every head of every layer for the current sentence, and what each head does.
+
+Thin: the sentence and decoding settings are shared with Translate (state), the trace is one
+cached teacher-forced forward over the chosen translation, and each tab is a function in
+webapp.attention_views. Tabs run lazily (only the open one computes).
+"""
+import streamlit as st
+
+from explorer.inspection.attention_stats import stats_rows
+from webapp import attention_views as views
+from webapp import downloads, state
+
+st.title("Attention")
+state.learn(
+    "Each head compares every query position with every key position (a dot product of learned "
+    "projections), scales by 1/√d_k so the softmax does not saturate, and turns each row into weights "
+    "that sum to 1. Encoder self-attention looks over the source, the decoder's masked self-attention only "
+    "at earlier target positions (the causal mask sets later ones to −∞), and cross-attention lets each "
+    "target position look at the source. Rows are queries, columns keys.",
+    r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}} + M\right) V,"
+    r"\qquad M_{ij} = -\infty \text{ if } j > i \text{ (decoder self-attention)}")
+
+ckpt = state.require_checkpoint()
+path, sha, cfg = str(ckpt.path), ckpt.sha256, state.decode_settings()
+text = state.sentence_box("attn_text_box", "Sentence", height=68,
+                          placeholder="Type a sentence, or pick one on the Translate page.")
+clipped = state.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
+result = state.friendly(state.translate, path, sha, clipped, cfg, what="The translation")
+if result is None:
+    st.stop()
+if result.truncated:
+    st.warning(f"The sentence is longer than this model can read: {result.reason}.")
+if not result.hypotheses:
+    st.info(f"Nothing to show: {result.reason or 'the text produced no tokens'}.")
+    st.stop()
+trace = state.friendly(state.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids),
+                       what="Tracing the attention")
+if trace is None:
+    st.stop()
+st.markdown("**Translation** (" + cfg["strategy"] + "): " + state.md_escape(result.text or "(empty)"))
+
+
+TABS = ["Heads", "Head summary", "Word alignment", "Output vs reference", "Head ablation", "bertviz"]
+
+
+@st.fragment
+def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
+    """Everything below the translation depends on the chosen kind, layer, head and tab only. As a
+    fragment, switching any of them re-runs this part alone (not the sentence box, the cached
+    translation and trace lookups or the sidebar), and the browser re-draws only this part."""
+    path = str(ckpt.path)
+    # ---- which heads (kept in the URL: kind, layer, head) ----------------------------------------------
+    c = ckpt.config
+    state.remembered("attn_kind", views.KINDS, "cross", url_key="kind")
+    kind = st.radio("Attention", list(views.KINDS), format_func=views.KINDS.get, key="attn_kind", horizontal=True)
+    n_layers = c.n_encoder_layers if kind == "encoder" else c.n_decoder_layers
+    state.remembered("attn_layer", range(1, n_layers + 1), n_layers, url_key="layer", cast=int)
+    state.remembered("attn_head", range(1, c.n_heads + 1), 1, url_key="head", cast=int)
+    state.remembered("attn_quantity", views.QUANTITIES, "weights")
+    col1, col2, col3, col4 = st.columns([2, 3, 3, 2])
+    layer = col1.radio("Layer", list(range(1, n_layers + 1)), key="attn_layer", horizontal=True)
+    head = col2.radio("Head", list(range(1, c.n_heads + 1)), key="attn_head", horizontal=True)
+    quantity = col3.selectbox("Show", list(views.QUANTITIES), format_func=views.QUANTITIES.get, key="attn_quantity")
+    show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=kind != "decoder",
+                            help="Decoder self-attention only: grey cells are future positions, set to −∞.")
+    state.remember("attn_kind", "attn_layer", "attn_head", "attn_quantity")
+    state.url_set(kind=kind, layer=layer, head=head)
+    view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity,
+                      show_mask=show_mask and kind == "decoder", d_k=c.d_model // c.n_heads)
+    name = downloads.file_stem(ckpt.name)
+
+    # ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?view=...) --------------------
+    tabs = st.tabs(TABS, key="view", bind="query-params")
+    with tabs[0]:
+        if tabs[0].open:
+            views.heads_tab(trace, view, name)
+    with tabs[1]:
+        if tabs[1].open:
+            views.summary_tab(trace, view, name)
+    with tabs[2]:
+        if tabs[2].open:
+            views.alignment_tab(trace, view, name)
+    with tabs[3]:
+        if tabs[3].open:
+            views.compare_tab(ckpt, trace, view, state.current_reference(path, text), text, name)
+    with tabs[4]:
+        if tabs[4].open:
+            views.ablation_tab(ckpt, clipped, cfg, result, trace, view, name)
+    with tabs[5]:
+        if tabs[5].open:
+            views.bertviz_tab(trace, view)
+
+    def _bundle() -> dict:
+        stats = views.all_stats(trace)
+        extra = {"head_stats": {k: stats_rows(v) for k, v in stats.items()}}
+        return downloads.analysis_bundle(ckpt, result, cfg, {"page": "attention", "kind": kind, "layer": layer,
+                                                             "head": head, "quantity": quantity}, trace, extra)
+
+    downloads.bundle_button(_bundle, downloads.file_stem(ckpt.name, "attention"), key="bundle_attention")
+
+
+explore(ckpt, cfg, text, clipped, result, trace)

@@ -1,0 +1,218 @@
+"""Checkpoints: every checkpoint in a table, two of them compared on one input, and a run's
+attention scrubbed across its checkpoints.
+
+Thin: widgets -> cached state.translate / state.attention and explorer.evaluation.comparison (which reuses
+the library's own scoring, tracing and BLEU) -> explorer.plots.training.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from explorer.evaluation import comparison as cmp
+from explorer.config import DecodeConfig
+from explorer.plots import training as plots
+from webapp import state
+
+FIG = {"displaylogo": False}
+KINDS = {"encoder": "Encoder self-attention", "decoder": "Decoder masked self-attention",
+         "cross": "Cross-attention (decoder → encoder)"}
+GREEDY = DecodeConfig(strategy="greedy").to_dict()
+
+st.title("Checkpoints")
+state.learn(
+    "Every checkpoint a run saved, shipped ones first. Compare two on the same sentence (e.g. an early and a "
+    "late one, or before and after fine-tuning): their translations, how likely each finds the other's output, "
+    "their attention and its difference, test-set BLEU and how far each layer's weights moved.",
+    r"\Delta_{layer} = \frac{\lVert W^{B}_{layer} - W^{A}_{layer} \rVert_2}{\lVert W^{A}_{layer} \rVert_2}")
+
+
+def _load(info):
+    try:
+        return state.load(info.path)
+    except Exception as err:  # noqa: BLE001 - a damaged checkpoint is a message, never a traceback
+        st.error(f"{info.name} cannot be loaded: {err}")
+        return None
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _scores(path_a: str, sha_a: str, path_b: str, sha_b: str, source: str, output: str):
+    return cmp.score_under_both(state.load(path_a), state.load(path_b), source, output)
+
+
+@st.cache_data(max_entries=16, show_spinner="Translating the test sample with both models…")
+def _test(path: str, sha: str, pairs_from: str, sha_from: str, n: int) -> dict:
+    src = state.load(pairs_from)
+    pairs, where = cmp.test_pairs(pairs_from, src.meta, n)
+    ckpt = state.load(path)
+    return {**cmp.test_scores(ckpt.model, ckpt.tokenizer, pairs), "where": where}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _param_change(path_a: str, sha_a: str, path_b: str, sha_b: str):
+    return cmp.param_change(state.load(path_a).model, state.load(path_b).model)
+
+
+def table(infos) -> None:
+    rows = cmp.checkpoint_rows(infos)
+    frame = pd.DataFrame(rows).drop(columns=["path"])
+    st.dataframe(frame, hide_index=True)
+    bad = [r for r in rows if r["problem"]]
+    if bad:
+        st.warning(f"{len(bad)} damaged checkpoint(s) cannot be compared; the 'problem' column says why.")
+
+
+def compare(healthy) -> None:
+    if len(healthy) < 2:
+        st.info("Comparison needs two working checkpoints (a run saves one every 'checkpoint every' steps).")
+        return
+    label = lambda i: state.checkpoint_label(healthy[i])  # noqa: E731
+    c1, c2 = st.columns(2)
+    ia = c1.selectbox("Checkpoint A", range(len(healthy)), index=0, format_func=label, key="ck_a")
+    ib = c2.selectbox("Checkpoint B", range(len(healthy)), index=len(healthy) - 1, format_func=label, key="ck_b")
+    a, b = _load(healthy[ia]), _load(healthy[ib])
+    if a is None or b is None:
+        return
+    text = st.text_input("Sentence", value=state.current_text() or "", key="ck_text",
+                         placeholder="Type a sentence in the source language")
+    text, _ = state.clip_text(text)
+    if not text.strip():
+        st.info("Type a sentence to compare the two checkpoints on it.")
+        return
+    ta = state.translate(str(a.path), a.sha256, text, GREEDY, trace=False)
+    tb = state.translate(str(b.path), b.sha256, text, GREEDY, trace=False)
+    if ta.best is None or tb.best is None:
+        st.warning(ta.reason or tb.reason or "Nothing was decoded.")
+        return
+    c1, c2 = st.columns(2)
+    for col, name, t in ((c1, "A", ta), (c2, "B", tb)):
+        col.markdown(f"**{state.md_escape(name)}** (greedy): {state.md_escape(t.text)}")
+        col.caption(f"log-prob {t.best.score:.2f} over {len(t.best.ids)} tokens")
+
+    st.subheader("Per-token log-probability of each output under both models")
+    for name, t in (("A", ta), ("B", tb)):
+        s = _scores(str(a.path), a.sha256, str(b.path), b.sha256, text, t.text)
+        tot_a, tot_b = s.totals
+        if s.aligned:
+            title = f"{name}'s output: total log-prob {tot_a:.2f} under A, {tot_b:.2f} under B"
+            st.plotly_chart(plots.logprob_figure(s.pieces_a, s.lp_a, s.lp_b, title=title), config=FIG,
+                            key=f"ck_lp_{name}")
+        else:
+            st.caption(f"{name}'s output, tokenized differently by each model: "
+                       f"{tot_a:.2f} under A, {tot_b:.2f} under B")
+            c1, c2 = st.columns(2)
+            c1.dataframe(pd.DataFrame({"token": s.pieces_a, "log p under A": s.lp_a}), hide_index=True)
+            c2.dataframe(pd.DataFrame({"token": s.pieces_b, "log p under B": s.lp_b}), hide_index=True)
+
+    st.subheader("Attention, layer × head")
+    if not cmp.same_tokenizer(a.tokenizer, b.tokenizer):
+        st.info("The two checkpoints use different tokenizers, so their attention is over different tokens and "
+                "cannot be subtracted. Pick two checkpoints of the same run, or a fine-tune and its parent.")
+    else:
+        c1, c2, c3 = st.columns(3)
+        whose = c1.radio("Over the output of", ["A", "B"], horizontal=True, key="ck_whose")
+        kind = c2.radio("Attention", list(KINDS), format_func=KINDS.get, key="ck_kind")
+        view = c3.radio("Show", ["A", "B", "B − A"], index=2, horizontal=True, key="ck_view")
+        out = (ta if whose == "A" else tb).best.ids
+        src = ta.src_ids
+        tr_a = state.attention(str(a.path), a.sha256, tuple(src), tuple(out))
+        tr_b = state.attention(str(b.path), b.sha256, tuple(src), tuple(out))
+        x = tr_a.src_tokens if kind != "decoder" else tr_a.tgt_tokens
+        y = tr_a.src_tokens if kind == "encoder" else tr_a.tgt_tokens
+        try:
+            data = {"A": cmp.attention_stack(tr_a, kind), "B": cmp.attention_stack(tr_b, kind)}
+            if view == "B − A":
+                data["B − A"] = cmp.attention_difference(tr_a, tr_b, kind)
+            st.plotly_chart(plots.attention_grid_figure(data[view], x, y, f"{KINDS[kind]}: {view}",
+                                                        diverging=view == "B − A"), config=FIG, key="ck_grid")
+        except cmp.ComparisonError as err:
+            st.warning(str(err))
+
+    st.subheader("BLEU / chrF on a sample of the test set")
+    c1, c2 = st.columns(2)
+    n = c1.slider("Test sentences", 10, 500, 50, step=10, key="ck_n")
+    source = c2.radio("Test set of", ["A", "B"], horizontal=True, key="ck_testset")
+    if st.button("Score both on the test sample", key="ck_score") or st.session_state.get("ck_scored"):
+        st.session_state["ck_scored"] = True
+        ref = a if source == "A" else b
+        try:
+            res = [_test(str(m.path), m.sha256, str(ref.path), ref.sha256, n) for m in (a, b)]
+        except cmp.ComparisonError as err:
+            st.warning(str(err))
+        else:
+            st.caption(f"{res[0]['n']} sentences from {res[0]['where']}, greedy decoding, sacrebleu defaults.")
+            st.dataframe(pd.DataFrame([{"model": name, "BLEU": r["bleu"], "chrF": r["chrf"], "exact": r["exact"]}
+                                       for name, r in zip("AB", res)]), hide_index=True)
+
+    st.subheader("How far the weights moved")
+    try:
+        change = _param_change(str(a.path), a.sha256, str(b.path), b.sha256)
+        st.plotly_chart(plots.param_change_figure([g for g, _ in change], [v for _, v in change]),
+                        config=FIG, key="ck_params")
+    except cmp.ComparisonError as err:
+        st.info(str(err))
+
+
+def scrubber(healthy) -> None:
+    runs: dict[str, list] = {}
+    for info in healthy:
+        if re.fullmatch(r"step_\d+", Path(info.path).name):
+            runs.setdefault(str(Path(info.path).parent.parent), []).append(info)
+    runs = {k: sorted(v, key=lambda i: Path(i.path).name) for k, v in runs.items() if v}
+    if not runs:
+        st.info("No training run with checkpoints yet: start one on the Train page.")
+        return
+    run = st.selectbox("Run", list(runs), format_func=lambda r: f"{Path(r).name} ({len(runs[r])} checkpoints)",
+                       key="ck_run")
+    ckpts = runs[run]
+    text = st.text_input("Sentence", value=state.current_text() or "", key="ck_scrub_text")
+    text, _ = state.clip_text(text)
+    first = _load(ckpts[0])
+    if first is None:
+        return
+    cfg = first.config
+    c1, c2, c3 = st.columns(3)
+    kind = c1.selectbox("Attention", list(KINDS), index=2, format_func=KINDS.get, key="ck_s_kind")
+    layers = cfg.n_encoder_layers if kind == "encoder" else cfg.n_decoder_layers
+    layer = c2.number_input("Layer", 1, layers, layers, key=f"ck_s_layer_{kind}")
+    head = c3.number_input("Head", 1, cfg.n_heads, 1, key="ck_s_head")
+    steps = [Path(i.path).name.removeprefix("step_").lstrip("0") or "0" for i in ckpts]
+    pos = st.select_slider("Checkpoint (training step)", range(len(ckpts)), value=len(ckpts) - 1,
+                           format_func=lambda i: steps[i], key="ck_s_step") if len(ckpts) > 1 else 0
+    if not text.strip():
+        st.info("Type a sentence to watch its attention form over training.")
+        return
+    ckpt = _load(ckpts[pos])
+    if ckpt is None:
+        return
+    t = state.translate(str(ckpt.path), ckpt.sha256, text, GREEDY, trace=False)
+    if t.best is None:
+        st.warning(t.reason or "Nothing was decoded.")
+        return
+    st.markdown(f"**Step {steps[pos]}:** {state.md_escape(t.text)}")
+    tr = state.attention(str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids))
+    if layer > tr.n_layers(kind) or head > tr.attention(kind, layer - 1).shape[1]:
+        st.warning("This checkpoint has fewer layers or heads than the first one of the run.")
+        return
+    w = tr.attention(kind, layer - 1)[0, head - 1]                                  # [q, k]
+    x = tr.src_tokens if kind != "decoder" else tr.tgt_tokens
+    y = tr.src_tokens if kind == "encoder" else tr.tgt_tokens
+    st.plotly_chart(plots.head_figure(w, x, y, f"{KINDS[kind]}, layer {layer}, head {head}, step {steps[pos]}"),
+                    config=FIG, key="ck_s_fig")
+
+
+infos = state.available_checkpoints()
+if not infos:
+    st.info("No checkpoint yet: train one on the Train page.")
+    st.stop()
+healthy = [i for i in infos if not i.error]
+tab_table, tab_compare, tab_scrub = st.tabs(["All checkpoints", "Compare two", "Attention over training"])
+with tab_table:
+    table(infos)
+with tab_compare:
+    compare(healthy)
+with tab_scrub:
+    scrubber(healthy)

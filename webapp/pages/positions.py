@@ -1,0 +1,144 @@
+"""Positional encoding: the table the model adds, its wavelengths and similarities, and its size
+next to the token embeddings of the current sentence.
+
+Thin: widgets -> explorer.inspection.positions (numpy) / cached state.translate + state.attention ->
+explorer.plots.positions. Works without a checkpoint too (paper defaults), since the sinusoidal
+table needs none; only the sentence section needs a model.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from explorer.inspection import positions as pe
+from explorer.plots import positions as plots
+from webapp import downloads, state
+
+D_MODELS = (16, 32, 64, 128, 256, 512, 768, 1024)
+BASES = (100.0, 1000.0, 10000.0, 100000.0)
+
+st.title("Positional encoding")
+state.learn(
+    "Attention by itself does not know word order, so each token's vector gets a position vector added. "
+    "The paper uses sines and cosines whose wavelengths grow geometrically from 2π to about 2π·base "
+    "across the dimensions: low dimensions change fast, high ones slowly, and PE(pos + k) is a fixed "
+    "linear function (a rotation per sin/cos pair) of PE(pos), so relative offsets are easy to read.",
+    r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right),\quad "
+    r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right),\quad "
+    r"\lambda_i = 2\pi\,\mathrm{base}^{2i/d_{model}},\quad x_{pos} = \sqrt{d_{model}}\,E[w_{pos}] + PE_{pos}")
+
+
+def matrix_button(table, label: str, name: str, key: str) -> None:
+    """A [positions, dims] table as CSV, rows and columns numbered."""
+    downloads.csv_button(table, [str(i) for i in range(table.shape[0])], [f"dim{j}" for j in range(table.shape[1])],
+                         name, key=key, label=label)
+
+
+def model_defaults(ckpt) -> tuple[int, float, int]:
+    if ckpt is None:
+        st.caption("No checkpoint loaded: showing the paper's d_model=512, base=10000.")
+        return 512, 10000.0, 512
+    cfg = ckpt.config
+    st.caption(f"Checkpoint **{ckpt.name}**: d_model={cfg.d_model}, base={cfg.pe_base:g}, "
+               f"positions={cfg.positions}, max_len={cfg.max_len}.")
+    return cfg.d_model, float(cfg.pe_base), cfg.max_len
+
+
+def learned_section(ckpt, n_positions: int) -> None:
+    st.info("This checkpoint **learns** its positions (a trained table, one row per position) instead of "
+            "the sinusoids: its encoder's table is shown here; the sinusoidal explorer below is for comparison.")
+    table = pe.learned_table(ckpt.model, "encoder")[:n_positions]          # [L, d]
+    downloads.chart(plots.pe_heatmap(table, "Learned position table (encoder)"), "learned_positions", key="pe_learned")
+    downloads.chart(plots.similarity_heatmap(pe.similarity(table), "Learned table: PE(i) · PE(j)"),
+                    "learned_similarity", key="pe_learned_sim")
+    matrix_button(table, "Learned table as CSV", "learned_positions", "pe_learned_csv")
+
+
+def sinusoid_section(d_model: int, base: float, n_positions: int) -> None:
+    table = pe.sinusoidal(n_positions, d_model, base)                       # [L, d]
+    name = f"pe_d{d_model}_base{base:g}"
+    waves = pe.dimension_wavelengths(d_model, base)                         # [d]
+    heat, curves, sim, waves_tab = st.tabs(["Heatmap", "Dimensions", "Similarity", "Wavelengths"])
+    with heat:
+        downloads.chart(plots.pe_heatmap(table, f"PE for d_model={d_model}, base={base:g}"), f"{name}_table",
+                        key="pe_heatmap")
+        matrix_button(table, "Table as CSV", f"{name}_table", "pe_table_csv")
+    with curves:
+        default = sorted({0, 1, min(4, d_model - 2), d_model // 2, d_model - 2})
+        dims = st.multiselect("Dimensions", list(range(d_model)), default=default, key="pe_dims")
+        dims = [d for d in dims if d < d_model]
+        if dims:
+            downloads.chart(plots.dimension_curves(table, dims, waves), f"{name}_dimensions", key="pe_curves")
+        else:
+            st.info("Pick one or more dimensions.")
+    with sim:
+        downloads.chart(plots.similarity_heatmap(pe.similarity(table)), f"{name}_similarity", key="pe_similarity")
+        st.caption("Constant along every diagonal: PE(i)·PE(j) = Σ cos(ω_k (i − j)) depends only on the offset.")
+        if d_model % 2 == 0:
+            downloads.chart(plots.offset_figure(pe.offset_profile(d_model, base, n_positions - 1)),
+                            f"{name}_offsets", key="pe_offset")
+        sim_matrix = pe.similarity(table)
+        downloads.csv_button(sim_matrix, [str(i) for i in range(n_positions)], [str(i) for i in range(n_positions)],
+                             f"{name}_similarity", key="pe_sim_csv", label="Similarity matrix as CSV")
+    with waves_tab:
+        pairs = pe.wavelengths(d_model, base)
+        downloads.chart(plots.wavelength_figure(pairs, base, d_model), f"{name}_wavelengths", key="pe_waves")
+        st.caption(f"From 2π ≈ 6.28 positions (pair 0) to {pairs[-1]:,.0f} positions (pair {len(pairs) - 1}).")
+        downloads.table_csv_button(pd.DataFrame({"pair": range(len(pairs)), "wavelength": pairs}),
+                                   f"{name}_wavelengths", key="pe_waves_csv", label="Wavelengths as CSV")
+
+
+def sentence_section(ckpt) -> None:
+    st.subheader("This sentence: token embedding vs positional encoding")
+    if ckpt is None:
+        st.info("Pick a working checkpoint in the sidebar to compare norms on a sentence.")
+        return
+    text, _ = state.clip_text(state.current_text())
+    if not text.strip():
+        st.info("Type a sentence on the Translate page (or add ?text=… to the URL) to see its norms.")
+        return
+    result = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, text, state.decode_settings(),
+                            what="Translating the sentence")
+    if result is None or result.best is None:
+        if result is not None:
+            st.info(result.reason or "Nothing was translated.")
+        return
+    trace = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
+                           tuple(result.best.ids), what="The capture")
+    if trace is None:
+        return
+    side = st.radio("Side", ["encoder (source)", "decoder (output)"], horizontal=True, key="pe_side")
+    stack = side.split()[0]
+    tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
+    tok_norm, pos_norm = pe.embedding_norms(trace, stack)
+    downloads.chart(plots.norm_bars(tokens, tok_norm, pos_norm), f"norms_{stack}", key="pe_norms")
+    cols = st.columns(3)
+    cols[0].metric("mean ‖√d·E[token]‖", f"{tok_norm.mean():.2f}")
+    cols[1].metric("mean ‖PE(pos)‖", f"{pos_norm.mean():.2f}")
+    cols[2].metric("ratio", f"{tok_norm.mean() / max(pos_norm.mean(), 1e-9):.2f}")
+    st.caption(f"Capture points `{stack}.embed.tokens` and `{stack}.embed.positions`. A sinusoidal PE has norm "
+               "√(d/2) at every position; scaling the embedding by √d keeps the token from being drowned by it.")
+    norms = pd.DataFrame({"token": tokens, "token_norm": tok_norm, "position_norm": pos_norm})
+    downloads.table_csv_button(norms, f"norms_{stack}", key="pe_norms_csv", label="Norms as CSV")
+    view = {"page": "positions", "side": stack, "d_model": ckpt.config.d_model, "base": ckpt.config.pe_base,
+            "positions": ckpt.config.positions}
+    downloads.bundle_button(lambda: downloads.analysis_bundle(
+        ckpt, result, state.decode_settings(), view, trace, extra={"norms": norms.to_dict("list")}),
+        f"positions_{stack}", key="pe_bundle")
+
+
+def main() -> None:
+    ckpt = state.current_checkpoint()
+    d_default, base_default, max_len = model_defaults(ckpt)
+    cols = st.columns(3)
+    d_model = cols[0].select_slider("d_model", sorted({*D_MODELS, d_default}), value=d_default, key="pe_d")
+    base = cols[1].select_slider("base", sorted({*BASES, base_default}), value=base_default, key="pe_base",
+                                 format_func=lambda b: f"{b:g}" + (" (paper)" if b == 10000 else ""))
+    n_positions = cols[2].slider("positions shown", 8, max(max_len, 8), min(100, max(max_len, 8)), key="pe_len")
+    if ckpt is not None and ckpt.config.positions == "learned":
+        learned_section(ckpt, n_positions)
+    sinusoid_section(int(d_model), float(base), int(n_positions))
+    sentence_section(ckpt)
+
+
+main()

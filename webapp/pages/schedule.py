@@ -1,0 +1,95 @@
+"""Schedule: the Noam learning-rate schedule and label smoothing, as the trainer applies them.
+
+Thin: sliders -> explorer.training.schedule (the same pure functions the trainer calls every step) ->
+explorer.plots.training. A run's logged LR is drawn over its planned curve, so any mismatch
+between plan and practice would show.
+"""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from explorer.training import jobs
+from explorer.store import run_files as rf
+from explorer.store.checkpoint import CheckpointError, read_config
+from explorer.config import PRESETS, TrainConfig
+from explorer.plots import training as plots
+from explorer.training.schedule import label_smoothing_target, noam_curve, noam_rate
+from webapp import state
+
+FIG = {"displaylogo": False}
+ANNOTATED = ((512, 4000), (512, 8000), (256, 4000))     # the Annotated Transformer's three curves
+
+st.title("Learning-rate schedule and label smoothing")
+state.learn(
+    "The paper raises the learning rate linearly for `warmup` steps (Adam's moment estimates are noisy at "
+    "first), then lets it decay with the inverse square root of the step. Larger models (d_model) get smaller "
+    "rates; `factor` scales the whole curve. The peak is at step = warmup.",
+    r"lr(step) = factor \cdot d_{model}^{-0.5} \cdot \min\left(step^{-0.5},\ step \cdot warmup^{-1.5}\right)"
+    r",\qquad lr_{peak} = factor \cdot (d_{model} \cdot warmup)^{-0.5}")
+
+st.header("Noam schedule")
+c1, c2, c3, c4 = st.columns(4)
+d_model = c1.select_slider("d_model", [64, 128, 256, 512, 768, 1024], value=512, key="sc_d")
+warmup = c2.slider("Warm-up steps", 100, 20_000, 4000, step=100, key="sc_warmup")
+factor = c3.slider("Factor", 0.1, 5.0, 1.0, step=0.1, key="sc_factor")
+steps = c4.slider("Steps shown", 1000, 100_000, 20_000, step=1000, key="sc_steps")
+overlay = st.checkbox("Overlay the Annotated Transformer's curves (factor 1): 512/4000, 512/8000, 256/4000",
+                      value=True, key="sc_overlay")
+x = np.unique(np.linspace(1, steps, 2000).astype(int))
+curves = [(f"yours: {d_model}/{warmup}, factor {factor:g}", x, noam_curve(x, d_model, factor, warmup))]
+if overlay:
+    curves += [(f"{d}/{w}", x, noam_curve(x, d, 1.0, w)) for d, w in ANNOTATED]
+st.plotly_chart(plots.schedule_figure(curves), config=FIG, key="sc_curves")
+st.caption(f"Your peak: lr = {noam_rate(warmup, d_model, factor, warmup):.3g} at step {warmup}; "
+           f"at step {steps}: {noam_rate(steps, d_model, factor, warmup):.3g}.")
+
+st.header("A run's actual learning rate")
+runs = [j for j in jobs.list_jobs() if (j.run_dir / rf.METRICS).is_file()]
+if not runs:
+    st.info("No training run with metrics yet; start one on the Train page.")
+else:
+    pick = st.selectbox("Run", range(len(runs)), format_func=lambda i: f"{runs[i].name} ({runs[i].state})",
+                        key="sc_run")
+    job = runs[pick]
+    c = plots.curves_from_records(rf.read_metrics(job.run_dir))
+    try:
+        if not job.config:
+            raise ValueError("missing or not JSON")
+        cfg = TrainConfig.from_dict(job.config)
+        run_d = read_config(cfg.init_from)[1].d_model if cfg.init_from else PRESETS[cfg.preset]["d_model"]
+    except (TypeError, ValueError, KeyError, CheckpointError) as err:
+        st.warning(f"The run's train_config.json cannot be read ({err}); showing the logged LR only.")
+        cfg, run_d = None, None
+    if not len(c.step):
+        st.info("This run has not logged a training step yet.")
+    else:
+        planned = []
+        if cfg is not None and run_d:
+            xs = np.arange(1, int(max(c.step.max(), job.total_steps or 0)) + 1)
+            planned = [(f"planned: d_model {run_d}, warmup {cfg.warmup}, factor {cfg.lr_factor:g}", xs,
+                        noam_curve(xs, run_d, cfg.lr_factor, cfg.warmup))]
+            err = float(np.nanmax(np.abs(c.lr - noam_curve(c.step, run_d, cfg.lr_factor, cfg.warmup))))
+            st.caption(f"Largest difference between logged and planned LR: {err:.2e}.")
+        st.plotly_chart(plots.schedule_figure(planned, actual=(c.step, c.lr), title=f"{job.name}: LR"),
+                        config=FIG, key="sc_actual")
+
+st.header("Label smoothing")
+state.learn(
+    "Instead of a one-hot target, the loss compares the model's prediction with a target that keeps "
+    "1 − ε + ε/V on the right token and spreads ε/V over every token (PyTorch's convention, which the "
+    "trainer uses). The loss is then smallest when the model is *not* fully confident, which improved "
+    "BLEU in the paper at some cost in perplexity.",
+    r"q(k) = (1-\varepsilon)\,[k = y] + \frac{\varepsilon}{V},\qquad "
+    r"\mathcal{L} = -\sum_k q(k)\,\log p(k)")
+c1, c2, c3 = st.columns(3)
+eps = c1.slider("ε (label smoothing)", 0.0, 0.5, 0.1, step=0.01, key="sc_eps")
+vocab = c2.slider("Vocabulary size V (for the picture)", 2, 40, 10, key="sc_vocab")
+target = c3.slider("Correct token", 0, vocab - 1, min(3, vocab - 1), key=f"sc_target_{vocab}")
+dist = label_smoothing_target(vocab, target, eps)
+c1, c2 = st.columns(2)
+c1.plotly_chart(plots.smoothing_figure(dist, target, title=f"Target distribution (ε = {eps:g}, V = {vocab})"),
+                config=FIG, key="sc_dist")
+c2.plotly_chart(plots.smoothing_loss_figure(vocab, eps), config=FIG, key="sc_loss")
+st.caption(f"Right token: {dist[target]:.4f}; each other token: {dist[(target + 1) % vocab]:.4f}; sum "
+           f"{dist.sum():.4f}. The trainer's loss is torch.nn.functional.cross_entropy(label_smoothing=ε).")

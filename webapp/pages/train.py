@@ -1,0 +1,246 @@
+"""Train: start a training or fine-tuning job, watch it learn, stop and resume it.
+
+Thin: form -> explorer.training.jobs (the trainer runs as its own process, so the page stays responsive
+and a page switch never stops it) -> run files -> explorer.plots.training. The selected job's
+panel is an st.fragment that re-runs alone every two seconds while the job is active.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from explorer.training import jobs
+from explorer.store import run_files as rf
+from explorer.store.checkpoint import CheckpointError, read_config
+from explorer.config import PRESETS, TrainConfig
+from explorer.data import DataError
+from explorer.plots import training as plots
+from explorer.training.schedule import noam_curve
+from webapp import state
+
+FIG = {"displaylogo": False}
+DATASETS = {"numbers": "Number words, English → German (learns in minutes)",
+            "bible": "Bible, Spanish → English (hours on CPU)", "upload": "My own TSV file (source<TAB>target)"}
+DEFAULTS = {  # per dataset: what learns visibly on these machines
+    "numbers": dict(preset="tiny", tokenizer_type="word", vocab_size=8000, max_steps=300, batch_tokens=2000,
+                    warmup=200, lr_factor=0.5, eval_every=100, save_every=100),
+    "bible": dict(preset="small", tokenizer_type="bpe", vocab_size=8000, max_steps=3000, batch_tokens=4000,
+                  warmup=800, lr_factor=0.7, eval_every=300, save_every=300),
+    "upload": dict(preset="tiny", tokenizer_type="bpe", vocab_size=4000, max_steps=1000, batch_tokens=2000,
+                   warmup=400, lr_factor=1.0, eval_every=200, save_every=200),
+}
+COLORS = {"running": "green", "starting": "orange", "finished": "blue", "failed": "red", "stopped": "gray",
+          "unknown": "violet"}
+
+st.title("Train")
+state.learn(
+    "Training runs as a separate process (`python -m explorer.train`) writing into `runs/<name>/`: "
+    "metrics, status and checkpoints. You can keep exploring while it runs; its checkpoints appear in the "
+    "sidebar picker. The learning rate follows the paper's Noam schedule: linear warm-up, then 1/√step.",
+    r"lr(step) = factor \cdot d_{model}^{-0.5} \cdot \min(step^{-0.5},\ step \cdot warmup^{-1.5})")
+
+
+def _d_model(cfg: TrainConfig) -> int | None:
+    if cfg.init_from:
+        try:
+            return read_config(cfg.init_from)[1].d_model
+        except CheckpointError:
+            return None
+    return PRESETS.get(cfg.preset, {}).get("d_model")
+
+
+def _dataset(choice: str) -> str | None:
+    if choice != "upload":
+        return choice
+    upload = st.file_uploader("Parallel text, one pair per line: source<TAB>target (UTF-8, up to 50 MB)",
+                              type=["tsv", "txt"], key="tr_upload")
+    if upload is None:
+        st.info("Upload a file to train on it.")
+        return None
+    cache = st.session_state.setdefault("tr_uploads", {})
+    if upload.file_id not in cache:                    # validate each upload once, not on every rerun
+        try:
+            cache[upload.file_id] = jobs.save_upload(upload.getvalue(), upload.name)
+        except DataError as err:
+            cache[upload.file_id] = str(err)
+    if isinstance(cache[upload.file_id], str):
+        st.error(f"File refused: {cache[upload.file_id]}")
+        return None
+    path, report = cache[upload.file_id]
+    st.success(f"{report.pairs:,} sentence pairs accepted ({report.bytes / 1e6:.1f} MB).")
+    st.dataframe(pd.DataFrame([{"source": p.src, "target": p.tgt} for p in report.sample]), hide_index=True)
+    return str(path)
+
+
+def new_job_form() -> None:
+    choice = st.radio("Data", list(DATASETS), format_func=DATASETS.get, horizontal=True, key="tr_data")
+    d = DEFAULTS[choice]
+    dataset = _dataset(choice)
+    k = f"tr_{choice}_"
+    c1, c2 = st.columns(2)
+    if not st.session_state.get(k + "name"):
+        st.session_state[k + "name"] = f"{choice}-{time.strftime('%m%d-%H%M%S')}"
+    name = c1.text_input("Run name (folder under runs/)", key=k + "name", max_chars=64,
+                         help=f"A new folder directly under runs/: {jobs.NAME_RULE}.")
+    start_from = c2.radio("Start from", ["scratch", "checkpoint"], horizontal=True, key=k + "from",
+                          format_func={"scratch": "Scratch (a preset)", "checkpoint": "Fine-tune a checkpoint"}.get)
+    init_from, preset_name = None, d["preset"]
+    if start_from == "scratch":
+        preset_name = c2.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(d["preset"]), key=k + "preset")
+    else:
+        healthy = [i for i in state.available_checkpoints() if not i.error]
+        if not healthy:
+            c2.warning("No working checkpoint to fine-tune from.")
+            return
+        pick = c2.selectbox("Checkpoint", range(len(healthy)), key=k + "init",
+                            format_func=lambda i: state.checkpoint_label(healthy[i]))
+        init_from = str(healthy[pick].path)
+    c1, c2, c3, c4 = st.columns(4)
+    by_epochs = c1.toggle("Length in epochs", key=k + "by_epochs")
+    steps = c1.number_input("Epochs" if by_epochs else "Steps", 1, 1_000_000, 3 if by_epochs else d["max_steps"],
+                            key=k + ("epochs" if by_epochs else "steps"))
+    batch_tokens = c2.number_input("Batch tokens", 16, 200_000, d["batch_tokens"], step=500, key=k + "batch")
+    warmup = c3.number_input("Warm-up steps", 1, 100_000, d["warmup"], key=k + "warmup")
+    lr_factor = c4.number_input("LR factor", 0.01, 10.0, d["lr_factor"], step=0.1, key=k + "lr")
+    smoothing = c1.number_input("Label smoothing ε", 0.0, 0.99, 0.1, step=0.05, key=k + "ls")
+    eval_every = c2.number_input("Evaluate every (steps)", 0, 100_000, d["eval_every"], key=k + "eval")
+    save_every = c3.number_input("Checkpoint every (steps)", 0, 100_000, d["save_every"], key=k + "save")
+    keep_last = c4.number_input("Keep last checkpoints", 1, 1000, 20, key=k + "keep")
+    with st.expander("More settings"):
+        c1, c2, c3, c4 = st.columns(4)
+        tok = c1.selectbox("Tokenizer", ["word", "bpe", "unigram"], index=["word", "bpe", "unigram"].index(
+            d["tokenizer_type"]), key=k + "tok", help="Ignored when fine-tuning (the checkpoint's tokenizer is kept).")
+        vocab = c2.number_input("Vocabulary size", 16, 64_000, d["vocab_size"], key=k + "vocab")
+        eval_sentences = c3.number_input("Dev sentences per evaluation", 0, 5000, 100, key=k + "evaln")
+        threads = c4.number_input("CPU threads", 1, 64, 1, key=k + "threads")
+        gpus = jobs.gpu_count()
+        nproc = c1.number_input("Processes (torchrun, one per GPU)", 1, gpus, 1, key=k + "nproc") if gpus > 1 else 1
+    try:
+        cfg = TrainConfig(run_dir=str(jobs.runs_root() / name.strip()), dataset=dataset or "", preset=preset_name,
+                          init_from=init_from, tokenizer_type=tok, vocab_size=int(vocab),
+                          max_steps=int(steps) if not by_epochs else 1, epochs=float(steps) if by_epochs else None,
+                          batch_tokens=int(batch_tokens), warmup=int(warmup), lr_factor=float(lr_factor),
+                          label_smoothing=float(smoothing), eval_every=int(eval_every), save_every=int(save_every),
+                          keep_last=int(keep_last), eval_sentences=int(eval_sentences), threads=int(threads))
+    except (TypeError, ValueError) as err:
+        st.error(f"Invalid settings: {err}")
+        return
+    d_model = _d_model(cfg)
+    if d_model and not by_epochs:
+        x = np.arange(1, int(steps) + 1)
+        st.plotly_chart(plots.schedule_figure([(f"planned (d_model={d_model})", x, noam_curve(
+            x, d_model, cfg.lr_factor, cfg.warmup))], title="Planned learning rate"), config=FIG, key="tr_planned")
+    if st.button("Start training", type="primary", disabled=dataset is None, key="tr_start"):
+        try:
+            job = jobs.start(cfg, nproc=int(nproc))
+        except jobs.JobError as err:
+            st.error(f"Not started: {err}")
+            return
+        st.session_state["tr_pick"] = job.name
+        del st.session_state[k + "name"]
+        state.url_set(run=job.name)
+        st.success(f"Started **{job.name}**. Its progress is below.")
+
+
+def jobs_table() -> None:
+    """Every run under runs/ (its own fragment: refreshed while any job is active)."""
+    rows = [{"run": j.name, "state": j.state,
+             "step": f"{j.step}/{j.total_steps or '?'}", "data": Path(str(j.config.get("dataset", "?"))).name,
+             "preset": j.config.get("preset") if not j.config.get("init_from") else "fine-tune",
+             "checkpoints": len(j.checkpoints),
+             "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(j.started)) if j.started else "",
+             "problem": j.last_error or j.note} for j in jobs.list_jobs()]
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f", about {int(seconds // 60)} min {int(seconds % 60)} s left" if seconds >= 60 else \
+        f", about {int(seconds)} s left"
+
+
+def job_panel(run_dir: str) -> None:
+    """Status, progress, curves, samples and log of one job (refreshed on its own while active)."""
+    job = jobs.poll(run_dir)
+    curves = plots.curves_from_records(rf.read_metrics(Path(run_dir)))
+    st.subheader(f"{job.name}: :{COLORS.get(job.state, 'gray')}[{job.state}]")
+    st.progress(job.fraction, text=f"step {job.step} of {job.total_steps or '?'}"
+                + (_eta(curves.eta_seconds(job.total_steps)) if job.active else ""))
+    if job.state == "failed":
+        st.error(f"The job failed: {job.last_error or 'no error recorded'}")
+    elif job.state == "stopped":
+        st.warning(f"Stopped at step {job.step}. " + (f"({job.note}) " if job.note else "")
+                   + ("Resume continues from its last checkpoint." if job.resumable
+                      else "No checkpoint to resume from."))
+    elif job.state == "unknown":
+        st.warning(f"This run directory looks damaged or incomplete: {job.note or 'no status'}.")
+    c1, c2, _ = st.columns([1, 1, 4])
+    if job.active and c1.button("Stop", key="tr_stop"):
+        with st.spinner("Asking the trainer to save and stop…"):
+            state.friendly(jobs.stop, run_dir, what="Stopping")
+            jobs.wait(run_dir, timeout=10)
+        st.rerun(scope="app")
+    if job.resumable and c2.button("Resume", key="tr_resume"):
+        try:
+            jobs.resume(run_dir)
+            st.rerun(scope="app")
+        except jobs.JobError as err:
+            st.error(f"Not resumed: {err}")
+    seen = st.session_state.get("tr_seen", {})
+    if seen.get(run_dir) not in (None, (job.state, len(job.checkpoints))):
+        state.refresh_checkpoints()                          # new checkpoint or new state: refresh the page
+        seen[run_dir] = (job.state, len(job.checkpoints))
+        st.session_state["tr_seen"] = seen
+        st.rerun(scope="app")
+    seen[run_dir] = (job.state, len(job.checkpoints))
+    st.session_state["tr_seen"] = seen
+    if len(curves.step) or len(curves.eval_step):
+        planned = _planned(job, curves)
+        st.plotly_chart(plots.training_figure(curves, planned), config=FIG, key="tr_curves")
+    else:
+        st.caption("No metrics yet.")
+    if curves.samples:
+        st.markdown("**Latest sample translations (dev set)**")
+        st.table(pd.DataFrame(curves.samples).rename(columns={"src": "source", "ref": "reference",
+                                                               "hyp": "model output"}))
+    with st.expander("Log (train.log)", expanded=job.state == "failed"):
+        st.code(jobs.log_tail(run_dir) or "(empty)", language=None)
+
+
+def _planned(job: jobs.Job, curves: plots.Curves):
+    try:
+        cfg = TrainConfig.from_dict(job.config)
+    except (TypeError, ValueError):
+        return None
+    if not job.config:
+        return None
+    d_model = _d_model(cfg)
+    if not d_model or not len(curves.step):
+        return None
+    x = np.arange(1, int(max(job.total_steps or 0, curves.step.max())) + 1)
+    return x, noam_curve(x, d_model, cfg.lr_factor, cfg.warmup)
+
+
+all_jobs = jobs.list_jobs()
+with st.expander("New training job", expanded=not any(j.active for j in all_jobs)):
+    new_job_form()
+
+all_jobs = jobs.list_jobs()                      # again: the form may have just started one
+st.header("Jobs")
+if not all_jobs:
+    st.info(f"No runs yet in {jobs.runs_root()}.")
+    st.stop()
+st.fragment(jobs_table, run_every=2 if any(j.active for j in all_jobs) else None)()
+names = [j.name for j in all_jobs]
+if st.session_state.get("tr_pick") not in names:
+    wanted = state.url_get("run")
+    st.session_state["tr_pick"] = wanted if wanted in names else names[0]
+chosen = st.selectbox("Show job", names, key="tr_pick")
+state.url_set(run=chosen)
+selected = all_jobs[names.index(chosen)]
+st.fragment(job_panel, run_every=2 if selected.active else None)(str(selected.run_dir))

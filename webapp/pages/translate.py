@@ -1,0 +1,115 @@
+"""Translate (home): type or pick a sentence, choose how to decode, see what the model produced.
+
+Thin: widgets -> cached library calls (state.translate) -> figures from explorer.plots.
+"""
+import pandas as pd
+import sacrebleu
+import streamlit as st
+
+from explorer.plots.translation import token_probs_figure
+from webapp import decode_form, downloads, state
+
+st.title("Translate")
+state.learn(
+    "The encoder reads the source pieces once; the decoder then writes the translation one piece at a "
+    "time, each step scoring every vocabulary piece given the source and what it wrote so far. Greedy "
+    "keeps the single best piece, beam search keeps the *k* best partial translations, sampling draws. "
+    "A hypothesis's score is the sum of its pieces' log-probabilities, usually divided by a length "
+    "penalty so that short outputs are not favoured.",
+    r"\log P(y \mid x) = \sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x), \qquad "
+    r"\text{score}_{\text{GNMT}} = \frac{\log P(y \mid x)}{\left((5 + |y|)/6\right)^{\alpha}}")
+
+ckpt = state.require_checkpoint()
+path, sha = str(ckpt.path), ckpt.sha256
+src_lang, tgt_lang = ckpt.meta.get("src_lang") or "source", ckpt.meta.get("tgt_lang") or "target"
+examples = state.examples(path)
+
+# ---- input -----------------------------------------------------------------------------------
+if "text" not in st.session_state and not state.url_get("text") and examples:
+    state.set_text(examples[0][1])                      # a fresh visit starts on a real test sentence
+
+
+def _picked() -> None:
+    pick = st.session_state.get("example_pick")
+    if pick is not None:
+        state.set_text(examples[pick][1])
+
+
+if st.session_state.get("_examples_for") != path:                # another checkpoint: other examples
+    st.session_state["_examples_for"] = path
+    st.session_state.pop("example_pick", None)
+if examples:
+    st.selectbox(f"Example from the held-out test set ({len(examples)})", range(len(examples)), index=None,
+                 key="example_pick", on_change=_picked, placeholder="Pick a test sentence…",
+                 format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
+state.sentence_box("text_box", f"Sentence to translate ({src_lang} → {tgt_lang})", height=90,
+                   placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
+cfg, n_samples = decode_form.render()
+# Widgets not drawn are forgotten (hence the "_" copy); and after a run that stopped before this
+# box (a checkpoint that fails to load) the browser draws it anew, so it is handed its value each run.
+st.session_state["manual_reference"] = st.session_state.get("manual_reference",
+                                                            st.session_state.get("_manual_reference", ""))
+with st.expander("Reference translation (optional)", expanded=False):
+    typed = st.text_input("Your reference, for BLEU/chrF when the sentence is not a test example",
+                          key="manual_reference")
+
+text = state.current_text()
+st.session_state["typed_reference"] = (text, typed)
+state.remember("manual_reference")
+clipped = state.require_text(text, "Type a sentence above (or pick an example) to see its translation.", "translated")
+
+# ---- decode (cached per checkpoint, text and settings) ------------------------------------------
+seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sample" else [cfg["seed"]]
+runs = [state.friendly(state.translate, path, sha, clipped, dict(cfg, seed=s), what="The translation") for s in seeds]
+if any(r is None for r in runs):
+    st.stop()
+result = runs[0]
+if result.truncated:
+    st.warning(f"The sentence is longer than this model can read: {result.reason}.")
+if not result.hypotheses:
+    st.info(f"Nothing to translate: {result.reason or 'the text produced no tokens'}.")
+    st.stop()
+
+st.subheader("Translation")
+with st.container(key="translation", border=True):
+    st.markdown("#### " + (state.md_escape(result.text) if result.text.strip() else "*(empty output)*"))
+if not result.best.finished:
+    st.caption("The output was cut at the length limit before the model ended it.")
+
+reference = state.current_reference(path, text)
+if reference:
+    bleu = sacrebleu.sentence_bleu(result.text, [reference]).score
+    chrf = sacrebleu.sentence_chrf(result.text, [reference]).score
+    c1, c2, c3 = st.columns([1, 1, 4])
+    c1.metric("BLEU", f"{bleu:.1f}", help="sacrebleu sentence BLEU against the reference (0-100)")
+    c2.metric("chrF", f"{chrf:.1f}", help="character n-gram F-score against the reference (0-100)")
+    c3.markdown("**Reference:** " + state.md_escape(reference))
+
+# ---- n-best, pieces, per-token probabilities -------------------------------------------------------
+hyps = [(s, h) for s, r in zip(seeds, runs) for h in r.hypotheses]
+if cfg["strategy"] == "sample":
+    hyps = sorted({tuple(h.ids): (s, h) for s, h in hyps}.values(), key=lambda sh: -sh[1].normalized)
+rows = pd.DataFrame([{"rank": i + 1, "translation": h.text, "log-prob": round(h.score, 3),
+                      "normalised": round(h.normalized, 3), "pieces": len(h.ids), "finished": h.finished,
+                      **({"seed": s} if cfg["strategy"] == "sample" else {})} for i, (s, h) in enumerate(hyps)])
+left, right = st.columns([3, 2])
+with left:
+    st.markdown(f"**{'Samples' if cfg['strategy'] == 'sample' else 'N-best list'}** ({len(rows)})")
+    st.dataframe(rows, hide_index=True, width="stretch", key="nbest")
+    downloads.table_csv_button(rows, downloads.file_stem(ckpt.name, "nbest"), key="nbest_csv")
+with right:
+    st.markdown(f"**Source pieces** ({len(result.src_pieces)})")
+    st.code(" ".join(result.src_pieces), language=None, wrap_lines=True)
+    st.markdown(f"**Output pieces** ({len(result.best.pieces)})")
+    st.code(" ".join(result.best.pieces), language=None, wrap_lines=True)
+
+best = result.best
+downloads.chart(token_probs_figure(best.pieces, best.token_logprobs, "Per-token probability of the translation"),
+                downloads.file_stem(ckpt.name, "token_probs"), key="token_probs")
+probs = pd.DataFrame({"position": range(len(best.pieces)), "piece": best.pieces,
+                      "log_prob": best.token_logprobs})
+downloads.table_csv_button(probs, downloads.file_stem(ckpt.name, "token_probs"), key="token_probs_csv",
+                           label="Download per-token probabilities (CSV)")
+downloads.bundle_button(lambda: downloads.analysis_bundle(ckpt, result, cfg, {"page": "translate"},
+                                                          extra={"reference": reference}),
+                        downloads.file_stem(ckpt.name, "translation"), key="bundle_translate")

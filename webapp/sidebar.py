@@ -1,0 +1,92 @@
+"""The shared sidebar: checkpoint picker (kept in the URL) and the device in use."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from explorer.store.catalog import CheckpointInfo
+from webapp import state
+
+PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
+LISTED = "_ckpt_listed"   # the last run's listing, {path: (name, label)}
+GONE = "_ckpt_gone"       # (name asked for, path used instead, why): said until the user picks another
+
+
+def render() -> None:
+    infos = state.available_checkpoints()
+    st.sidebar.title("Transformer Explorer")
+    if not infos:
+        st.sidebar.error("No checkpoint found in checkpoints/ or runs/. Train one: "
+                         "`python -m explorer.train --dataset numbers --preset tiny --tokenizer-type word`")
+        st.session_state["checkpoint_path"] = None
+        return
+    by_path = {str(i.path): i for i in infos}
+    labels = _labels(infos)
+    _keep_choice(by_path, labels)
+    path = st.sidebar.selectbox("Checkpoint", list(by_path), key=PICK, format_func=lambda p: labels.get(p, str(p)),
+                                on_change=lambda: st.session_state.pop(GONE, None))
+    info = by_path[path]
+    st.session_state["checkpoint_path"] = path
+    st.session_state[LISTED] = {p: (i.name, labels[p]) for p, i in by_path.items()}
+    state.url_set(ckpt=info.name)
+    gone = st.session_state.get(GONE)
+    if gone and gone[1] == path:
+        why = ("is not on disk any more (deleted, or pruned by a training run)" if gone[2] == "vanished"
+               else "named by the link is not here")
+        st.sidebar.warning(f"The checkpoint **{state.md_escape(gone[0])}** {why}, so "
+                           f"**{state.md_escape(info.name)}** is in use now. Pick another one above if you like.")
+    else:
+        st.session_state.pop(GONE, None)
+    if info.error:
+        st.sidebar.error(f"Damaged checkpoint: {state.md_escape(info.error)}")
+    else:
+        train = info.meta.get("training", {})
+        st.sidebar.caption(f"{info.meta.get('src_lang', '?')} → {info.meta.get('tgt_lang', '?')} · "
+                           f"step {train.get('step', '?')} · {info.size_bytes / 1e6:.0f} MB on disk")
+    device = "CUDA (" + torch.cuda.get_device_name(0) + ")" if torch.cuda.is_available() else "CPU"
+    st.sidebar.caption(f"Device: {device}")
+    st.sidebar.radio("Figure download format", ("png", "svg"), key="figure_format", horizontal=True,
+                     format_func=str.upper, help="What the camera button in each figure's toolbar saves.")
+
+
+def _labels(infos: list[CheckpointInfo]) -> dict[str, str]:
+    """The picker's label of each checkpoint path. The browser sends the chosen label back, so two
+    folders with the same name and metadata get their path added to stay distinguishable."""
+    labels = {str(i.path): state.checkpoint_label(i) for i in infos}
+    count: dict[str, int] = {}
+    for label in labels.values():
+        count[label] = count.get(label, 0) + 1
+    return {p: f"{label} · {p}" if count[label] > 1 else label for p, label in labels.items()}
+
+
+def _keep_choice(by_path: dict[str, CheckpointInfo], labels: dict[str, str]) -> None:
+    """Set the picker's value (a path) before it is drawn.
+
+    The listing changes under the app: a training run saves checkpoints that may sort before the
+    chosen one and prunes old ones (keep_last). The choice is kept by path, so what sorts around it
+    does not matter. When the chosen folder is gone, another is used and GONE makes the sidebar say
+    so, naming both, instead of switching model silently. A fresh session starts on the URL's
+    checkpoint (a shared link), else the default one, else the first listed.
+    """
+    picked, in_use = st.session_state.get(PICK), st.session_state.get("checkpoint_path")
+    listed = st.session_state.get(LISTED) or {}
+    chosen = picked if picked is not None else in_use
+    if chosen in by_path:
+        if chosen != picked or listed.get(chosen, ("", ""))[1] != labels[chosen]:
+            st.session_state[PICK] = chosen      # the browser shows a label: send it the current one
+        return
+    if chosen is None:                           # a fresh session
+        wanted, why = state.url_get("ckpt"), "link"
+        named = [p for p, i in by_path.items() if i.name == wanted]
+        if named:
+            st.session_state[PICK] = named[0]
+            return
+    else:                                        # deleted, or pruned, since the last run
+        wanted, why = listed.get(chosen, (Path(chosen).name,))[0], "vanished"
+    default = [p for p, i in by_path.items() if i.name == state.DEFAULT_CHECKPOINT]
+    fallback = in_use if in_use in by_path else default[0] if default else next(iter(by_path))
+    st.session_state[PICK] = fallback
+    if wanted:
+        st.session_state[GONE] = (wanted, fallback, why)

@@ -1,0 +1,325 @@
+"""What every page shares: the chosen checkpoint, the current sentence, URL state and caches.
+
+- The model is loaded once per checkpoint (st.cache_resource, keyed by path + file hash) and is
+  shared read-only: nobody calls .train() on it, and hooks exist only inside explorer.inspection.hooks.capture.
+- Translations and traces are plain data memoised in caches bounded in bytes (result_cache.py;
+  the bounds are below), copied per call and keyed by (checkpoint hash, text, settings), so
+  concurrent users never share a mutable result and memory stays bounded over a lesson.
+- The URL carries the view (checkpoint, text, page, layer, head, kind, step) via st.query_params.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import streamlit as st
+
+from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.store.catalog import CheckpointInfo, list_checkpoints
+from explorer.config import DecodeConfig
+from webapp.result_cache import bounded_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINT_ROOTS = (ROOT / "checkpoints", ROOT / "runs")
+ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
+DEFAULT_CHECKPOINT = "bible-es-en"
+MAX_CHARS = 2000                      # longer input is truncated with a notice
+URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
+MAX_EXAMPLES = 300                    # examples offered from a checkpoint's test.tsv
+# Shared result caches, bounded in bytes (a maximal 2,000-character attention trace is ~43 MB, a
+# typical sentence's ~1-4 MB). Models: at most MAX_MODELS loaded at once (each about its weights in
+# float32, plus a decoder copy for fast decoding).
+TRACE_CACHE_BYTES = 256 << 20
+TRANSLATION_CACHE_BYTES = 128 << 20
+SCORE_CACHE_BYTES = 32 << 20
+MAX_MODELS = 4
+
+
+# ---- URL state ------------------------------------------------------------------------------
+def url_get(key: str, default: Any = None, cast: Callable[[str], Any] = str) -> Any:
+    """A value from the URL, cast; a malformed value falls back to the default (never raises)."""
+    raw = st.query_params.get(key)
+    if raw is None:
+        return default
+    try:
+        return cast(raw)
+    except (TypeError, ValueError):
+        return default
+
+
+def url_set(**values: Any) -> None:
+    """Write values into the URL (None removes the key); only changed keys are written."""
+    for key, value in values.items():
+        if value is None:
+            if key in st.query_params:
+                del st.query_params[key]
+        elif st.query_params.get(key) != str(value):
+            st.query_params[key] = str(value)
+
+
+def remembered(key: str, valid, default, url_key: str | None = None, cast: Callable[[str], Any] = str) -> None:
+    """Set widget `key`'s starting value before it is drawn: its current value, else the value it
+    had when this page was last shown (Streamlit forgets widgets that were not drawn, so remember()
+    keeps a copy under "_" + key), else the URL's (a shared link), else `default`."""
+    from_url = url_get(url_key, None, cast) if url_key else None
+    for candidate in (st.session_state.get(key), st.session_state.get("_" + key), from_url):
+        if candidate is not None and candidate in valid:
+            st.session_state[key] = candidate
+            return
+    st.session_state[key] = default
+
+
+def remember(*keys: str) -> None:
+    for key in keys:
+        if key in st.session_state:
+            st.session_state["_" + key] = st.session_state[key]
+
+
+# ---- checkpoints ----------------------------------------------------------------------------
+def checkpoint_roots() -> tuple[Path, ...]:
+    """checkpoints/ and the runs directory (EXPLORER_RUNS_DIR replaces runs/, as in explorer.training.jobs);
+    $EXPLORER_CHECKPOINT_ROOTS (folders separated by os.pathsep) replaces both."""
+    env = os.environ.get(ROOTS_ENV, "").strip()
+    if env:
+        return tuple(Path(p).expanduser() for p in env.split(os.pathsep) if p.strip())
+    return (ROOT / "checkpoints", Path(os.environ.get("EXPLORER_RUNS_DIR") or ROOT / "runs"))
+
+
+def available_checkpoints() -> list[CheckpointInfo]:
+    """Shipped checkpoints first, then those of training runs (re-listed every 30 s, or at once
+    after refresh_checkpoints())."""
+    return _available_checkpoints(tuple(str(r) for r in checkpoint_roots()))
+
+
+@st.cache_data(ttl=30, show_spinner=False)     # listing 14 checkpoints costs ~0.35 s of CPU
+def _available_checkpoints(roots: tuple[str, ...]) -> list[CheckpointInfo]:
+    found = list_checkpoints(*[r for r in roots if Path(r).exists()])
+    first = roots[0] if roots else str(ROOT / "checkpoints")                  # shipped ones first
+    return sorted(found, key=lambda c: (not str(c.path).startswith(first), str(c.path)))
+
+
+def refresh_checkpoints() -> None:
+    """Forget the cached listing now (a training job just saved a checkpoint)."""
+    _available_checkpoints.clear()
+
+
+def checkpoint_label(info: CheckpointInfo) -> str:
+    if info.error:
+        return f"{info.name} (damaged)"
+    langs = f"{info.meta.get('src_lang', '?')}→{info.meta.get('tgt_lang', '?')}"
+    bleu = ((info.card or {}).get("test") or {}).get("beam5", {}).get("bleu")
+    extra = f", test BLEU {bleu:.1f}" if isinstance(bleu, (int, float)) else ""
+    params = f", {info.n_params / 1e6:.1f}M params" if info.n_params else ""
+    return f"{info.name} ({langs}{params}{extra})"
+
+
+def _fingerprint(path: Path) -> str:
+    weights = Path(path) / "model.safetensors"
+    try:
+        stat = weights.stat()
+        return f"{stat.st_mtime_ns}-{stat.st_size}"
+    except OSError:
+        return "missing"
+
+
+def _limit_threads() -> None:
+    """One torch thread for the app unless $EXPLORER_THREADS says otherwise.
+
+    Interactive decoding is batch-1 work on small matrices, which gains little from a second
+    thread; and when the cores are busy (a background training job), OpenMP threads spin waiting
+    for each other: on 2 busy cores a 27-word beam-5 translation measured 0.48 s of CPU with one
+    thread and 21 s with two (95 s wall instead of 1.6 s).
+    """
+    import torch
+
+    wanted = os.environ.get("EXPLORER_THREADS", "1")
+    try:
+        torch.set_num_threads(max(1, int(wanted)))
+    except ValueError:
+        torch.set_num_threads(1)
+
+
+@st.cache_resource(max_entries=MAX_MODELS, show_spinner="Loading the model…")
+def _load(path: str, fingerprint: str):
+    _limit_threads()
+    loaded = load_checkpoint(path, device=os.environ.get("EXPLORER_DEVICE", "auto"))
+    loaded.model.eval()
+    return loaded
+
+
+def load(path: str | Path):
+    """The shared, read-only model of a checkpoint; raises CheckpointError with a clear message."""
+    return _load(str(path), _fingerprint(Path(path)))
+
+
+def current_checkpoint():
+    """The LoadedCheckpoint the sidebar picked, or None (the page then shows why and stops)."""
+    path = st.session_state.get("checkpoint_path")
+    if not path:
+        return None
+    try:
+        return load(path)
+    except CheckpointError as err:
+        st.error(f"This checkpoint cannot be used: {md_escape(err)}")
+    except Exception as err:  # noqa: BLE001 - any damage must end in a message, never a traceback
+        st.error(f"This checkpoint cannot be used: {type(err).__name__}: {md_escape(err)}")
+    return None
+
+
+def require_checkpoint():
+    ckpt = current_checkpoint()
+    if ckpt is None:
+        st.info("Pick a working checkpoint in the sidebar.")
+        st.stop()
+    return ckpt
+
+
+# ---- the current sentence -------------------------------------------------------------------
+def current_text() -> str:
+    """The sentence being looked at; on a fresh session, the one in the URL (a shared link)."""
+    if "text" not in st.session_state:
+        st.session_state["text"] = clip_text(url_get("text", "") or "")[0]
+    text = st.session_state["text"]
+    url_set(text=text[:URL_CHARS] if text else None)        # the URL always names the sentence shown
+    return text
+
+
+def set_text(text: str) -> None:
+    st.session_state["text"] = text
+    url_set(text=text[:URL_CHARS] if text else None)
+
+
+def sentence_box(key: str, label: str, **kwargs) -> str:
+    """A text area bound to the shared sentence: shows current_text(), and typing sets it.
+
+    The sentence is handed to the browser on every run, not only when it differs from the box's
+    value: a run that ends in st.stop() before the box is drawn (a checkpoint that fails to load)
+    skips Streamlit's end-of-run bookkeeping, so its copy of the box keeps the old value while the
+    browser drops the box; drawn again, the browser would show it empty and send that back.
+    """
+    text = current_text()
+    st.session_state[key] = text
+    st.text_area(label, key=key, on_change=lambda: set_text(st.session_state[key]), **kwargs)
+    return current_text()
+
+
+def clip_text(text: str) -> tuple[str, bool]:
+    """Cut text to MAX_CHARS; returns (text, was_cut)."""
+    return (text[:MAX_CHARS], True) if len(text) > MAX_CHARS else (text, False)
+
+
+def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
+    """The text a page works on: stop with `empty_hint` if blank; cut to MAX_CHARS with a notice."""
+    if not text.strip():
+        st.info(empty_hint)
+        st.stop()
+    clipped, was_cut = clip_text(text)
+    if was_cut:
+        st.warning(f"The text is {len(text):,} characters long; only the first {MAX_CHARS:,} are {verb}.")
+    return clipped
+
+
+# ---- cached library calls -------------------------------------------------------------------
+@bounded_cache(TRANSLATION_CACHE_BYTES)
+def translate(ckpt_path: str, sha: str, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),
+              trace: bool = True):
+    from explorer.decoding import translate as run
+
+    ckpt = load(ckpt_path)
+    return run(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
+               ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")
+
+
+@bounded_cache(TRACE_CACHE_BYTES)
+def attention(ckpt_path: str, sha: str, src_ids: tuple, tgt_ids: tuple, ablate: tuple = ()):
+    """One teacher-forced forward inside capture(): every capture point, as numpy."""
+    from explorer.decoding import attention_trace
+
+    ckpt = load(ckpt_path)
+    return attention_trace(ckpt.model, ckpt.tokenizer, list(src_ids), list(tgt_ids), ablate=list(ablate))
+
+
+@bounded_cache(SCORE_CACHE_BYTES)
+def score(ckpt_path: str, sha: str, text: str, target: str, cfg: dict, ablate: tuple = ()):
+    """Teacher-forced log-probabilities of a given translation (a reference, or an earlier output)."""
+    from explorer.decoding import score_text
+
+    ckpt = load(ckpt_path)
+    return score_text(ckpt.model, ckpt.tokenizer, text, target, DecodeConfig(**cfg), ablate=list(ablate))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _examples(ckpt_path: str, mtime: float) -> list[tuple[str, str, str]]:
+    from explorer.data.files import read_tsv
+    from explorer.data.types import DataError
+
+    try:
+        pairs = read_tsv(str(Path(ckpt_path) / "test.tsv"), max_bytes=50 * 1024 * 1024)
+    except DataError:
+        return []
+    return [(p.ref, p.src, p.tgt) for p in pairs[:MAX_EXAMPLES]]
+
+
+def examples(ckpt_path: str | Path) -> list[tuple[str, str, str]]:
+    """(ref, source, reference translation) from the checkpoint's held-out test.tsv; [] if none."""
+    path = Path(ckpt_path) / "test.tsv"
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return []
+    return _examples(str(ckpt_path), mtime)
+
+
+def current_reference(ckpt_path: str | Path, text: str) -> str | None:
+    """The reference for `text`: the test set's, else one the user typed for this same sentence."""
+    found = reference_for(ckpt_path, text)
+    if found:
+        return found
+    typed_for, typed = st.session_state.get("typed_reference", ("", ""))
+    return typed.strip() or None if typed_for == text else None
+
+
+def reference_for(ckpt_path: str | Path, text: str) -> str | None:
+    """The reference translation when `text` is one of the checkpoint's test sentences."""
+    wanted = text.strip()
+    for _, src, tgt in examples(ckpt_path):
+        if src.strip() == wanted:
+            return tgt
+    return None
+
+
+def decode_settings() -> dict:
+    """The decoding settings chosen on the Translate page (shared by the other pages)."""
+    return st.session_state.get("decode_cfg", DecodeConfig(strategy="beam", beam_size=5, n_best=5).to_dict())
+
+
+# ---- small shared widgets --------------------------------------------------------------------
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
+
+
+def md_escape(text: str) -> str:
+    """User or model text made inert for st.markdown: every markdown/HTML/LaTeX character is
+    backslash-escaped, so it shows literally (an `<img onerror>` stays text, `$x$` is no formula)."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", "  \n")
+
+
+def learn(text: str, formula: str | None = None) -> None:
+    """The 'Learn' panel each page opens with: two or three sentences and the formula.
+
+    Open by default so a student sees it first; one click folds it away.
+    """
+    with st.expander("Learn: what am I looking at?", expanded=True):
+        st.markdown(text)
+        if formula:
+            st.latex(formula)
+
+
+def friendly(fn: Callable, *args, what: str = "This", **kwargs):
+    """Run a library call; show a clear message instead of a traceback on failure."""
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, CheckpointError, KeyError, RuntimeError) as err:
+        st.error(f"{what} could not be done: {md_escape(err)}")
+        return None
