@@ -4,6 +4,8 @@ Every quantity a user may want to see passes through a `CapturePoint` (an identi
 module path *is* its capture name (`decoder.layers.1.cross_attn.weights`) and a plain
 `register_forward_hook` reads it. Attention takes the fused `scaled_dot_product_attention` fast path
 unless someone hooked its scores or weights; then it computes them explicitly so they exist.
+The modules hold the parameters (their names are the checkpoints' names) and the capture points;
+the arithmetic is model/functional.py's, which the plain decoding path runs too.
 """
 from __future__ import annotations
 
@@ -13,12 +15,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from explorer.model import functional as fn
+
+
+def _has_own_hooks(module: nn.Module) -> bool:
+    return bool(module._forward_hooks) or bool(module._forward_pre_hooks)
+
+
+def hooked(module: nn.Module) -> bool:
+    """Whether a forward (pre-)hook sits on `module` or on any module below it."""
+    return any(_has_own_hooks(m) for m in module.modules())
+
 
 class CapturePoint(nn.Identity):
     """Identity module marking a named quantity; hooks on it see (and may replace) the tensor."""
 
     def is_hooked(self) -> bool:
-        return bool(self._forward_hooks) or bool(self._forward_pre_hooks)
+        return _has_own_hooks(self)
 
 
 def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -62,6 +75,7 @@ class Embeddings(nn.Module):
                  dropout: float, lookup: nn.Embedding | None = None):
         super().__init__()
         self.d_model = d_model
+        self.scale = math.sqrt(d_model)           # the paper's; the plain decoding path reads it here
         self.lookup = lookup if lookup is not None else nn.Embedding(vocab_size, d_model)
         self.learned = positions == "learned"
         if self.learned:
@@ -73,18 +87,14 @@ class Embeddings(nn.Module):
         self.positions = CapturePoint()
         self.out = CapturePoint()
 
+    @property
+    def table(self) -> torch.Tensor:
+        """The positional rows [max_len, d]: the learned parameters or the sinusoidal buffer."""
+        return self.position_table.weight if self.learned else self.pe
+
     def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        batch, length = ids.shape                                              # ids [B, T]
-        max_len = self.position_table.num_embeddings if self.learned else self.pe.shape[0]
-        if offset + length > max_len:
-            raise ValueError(f"sequence of {offset + length} positions exceeds max_len={max_len}")
-        tok = self.tokens(self.lookup(ids) * math.sqrt(self.d_model))           # [B, T, d]
-        if self.learned:
-            pos = self.position_table.weight[offset:offset + length]            # [T, d]
-        else:
-            pos = self.pe[offset:offset + length]                               # [T, d]
-        pos = self.positions(pos.unsqueeze(0).expand(batch, -1, -1))            # [B, T, d]
-        return self.out(self.dropout(tok + pos))                                # [B, T, d]
+        return self.out(fn.embed(ids, self.lookup, self.table, offset, self.scale, self.tokens,
+                                 self.positions, self.dropout))                 # [B, T, d]
 
 
 class MultiHeadAttention(nn.Module):
@@ -110,10 +120,10 @@ class MultiHeadAttention(nn.Module):
         self.out = CapturePoint()
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
-        batch, length, _ = x.shape                                              # x [B, T, d]
-        return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)  # [B, H, T, dh]
+        return fn.split_heads(x, self.n_heads)                                  # [B, T, d] -> [B, H, T, dh]
 
-    def _fused(self, x: torch.Tensor, *parts: nn.Linear) -> list[torch.Tensor]:
+    @staticmethod
+    def _product(x: torch.Tensor, *parts: nn.Linear) -> torch.Tensor:
         """Several projections of the same input as one matrix product (one GEMM, not 2 or 3).
 
         The weights stay separate parameters (w_q, w_k, w_v: checkpoints and names unchanged); only
@@ -121,7 +131,10 @@ class MultiHeadAttention(nn.Module):
         """
         weight = torch.cat([p.weight for p in parts])                           # [n*d, d]
         bias = torch.cat([p.bias for p in parts])                               # [n*d]
-        return [self._split(y) for y in F.linear(x, weight, bias).chunk(len(parts), dim=-1)]  # n x [B, H, T, dh]
+        return F.linear(x, weight, bias)                                        # [B, T, n*d]
+
+    def _fused(self, x: torch.Tensor, *parts: nn.Linear) -> list[torch.Tensor]:
+        return fn.split_product(self._product(x, *parts), len(parts), self.n_heads)  # n x [B, H, T, dh]
 
     def project_kv(self, kv_in: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         k, v = self._fused(kv_in, self.w_k, self.w_v)                          # 2 x [B, H, k, dh]
@@ -129,40 +142,32 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query: torch.Tensor, kv_in: torch.Tensor, mask: torch.Tensor | None,
                 cache: dict | None = None, static_kv: bool = False) -> torch.Tensor:
-        batch, q_len, d_model = query.shape                                     # query [B, q, d]
-        reuse = cache is not None and static_kv and "k" in cache               # cross-attn: memory projected
-        if kv_in is query and not reuse:                                        # self-attention
-            q, k, v = self._fused(query, self.w_q, self.w_k, self.w_v)          # 3 x [B, H, q, dh]
+        """query [B, q, d] attends to kv_in [B, k, d] -> [B, q, d]; `kv_in is query`: self-attention.
+
+        mask: bool, True = may attend, broadcastable to [B, H, q, k]. Only a hook on `scores` or
+        `weights` makes attention compute them explicitly (see functional.attend).
+        """
+        watch = (self.scores, self.weights) if self.scores.is_hooked() or self.weights.is_hooked() else None
+        dropout_p = self.dropout_p if self.training else 0.0
+        if kv_in is query and not static_kv:
+            out = fn.self_attention(query, lambda x: self._product(x, self.w_q, self.w_k, self.w_v), self.w_o,
+                                    self.n_heads, mask, cache, dropout_p, watch, self.context)   # [B, q, d]
         else:
-            q = self._split(self.w_q(query))                                    # [B, H, q, dh]
-            k, v = (cache["k"], cache["v"]) if reuse else self.project_kv(kv_in)  # 2 x [B, H, k, dh]
-        if cache is not None and not reuse:
-            if not static_kv and "k" in cache:
-                k = torch.cat([cache["k"], k], dim=2)                           # [B, H, k_old+k_new, dh]
-                v = torch.cat([cache["v"], v], dim=2)
-            cache["k"], cache["v"] = k, v
-        # mask: bool, True = may attend, broadcastable to [B, H, q, k]
-        if self.scores.is_hooked() or self.weights.is_hooked():
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)           # [B, H, q, k]
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            scores = self.scores(scores)                                        # [B, H, q, k]
-            weights = self.weights(torch.softmax(scores, dim=-1))               # [B, H, q, k]
-            dropped = F.dropout(weights, self.dropout_p, self.training)
-            context = dropped @ v                                               # [B, H, q, dh]
-        else:
-            context = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0)  # [B, H, q, dh]
-        context = self.context(context)                                         # [B, H, q, dh]
-        merged = context.transpose(1, 2).reshape(batch, q_len, d_model)         # [B, q, d]
-        return self.out(self.w_o(merged))                                       # [B, q, d]
+            out = fn.cross_attention(query, kv_in, self.w_q, lambda x: self._product(x, self.w_k, self.w_v),
+                                     self.w_o, self.n_heads, mask, cache if static_kv else None, dropout_p,
+                                     watch, self.context)                       # [B, q, d]
+        return self.out(out)                                                    # [B, q, d]
 
 
 class FeedForward(nn.Module):
-    """Position-wise FFN(x) = max(0, x W1 + b1) W2 + b2. Capture points: `hidden`, `out`."""
+    """Position-wise FFN(x) = max(0, x W1 + b1) W2 + b2. Capture points: `hidden`, `out`.
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float):
+    `activation` names the non-linearity in functional.ACTIVATIONS (the paper's "relu").
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str = "relu"):
         super().__init__()
+        self.activation = fn.check_activation(activation)
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
         self.dropout = Dropout(dropout)
@@ -170,8 +175,8 @@ class FeedForward(nn.Module):
         self.out = CapturePoint()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.hidden(torch.relu(self.w_1(x)))                           # [B, T, d_ff]
-        return self.out(self.w_2(self.dropout(hidden)))                         # [B, T, d]
+        return self.out(fn.feed_forward(x, self.w_1, self.w_2, self.activation, self.hidden,
+                                        self.dropout))                          # [B, T, d]
 
 
 class Residual(nn.Module):
@@ -184,9 +189,7 @@ class Residual(nn.Module):
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
-        if self.norm_first:
-            return x + self.dropout(sublayer(self.norm(x)))                     # [B, T, d]
-        return self.norm(x + self.dropout(sublayer(x)))                         # [B, T, d]
+        return fn.residual(x, sublayer, self.norm, self.norm_first, self.dropout)  # [B, T, d]
 
 
 class Generator(nn.Module):
@@ -200,4 +203,4 @@ class Generator(nn.Module):
         self.logits = CapturePoint()
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.log_softmax(self.logits(self.proj(hidden)).float(), dim=-1)  # [B, T, V]
+        return fn.log_probs(self.logits(self.proj(hidden)))                    # [B, T, V]

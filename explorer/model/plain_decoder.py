@@ -3,65 +3,69 @@
 A decoding step feeds one token per hypothesis ([5, 1, 256] for beam 5): the matrix products are
 tiny, so the ~25 nn.Module calls per layer (capture points, residual blocks, dropout in eval,
 hook checks, a weight concatenation per fused projection) cost about as much as the arithmetic.
-`PlainDecoder` does the same arithmetic, in the same order, on copies of the model's parameters laid
-out input-major ([in, out], which small-batch products read ~30% faster here): no module calls, the
-fused weights concatenated once per model, not per step. It is used only when it cannot
-change what anybody sees: the model is in eval mode and no hook is registered anywhere in the
-decoder or generator (capture() and ablation register hooks, so they get the module path, whose
-capture points they need). Its log-probs equal the module path's within float rounding
+`PlainDecoder` runs the same arithmetic, the functions of model/functional.py that the modules
+call, on copies of the model's parameters laid out input-major ([in, out], which small-batch
+products read ~30% faster here): no module calls, the fused weights concatenated once per model,
+not per step. All that is its own is that weight layout (the products it hands the functions) and
+the capture points it leaves out. It is used only when it cannot change what anybody sees:
+`Transformer.decoding_watched()` is False (eval mode, no hook anywhere in the decoder or
+generator; capture() and ablation register hooks, so they get the module path, whose capture
+points they need). Its log-probs equal the module path's within float rounding
 (tests/test_plain_decoder.py); the cache it fills is the same DecoderCache.
 """
 from __future__ import annotations
 
 import itertools
-import math
 import weakref
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules import module as nn_module
 
-from explorer.model.transformer import DecoderCache, Transformer, causal_mask
+from explorer.model import functional as fn
+from explorer.model.transformer import DecoderCache, Transformer
+
+Product = fn.Map                                    # x [..., in] -> [..., out] on input-major weights
+
+
+def _input_major(*linears: nn.Linear) -> Product:
+    """The product x @ W_t + b of one or more projections side by side, W_t input-major [in, out].
+
+    For a few rows x [n, in], x @ W_t with W_t contiguous [in, out] streams the weights in the
+    order the product reads them: ~30% faster on this CPU than F.linear's x @ W.T. A closure, not
+    an object: a decoding step makes ~20 of these calls, and closure variables are the cheapest
+    to read. A projection without bias (the generator's, today) gets none.
+    """
+    weight = torch.cat([m.weight for m in linears]).t().contiguous()           # [in, n*out]
+    bias = None if linears[0].bias is None else torch.cat([m.bias for m in linears])  # [n*out] or None
+    width = weight.shape[1]
+
+    def product(x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])                                       # [N, in]
+        flat = flat @ weight if bias is None else torch.addmm(bias, flat, weight)  # [N, n*out]
+        return flat.view(*x.shape[:-1], width)                                  # [..., n*out]
+    return product
 
 
 @dataclass(frozen=True)
 class _Layer:
-    """One decoder layer's parameters: (input-major weight [in, out], bias [out]) per product,
-    fused where the module path fuses its products."""
+    """One decoder layer's products, fused where the module path fuses its products, and its
+    residual blocks (the LayerNorms' own parameters, applied without a module call)."""
 
-    self_qkv: tuple[torch.Tensor, torch.Tensor]      # [d, 3d], [3d]
-    self_out: tuple[torch.Tensor, torch.Tensor]      # [d, d], [d]
-    cross_q: tuple[torch.Tensor, torch.Tensor]       # [d, d], [d]
-    cross_kv: tuple[torch.Tensor, torch.Tensor]      # [d, 2d], [2d]
-    cross_out: tuple[torch.Tensor, torch.Tensor]     # [d, d], [d]
-    ffn_in: tuple[torch.Tensor, torch.Tensor]        # [d, d_ff], [d_ff]
-    ffn_out: tuple[torch.Tensor, torch.Tensor]       # [d_ff, d], [d]
-    norms: tuple[nn.LayerNorm, nn.LayerNorm, nn.LayerNorm]   # self, cross, ffn blocks
-
-
-def _fuse(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
-    """Input-major weights [in, out] (several projections side by side) and their biases [out].
-
-    For a few rows x [n, in], x @ W_t with W_t contiguous [in, out] streams the weights in the
-    order the product reads them: ~30% faster on this CPU than F.linear's x @ W.T.
-    """
-    return (torch.cat([m.weight for m in linears]).t().contiguous(), torch.cat([m.bias for m in linears]))
+    self_qkv: Product      # [d] -> [3d]
+    self_out: Product      # [d] -> [d]
+    cross_q: Product       # [d] -> [d]
+    cross_kv: Product      # [d] -> [2d]
+    cross_out: Product     # [d] -> [d]
+    ffn: fn.Map            # [d] -> [d], the whole position-wise FFN
+    blocks: tuple[fn.Block, fn.Block, fn.Block]   # self, cross, ffn
 
 
-def _linear(x: torch.Tensor, weight_bias: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """x [..., in] @ W_t [in, out] + b -> [..., out]."""
-    weight, bias = weight_bias
-    flat = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight)               # [N, out]
-    return flat.view(*x.shape[:-1], weight.shape[1])                          # [..., out]
-
-
-def has_hooks(module: nn.Module) -> bool:
-    """Any forward (pre-)hook on the module or below it, or a global one."""
-    if nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks:
-        return True
-    return any(m._forward_hooks or m._forward_pre_hooks for m in module.modules())
+def _block(norm: nn.LayerNorm, norm_first: bool) -> fn.Block:
+    """A residual block as model.layers.Residual in eval mode (no dropout)."""
+    return partial(fn.residual, norm=fn.layer_norm(norm), norm_first=norm_first)
 
 
 _BUILT: "weakref.WeakKeyDictionary[Transformer, tuple[tuple, PlainDecoder]]" = weakref.WeakKeyDictionary()
@@ -81,10 +85,14 @@ def plain_decoder_for(model: nn.Module) -> "PlainDecoder | None":
     re-laying-out the weights (~4 ms for `small`, 2% of a beam search); the cost is one extra
     copy of the decoder's and generator's weights in memory.
     """
-    if not isinstance(model, Transformer) or model.training:
+    if not isinstance(model, Transformer) or model.decoding_watched():
         return None
-    if has_hooks(model.decoder) or has_hooks(model.generator):
-        return None
+    return plain_decoder_of(model)
+
+
+def plain_decoder_of(model: Transformer) -> "PlainDecoder":
+    """The model's PlainDecoder (kept, rebuilt after a parameter changed), for a caller that has
+    made sure `model.decoding_watched()` is False."""
     signature = _signature(model)
     built = _BUILT.get(model)
     if built is None or built[0] != signature:
@@ -102,82 +110,41 @@ class PlainDecoder:
     """
 
     def __init__(self, model: Transformer):
-        cfg = model.cfg
         dec = model.decoder
-        self.n_heads, self.d_model = cfg.n_heads, cfg.d_model
-        self.norm_first = cfg.norm_first
-        self.lookup = dec.embed.lookup.weight                                   # [V, d]
-        self.scale = math.sqrt(cfg.d_model)
-        self.positions = dec.embed.position_table.weight if dec.embed.learned else dec.embed.pe  # [L, d]
-        self.final_norm = dec.norm if isinstance(dec.norm, nn.LayerNorm) else None
-        self.vocab = model.generator.proj.weight.t().contiguous()              # [d, V]
-        self.layers = [_Layer(self_qkv=_fuse(l.self_attn.w_q, l.self_attn.w_k, l.self_attn.w_v),
-                              self_out=_fuse(l.self_attn.w_o), cross_q=_fuse(l.cross_attn.w_q),
-                              cross_kv=_fuse(l.cross_attn.w_k, l.cross_attn.w_v),
-                              cross_out=_fuse(l.cross_attn.w_o), ffn_in=_fuse(l.ffn.w_1),
-                              ffn_out=_fuse(l.ffn.w_2),
-                              norms=(l.self_block.norm, l.cross_block.norm, l.ffn_block.norm))
+        self.n_heads = model.cfg.n_heads
+        self.lookup = partial(F.embedding, weight=dec.embed.lookup.weight)      # ids [B, T] -> [B, T, d]
+        self.table, self.scale = dec.embed.table, dec.embed.scale               # [L, d], sqrt(d)
+        self.final_norm = fn.layer_norm(dec.norm) if isinstance(dec.norm, nn.LayerNorm) else fn.identity
+        self.vocab = _input_major(model.generator.proj)                          # [d] -> [V]
+        self.layers = [_Layer(self_qkv=_input_major(l.self_attn.w_q, l.self_attn.w_k, l.self_attn.w_v),
+                              self_out=_input_major(l.self_attn.w_o), cross_q=_input_major(l.cross_attn.w_q),
+                              cross_kv=_input_major(l.cross_attn.w_k, l.cross_attn.w_v),
+                              cross_out=_input_major(l.cross_attn.w_o),
+                              ffn=partial(fn.feed_forward, w_1=_input_major(l.ffn.w_1), w_2=_input_major(l.ffn.w_2),
+                                          activation=l.ffn.activation),
+                              blocks=tuple(_block(b.norm, b.norm_first) for b in (l.self_block, l.cross_block,
+                                                                                  l.ffn_block)))
                        for l in dec.layers]
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        batch, length, _ = x.shape                                              # x [B, T, d]
-        return x.view(batch, length, self.n_heads, -1).transpose(1, 2)          # [B, H, T, dh]
+    def _embed(self, ids: torch.Tensor, offset: int) -> torch.Tensor:
+        return fn.embed(ids, self.lookup, self.table, offset, self.scale)       # [B, T, d]
 
-    def _merge(self, context: torch.Tensor) -> torch.Tensor:
-        batch, _, length, _ = context.shape                                     # [B, H, T, dh]
-        return context.transpose(1, 2).reshape(batch, length, self.d_model)     # [B, T, d]
-
-    def _block(self, y: torch.Tensor, norm: nn.LayerNorm, sublayer) -> torch.Tensor:
-        """Residual + LayerNorm exactly as model.layers.Residual in eval mode."""
-        if self.norm_first:
-            return y + sublayer(F.layer_norm(y, norm.normalized_shape, norm.weight, norm.bias, norm.eps))
-        return F.layer_norm(y + sublayer(y), norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    def _layer(self, layer: _Layer, y: torch.Tensor, self_mask: torch.Tensor | None, self_cache: dict | None,
+               cross_cache: dict | None, memory: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        """One decoder layer, as DecoderLayer.forward without its capture points."""
+        heads = self.n_heads
+        return fn.decoder_layer(
+            y, lambda h: fn.self_attention(h, layer.self_qkv, layer.self_out, heads, self_mask, self_cache),
+            lambda h: fn.cross_attention(h, memory, layer.cross_q, layer.cross_kv, layer.cross_out, heads,
+                                         src_mask, cross_cache),
+            layer.ffn, layer.blocks)                                            # [B, T, d]
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None,
                cache: DecoderCache | None = None) -> torch.Tensor:
         """Same contract as Transformer.decode: tgt [B, T] -> hidden [B, T, d]; fills `cache`."""
-        offset = cache.length if cache is not None else 0
-        length = tgt.shape[1]
-        if offset + length > self.positions.shape[0]:
-            raise ValueError(f"sequence of {offset + length} positions exceeds max_len={self.positions.shape[0]}")
-        y = F.embedding(tgt, self.lookup) * self.scale + self.positions[offset:offset + length]  # [B, T, d]
-        self_mask = causal_mask(length, offset, tgt.device)                    # [1, 1, T, offset+T] or None
-        for i, layer in enumerate(self.layers):
-            parts = cache.layers[i] if cache is not None else None
-
-            def self_attention(h: torch.Tensor) -> torch.Tensor:
-                q, k, v = (self._heads(x) for x in _linear(h, layer.self_qkv).chunk(3, dim=-1))  # 3 x [B, H, T, dh]
-                if parts is not None:
-                    kept = parts.setdefault("self", {})
-                    if "k" in kept:
-                        k = torch.cat([kept["k"], k], dim=2)                    # [B, H, offset+T, dh]
-                        v = torch.cat([kept["v"], v], dim=2)
-                    kept["k"], kept["v"] = k, v
-                context = F.scaled_dot_product_attention(q, k, v, attn_mask=self_mask)  # [B, H, T, dh]
-                return _linear(self._merge(context), layer.self_out)          # [B, T, d]
-
-            def cross_attention(h: torch.Tensor) -> torch.Tensor:
-                q = self._heads(_linear(h, layer.cross_q))                    # [B, H, T, dh]
-                kept = parts.setdefault("cross", {}) if parts is not None else {}
-                if "k" not in kept:
-                    kept["k"], kept["v"] = (self._heads(x) for x in _linear(memory, layer.cross_kv).chunk(2, dim=-1))
-                context = F.scaled_dot_product_attention(q, kept["k"], kept["v"], attn_mask=src_mask)  # [B, H, T, dh]
-                return _linear(self._merge(context), layer.cross_out)         # [B, T, d]
-
-            def feed_forward(h: torch.Tensor) -> torch.Tensor:
-                return _linear(torch.relu(_linear(h, layer.ffn_in)), layer.ffn_out)  # [B, T, d]
-
-            y = self._block(y, layer.norms[0], self_attention)                  # [B, T, d]
-            y = self._block(y, layer.norms[1], cross_attention)                 # [B, T, d]
-            y = self._block(y, layer.norms[2], feed_forward)                    # [B, T, d]
-        if cache is not None:
-            cache.length += length
-        if self.final_norm is not None:
-            n = self.final_norm
-            y = F.layer_norm(y, n.normalized_shape, n.weight, n.bias, n.eps)   # [B, T, d]
-        return y
+        layers = [partial(self._layer, layer, memory=memory, src_mask=src_mask) for layer in self.layers]
+        return fn.decoder_stack(tgt, self._embed, layers, self.final_norm, cache)   # [B, T, d]
 
     def generator(self, hidden: torch.Tensor) -> torch.Tensor:
         """Log-probs [B, T, V], as Generator.forward."""
-        logits = (hidden.reshape(-1, hidden.shape[-1]) @ self.vocab).view(*hidden.shape[:-1], -1)  # [B, T, V]
-        return torch.log_softmax(logits.float(), dim=-1)                        # [B, T, V]
+        return fn.log_probs(self.vocab(hidden))                                 # [B, T, V]

@@ -2,19 +2,24 @@
 
 `encode()` and `decode()` are separate so decoding reuses one encoder pass; `decode()` takes an
 optional `DecoderCache` for incremental decoding (one new token per step, keys/values kept).
+The order of things (sublayers in a layer, layers in a stack) is model/functional.py's, shared with
+the plain decoding path; these modules add the parameters, the capture points and the training
+path's skipping of padded positions.
 Capture names follow module paths: `encoder.layers.0.self_attn.weights`,
 `decoder.layers.2.cross_attn.scores`, `decoder.layers.1.resid_post`, `generator.logits`, ...
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from torch import nn
 
 from explorer.config import ModelConfig
+from explorer.model import functional as fn
 from explorer.model.layers import (CapturePoint, Embeddings, FeedForward, Generator,
-                                   MultiHeadAttention, Residual)
+                                   MultiHeadAttention, Residual, hooked)
 from explorer.model.loss import smoothed_cross_entropy
 
 
@@ -28,8 +33,9 @@ class EncoderLayer(nn.Module):
         self.resid_post = CapturePoint()
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        x = self.attn_block(x, lambda h: self.self_attn(h, h, src_mask))      # [B, S, d]
-        return self.resid_post(self.ffn_block(x, self.ffn))                    # [B, S, d]
+        x = fn.encoder_layer(x, lambda h: self.self_attn(h, h, src_mask), self.ffn,
+                             (self.attn_block, self.ffn_block))                # [B, S, d]
+        return self.resid_post(x)                                              # [B, S, d]
 
 
 class DecoderLayer(nn.Module):
@@ -43,20 +49,27 @@ class DecoderLayer(nn.Module):
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.resid_post = CapturePoint()
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None,
-                src_mask: torch.Tensor, cache: dict | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """`rows` (training): flat indices of the positions whose outputs are used; see Decoder."""
-        self_cache = cache.setdefault("self", {}) if cache is not None else None
-        cross_cache = cache.setdefault("cross", {}) if cache is not None else None
-        y = self.self_block(y, lambda h: self.self_attn(h, h, self_mask, self_cache))      # [B, T, d]
-        y = self.cross_block(y, lambda h: self.cross_attn(h, memory, src_mask, cross_cache,
-                                                          static_kv=True))               # [B, T, d]
-        if rows is None or self.ffn.hidden.is_hooked() or self.ffn.out.is_hooked():
-            return self.resid_post(self.ffn_block(y, self.ffn))                            # [B, T, d]
-        # The FFN block is position-wise, so it can skip padded positions (~20% of a token batch).
+    def forward(self, y: torch.Tensor, self_mask: torch.Tensor | None, self_cache: dict | None,
+                cross_cache: dict | None, memory: torch.Tensor, src_mask: torch.Tensor,
+                rows: torch.Tensor | None = None) -> torch.Tensor:
+        """y [B, T, d] -> [B, T, d]. The caches are one DecoderCache layer's "self" and "cross" dicts
+        (None uncached), as functional.decoder_stack passes them.
+
+        `rows` (training): flat indices of the positions whose outputs are used; see Decoder.
+        """
+        ffn_block = self.ffn_block
+        if rows is not None and not (self.ffn.hidden.is_hooked() or self.ffn.out.is_hooked()):
+            ffn_block = partial(self._rows_only, rows=rows)
+        y = fn.decoder_layer(y, lambda h: self.self_attn(h, h, self_mask, self_cache),
+                             lambda h: self.cross_attn(h, memory, src_mask, cross_cache, static_kv=True),
+                             self.ffn, (self.self_block, self.cross_block, ffn_block))      # [B, T, d]
+        return self.resid_post(y)                                                          # [B, T, d]
+
+    def _rows_only(self, y: torch.Tensor, ffn, rows: torch.Tensor) -> torch.Tensor:
+        """The FFN block is position-wise, so it can skip padded positions (~20% of a token batch)."""
         flat = y.flatten(0, 1)                                                             # [B*T, d]
-        done = self.ffn_block(flat.index_select(0, rows), self.ffn)                        # [N, d]
-        return self.resid_post(flat.index_copy(0, rows, done).view_as(y))                  # [B, T, d]
+        done = self.ffn_block(flat.index_select(0, rows), ffn)                             # [N, d]
+        return flat.index_copy(0, rows, done).view_as(y)                                   # [B, T, d]
 
 
 class Encoder(nn.Module):
@@ -87,27 +100,8 @@ class Decoder(nn.Module):
         """`rows` (the training loss only): flat indices into [B*T] of the positions whose outputs
         are used, each row's a prefix. The others (padding after a row's last target, which no
         earlier position attends to) may be skipped by position-wise blocks: their outputs are stale."""
-        offset = cache.length if cache is not None else 0
-        y = self.embed(tgt, offset)                                             # [B, T, d]
-        self_mask = causal_mask(tgt.shape[1], offset, tgt.device)               # [1, 1, T, offset+T] or None
-        for i, layer in enumerate(self.layers):
-            y = layer(y, memory, self_mask, src_mask,
-                      cache.layers[i] if cache is not None else None, rows)     # [B, T, d]
-        if cache is not None:
-            cache.length += tgt.shape[1]
-        return self.norm(y)
-
-
-def causal_mask(length: int, offset: int, device: torch.device) -> torch.Tensor | None:
-    """Bool mask, True where query i (absolute offset+i) may see key j: j <= offset+i.
-
-    One new token after a cached prefix sees everything, so no mask is needed then.
-    """
-    if length == 1:
-        return None
-    q = torch.arange(offset, offset + length, device=device).unsqueeze(1)     # [T, 1]
-    k = torch.arange(offset + length, device=device).unsqueeze(0)             # [1, offset+T]
-    return (k <= q).view(1, 1, length, offset + length)                       # [1, 1, T, offset+T]
+        layers = [partial(layer, memory=memory, src_mask=src_mask, rows=rows) for layer in self.layers]
+        return fn.decoder_stack(tgt, self.embed, layers, self.norm, cache)      # [B, T, d]
 
 
 @dataclass
@@ -168,6 +162,17 @@ class Transformer(nn.Module):
 
     def new_cache(self) -> DecoderCache:
         return DecoderCache.empty(self.cfg.n_decoder_layers)
+
+    def decoding_watched(self) -> bool:
+        """Whether decode() and generator() must run module by module, as written here.
+
+        True when something watches them: a forward (pre-)hook on the decoder, the generator or
+        any module below them (every capture point is such a module; capture(), intervene() and
+        head ablation register their hooks there), or when the model is training (dropout draws
+        fresh masks per module call). Otherwise the plain path (plain_decoder.py) computes the
+        same log-probs faster, and decoding uses it.
+        """
+        return self.training or hooked(self.decoder) or hooked(self.generator)
 
     def logits(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits [B, T, V] for target inputs (BOS + target[:-1])."""
