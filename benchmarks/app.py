@@ -7,7 +7,7 @@ held-out sentence) until the translation is on screen. Then, on that same server
 its step slider moved N times. Reference, started the same way in the same run: a bare Streamlit
 page drawing one plotly heatmap of the same size, with a head radio and a step slider that redraw it.
 Rounds alternate ours / reference so that load from other processes hits both alike; the table shows
-medians and our/reference ratios next to the absolute times (issue 5 goals: cold < 8 s, switch < 0.5 s).
+medians and our/reference ratios next to the absolute times (goals: cold start < 8 s, a switch < 0.5 s).
 
 Also on that server: typing a new ~25-word held-out sentence into the Translate page's box (Ctrl+Enter)
 until its translation is on screen, next to the reference page echoing the typed text ("Feels live: a

@@ -19,7 +19,7 @@ from typing import IO, Iterator
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")   # Debian's; $CHROMIUM points elsewhere
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"]
 LOCAL_HOSTS = ("127.0.0.1", "localhost")

@@ -6,7 +6,7 @@ same dimensions (d_model 256, 4 heads, ffn 1024, 3+3 layers, vocab 8000, ReLU, s
 sinusoidal positions). Both are forced to exactly --out-len tokens (EOS forbidden until then:
 our min_len, HF's min_new_tokens), so they do the same amount of decoder work. Runs are
 interleaved round-robin after warm-up, so load from other processes hits every variant alike;
-the table shows medians of process CPU time (steady on a shared machine) and of wall time. Goals (issue 4): with the trace >= 1.5x faster than HF; the trace < 20%
+the table shows medians of process CPU time (steady on a shared machine) and of wall time. Goals: with the trace >= 1.5x faster than HF; the trace < 20%
 over plain beam search; cached >= 3x faster than uncached for 40-token outputs.
 """
 from __future__ import annotations

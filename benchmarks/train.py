@@ -7,7 +7,7 @@ projection tied to the embedding; both take the same training step (label-smooth
 a side: real Bible batches when data/bible exists, else random ids with Bible-like lengths).
 Rounds interleave the models (A B B A ...) so load from other processes hits both alike; the
 ratio is what counts on a shared machine, and tokens per CPU-second of this process is the steadier
-figure there (waiting for a core is not counted). Goal (issue 3): ours >= 1.2x the reference on CPU.
+figure there (waiting for a core is not counted). Goal: ours >= 1.2x the reference on CPU.
 
 "Ours" is the trainer's own step, Transformer.forward(targets=...): the vocabulary projection and
 the decoder's FFN blocks skip padded target positions (~20% of a token batch), self-attention's

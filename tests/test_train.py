@@ -14,6 +14,7 @@ import torch
 
 from explorer.store import run_files as rf
 from explorer.training import trainer as train
+from explorer.training.args import parse_config
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from train_helpers import (checkpoint_steps, losses, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
                            start, status, train_records, trainer_cmd, wait_for)
@@ -206,11 +207,11 @@ def test_missing_config_file_is_refused(tmp_path, capsys):
 def test_flags_override_the_file_and_resume_reads_the_saved_config(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"max_steps": 100, "warmup": 7, "bf16": True}))
-    cfg, resume = train.parse_config(["--config", str(path), "--max-steps", "9", "--no-bf16",
+    cfg, resume = parse_config(["--config", str(path), "--max-steps", "9", "--no-bf16",
                                       "--run-dir", str(tmp_path)])
     assert (cfg.max_steps, cfg.warmup, cfg.bf16, resume) == (9, 7, False, False)
     rf.write_json_atomic(tmp_path / rf.CONFIG, cfg.to_dict())
-    cfg2, resume2 = train.parse_config(["--run-dir", str(tmp_path), "--resume", "--max-steps", "20"])
+    cfg2, resume2 = parse_config(["--run-dir", str(tmp_path), "--resume", "--max-steps", "20"])
     assert resume2 and cfg2.warmup == 7 and cfg2.max_steps == 20
 
 

@@ -5,7 +5,7 @@ World English Bible (`engWEB2015eb`, package sword-text-web, NRSVA versification
 domain. Outside the deuterocanon (ignored) NRSVA and KJV share every OSIS ref we use, so verses
 align by ref ("Gen.1.1").
 
-What gets dropped, and why (measured, see /work/shared/notes/measurements.md §2):
+What gets dropped, and why (measured: docs/DATA.md):
 * chapters where RV1909 keeps Spanish numbering: each has an empty ES slot (the module merged or
   shifted verses) or is the chapter the shift spills into; a length-ratio detector confirms the
   spill-overs, and Job 39 was found by reading. Whole chapters go, because once numbering shifts

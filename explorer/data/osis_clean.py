@@ -3,7 +3,7 @@
 pysword's own `clean=True` is wrong for our two Bibles: it glues words where a footnote was
 ("God<note>…</note>created" -> "Godcreated"), drops the canonical psalm superscriptions, keeps the
 Song of Songs speaker labels and keeps the 26 KB glossary WEB stuffs into Rev 22:21. This module
-applies the measured recipe instead (docs: /work/shared/notes/measurements.md §2), in this order:
+applies the measured recipe instead (the facts: docs/DATA.md), in this order:
 
 1. cut from the glossary `<div type="glossary">` to the end;
 2. (es) space at `</w><transChange` and `</transChange><w`, unless the added word is an enclitic

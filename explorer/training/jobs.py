@@ -229,7 +229,7 @@ def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
     from explorer.store.checkpoint import CheckpointError, read_config
     from explorer.data import DataError
     from explorer.data.files import validate_tsv
-    from explorer.training.trainer import validate
+    from explorer.training.args import validate
 
     try:
         validate(cfg)

@@ -30,7 +30,7 @@ from explorer.training.distributed import Dist
 from explorer.evaluation.scores import evaluate_split
 from explorer.model import Transformer, parameter_count
 from explorer.training.schedule import noam_rate
-from explorer.training.args import parse_command, parse_config, validate  # noqa: F401  (re-exported for jobs/app)
+from explorer.training.args import parse_command
 from explorer.training.inputs import BatchPlan, encode_pairs, prepare_tokenizer
 
 
