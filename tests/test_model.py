@@ -2,6 +2,7 @@
 causality, positional encodings, incremental decoding, and that it learns at all."""
 from __future__ import annotations
 
+import collections
 import math
 import time
 
@@ -11,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from explorer.inspection.hooks import capture, capture_points
-from explorer.model import layers, sinusoidal_table
+from explorer.model import functional, layers, sinusoidal_table
+from explorer.model.plain_decoder import PlainDecoder
 from model_helpers import BOS, PAD, VOCAB, make_model
 
 VARIANTS = {
@@ -191,3 +193,70 @@ def test_tiny_model_overfits_a_few_sentence_pairs():
     model.eval()
     assert losses[-1] <= 0.1 * losses[0], losses[::10]                       # typically ~0.001x
     assert time.monotonic() - start < 15
+
+
+def _module_and_plain(model, src, tgt) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs [B, T, V] of the same targets from the module path and from a fresh plain path."""
+    with torch.inference_mode():
+        memory, mask = model.encode(src)
+        modules = model.generator(model.decode(tgt, memory, mask))
+        plain = PlainDecoder(model)
+        return modules, plain.generator(plain.decode(tgt, memory, mask))
+
+
+def test_both_paths_run_the_functional_core(batch, monkeypatch):
+    """The decoder's formulas exist once: the modules and PlainDecoder make the same calls into
+    model/functional.py, so neither can keep an arithmetic of its own."""
+    calls = collections.Counter()
+    for name in ("embed", "attend", "append_kv", "memory_kv", "residual", "feed_forward", "decoder_layer",
+                 "decoder_stack", "log_probs"):
+        real = getattr(functional, name)
+        monkeypatch.setattr(functional, name, lambda *a, _real=real, _name=name, **k: calls.update([_name]) or _real(*a, **k))
+    model = make_model()
+    src, tgt = batch
+    with torch.inference_mode():
+        memory, mask = model.encode(src)
+        calls.clear()
+        model.generator(model.decode(tgt, memory, mask, model.new_cache()))
+        by_modules = dict(calls)
+        calls.clear()
+        plain = PlainDecoder(model)                                           # built after the patch
+        plain.generator(plain.decode(tgt, memory, mask, model.new_cache()))
+    n = model.cfg.n_decoder_layers
+    assert by_modules == dict(calls) == {"embed": 1, "attend": 2 * n, "append_kv": n, "memory_kv": n,
+                                         "residual": 3 * n, "feed_forward": n, "decoder_layer": n,
+                                         "decoder_stack": 1, "log_probs": 1}
+
+
+def test_a_model_option_reaches_the_plain_path_unasked(batch, monkeypatch):
+    """Options read from the modules (an FFN activation, the embedding scale, a logits bias) change
+    the plain path's log-probs exactly as the module path's."""
+    with pytest.raises(ValueError, match="activation must be one of relu"):
+        layers.FeedForward(8, 16, 0.0, activation="swish")
+    monkeypatch.setitem(functional.ACTIVATIONS, "gelu", F.gelu)
+    model = make_model()
+    src, tgt = batch
+    before, _ = _module_and_plain(model, src, tgt)
+    for layer in model.decoder.layers:
+        layer.ffn.activation = "gelu"
+    model.decoder.embed.scale = 1.0
+    model.generator.proj.bias = torch.nn.Parameter(torch.linspace(-2.0, 2.0, VOCAB))
+    modules, plain = _module_and_plain(model, src, tgt)
+    assert (modules - before).abs().max() > 1e-2
+    torch.testing.assert_close(plain, modules, rtol=0, atol=1e-5)
+
+
+def test_decoding_watched_asks_the_model():
+    """Any forward hook on the decoder or generator (a capture point or not) means the module path;
+    the encoder's hooks do not (it runs once, through its modules, either way); so does training."""
+    model = make_model()
+    assert not model.decoding_watched()
+    for module in (model.decoder.layers[0].ffn.w_1, model.generator.logits, model.decoder.norm):
+        handle = module.register_forward_pre_hook(lambda *args: None)
+        assert model.decoding_watched()
+        handle.remove()
+    handle = model.encoder.layers[0].self_attn.weights.register_forward_hook(lambda *args: None)
+    assert not model.decoding_watched()
+    handle.remove()
+    model.train()
+    assert model.decoding_watched()

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.inspection.hooks import ablate_heads
-from explorer.model.plain_decoder import plain_decoder_for
-
-if TYPE_CHECKING:
-    from explorer.decoding.beam_trace import BeamTrace
+from explorer.model.plain_decoder import plain_decoder_of
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 NEG_INF = float("-inf")
@@ -47,11 +44,15 @@ class Hypothesis:
 
 @dataclass(frozen=True)
 class Decoded:
-    """The result for one source sentence: n-best hypotheses (best first) and, on request, a trace."""
+    """The result for one source sentence: n-best hypotheses (best first) and, on request, a trace.
+
+    `trace` is a decoding.beam_trace.BeamTrace (beam search with trace=True), typed loosely here:
+    beam_trace builds on this module (length_penalty), so this module does not import it back.
+    """
 
     hypotheses: list[Hypothesis]
     max_len: int                                   # the output-length limit this sentence had
-    trace: "BeamTrace | None" = None
+    trace: Any = None                              # BeamTrace | None
     meta: dict = field(default_factory=dict)
 
     @property
@@ -202,9 +203,9 @@ class StepDecoder:
         self.model, self.memory = model, memory                                # [N, S, d]
         self.cache = model.new_cache() if use_cache else None
         self.history: torch.Tensor | None = None                              # [N, t] (uncached only)
-        # Same arithmetic without module calls when no hook could see the difference (cached and
-        # uncached alike, so comparing the two measures the cache alone).
-        self.plain = plain_decoder_for(model)
+        # Same arithmetic without module calls when nothing watches the decoder (no hook, eval mode),
+        # cached and uncached alike, so comparing the two measures the cache alone.
+        self.plain = None if model.decoding_watched() else plain_decoder_of(model)
 
     def feed(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [N, n] (the next n inputs) -> log-probs [N, n, V] after each of them."""
