@@ -1,4 +1,5 @@
 # Two commands for a new user:  `make run` (set up + start the app)  and  `make test` (set up + run all tests).
+# `make test-fast` runs tests/unit and tests/app only (the inner loop).
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 # The CPU wheel of torch 2.13.0 lies on disk on the project's machines; elsewhere pip picks the best build.
@@ -6,7 +7,7 @@ TORCH   ?= torch==2.13.0
 PORT    ?= 8501
 SYSTEM_PACKAGES := sword-text-sparv sword-text-web chromium
 
-.PHONY: setup system-deps run test bench clean
+.PHONY: setup system-deps run test test-fast bench clean
 
 setup: $(VENV)/.installed
 
@@ -25,6 +26,10 @@ run: setup
 
 test: setup system-deps
 	$(PY) -m pytest -q
+
+# The inner loop: unit tests and Streamlit AppTests (no trainer subprocesses, no browser), about 2 minutes.
+test-fast: setup
+	$(PY) -m pytest -q tests/unit tests/app
 
 bench: setup
 	$(PY) -m benchmarks all

@@ -4,10 +4,17 @@ Everything is small so the whole foundation suite runs in seconds on two busy CP
 """
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 import torch
 
-from model_helpers import BOS, EOS, PAD, SEED, VOCAB, FakeTokenizer, Transformer, make_model  # noqa: F401
+# Corpora the tests build (numbers, Bible) are cached in a temporary folder, never in the repository's
+# data/; set here, before any test runs, so trainer subprocesses and app servers inherit it.
+os.environ.setdefault("EXPLORER_DATA_DIR", tempfile.mkdtemp(prefix="explorer-test-data-"))
+
+from support.model_helpers import BOS, EOS, PAD, SEED, VOCAB, FakeTokenizer, Transformer, make_model  # noqa: F401
 
 
 @pytest.fixture

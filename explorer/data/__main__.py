@@ -7,12 +7,13 @@ import sys
 import time
 
 from explorer.data import DataError, load_corpus
+from explorer.data.splits import default_data_dir
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer.data", description=__doc__)
     parser.add_argument("spec", help="bible | numbers | file.tsv | src.txt,tgt.txt | hf:<dataset>[:config]")
-    parser.add_argument("--data-dir", default="data", help="cache directory (default: data)")
+    parser.add_argument("--data-dir", default=None, help="cache directory (default: $EXPLORER_DATA_DIR, else data/)")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--rebuild", action="store_true", help="ignore the cache and rebuild")
     args = parser.parse_args(argv)
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     sizes = corpus.sizes()
     print(f"{corpus.name} ({corpus.src_lang} -> {corpus.tgt_lang}) in {elapsed:.1f} s, "
-          f"cached under {args.data_dir}/")
+          f"cached under {args.data_dir or default_data_dir()}/")
     print("  " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
     every = corpus.train + corpus.dev + corpus.test
     for side in ("src", "tgt"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from pathlib import Path
 import random
 
 from explorer.data.types import DataError, Pair, ParallelCorpus
@@ -126,12 +127,20 @@ def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
     return ParallelCorpus(name, "src", "tgt", *split_held_out(pairs, seed)), name, f"{key}-{seed}"
 
 
-def load_corpus(spec: str, data_dir: str = "data", seed: int = 1234,
+def default_data_dir() -> str:
+    """Where built corpora are cached: $EXPLORER_DATA_DIR, else data/ in the repository (not the cwd),
+    so the trainer, the app and the evaluate command find the same cache wherever they start."""
+    return os.environ.get("EXPLORER_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "data")
+
+
+def load_corpus(spec: str, data_dir: str | None = None, seed: int = 1234,
                 use_cache: bool = True) -> ParallelCorpus:
-    """The corpus named by `spec`, from `data_dir/<name>/` when cached there, else built and cached.
+    """The corpus named by `spec`, from `data_dir/<name>/` (default_data_dir()) when cached there,
+    else built and cached.
 
     Raises DataError (BibleNotInstalled for missing SWORD modules) with a user-readable message.
     """
+    data_dir = data_dir or default_data_dir()
     builtin = {"bible": f"bible-{seed}", "numbers": f"numbers-{seed}"}
     if use_cache and spec in builtin:
         cached = load_cached(os.path.join(data_dir, spec), builtin[spec])

@@ -19,7 +19,6 @@ import torch
 from explorer.store import run_files as rf
 from explorer.config import DecodeConfig
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class ComparisonError(ValueError):
@@ -113,7 +112,7 @@ def test_pairs(ckpt_path: str | Path, meta: dict, n: int | None = None, data_dir
         if not dataset:
             raise ComparisonError("no test.tsv in the checkpoint and no training dataset recorded")
         try:
-            pairs = load_corpus(dataset, data_dir=str(data_dir or ROOT / "data")).test
+            pairs = load_corpus(dataset, data_dir=str(data_dir) if data_dir else None).test
         except DataError as err:
             raise ComparisonError(f"test split of {dataset!r} unavailable: {err}") from None
         where = f"test split of {dataset}"

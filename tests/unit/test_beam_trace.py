@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from decoding_helpers import random_model, sources, trained  # noqa: F401 (fixtures)
+from support.decoding_helpers import random_model, sources, trained  # noqa: F401 (fixtures)
 from explorer.config import DecodeConfig
 from explorer.decoding import STATUSES, beam_search
 

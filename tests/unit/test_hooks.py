@@ -63,7 +63,7 @@ def test_unknown_pattern_is_an_error_and_leaves_no_hooks(model):
 
 def test_trace_arrays_are_copies_not_views_of_the_model(batch):
     """Regression: embed.positions used to alias the model's PE table through .numpy()."""
-    from model_helpers import make_model
+    from support.model_helpers import make_model
     for positions in ("sinusoidal", "learned"):
         model = make_model(positions=positions)
         before = {k: v.clone() for k, v in model.named_buffers()} | {k: v.clone() for k, v in model.state_dict().items()}

@@ -15,7 +15,7 @@ from explorer.decoding import attention_trace, score_targets, translate
 from explorer.decoding.translate import encode_source
 from explorer.plots import training as plots
 from explorer.training.schedule import noam_curve
-from training_fixtures import SENTENCE, build_runs, make_model, numbers_pairs
+from support.training_fixtures import SENTENCE, build_runs, make_model, numbers_pairs
 
 GREEDY = DecodeConfig(strategy="greedy")
 

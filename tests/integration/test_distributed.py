@@ -11,7 +11,7 @@ import pytest
 
 from explorer.store import run_files as rf
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
-from train_helpers import (checkpoint_steps, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
+from support.train_helpers import (checkpoint_steps, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
                            status, train_records, trainer_cmd)
 
 

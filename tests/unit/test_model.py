@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from explorer.inspection.hooks import capture, capture_points
 from explorer.model import functional, layers, sinusoidal_table
 from explorer.model.plain_decoder import PlainDecoder
-from model_helpers import BOS, PAD, VOCAB, make_model
+from support.model_helpers import BOS, PAD, VOCAB, make_model
 
 VARIANTS = {
     "post-norm": {},

@@ -22,7 +22,7 @@ from explorer.config import TrainConfig
 from explorer.data import DataError
 from explorer.plots.training import curves_from_records
 from explorer.training.args import parse_config
-from training_fixtures import build_runs, hold_lock, make_tokenizer, write_run
+from support.training_fixtures import build_runs, hold_lock, make_tokenizer, write_run
 
 LIMIT = 150          # seconds before a test gives up on a trainer (a hang, not a timing assertion)
 

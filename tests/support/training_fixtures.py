@@ -26,17 +26,23 @@ from explorer.data.files import read_tsv
 from explorer.model import Transformer
 from explorer.text.tokenizer import Tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
-TEST_TSV = REPO / "data" / "numbers" / "test.tsv"
+REPO = Path(__file__).resolve().parents[2]
 SENTENCE = "three hundred and twenty one"
 
 
-def numbers_pairs(n: int = 300):
-    """Pairs from the numbers corpus cache (built by explorer.data on first use)."""
-    if not TEST_TSV.is_file():
+def numbers_test_tsv() -> Path:
+    """The numbers corpus' test split, in the tests' corpus cache (built by explorer.data on first use)."""
+    from explorer.data.splits import default_data_dir
+
+    path = Path(default_data_dir()) / "numbers" / "test.tsv"
+    if not path.is_file():
         from explorer.data import load_corpus
-        load_corpus("numbers", data_dir=str(REPO / "data"))
-    return read_tsv(str(TEST_TSV))[:n]
+        load_corpus("numbers")
+    return path
+
+
+def numbers_pairs(n: int = 300):
+    return read_tsv(str(numbers_test_tsv()))[:n]
 
 
 def make_tokenizer(directory: Path) -> Tokenizer:
@@ -68,7 +74,7 @@ def save_step(run_dir: Path, step: int, model: Transformer, tokenizer: Tokenizer
             "training": {"step": step, "epoch": 0, "dataset": "numbers", "preset": "tiny", "run": run_dir.name}}
     path = save_checkpoint(run_dir / rf.CHECKPOINTS / f"step_{step:06d}", model, tokenizer, meta=meta)
     if test_tsv:
-        shutil.copyfile(TEST_TSV, path / "test.tsv")
+        shutil.copyfile(numbers_test_tsv(), path / "test.tsv")
     return path
 
 

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from app_support import (array, chart, default_roots, no_exception, open_app, texts,  # noqa: F401
+from support.app_support import (array, chart, default_roots, no_exception, open_app, texts,  # noqa: F401
                          usable_checkpoint_or_skip)
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from app_support import (array, chart, checkpoint_params, copy, damage, info_for, no_exception, open_app, texts)
+from support.app_support import (array, chart, checkpoint_params, copy, damage, info_for, no_exception, open_app, texts)
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import translate

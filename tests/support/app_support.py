@@ -17,7 +17,7 @@ from explorer.store.catalog import list_checkpoints
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("bible-es-en", "numbers-en-de")
 SENTENCES = {"es": "Y dijo Dios: Sea la luz: y fué la luz.", "en": "three hundred and twenty one"}
 TIMEOUT = 90

@@ -19,7 +19,7 @@ from explorer.inspection.hooks import capture
 from explorer.model import sinusoidal_table
 from explorer.plots import beams as bplots
 from explorer.plots import positions as pplots
-from decoding_helpers import random_model
+from support.decoding_helpers import random_model
 
 SOURCES = [[5, 9, 11, 7, EOS_ID], [4, 4, 8, 19, 6, 12, EOS_ID]]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decoding_helpers import random_model, sources, trained  # noqa: F401 (fixtures)
+from support.decoding_helpers import random_model, sources, trained  # noqa: F401 (fixtures)
 from explorer.config import DecodeConfig
 from explorer.decoding import (EOS_ID, beam_search, decode, decode_batch, greedy_search, sample, score_targets)
 from explorer.decoding.greedy import filter_logits

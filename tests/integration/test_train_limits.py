@@ -21,7 +21,7 @@ from explorer.training import args as train_args
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import TrainConfig
 from explorer.training.args import parse_config, validate
-from train_helpers import (checkpoint_steps, numbers_tokenizer, patched_cmd, run, seed_tokenizer,  # noqa: F401
+from support.train_helpers import (checkpoint_steps, numbers_tokenizer, patched_cmd, run, seed_tokenizer,  # noqa: F401
                            status, trainer_cmd)
 
 

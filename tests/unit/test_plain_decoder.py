@@ -9,7 +9,7 @@ from explorer.decoding import beam_search
 from explorer.decoding.core import StepDecoder
 from explorer.inspection.hooks import ablate_heads, capture
 from explorer.model.plain_decoder import PlainDecoder, plain_decoder_for
-from model_helpers import EOS, VOCAB, make_model
+from support.model_helpers import EOS, VOCAB, make_model
 
 VARIANTS = [{}, {"norm_first": True}, {"positions": "learned"}, {"tie_embeddings": False}]
 

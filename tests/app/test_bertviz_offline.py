@@ -14,7 +14,7 @@ import pytest
 
 from webapp import bertviz_offline as bv
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # asset -> (distribution, the file as its RECORD names it)
 INSTALLED = {"head_view.js": ("bertviz", "bertviz/head_view.js"),
              "model_view.js": ("bertviz", "bertviz/model_view.js"),
@@ -184,7 +184,7 @@ def test_safe_json_round_trips():
 def test_the_tab_names_the_setup_command_and_other_views_work(fresh_assets):
     """AppTest (the script runs in this process, so the changed entry applies): with d3's package
     missing, the bertviz tab shows the message instead of frames, and the Heads tab still draws."""
-    from app_support import has_chart, no_exception, open_app, texts, usable_checkpoint_or_skip
+    from support.app_support import has_chart, no_exception, open_app, texts, usable_checkpoint_or_skip
 
     info, text = usable_checkpoint_or_skip()
     fresh_assets("d3", module="no_such_package_for_d3")

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from app_support import (array, chart, checkpoint_params, damage, has_chart, info_for, no_exception, open_app,
+from support.app_support import (array, chart, checkpoint_params, damage, has_chart, info_for, no_exception, open_app,
                          texts)
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
@@ -196,7 +196,7 @@ def test_odd_and_long_input(ckpt_path, odd):
 
 
 def test_switching_checkpoint_keeps_the_page_working(ckpt_path):
-    from app_support import candidate_checkpoints
+    from support.app_support import candidate_checkpoints
 
     others = [p for p in candidate_checkpoints() if p != ckpt_path]
     if not others or ckpt_path != candidate_checkpoints()[0]:

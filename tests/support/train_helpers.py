@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BASE_ARGS = ["--dataset", "numbers", "--preset", "tiny", "--tokenizer-type", "word", "--batch-tokens", "400",
              "--warmup", "10", "--threads", "1", "--eval-every", "0", "--log-every", "1"]
 TIMEOUT = 180  # seconds a trainer subprocess may take before the test gives up (a hang, not a timing test)
@@ -94,7 +94,7 @@ def numbers_tokenizer(tmp_path_factory) -> Path:
     from explorer.data import load_corpus
     from explorer.training.inputs import prepare_tokenizer
 
-    corpus = load_corpus("numbers", data_dir=str(REPO / "data"))
+    corpus = load_corpus("numbers")
     run_dir = tmp_path_factory.mktemp("tokenizer")
     prepare_tokenizer(TrainConfig(tokenizer_type="word"), corpus, run_dir, None)
     return run_dir / "tokenizer"

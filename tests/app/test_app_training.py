@@ -11,10 +11,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.training import jobs
-from training_fixtures import SENTENCE, build_runs, hold_lock, write_run
+from support.training_fixtures import SENTENCE, build_runs, hold_lock, write_run
 
 TIMEOUT = 120
-APP = Path(__file__).resolve().parents[1] / "app.py"
+APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
 @pytest.fixture(scope="module")

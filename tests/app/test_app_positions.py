@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from app_support import array, chart, default_roots, open_app, texts, usable_checkpoint_or_skip  # noqa: F401
+from support.app_support import array, chart, default_roots, open_app, texts, usable_checkpoint_or_skip  # noqa: F401
 from explorer.store.checkpoint import load_checkpoint, save_checkpoint
 from explorer.model import Transformer, sinusoidal_table
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from decoding_helpers import StandInTokenizer, random_model, trained  # noqa: F401 (fixtures)
+from support.decoding_helpers import StandInTokenizer, random_model, trained  # noqa: F401 (fixtures)
 from explorer.config import DecodeConfig
 from explorer.decoding import (EOS_ID, attention_trace, beam_search, decode_batch, greedy_search, length_penalty,
                                score_targets, score_text, translate)

@@ -17,9 +17,9 @@ from safetensors.torch import load_model, save_file
 from explorer.store import checkpoint
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, read_card, save_checkpoint, write_card
 from explorer.store.catalog import list_checkpoints
-from model_helpers import VOCAB, FakeTokenizer, make_model
+from support.model_helpers import VOCAB, FakeTokenizer, make_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 META = {"name": "tiny-test", "src_lang": "en", "tgt_lang": "de",
         "training": {"step": 500, "epoch": 1, "dataset": "numbers", "preset": "tiny"}}
 
@@ -122,7 +122,7 @@ KILLER = textwrap.dedent("""
     sys.path[:0] = [{root!r}, {tests!r}]
     from safetensors.torch import save_file
     from explorer.store import checkpoint
-    from model_helpers import FakeTokenizer, make_model
+    from support.model_helpers import FakeTokenizer, make_model
     stage, path = sys.argv[1], sys.argv[2]
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)
     real_rename = os.rename

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app_support import ROOT, copy, damage, no_exception, open_app, texts
+from support.app_support import ROOT, copy, damage, no_exception, open_app, texts
 from webapp import state
 
 SOURCE = ROOT / "checkpoints" / "numbers-en-de"

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model_helpers import PAD, VOCAB, make_model
+from support.model_helpers import PAD, VOCAB, make_model
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from explorer.store import run_files as rf
 from explorer.training import trainer as train
 from explorer.training.args import parse_config
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
-from train_helpers import (checkpoint_steps, losses, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
+from support.train_helpers import (checkpoint_steps, losses, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
                            start, status, train_records, trainer_cmd, wait_for)
 
 
