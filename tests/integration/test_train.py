@@ -5,6 +5,7 @@ Each run is the real `python -m explorer.train` on the numbers task (tiny preset
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -171,11 +172,17 @@ def test_second_trainer_on_a_locked_run_dir_is_refused(tmp_path):
     assert not (run_dir / rf.STATUS).exists() and not (run_dir / rf.CONFIG).exists()
 
 
-@pytest.mark.slow
-def test_invalid_setting_exits_2_with_the_reason(tmp_path):
-    proc = run(trainer_cmd(tmp_path / "run", "--warmup", "0"))
-    assert proc.returncode == 2
-    assert "warmup must be >= 1" in proc.stderr
+@pytest.mark.parametrize("flags, message", [
+    (["--warmup", "0"], "warmup must be >= 1"),
+    (["--batch-tokens", "lots"], "invalid int value"),
+    (["--no-such-flag"], "unrecognized arguments"),
+])
+def test_invalid_setting_exits_2_with_the_reason(tmp_path, capsys, flags, message):
+    """In-process: argparse and validate() refuse before the trainer touches anything."""
+    with pytest.raises(SystemExit) if "--warmup" not in flags else contextlib.nullcontext() as refused:
+        code = train.main(["--run-dir", str(tmp_path / "run"), *flags])
+    assert (refused.value.code if refused else code) == 2
+    assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 

@@ -47,8 +47,13 @@ def test_long_text_is_truncated_with_flag():
 
 
 def test_prefix_and_ablation_through_translate(trained):
-    result = translate(trained, TOK, "a b c", DecodeConfig(strategy="greedy"), prefix=[8], ablate=[["cross", 0, 1]])
+    cfg = DecodeConfig(strategy="greedy")
+    result = translate(trained, TOK, "a b c", cfg, prefix=[8], ablate=[["cross", 0, 1]])
     assert result.best.ids[0] == 8 and result.prefix == [8] and result.ablated == [("cross", 0, 1)]
+    intact = translate(trained, TOK, "a b c", cfg, prefix=[8])
+    assert intact.best.ids[0] == 8 and intact.ablated == []
+    # the ablation reached the model: the same forced first token, scored without that head, differs
+    assert result.best.token_logprobs[0] != pytest.approx(intact.best.token_logprobs[0], abs=1e-6)
 
 
 def test_attention_trace_is_one_forward_with_tokens(trained):
