@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import math
-import time
 
 import numpy as np
 import pytest
@@ -182,7 +181,7 @@ def test_tiny_model_overfits_a_few_sentence_pairs():
     src[3:, 5:] = PAD                                                         # some padded pairs
     tgt_in = torch.cat([torch.full((6, 1), BOS), tgt[:, :-1]], dim=1)         # [N, T]
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    start, losses = time.monotonic(), []
+    losses = []
     for _ in range(60):
         logits = model.logits(src, tgt_in)                                    # [N, T, V]
         loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt.reshape(-1))
@@ -192,7 +191,6 @@ def test_tiny_model_overfits_a_few_sentence_pairs():
         losses.append(loss.item())
     model.eval()
     assert losses[-1] <= 0.1 * losses[0], losses[::10]                       # typically ~0.001x
-    assert time.monotonic() - start < 15
 
 
 def _module_and_plain(model, src, tgt) -> tuple[torch.Tensor, torch.Tensor]:
