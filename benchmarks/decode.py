@@ -21,9 +21,10 @@ from typing import Callable
 import torch
 
 from explorer.config import DecodeConfig, preset
-from explorer.decoding import EOS_ID, beam_search
+from explorer.decoding import beam_search
 from explorer.decoding.core import start
 from explorer.model import Transformer
+from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
 
 PLAIN, TRACED, UNCACHED = "ours, cached", "ours, cached + BeamTrace", "ours, uncached"
 HF = "HF MarianMTModel.generate"
@@ -42,7 +43,7 @@ def hf_model(cfg, vocab: int):
                           encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
                           encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, max_position_embeddings=cfg.max_len,
                           activation_function="relu", dropout=cfg.dropout, scale_embedding=True,
-                          pad_token_id=0, eos_token_id=EOS_ID, bos_token_id=2, decoder_start_token_id=2,
+                          pad_token_id=PAD_ID, eos_token_id=EOS_ID, bos_token_id=BOS_ID, decoder_start_token_id=BOS_ID,
                           forced_eos_token_id=None)
     return MarianMTModel(config).eval()
 

@@ -32,11 +32,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from explorer.config import preset
+from explorer.config import TrainConfig, preset
 from explorer.data.batching import make_batches, pad_batch
 from explorer.model import Transformer, sinusoidal_table
+from explorer.text.encoding import source_ids, target_ids
+from explorer.text.special import BOS_ID, SPECIAL_PIECES
+from explorer.text.special import PAD_ID as PAD
 
-VOCAB, PAD = 8000, 0
+VOCAB, MAX_LEN = 8000, TrainConfig.max_len            # the trainer's default sentence cut
+FIRST_PIECE = len(SPECIAL_PIECES)                      # random ids stay clear of the special ones
 
 
 class ReferenceTransformer(nn.Module):
@@ -75,7 +79,8 @@ def bench_batches(n: int, batch_tokens: int, seed: int = 0) -> tuple[list[tuple[
     if seqs is None:
         rng = random.Random(seed)
         lengths = [(max(3, int(rng.gauss(34, 14))), max(3, int(rng.gauss(30, 12)))) for _ in range(n * 300)]
-        seqs = [([rng.randrange(4, VOCAB) for _ in range(s)], [2] + [rng.randrange(4, VOCAB) for _ in range(t)])
+        seqs = [([rng.randrange(FIRST_PIECE, VOCAB) for _ in range(s)],
+                 [BOS_ID] + [rng.randrange(FIRST_PIECE, VOCAB) for _ in range(t)])
                 for s, t in lengths]
         source = "random ids, Bible-like lengths"
     batches = make_batches(lengths, batch_tokens, seed=seed)[:n]
@@ -101,7 +106,7 @@ def _bible_ids(limit: int):
             continue
         from explorer.data import load_corpus
         pairs = load_corpus("bible").train[:limit]
-        seqs = [(tok.encode(p.src, "src")[:255] + [3], [2] + tok.encode(p.tgt, "tgt")[:254] + [3]) for p in pairs]
+        seqs = [(source_ids(tok, p.src, MAX_LEN), target_ids(tok, p.tgt, MAX_LEN)) for p in pairs]
         return [(len(s), len(t) - 1) for s, t in seqs], seqs, f"Bible batches ({tok_dir} tokenizer)"
     return None, None, None
 

@@ -11,6 +11,8 @@ import numbers
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from explorer.text.special import PAD_ID
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -29,7 +31,7 @@ class ModelConfig:
     positions: str = "sinusoidal"  # "sinusoidal" | "learned"
     norm_first: bool = False      # False = post-norm as in the paper; True = pre-norm
     tie_embeddings: bool = True   # share src/tgt embeddings and generator (needs one vocabulary)
-    pad_id: int = 0
+    pad_id: int = PAD_ID
 
     def __post_init__(self) -> None:
         for name, limit in MODEL_LIMITS.items():     # a config.json read from disk may say anything

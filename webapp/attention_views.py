@@ -14,8 +14,9 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from explorer.inspection.attention_stats import STAT_LABELS, STATS, stack_stats, stats_rows, word_alignment
-from explorer.decoding import EOS_ID
 from explorer.plots import attention as plots
+from explorer.text.encoding import output_ids
+from explorer.text.special import EOS_ID
 from webapp import bertviz_offline, downloads, state
 
 KINDS = {"encoder": "Encoder self-attention", "decoder": "Decoder masked self-attention",
@@ -179,7 +180,7 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
     if not ref:
         st.info("Type a reference translation (or pick a test example on the Translate page) to compare.")
         return
-    ids = [int(i) for i in ckpt.tokenizer.encode(ref, side="tgt")][:ckpt.config.max_len - 1] + [EOS_ID]
+    ids = output_ids(ckpt.tokenizer, ref, ckpt.config.max_len)
     forced = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(trace.meta["src_ids"]), tuple(ids),
                             what="Tracing the reference")
     if forced is None:

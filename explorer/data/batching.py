@@ -10,6 +10,8 @@ import random
 
 import torch
 
+from explorer.text.special import PAD_ID
+
 
 def make_batches(lengths: list[tuple[int, int]], max_tokens: int, seed: int,
                  shuffle: bool = True, bucket_size: int | None = None) -> list[list[int]]:
@@ -49,7 +51,7 @@ def make_batches(lengths: list[tuple[int, int]], max_tokens: int, seed: int,
     return batches
 
 
-def pad_batch(seqs: list[list[int]], pad_id: int = 0) -> torch.Tensor:
+def pad_batch(seqs: list[list[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """Right-pad id lists into a LongTensor [B, T] (T = longest sequence, at least 1)."""
     width = max([len(s) for s in seqs] + [1])
     out = torch.full((len(seqs), width), pad_id, dtype=torch.long)     # [B, T]

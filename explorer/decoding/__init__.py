@@ -11,11 +11,12 @@ target, capture over one forward), translate (text-level entry points).
 """
 from explorer.decoding.beam import beam_search
 from explorer.decoding.beam_trace import STATUSES, BeamTrace
-from explorer.decoding.core import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Decoded, Hypothesis, length_penalty
+from explorer.decoding.core import Decoded, Hypothesis, length_penalty
 from explorer.decoding.greedy import greedy_search, sample
 from explorer.decoding.teacher import score_targets
 from explorer.decoding.translate import (TranslatedHypothesis, Translation, attention_trace, decode, decode_batch,
                                          score_text, translate)
+from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID     # the special ids, for callers of decoding
 
 __all__ = ["BOS_ID", "EOS_ID", "PAD_ID", "STATUSES", "UNK_ID", "BeamTrace", "Decoded", "Hypothesis",
            "TranslatedHypothesis", "Translation", "attention_trace", "beam_search", "decode", "decode_batch",

@@ -30,8 +30,9 @@ from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.decoding.beam_trace import TraceRecorder
-from explorer.decoding.core import (EOS_ID, NEG_INF, Decoded, Hypothesis, as_batch, check_config, check_prefix,
-                                    constrain, decoding_session, length_penalty, max_lengths, prefix_logprobs, start)
+from explorer.decoding.core import (NEG_INF, Decoded, Hypothesis, as_batch, check_config, check_prefix, constrain,
+                                    decoding_session, length_penalty, max_lengths, prefix_logprobs, start)
+from explorer.text.special import EOS_ID
 
 STOP_REASONS = ("running", "canonical", "early_stopping", "max_len")
 POOL_FIELDS = ("score", "step", "parent", "token", "token_lp", "eos", "rank")

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from explorer.decoding.core import length_penalty
+from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
 
 STATUSES = ("forced", "kept", "pruned", "finished", "truncated")
 FORCED, KEPT, PRUNED, FINISHED, TRUNCATED = range(len(STATUSES))
@@ -115,8 +116,8 @@ class TraceRecorder:
         self.forced_alt = None
         if self.top_k and prefix:
             rows = first.view(batch, beam_size, len(prefix) + 1, -1)[:, 0, :-1].clone()   # [B, P, V]
-            rows[:, :, [0, 2]] = float("-inf")                                  # PAD, BOS (as constrain)
-            rows[:, :min(cfg.min_len, len(prefix)), 3] = float("-inf")          # EOS before min_len
+            rows[:, :, [PAD_ID, BOS_ID]] = float("-inf")                        # as constrain() bans them
+            rows[:, :min(cfg.min_len, len(prefix)), EOS_ID] = float("-inf")     # EOS before min_len
             self.forced_alt = rows.topk(self.top_k, dim=-1)                     # 2 x [B, P, k]
 
     def record_step(self, prev_scores: torch.Tensor, log_probs: torch.Tensor, cands, pick: torch.Tensor,

@@ -16,8 +16,8 @@ from torch import nn
 from explorer.config import DecodeConfig
 from explorer.inspection.hooks import ablate_heads
 from explorer.model.plain_decoder import plain_decoder_of
+from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 NEG_INF = float("-inf")
 HEAD_KINDS = ("encoder", "decoder", "cross")
 

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from explorer.config import DecodeConfig
-from explorer.decoding.core import (EOS_ID, NEG_INF, PAD_ID, Decoded, Hypothesis, as_batch, check_config,
-                                    check_prefix, constrain, decoding_session, max_lengths, normalize,
-                                    prefix_logprobs, start)
+from explorer.decoding.core import (NEG_INF, Decoded, Hypothesis, as_batch, check_config, check_prefix, constrain,
+                                    decoding_session, max_lengths, normalize, prefix_logprobs, start)
+from explorer.text.special import EOS_ID, PAD_ID
 
 Chooser = Callable[[torch.Tensor], torch.Tensor]                              # [B, V] -> [B]
 

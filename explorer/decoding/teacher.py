@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 from explorer.config import DecodeConfig
-from explorer.decoding.core import (BOS_ID, EOS_ID, PAD_ID, Hypothesis, as_batch, decoding_session, normalize)
+from explorer.decoding.core import Hypothesis, as_batch, decoding_session, normalize
 from explorer.inspection.hooks import capture
 from explorer.inspection.trace import Trace
+from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
 
 
 def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: DecodeConfig | None = None, *,

@@ -18,10 +18,11 @@ from torch import nn
 from explorer.config import DecodeConfig
 from explorer.decoding.beam import beam_search
 from explorer.decoding.beam_trace import BeamTrace
-from explorer.decoding.core import BOS_ID, EOS_ID, Decoded, Hypothesis, check_ablation
+from explorer.decoding.core import Decoded, Hypothesis, check_ablation
 from explorer.decoding.greedy import greedy_search, sample
 from explorer.decoding.teacher import capture_forward, score_targets
 from explorer.inspection.trace import Trace
+from explorer.text.encoding import decoder_inputs, output_ids, with_eos
 
 
 def decode(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Sequence[int] | None = None,
@@ -80,16 +81,17 @@ class Translation:
 
 
 def encode_source(tokenizer, text: str, max_len: int) -> tuple[list[int], bool, str]:
-    """Source ids + EOS, cut to max_len: (ids, truncated, reason); ids == [] when there is nothing."""
+    """explorer.text.encoding's source ids, with the soft failures the UI wants: (ids, truncated, reason);
+    ids == [] when there is nothing to translate."""
     if not text or not text.strip():
         return [], False, "empty input: nothing to translate"
-    ids = [int(i) for i in tokenizer.encode(text, side="src")]
-    if not ids:
+    found = tokenizer.encode(text, side="src")
+    if not found:
         return [], False, "the text produced no tokens"
-    if len(ids) + 1 > max_len:
-        reason = f"source truncated from {len(ids) + 1} to {max_len} tokens (the model's max_len)"
-        return ids[:max_len - 1] + [EOS_ID], True, reason
-    return ids + [EOS_ID], False, ""
+    ids = with_eos(found, max_len)
+    if len(ids) < len(found) + 1:
+        return ids, True, f"source truncated from {len(found) + 1} to {max_len} tokens (the model's max_len)"
+    return ids, False, ""
 
 
 def translate(model: nn.Module, tokenizer, text: str, cfg: DecodeConfig | None = None, *,
@@ -114,7 +116,7 @@ def score_text(model: nn.Module, tokenizer, text: str, target: str, cfg: DecodeC
     src_ids, _, _ = encode_source(tokenizer, text, model.cfg.max_len)
     if not src_ids:
         return None
-    tgt_ids = [int(i) for i in tokenizer.encode(target, side="tgt")][:model.cfg.max_len - 1]
+    tgt_ids = output_ids(tokenizer, target, model.cfg.max_len)
     return _with_text(tokenizer, score_targets(model, [src_ids], [tgt_ids], cfg, ablate=ablate)[0])
 
 
@@ -127,7 +129,7 @@ def attention_trace(model: nn.Module, tokenizer, src_ids: Sequence[int], tgt_ids
     the output pieces and the per-token log-probs.
     """
     raw, token_lp = capture_forward(model, src_ids, tgt_ids, patterns, ablate)
-    tgt_in = [BOS_ID] + [int(t) for t in tgt_ids][:-1]
+    tgt_in = decoder_inputs(tgt_ids)
     meta = {**raw.meta, "src_ids": [int(i) for i in src_ids], "tgt_ids": [int(i) for i in tgt_ids],
             "tgt_in_ids": tgt_in, "out_tokens": pieces(tokenizer, tgt_ids, "tgt"),
             "token_logprobs": token_lp, "ablated": check_ablation(model, ablate)}

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from explorer.config import DecodeConfig
 from explorer.data.batching import pad_batch
+from explorer.text.special import PAD_ID
 
 
 def corpus_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
@@ -36,8 +37,8 @@ def teacher_forced_loss(model, split, device, batch_size: int = 64) -> float:
         tgt = pad_batch(split.tgt[i:i + batch_size]).to(device)                    # [B, T+1]
         logits = model(src, tgt[:, :-1], return_logits=True)                       # [B, T, V]
         total += float(F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
-                                       ignore_index=0, reduction="sum"))
-        count += int((tgt[:, 1:] != 0).sum())
+                                       ignore_index=PAD_ID, reduction="sum"))
+        count += int((tgt[:, 1:] != PAD_ID).sum())
     return total / max(count, 1)
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.text.special import SPECIAL_PIECES, UNK_ID
+
 STATS = ("entropy", "max_weight", "to_self", "to_prev", "to_eos", "diagonality")
 STAT_LABELS = {
     "entropy": "entropy (nats)",
@@ -30,7 +32,7 @@ STAT_LABELS = {
     "diagonality": "diagonality",
 }
 WORD_MARK = "▁"                                # sentencepiece's word-start marker
-SPECIAL = {"<s>", "</s>", "<pad>", "<unk>"}
+SPECIAL, UNK = set(SPECIAL_PIECES), SPECIAL_PIECES[UNK_ID]
 
 
 def _check(weights: np.ndarray, ndim: int) -> np.ndarray:
@@ -134,8 +136,8 @@ def word_alignment(cross: np.ndarray, src_pieces: list[str], out_pieces: list[st
     src_groups = piece_words(src_pieces)
     tgt_groups = piece_words(out_pieces)
     if drop_special:
-        src_groups = [g for g in src_groups if src_pieces[g[0]] not in SPECIAL or src_pieces[g[0]] == "<unk>"]
-        tgt_groups = [g for g in tgt_groups if out_pieces[g[0]] not in SPECIAL or out_pieces[g[0]] == "<unk>"]
+        src_groups = [g for g in src_groups if src_pieces[g[0]] not in SPECIAL or src_pieces[g[0]] == UNK]
+        tgt_groups = [g for g in tgt_groups if out_pieces[g[0]] not in SPECIAL or out_pieces[g[0]] == UNK]
     matrix = np.zeros((len(tgt_groups), len(src_groups)))                     # [Tw, Sw]
     for t, tg in enumerate(tgt_groups):
         row = w[tg].mean(axis=0)                                              # [S]

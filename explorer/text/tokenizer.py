@@ -1,9 +1,9 @@
 """Subword tokenizer: a thin wrapper over sentencepiece with fixed special ids.
 
-PAD=0, UNK=1, BOS=2, EOS=3 in every model we train, so the model, the trainer and the decoder can
-use the class constants without asking the tokenizer. `encode` returns pieces only: adding BOS/EOS
-is the trainer's and the decoder's business (the decoder input starts with BOS, targets end with
-EOS), and keeping it out of here means one place decides.
+Every model trained here gets the ids of explorer.text.special (PAD=0, UNK=1, BOS=2, EOS=3), so the
+model, the trainer and the decoder use those constants without asking the tokenizer. `encode`
+returns pieces only: where BOS and EOS go is explorer.text.encoding's business, the one place that
+decides it for the trainer, the decoder and the app.
 
 A tokenizer is one joint model (`tokenizer.model`, used for both sides; needed when embeddings
 are tied) or two (`src.model`, `tgt.model`). The serialized model bytes are the whole state, so a
@@ -17,8 +17,9 @@ from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
+from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
+
 JOINT_FILE, SRC_FILE, TGT_FILE = "tokenizer.model", "src.model", "tgt.model"
-SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
 MODEL_TYPES = ("bpe", "unigram", "word")
 
 
@@ -33,8 +34,9 @@ def _train_model(lines: Sequence[str], vocab_size: int, model_type: str, seed: i
     kwargs = dict(
         sentence_iterator=iter(lines), model_writer=buf, vocab_size=vocab_size,
         model_type=model_type, character_coverage=1.0, num_threads=2,
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-        pad_piece=SPECIALS[0], unk_piece=SPECIALS[1], bos_piece=SPECIALS[2], eos_piece=SPECIALS[3],
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        pad_piece=SPECIAL_PIECES[PAD_ID], unk_piece=SPECIAL_PIECES[UNK_ID], bos_piece=SPECIAL_PIECES[BOS_ID],
+        eos_piece=SPECIAL_PIECES[EOS_ID],
         # Small corpora (the numbers task has ~60 distinct words) cannot fill a large vocabulary:
         # let sentencepiece stop where the data runs out instead of failing.
         hard_vocab_limit=False, minloglevel=2, input_sentence_size=2_000_000,
@@ -51,7 +53,7 @@ def _train_model(lines: Sequence[str], vocab_size: int, model_type: str, seed: i
 class Tokenizer:
     """sentencepiece model(s) for the source and target sides; see the module docstring."""
 
-    PAD, UNK, BOS, EOS = 0, 1, 2, 3
+    PAD, UNK, BOS, EOS = PAD_ID, UNK_ID, BOS_ID, EOS_ID      # what this tokenizer's models are trained with
 
     def __init__(self, models: dict[str, bytes]):
         """`models` maps file name -> serialized bytes: {JOINT_FILE} or {SRC_FILE, TGT_FILE}."""
@@ -76,9 +78,9 @@ class Tokenizer:
         else:
             self._sp = {"src": proc(self._models[SRC_FILE]), "tgt": proc(self._models[TGT_FILE])}
         for side, sp in self._sp.items():
-            got = tuple(sp.id_to_piece(i) for i in range(4))
-            if got != SPECIALS or sp.pad_id() != self.PAD:
-                raise ValueError(f"{side} model has special pieces {got}, expected {SPECIALS}")
+            got = tuple(sp.id_to_piece(i) for i in range(len(SPECIAL_PIECES)))
+            if got != SPECIAL_PIECES or sp.pad_id() != PAD_ID:
+                raise ValueError(f"{side} model has special pieces {got}, expected {SPECIAL_PIECES}")
 
     # ---- pickling: keep only the bytes, rebuild processors on load ----
     def __getstate__(self) -> dict:
@@ -167,7 +169,7 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int], side: str = "tgt") -> str:
         """Text of `ids`, ignoring PAD/BOS/EOS (and UNK renders as sentencepiece's ' ⁇ ')."""
-        keep = [int(i) for i in ids if int(i) not in (self.PAD, self.BOS, self.EOS)]
+        keep = [int(i) for i in ids if int(i) not in (PAD_ID, BOS_ID, EOS_ID)]
         return self._side(side).decode(keep)
 
     def __repr__(self) -> str:

@@ -13,6 +13,7 @@ import torch
 from explorer.config import TrainConfig
 from explorer.data import load_corpus
 from explorer.data.batching import make_batches, pad_batch
+from explorer.text.encoding import source_ids, target_ids
 from explorer.text.tokenizer import Tokenizer
 
 
@@ -33,19 +34,12 @@ class EncodedSplit:
         return sum(len(s) + len(t) - 1 for s, t in zip(self.src, self.tgt))
 
 
-def encode_source(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
-    return tokenizer.encode(text, side="src")[: max_len - 1] + [Tokenizer.EOS]
-
-
-def encode_target(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
-    return [Tokenizer.BOS] + tokenizer.encode(text, side="tgt")[: max_len - 2] + [Tokenizer.EOS]
-
-
 def encode_pairs(tokenizer: Tokenizer, pairs, max_len: int) -> EncodedSplit:
+    """Sentence pairs as the model reads them (explorer.text.encoding), with their text kept."""
     src_text = [p.src for p in pairs]
     tgt_text = [p.tgt for p in pairs]
-    return EncodedSplit([encode_source(tokenizer, s, max_len) for s in src_text],
-                        [encode_target(tokenizer, t, max_len) for t in tgt_text], src_text, tgt_text)
+    return EncodedSplit([source_ids(tokenizer, s, max_len) for s in src_text],
+                        [target_ids(tokenizer, t, max_len) for t in tgt_text], src_text, tgt_text)
 
 
 def prepare_tokenizer(cfg: TrainConfig, corpus, run_dir: Path, init_tokenizer: Tokenizer | None) -> Tokenizer:

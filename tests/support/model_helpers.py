@@ -12,9 +12,9 @@ import torch
 
 from explorer.config import preset
 from explorer.model import Transformer
+from explorer.text.special import BOS_ID as BOS, EOS_ID as EOS, PAD_ID as PAD, UNK_ID as UNK  # noqa: F401
 
 VOCAB = 40
-PAD, UNK, BOS, EOS = 0, 1, 2, 3          # the ids explorer.text.tokenizer fixes
 SEED = 1234
 
 

@@ -9,8 +9,8 @@ import hashlib
 
 import streamlit as st
 
-from explorer.decoding import EOS_ID, UNK_ID
 from explorer.plots import beams as plots
+from explorer.text.special import EOS_ID, UNK_ID
 from webapp import downloads, state
 
 PENALTIES = ("gnmt", "average", "none")
