@@ -199,6 +199,18 @@ MAX_BEAM = 64
 MAX_DECODE_LEN = 4096
 
 
+def resolve_device(name: str = "auto"):
+    """The torch.device that a device setting names: "auto" is CUDA when this machine has it, else the
+    CPU; anything else ("cpu", "cuda:1") as torch reads it. The one place "auto" is decided, for the
+    trainer, checkpoint loading, the evaluate command and the app. torch is imported here, not at the
+    top, so reading a config never needs it."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 

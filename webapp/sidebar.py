@@ -45,8 +45,9 @@ def render() -> None:
         train = info.meta.get("training", {})
         st.sidebar.caption(f"{info.meta.get('src_lang', '?')} → {info.meta.get('tgt_lang', '?')} · "
                            f"step {train.get('step', '?')} · {info.size_bytes / 1e6:.0f} MB on disk")
-    device = "CUDA (" + torch.cuda.get_device_name(0) + ")" if torch.cuda.is_available() else "CPU"
-    st.sidebar.caption(f"Device: {device}")
+    device = state.app_device()
+    name = f"CUDA ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else device.type.upper()
+    st.sidebar.caption(f"Device: {name}")
     st.sidebar.radio("Figure download format", ("png", "svg"), key="figure_format", horizontal=True,
                      format_func=str.upper, help="What the camera button in each figure's toolbar saves.")
 

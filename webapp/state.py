@@ -18,12 +18,13 @@ import streamlit as st
 
 from explorer.store.checkpoint import CheckpointError, load_checkpoint
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
-from explorer.config import DecodeConfig
+from explorer.config import DecodeConfig, resolve_device
 from webapp.result_cache import bounded_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT_ROOTS = (ROOT / "checkpoints", ROOT / "runs")
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
+DEVICE_ENV = "EXPLORER_DEVICE"           # the device the app's models run on (default: auto)
 DEFAULT_CHECKPOINT = "bible-es-en"
 MAX_CHARS = 2000                      # longer input is truncated with a notice
 URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
@@ -141,10 +142,15 @@ def _limit_threads() -> None:
         torch.set_num_threads(1)
 
 
+def app_device():
+    """Where the app runs its models: $EXPLORER_DEVICE (cpu, cuda, cuda:N), else "auto"."""
+    return resolve_device(os.environ.get(DEVICE_ENV, "auto"))
+
+
 @st.cache_resource(max_entries=MAX_MODELS, show_spinner="Loading the model…")
 def _load(path: str, fingerprint: str):
     _limit_threads()
-    loaded = load_checkpoint(path, device=os.environ.get("EXPLORER_DEVICE", "auto"))
+    loaded = load_checkpoint(path, device=app_device())
     loaded.model.eval()
     return loaded
 

@@ -14,7 +14,7 @@ import sacrebleu
 import torch
 import torch.nn.functional as F
 
-from explorer.config import DecodeConfig
+from explorer.config import DecodeConfig, resolve_device
 from explorer.data.batching import pad_batch
 from explorer.text.special import PAD_ID
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "test split of the dataset it was trained on)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (CUDA when present)")
     parser.add_argument("--no-write", action="store_true", help="do not update card.json")
     args = parser.parse_args(argv)
     try:
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         pairs = pairs[:args.limit]
     split = encode_pairs(ckpt.tokenizer, pairs, ckpt.config.max_len)
-    device = torch.device(args.device)
+    device = resolve_device(args.device)
     results = {"test_set": test_name, "n": len(split)}
     for label, cfg in (("greedy", DecodeConfig(strategy="greedy")),
                        (f"beam{args.beam}", DecodeConfig(strategy="beam", beam_size=args.beam, n_best=1))):

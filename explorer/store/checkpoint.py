@@ -33,7 +33,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from explorer.store.atomic import asides, fsync_dir, fsync_file, recover, swap_in, write_json_atomic
-from explorer.config import ModelConfig
+from explorer.config import ModelConfig, resolve_device
 from explorer.model import Transformer, parameter_count
 
 FORMAT_VERSION = 1
@@ -222,9 +222,7 @@ def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "
     full = {name: loaded[stored].to(torch.float32) if loaded[stored].is_floating_point() else loaded[stored]
             for name, stored in state.items()}
     model.load_state_dict(full, strict=True)
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = model.to(device).eval()
+    model = model.to(resolve_device(str(device))).eval()
     tokenizer = _load_tokenizer(path, meta, cfg)
     return LoadedCheckpoint(model=model, tokenizer=tokenizer, config=cfg, meta=meta, card=read_card(path),
                             path=path, name=meta.get("name") or Path(directory).name, sha256=sha[:12])

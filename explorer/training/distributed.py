@@ -13,6 +13,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from explorer.config import resolve_device
+
 
 @dataclass
 class Dist:
@@ -40,10 +42,12 @@ class Dist:
         return self.rank == 0
 
     def device(self, name: str) -> torch.device:
-        if name in ("auto", "cuda") and torch.cuda.is_available():
+        """The device `name` resolves to (explorer.config.resolve_device); a rank's plain CUDA is its own GPU."""
+        device = resolve_device(name)
+        if name in ("auto", "cuda") and device.type == "cuda":
             torch.cuda.set_device(self.local_rank)
             return torch.device("cuda", self.local_rank)
-        return torch.device("cpu" if name == "auto" else name)
+        return device
 
     def wrap(self, model: nn.Module) -> nn.Module:
         if not self.active:

@@ -24,7 +24,7 @@ import torch
 from explorer.store import run_files as rf
 from explorer.store.atomic import DISK_FULL, recover
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
-from explorer.config import ModelConfig, TrainConfig, preset
+from explorer.config import ModelConfig, TrainConfig, preset, resolve_device
 from explorer.data import DataError, load_corpus
 from explorer.training.distributed import Dist
 from explorer.evaluation.scores import evaluate_split
@@ -41,17 +41,11 @@ class SetupRefused(Exception):
     """Settings that pass validate() but not this corpus or machine (a batch too big for memory)."""
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 class Trainer:
     def __init__(self, cfg: TrainConfig, resume: bool = False, overwrite: bool = False):
         self.cfg, self.run_dir = cfg, Path(cfg.run_dir)
         self.dist = Dist.from_env()
-        self.device = pick_device(cfg.device) if not self.dist.active else self.dist.device(cfg.device)
+        self.device = resolve_device(cfg.device) if not self.dist.active else self.dist.device(cfg.device)
         self.stop_requested = False
         self.lock = rf.RunLock(self.run_dir)
         if self.dist.is_main and not self.lock.acquire():
