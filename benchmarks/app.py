@@ -29,6 +29,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from benchmarks import browser as driver
+from explorer.store.run_files import shipped_root
 
 CHECKPOINT = "bible-es-en"
 GOALS = {"cold": 8.0, "head": 0.5, "step": 0.5, "sentence": 1.0}
@@ -73,7 +74,7 @@ def sentence_and_shape(name: str) -> tuple[str, dict]:
     from explorer.data.files import read_tsv
 
     torch.set_num_threads(1)
-    path = driver.ROOT / "checkpoints" / name
+    path = shipped_root() / name
     text = read_tsv(str(path / "test.tsv"))[0].src                      # what the app opens on
     ckpt = load_checkpoint(path, device="cpu")
     result = translate(ckpt.model, ckpt.tokenizer, text, DecodeConfig(strategy="beam", beam_size=5, n_best=5),
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     switches: dict[str, dict[str, list[dict]]] = {"ours": {}, "reference": {}}
     query = urlencode({"ckpt": args.checkpoint, "text": text})
 
-    sentences = sentences_of_about(25, args.switches, driver.ROOT / "checkpoints" / args.checkpoint)
+    sentences = sentences_of_about(25, args.switches, shipped_root() / args.checkpoint)
 
     def ours_switches(page, server):
         switches["ours"]["sentence"] = sentence_switches(page, server, sentences)

@@ -16,13 +16,12 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.store import run_files as rf
+from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
 from explorer.config import DecodeConfig, resolve_device
 from webapp.result_cache import bounded_cache
 
-ROOT = Path(__file__).resolve().parents[1]
-CHECKPOINT_ROOTS = (ROOT / "checkpoints", ROOT / "runs")
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
 DEVICE_ENV = "EXPLORER_DEVICE"           # the device the app's models run on (default: auto)
 DEFAULT_CHECKPOINT = "bible-es-en"
@@ -80,12 +79,12 @@ def remember(*keys: str) -> None:
 
 # ---- checkpoints ----------------------------------------------------------------------------
 def checkpoint_roots() -> tuple[Path, ...]:
-    """checkpoints/ and the runs directory (EXPLORER_RUNS_DIR replaces runs/, as in explorer.training.jobs);
+    """The shipped checkpoints/ and the runs directory (explorer.store.run_files' roots);
     $EXPLORER_CHECKPOINT_ROOTS (folders separated by os.pathsep) replaces both."""
     env = os.environ.get(ROOTS_ENV, "").strip()
     if env:
         return tuple(Path(p).expanduser() for p in env.split(os.pathsep) if p.strip())
-    return (ROOT / "checkpoints", Path(os.environ.get("EXPLORER_RUNS_DIR") or ROOT / "runs"))
+    return (rf.shipped_root(), rf.runs_root())
 
 
 def available_checkpoints() -> list[CheckpointInfo]:
@@ -97,7 +96,7 @@ def available_checkpoints() -> list[CheckpointInfo]:
 @st.cache_data(ttl=30, show_spinner=False)     # listing 14 checkpoints costs ~0.35 s of CPU
 def _available_checkpoints(roots: tuple[str, ...]) -> list[CheckpointInfo]:
     found = list_checkpoints(*[r for r in roots if Path(r).exists()])
-    first = roots[0] if roots else str(ROOT / "checkpoints")                  # shipped ones first
+    first = roots[0] if roots else str(rf.shipped_root())                    # shipped ones first
     return sorted(found, key=lambda c: (not str(c.path).startswith(first), str(c.path)))
 
 
@@ -117,7 +116,7 @@ def checkpoint_label(info: CheckpointInfo) -> str:
 
 
 def _fingerprint(path: Path) -> str:
-    weights = Path(path) / "model.safetensors"
+    weights = Path(path) / WEIGHTS
     try:
         stat = weights.stat()
         return f"{stat.st_mtime_ns}-{stat.st_size}"

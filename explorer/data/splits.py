@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 import random
 
 from explorer.data.types import DataError, Pair, ParallelCorpus
+from explorer.store.run_files import REPO_ROOT
 
 CACHE_VERSION = 2
 _SPLITS = ("train", "dev", "test")
@@ -130,7 +130,7 @@ def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
 def default_data_dir() -> str:
     """Where built corpora are cached: $EXPLORER_DATA_DIR, else data/ in the repository (not the cwd),
     so the trainer, the app and the evaluate command find the same cache wherever they start."""
-    return os.environ.get("EXPLORER_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "data")
+    return os.environ.get("EXPLORER_DATA_DIR") or str(REPO_ROOT / "data")
 
 
 def load_corpus(spec: str, data_dir: str | None = None, seed: int = 1234,

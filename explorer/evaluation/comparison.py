@@ -8,7 +8,6 @@ say so when they are not, instead of comparing positions that mean different tok
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -155,19 +154,18 @@ def param_change(model_a, model_b) -> list[tuple[str, float]]:
 
 
 # ---- the table of checkpoints ------------------------------------------------------------------------
-def _dev_bleu_by_step(run_dir: Path, cache: dict) -> dict[int, float]:
+def _dev_bleu_by_step(run_dir: Path, cache: dict) -> dict[int, float | None]:
     if run_dir not in cache:
-        cache[run_dir] = {int(r["step"]): r.get("bleu") for r in rf.read_metrics(run_dir)
-                          if r.get("kind") == "eval" and isinstance(r.get("step"), (int, float))}
+        curves = rf.read_curves(run_dir)
+        cache[run_dir] = {int(step): float(bleu) if np.isfinite(bleu) else None
+                          for step, bleu in zip(curves.eval_step, curves.bleu)}
     return cache[run_dir]
 
 
 def _short(path) -> str:
     """runs/numbers/checkpoints/step_000300 -> numbers@300; other paths -> their last part."""
-    p = Path(str(path))
-    if p.parent.name == rf.CHECKPOINTS and p.name.startswith("step_"):
-        return f"{p.parent.parent.name}@{p.name[5:].lstrip('0') or '0'}"
-    return p.name
+    run, step = rf.run_of(path), rf.step_of(path)
+    return f"{run.name}@{step}" if run is not None else Path(str(path)).name
 
 
 def _test_bleu(card) -> float | None:
@@ -188,8 +186,7 @@ def checkpoint_rows(infos) -> list[dict]:
     for info in infos:
         train = (info.meta or {}).get("training") or {}
         step = train.get("step")
-        match = re.fullmatch(r"step_(\d+)", Path(info.path).name)
-        run_dir = Path(info.path).parent.parent if match else None
+        run_dir = rf.run_of(info.path)
         dev = _dev_bleu_by_step(run_dir, cache).get(int(step)) if run_dir and isinstance(step, int) else None
         test_bleu = _test_bleu(info.card)
         dataset = train.get("dataset")

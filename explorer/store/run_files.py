@@ -1,4 +1,5 @@
-"""The files of a run directory, shared by the trainer (writer) and jobs/app (readers).
+"""Where runs and checkpoints live, and the files of a run directory: written by the trainer, read
+by jobs, evaluation, plots and the app through the readers here.
 
     runs/<name>/train_config.json   the TrainConfig the run was started with
     runs/<name>/status.json         state, pid, step, total steps, last error (rewritten atomically)
@@ -6,22 +7,27 @@
     runs/<name>/train.log           the trainer's stdout/stderr when started as a job
     runs/<name>/trainer.lock        held (flock) while a trainer runs: a second one is refused
     runs/<name>/tokenizer/          the tokenizer trained for the run (reused on resume)
-    runs/<name>/checkpoints/step_000500/   checkpoints (see explorer.store.checkpoint)
+    runs/<name>/checkpoints/step_000500/   checkpoints (checkpoint_dir; see explorer.store.checkpoint)
+    runs/uploads/                   uploaded training data (not a run)
 
-Only the trainer writes; readers tolerate partial and damaged files (a torn last line of
-metrics.jsonl, a missing status.json) and never raise on them.
+runs/ is the repository's unless $EXPLORER_RUNS_DIR names another folder (tests, another disk);
+shipped checkpoints are in the repository's checkpoints/. Only the trainer writes a run directory;
+readers tolerate partial and damaged files (a torn last line of metrics.jsonl, a missing
+status.json) and never raise on them.
 """
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 from explorer.store.atomic import DISK_FULL, rewrite_json_in_place
 from explorer.store.atomic import write_json_atomic  # noqa: F401  (re-exported: writers import it from here)
+from explorer.store.metrics import Curves, curves_from_records
 
 STATUS = "status.json"
 METRICS = "metrics.jsonl"
@@ -30,6 +36,42 @@ LOG = "train.log"
 LOCK = "trainer.lock"
 TOKENIZER = "tokenizer"
 CHECKPOINTS = "checkpoints"
+UPLOADS = "uploads"                      # a folder of the runs directory that is not a run
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUNS_ENV = "EXPLORER_RUNS_DIR"
+_STEP = re.compile(r"step_(\d+)")
+# What one training checkpoint takes per model parameter: float32 weights and Adam's two float32
+# moments (trainer_state.pt); tied matrices are stored once, so this errs high.
+CHECKPOINT_BYTES_PER_PARAMETER = 3 * 4
+SPARE_BYTES = 100 << 20                  # the run's other files: logs, metrics, tokenizer, temporary copies
+
+
+# ---- where runs and checkpoints live ----------------------------------------------------------
+def runs_root() -> Path:
+    """The runs directory: runs/ in the repository, or $EXPLORER_RUNS_DIR (tests, other disks)."""
+    return Path(os.environ.get(RUNS_ENV) or REPO_ROOT / "runs").resolve()
+
+
+def shipped_root() -> Path:
+    """The repository's checkpoints/: the checkpoints that ship with the app."""
+    return REPO_ROOT / "checkpoints"
+
+
+def checkpoint_dir(run_dir: str | os.PathLike, step: int) -> Path:
+    """Where a run keeps its checkpoint of `step`: checkpoints/step_000500 (zero-padded, so names sort by step)."""
+    return Path(run_dir) / CHECKPOINTS / f"step_{int(step):06d}"
+
+
+def step_of(checkpoint: str | os.PathLike) -> int | None:
+    """The training step a run checkpoint's folder is named after (checkpoint_dir), else None."""
+    match = _STEP.fullmatch(Path(str(checkpoint)).name)
+    return int(match.group(1)) if match else None
+
+
+def run_of(checkpoint: str | os.PathLike) -> Path | None:
+    """The run directory a run checkpoint belongs to (runs/<name>/checkpoints/step_N -> runs/<name>), else None."""
+    path = Path(str(checkpoint))
+    return path.parent.parent if step_of(path) is not None and path.parent.name == CHECKPOINTS else None
 
 
 def holds_run(run_dir: Path) -> bool:
@@ -56,6 +98,12 @@ def read_json(path: Path, default: Any = None) -> Any:
         return default
 
 
+def read_train_config(run_dir: Path) -> dict:
+    """train_config.json as a dict; {} when it is missing or damaged."""
+    config = read_json(Path(run_dir) / CONFIG, {})
+    return config if isinstance(config, dict) else {}
+
+
 def append_metrics(run_dir: Path, record: dict) -> None:
     with open(Path(run_dir) / METRICS, "a") as f:
         f.write(json.dumps(record) + "\n")
@@ -77,6 +125,39 @@ def read_metrics(run_dir: Path) -> list[dict]:
         if isinstance(rec, dict):
             records.append(rec)
     return records
+
+
+def has_metrics(run_dir: Path) -> bool:
+    return (Path(run_dir) / METRICS).is_file()
+
+
+def read_curves(run_dir: Path) -> Curves:
+    """The run's metrics as arrays (explorer.store.metrics.Curves), what every figure and ETA reads."""
+    return curves_from_records(read_metrics(run_dir))
+
+
+def drop_metrics_after(run_dir: Path, step: int) -> None:
+    """On resume, forget records of steps after the checkpoint: they are about to be trained again."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file():
+        return
+    keep = [r for r in read_metrics(run_dir) if not isinstance(r.get("step"), int) or r["step"] <= step]
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+    os.replace(tmp, path)
+
+
+def log_tail(run_dir: str | os.PathLike, lines: int = 30, max_bytes: int = 64 * 1024) -> str:
+    """The end of train.log; tqdm's carriage-return updates collapse to their latest state."""
+    path = Path(run_dir) / LOG
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - max_bytes))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    parts = [[p for p in ln.split("\r") if p.strip()] for ln in text.split("\n")]
+    return "\n".join([p[-1].rstrip() for p in parts if p][-lines:])
 
 
 def write_status(run_dir: Path, **fields: Any) -> dict:
@@ -129,6 +210,11 @@ class RunLock:
             os.close(self._fd)
             self._fd = None
 
+    def holder_pid(self) -> int | None:
+        """The pid the holder wrote into the lock file (None when unknown)."""
+        pid = read_json(self.path)
+        return pid if isinstance(pid, int) else None
+
     def is_held_by_other(self) -> bool:
         """True if some live process holds the lock (used by readers to tell running from dead)."""
         if not self.path.exists():
@@ -154,7 +240,23 @@ def checkpoint_dirs(run_dir: Path) -> list[Path]:
     steps = set()
     for p in root.iterdir():
         name = p.name[1:].split(".old-")[0] if p.name.startswith(".") and ".old-" in p.name else p.name
-        if name.startswith("step_") and p.is_dir() and (p / "config.json").is_file() \
+        if step_of(name) is not None and p.is_dir() and (p / "config.json").is_file() \
                 and (p / "model.safetensors").is_file():
             steps.add(root / name)
     return sorted(steps, key=lambda p: p.name)
+
+
+# ---- disk space ---------------------------------------------------------------------------------
+def disk_needed(n_params: int, checkpoints: int) -> int:
+    """Bytes a run needs free to write `checkpoints` training checkpoints of a model with n_params
+    parameters, plus SPARE_BYTES for its other files. The one estimate: jobs checks a whole run's
+    before launching it, the trainer one checkpoint's before each save."""
+    return checkpoints * CHECKPOINT_BYTES_PER_PARAMETER * n_params + SPARE_BYTES
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Free space on the disk that holds (or will hold) `path`."""
+    path = Path(path)
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free

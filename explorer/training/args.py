@@ -16,7 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from explorer.store import run_files as rf
-from explorer.config import PRESETS, TrainConfig
+from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
 
 # Upper limits: far above any setting that makes sense here (and above the app form's caps), low
 # enough that a slip (a few extra zeros, "inf") is refused with a message instead of overflowing or
@@ -30,6 +30,10 @@ MAX_VOCAB_SIZE = 256_000
 MAX_KEEP_LAST = 1_000
 MAX_THREADS = 256                 # torch.set_num_threads(10**6) crashes the interpreter
 SEED_RANGE = (-2 ** 63, 2 ** 64 - 1)   # what torch.manual_seed accepts
+# Lower limits: validate() refuses less, and the app's form starts its fields there.
+MIN_BATCH_TOKENS = 16
+MIN_VOCAB_SIZE = 16
+MIN_SEQ_LEN = 8
 
 _FLAG_TYPES = {"max_steps": int, "epochs": float, "dropout": float, "threads": int, "init_from": str}
 _PY_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "None": (type(None),)}
@@ -131,7 +135,7 @@ def validate(cfg: TrainConfig) -> None:
         (cfg.max_steps >= 1 or cfg.epochs, "max_steps must be >= 1"),
         (cfg.epochs is None or cfg.epochs > 0, "epochs must be > 0"),
         (cfg.epochs is None or cfg.epochs <= MAX_EPOCHS, f"epochs must be <= {MAX_EPOCHS:,}"),
-        (cfg.batch_tokens >= 16, "batch_tokens must be >= 16"),
+        (cfg.batch_tokens >= MIN_BATCH_TOKENS, f"batch_tokens must be >= {MIN_BATCH_TOKENS}"),
         (cfg.accum_steps >= 1, "accum_steps must be >= 1"),
         (cfg.warmup >= 1, "warmup must be >= 1"),
         (cfg.lr_factor > 0, "lr_factor must be > 0"),
@@ -142,8 +146,8 @@ def validate(cfg: TrainConfig) -> None:
         (cfg.log_every >= 1, "log_every must be >= 1"),
         (cfg.eval_every >= 0 and cfg.save_every >= 0, "eval_every and save_every must be >= 0 (0 = off)"),
         (cfg.eval_sentences >= 0, "eval_sentences must be >= 0"),
-        (cfg.max_len >= 8, "max_len must be >= 8"),
-        (cfg.vocab_size >= 16, "vocab_size must be >= 16"),
+        (cfg.max_len >= MIN_SEQ_LEN, f"max_len must be >= {MIN_SEQ_LEN}"),
+        (cfg.vocab_size >= MIN_VOCAB_SIZE, f"vocab_size must be >= {MIN_VOCAB_SIZE}"),
         (cfg.threads is None or cfg.threads >= 1, "threads must be >= 1"),
         (SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1], "seed must be in [-2**63, 2**64 - 1]"),
         (cfg.init_from is not None or cfg.preset in PRESETS, f"unknown preset {cfg.preset!r}"),
@@ -152,3 +156,14 @@ def validate(cfg: TrainConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+
+
+def planned_model_config(cfg: TrainConfig) -> ModelConfig:
+    """The model a run of `cfg` will train, as far as it is known before its tokenizer exists: the
+    checkpoint's config when fine-tuning, else the preset with cfg.vocab_size (the trainer then takes
+    the tokenizer's real sizes). For estimates made before launch: disk space, the planned learning
+    rate. CheckpointError for an unreadable checkpoint, ValueError for an unknown preset."""
+    if cfg.init_from:
+        from explorer.store.checkpoint import read_config
+        return read_config(cfg.init_from)[1]
+    return preset(cfg.preset, src_vocab_size=cfg.vocab_size, tgt_vocab_size=cfg.vocab_size)

@@ -24,7 +24,6 @@ import fcntl
 import hashlib
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,11 +35,10 @@ from pathlib import Path
 from explorer.store import run_files as rf
 from explorer.config import TrainConfig
 
-ROOT = Path(__file__).resolve().parents[2]
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-RESERVED_NAMES = ("uploads",)                                   # folders of the runs directory that are not runs
+RESERVED_NAMES = (rf.UPLOADS,)                                  # folders of the runs directory that are not runs
 UPLOAD_MAX_BYTES = 50 * 1024 * 1024
 UPLOADS_KEEP_BYTES = 500 * 1024 * 1024     # runs/uploads/ is pruned, oldest first, down to this ...
 UPLOADS_KEEP_FILES = 50                    # ... and this many files (files a run trains on are kept)
@@ -80,20 +78,15 @@ class Job:
 
 
 # ---- where runs live, limits -------------------------------------------------------------------
-def runs_root() -> Path:
-    """runs/ next to the code; EXPLORER_RUNS_DIR points elsewhere (tests, other disks)."""
-    return Path(os.environ.get("EXPLORER_RUNS_DIR") or ROOT / "runs").resolve()
-
-
 def run_dir_for(name: str) -> Path:
-    """The run directory a run name from a form stands for: a folder directly under runs_root().
+    """The run directory a run name from a form stands for: a folder directly under rf.runs_root().
 
     Refused (JobError naming the rule) when the name is not one plain path component ('..', '/',
     an absolute path, '.', a hidden name), is reserved (uploads/), or already exists as a symlink
     or anything else that resolves outside the runs directory: the trainer would write there.
     Creates nothing.
     """
-    name, root = str(name).strip(), runs_root()
+    name, root = str(name).strip(), rf.runs_root()
     refused = JobError(f"run name {name!r}: use {NAME_RULE} (a folder directly under {root}, not a path)")
     if not NAME_RE.fullmatch(name) or name in RESERVED_NAMES:
         raise refused
@@ -106,8 +99,8 @@ def run_dir_for(name: str) -> Path:
 def _own_run_dir(run_dir: str | os.PathLike) -> Path:
     """`run_dir` as an absolute path, if it is a run directory run_dir_for() accepts; else JobError."""
     path = Path(os.path.abspath(run_dir))                       # normalised, symlinks not followed
-    if path.parent.resolve() != runs_root() or str(Path(run_dir).name) != path.name:
-        raise JobError(f"run name {str(run_dir)!r}: use {NAME_RULE} (a folder directly under {runs_root()}, "
+    if path.parent.resolve() != rf.runs_root() or str(Path(run_dir).name) != path.name:
+        raise JobError(f"run name {str(run_dir)!r}: use {NAME_RULE} (a folder directly under {rf.runs_root()}, "
                        "not a path)")
     return run_dir_for(path.name)
 
@@ -123,13 +116,6 @@ def max_jobs() -> int:
     return max(1, int(value)) if value.strip().isdigit() else max(1, gpu_count())
 
 
-def _free_bytes(path: Path) -> int:
-    """Free space on the disk holding `path` (a seam: tests pretend the disk is full)."""
-    while not path.exists():
-        path = path.parent
-    return shutil.disk_usage(path).free
-
-
 # ---- reading jobs -------------------------------------------------------------------------------
 def _lock_held(run_dir: Path) -> bool:
     try:
@@ -138,18 +124,12 @@ def _lock_held(run_dir: Path) -> bool:
         return False
 
 
-def _lock_pid(run_dir: Path) -> int | None:
-    text = rf.read_json(run_dir / rf.LOCK)          # the holder wrote its pid there
-    return text if isinstance(text, int) else None
-
-
 def poll(run_dir: str | os.PathLike) -> Job:
     """The job in `run_dir` as it is now (never raises on damaged files)."""
     run_dir = Path(run_dir).resolve()
-    status, config = rf.read_status(run_dir), rf.read_json(run_dir / rf.CONFIG, {})
-    config = config if isinstance(config, dict) else {}
+    status = rf.read_status(run_dir)
     job = Job(name=run_dir.name, run_dir=run_dir, state=str(status.get("state") or "unknown"),
-              config=config, checkpoints=rf.checkpoint_dirs(run_dir))
+              config=rf.read_train_config(run_dir), checkpoints=rf.checkpoint_dirs(run_dir))
     for key, cast in (("pid", int), ("step", int), ("total_steps", int), ("epoch", float),
                       ("started", float), ("updated", float), ("last_error", str)):
         with contextlib.suppress(TypeError, ValueError):
@@ -157,7 +137,7 @@ def poll(run_dir: str | os.PathLike) -> Job:
     proc = _PROCS.get(str(run_dir))
     rc = proc.poll() if proc is not None else None
     if _lock_held(run_dir):
-        pid = _lock_pid(run_dir)
+        pid = rf.RunLock(run_dir).holder_pid()
         fresh = job.state == "running" and (pid is None or job.pid == pid)
         job.state, job.pid = ("running" if fresh else "starting"), pid or job.pid
     elif proc is not None and rc is None:
@@ -181,30 +161,17 @@ def poll(run_dir: str | os.PathLike) -> Job:
 
 def list_jobs(root: str | os.PathLike | None = None) -> list[Job]:
     """Every run directory under `root`, newest first (uploads/ and hidden folders skipped)."""
-    root = Path(root) if root else runs_root()
+    root = Path(root) if root else rf.runs_root()
     try:
-        dirs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "uploads"]
+        dirs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != rf.UPLOADS]
     except OSError:
         return []
     jobs = [poll(d) for d in dirs]
     return sorted(jobs, key=lambda j: (j.started or 0, j.name), reverse=True)
 
 
-def log_tail(run_dir: str | os.PathLike, lines: int = 30, max_bytes: int = 64 * 1024) -> str:
-    """The end of train.log; tqdm's carriage-return updates collapse to their latest state."""
-    path = Path(run_dir) / rf.LOG
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, path.stat().st_size - max_bytes))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    parts = [[p for p in ln.split("\r") if p.strip()] for ln in text.split("\n")]
-    return "\n".join([p[-1].rstrip() for p in parts if p][-lines:])
-
-
 def _last_error_line(run_dir: Path) -> str:
-    tail = log_tail(run_dir, lines=40).splitlines()
+    tail = rf.log_tail(run_dir, lines=40).splitlines()
     for line in reversed(tail):
         if re.match(r"^(error|failed|refused|[A-Za-z_.]*(Error|Exception))\b", line.strip()):
             return line.strip()
@@ -213,15 +180,12 @@ def _last_error_line(run_dir: Path) -> str:
 
 # ---- checks before launch -----------------------------------------------------------------------
 def needed_bytes(cfg: TrainConfig) -> int:
-    """Kept checkpoints (fp32 weights + two Adam moments each) plus 100 MiB for logs, tokenizer, data."""
-    from explorer.store.checkpoint import read_config
-    from explorer.config import preset
-    from explorer.model import model_skeleton
+    """Disk space the run needs (rf.disk_needed): its kept checkpoints, the best one kept beside them,
+    and the one being written."""
+    from explorer.model import parameter_count
+    from explorer.training.args import planned_model_config
 
-    model_cfg = (read_config(cfg.init_from)[1] if cfg.init_from else
-                 preset(cfg.preset, src_vocab_size=cfg.vocab_size, tgt_vocab_size=cfg.vocab_size))
-    params = model_skeleton(model_cfg).num_parameters()           # structure only, weights never set
-    return (cfg.keep_last + 2) * params * 4 * 3 + (100 << 20)
+    return rf.disk_needed(parameter_count(planned_model_config(cfg)), cfg.keep_last + 2)
 
 
 def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
@@ -250,19 +214,21 @@ def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
             read_config(cfg.init_from)
         except CheckpointError as err:
             raise JobError(f"cannot fine-tune from this checkpoint: {err}") from None
-    need, free = needed_bytes(cfg), _free_bytes(run_dir)
+    need, free = needed_bytes(cfg), rf.free_bytes(run_dir)
     if free < need:
         raise JobError(f"not enough disk space: {free >> 20} MiB free under {run_dir.parent}, "
                        f"the run needs about {need >> 20} MiB")
 
 
 def _check_new(run_dir: Path) -> None:
-    if (run_dir / rf.STATUS).exists() or (run_dir / rf.CHECKPOINTS).exists() or (run_dir / rf.LOG).exists():
+    """A new run needs a name no run has used: not even a launch that failed before the trainer wrote
+    anything (it left train.log, which the trainer's own holds_run check leaves alone)."""
+    if rf.holds_run(run_dir) or (run_dir / rf.LOG).exists():
         raise JobError(f"a run named {run_dir.name!r} already exists; pick another name or resume it")
 
 
 def _check_capacity(run_dir: Path) -> None:
-    roots = {run_dir.parent, runs_root()}
+    roots = {run_dir.parent, rf.runs_root()}
     running = [j for root in roots for j in list_jobs(root) if j.active]
     running += [j for j in (poll(p) for p in list(_PROCS) if Path(p).parent not in roots) if j.active]
     if any(j.run_dir == run_dir for j in running) or _lock_held(run_dir):
@@ -297,7 +263,7 @@ def _launch_slot():
     Held from the capacity check until the new trainer holds its run lock (see _launch), so a
     second app process that checks the limit meanwhile sees the new job as running.
     """
-    root = runs_root()
+    root = rf.runs_root()
     with _LAUNCH:
         root.mkdir(parents=True, exist_ok=True)
         fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -325,7 +291,7 @@ def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> Job:
     with open(run_dir / rf.LOG, "ab") as log:
         log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} launched: {' '.join(argv[1:])}\n".encode())
         log.flush()
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen(argv, cwd=rf.REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     _PROCS[str(run_dir)] = proc
     deadline = time.monotonic() + LAUNCH_WAIT
@@ -335,7 +301,7 @@ def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> Job:
 
 
 def start(cfg: TrainConfig, *, nproc: int = 1) -> Job:
-    """Validate and launch a new run in cfg.run_dir (a folder directly under runs_root()); returns the job."""
+    """Validate and launch a new run in cfg.run_dir (a folder directly under rf.runs_root()); returns the job."""
     cfg = TrainConfig.from_dict({**cfg.to_dict(), "run_dir": str(_own_run_dir(cfg.run_dir))})
     if nproc > 1 and nproc > gpu_count():
         raise JobError(f"{nproc} processes asked for, but {gpu_count()} GPU(s) are present")
@@ -409,7 +375,7 @@ def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX
     from explorer.data.files import validate_tsv
 
     report = validate_tsv(data, max_bytes=max_bytes, name=name)
-    folder = runs_root() / "uploads"
+    folder = rf.runs_root() / rf.UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.tsv"
     if not path.is_file():

@@ -9,7 +9,6 @@ reason in status.json.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -50,7 +49,7 @@ class Trainer:
         self.lock = rf.RunLock(self.run_dir)
         if self.dist.is_main and not self.lock.acquire():
             raise SystemExit(f"refused: another trainer holds {self.lock.path} "
-                             f"(pid {self.lock.path.read_text().strip() or '?'}); stop it first")
+                             f"(pid {self.lock.holder_pid() or '?'}); stop it first")
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -107,7 +106,7 @@ class Trainer:
         if resume:
             self._restore()
             if self.dist.is_main:
-                _drop_metrics_after(self.run_dir, self.step)
+                rf.drop_metrics_after(self.run_dir, self.step)
         self.train_model = self.dist.wrap(self.model)
         if self.dist.is_main:
             rf.write_json_atomic(self.run_dir / rf.CONFIG, cfg.to_dict())
@@ -295,8 +294,9 @@ class Trainer:
         self.dist.barrier()
 
     def _check_disk(self) -> None:
-        need = 4 * sum(p.numel() * 4 for p in self.model.parameters()) + (50 << 20)
-        free = shutil.disk_usage(self.run_dir).free
+        """Room for the next checkpoint (rf.disk_needed), so a save does not fail half-written."""
+        need = rf.disk_needed(parameter_count(self.model_cfg), checkpoints=1)
+        free = rf.free_bytes(self.run_dir)
         if free < need:
             raise OSError(f"disk nearly full: {free >> 20} MiB free in {self.run_dir}, need {need >> 20} MiB")
 
@@ -309,7 +309,7 @@ class Trainer:
                  "best_bleu": float(self.best["bleu"]), "best_step": self.best["step"]}
         if self.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state()
-        path = self.run_dir / rf.CHECKPOINTS / f"step_{self.step:06d}"
+        path = rf.checkpoint_dir(self.run_dir, self.step)
         meta = {"name": f"{self.run_dir.name}@{self.step}", "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
                 "training": {"step": self.step, "epoch": self.epoch, "dataset": self.cfg.dataset,
                              "preset": self.cfg.preset, "init_from": self.cfg.init_from,
@@ -322,9 +322,8 @@ class Trainer:
     def _prune(self) -> None:
         """Keep the last K checkpoints and the best by dev BLEU."""
         ckpts = rf.checkpoint_dirs(self.run_dir)
-        best = f"step_{self.best['step']:06d}" if self.best["step"] is not None else None
         for old in ckpts[:-self.cfg.keep_last] if self.cfg.keep_last > 0 else []:
-            if old.name != best:
+            if rf.step_of(old) != self.best["step"]:
                 shutil.rmtree(old, ignore_errors=True)
 
     def _install_signals(self) -> None:
@@ -393,17 +392,6 @@ def _cpu_has_bf16() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
-
-
-def _drop_metrics_after(run_dir: Path, step: int) -> None:
-    """On resume, forget records of steps after the checkpoint: they are about to be trained again."""
-    path = Path(run_dir) / rf.METRICS
-    if not path.is_file():
-        return
-    keep = [r for r in rf.read_metrics(run_dir) if not isinstance(r.get("step"), int) or r["step"] <= step]
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
-    os.replace(tmp, path)
 
 
 def _progress(total: int, initial: int, enabled: bool):

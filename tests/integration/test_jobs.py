@@ -20,7 +20,6 @@ from explorer.store import run_files as rf
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from explorer.config import TrainConfig
 from explorer.data import DataError
-from explorer.plots.training import curves_from_records
 from explorer.training.args import parse_config
 from support.training_fixtures import build_runs, hold_lock, make_tokenizer, write_run
 
@@ -55,7 +54,7 @@ def seeded(run_dir: Path, tokenizer_dir: Path) -> Path:
 
 def wait(run_dir, until, what):
     job = jobs.wait(run_dir, until, timeout=LIMIT)
-    assert until(job), f"timed out waiting for {what}: {job}\n{jobs.log_tail(run_dir)}"
+    assert until(job), f"timed out waiting for {what}: {job}\n{rf.log_tail(run_dir)}"
     return job
 
 
@@ -71,7 +70,7 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
         jobs.start(numbers_cfg(run))
     job = wait(run, lambda j: j.state == "running" and j.step >= 5 and j.checkpoints, "progress")
     assert job.total_steps == 40 and job.pid and 0 < job.fraction < 1
-    curves = curves_from_records(rf.read_metrics(run))
+    curves = rf.read_curves(run)
     assert len(curves.step) >= 5 and curves.loss[0] > 0 and curves.lr[0] > 0
 
     # stop: SIGTERM, the trainer saves where it is and says "stopped"
@@ -86,7 +85,7 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
     stopped_at = job.step
     jobs.resume(run)
     job = wait(run, lambda j: j.state == "running" and j.step >= stopped_at + 7, "the resumed run to progress")
-    assert f"resumed from {run / 'checkpoints' / f'step_{stopped_at:06d}'}" in jobs.log_tail(run, 200)
+    assert f"resumed from {run / 'checkpoints' / f'step_{stopped_at:06d}'}" in rf.log_tail(run, 200)
     os.kill(job.pid, signal.SIGKILL)
     job = wait(run, lambda j: not j.active, "the killed trainer to be seen as gone")
     assert job.state == "stopped" and "killed" in job.note and job.resumable
@@ -97,12 +96,12 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
     # resumed by another process that exits at once (like an app restart): the trainer lives on and
     # this process, which did not start it, finds it from the run directory alone
     subprocess.run([sys.executable, "-c", f"from explorer.training import jobs; jobs.resume({str(run)!r})"], check=True,
-                   cwd=jobs.ROOT, timeout=LIMIT)
+                   cwd=rf.REPO_ROOT, timeout=LIMIT)
     assert str(run) not in jobs._PROCS
     job = wait(run, lambda j: j.active, "the trainer started elsewhere to be found")
     job = wait(run, lambda j: not j.active, "the resumed run to finish")
-    assert job.state == "finished" and job.step == 40, jobs.log_tail(run)
-    c = curves_from_records(rf.read_metrics(run))
+    assert job.state == "finished" and job.step == 40, rf.log_tail(run)
+    c = rf.read_curves(run)
     assert c.step.tolist() == sorted(set(c.step.tolist())) and c.step[-1] == 40 and c.eval_step[-1] == 40
     assert load_checkpoint(rf.checkpoint_dirs(run)[-1]).meta["training"]["step"] == 40
 
@@ -138,7 +137,7 @@ def test_bad_dataset_file_and_full_disk_are_refused(root, tmp_path, monkeypatch)
     bad.write_text("one\teins\ntwo zwei\n")
     with pytest.raises(jobs.JobError, match="line 2"):
         jobs.start(numbers_cfg(root / "r", dataset=str(bad)))
-    monkeypatch.setattr(jobs, "_free_bytes", lambda path: 10 << 20)
+    monkeypatch.setattr(rf, "free_bytes", lambda path: 10 << 20)
     with pytest.raises(jobs.JobError, match="not enough disk space"):
         jobs.start(numbers_cfg(root / "r"))
     with pytest.raises(jobs.JobError, match="GPU"):
@@ -198,8 +197,8 @@ def test_states_of_finished_running_failed_killed_and_damaged_runs(root):
 
 def test_log_tail_keeps_the_latest_progress_bar_state(tmp_path):
     (tmp_path / rf.LOG).write_text("start\n 10%|#  | 1/10\r 20%|## | 2/10\r\neval step 2\n" + "x\n" * 3)
-    assert jobs.log_tail(tmp_path, lines=5) == " 20%|## | 2/10\neval step 2\nx\nx\nx"
-    assert jobs.log_tail(tmp_path / "missing") == ""
+    assert rf.log_tail(tmp_path, lines=5) == " 20%|## | 2/10\neval step 2\nx\nx\nx"
+    assert rf.log_tail(tmp_path / "missing") == ""
 
 
 def test_lock_holder_started_elsewhere_is_seen_as_running(root):
@@ -272,7 +271,7 @@ def test_the_job_limit_holds_across_app_processes(root, tokenizer_dir):
     runs = [seeded(root / f"race-{i}", tokenizer_dir) for i in (0, 1)]
     at = time.time() + 8                                           # both wait for the same moment
     procs = [subprocess.Popen([sys.executable, "-c", STARTER, json.dumps(numbers_cfg(run, max_steps=100000).to_dict()),
-                               str(at)], cwd=jobs.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               str(at)], cwd=rf.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for run in runs]
     try:
         outputs = [p.communicate(timeout=LIMIT)[0] for p in procs]

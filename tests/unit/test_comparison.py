@@ -14,6 +14,7 @@ from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, score_targets, translate
 from explorer.decoding.translate import encode_source
 from explorer.plots import training as plots
+from explorer.store.metrics import curves_from_records
 from explorer.training.schedule import noam_curve
 from support.training_fixtures import SENTENCE, build_runs, make_model, numbers_pairs
 
@@ -135,16 +136,16 @@ def test_curves_keep_the_latest_segment_and_estimate_eta():
     recs += [{"kind": "train", "step": s, "loss": 0.5, "lr": 0.1, "elapsed": float(s - 20)} for s in (30, 40)]
     recs += [{"kind": "eval", "step": 20, "bleu": 3.0, "samples": [{"src": "x", "ref": "y", "hyp": "z"}]},
              {"kind": "train", "step": "bad"}, {"kind": "eval", "step": 40, "bleu": "n/a"}]
-    c = plots.curves_from_records(recs)
+    c = curves_from_records(recs)
     assert c.step.tolist() == [10, 20, 30, 40] and c.loss.tolist() == [1.0, 1.0, 0.5, 0.5]
     assert c.elapsed.tolist() == [10.0, 20.0, 30.0, 40.0]          # resumed segment made cumulative
     assert np.isnan(c.bleu[-1]) and c.samples == [{"src": "x", "ref": "y", "hyp": "z"}]
     assert c.eta_seconds(100) == pytest.approx(60.0)
-    assert plots.curves_from_records([]).eta_seconds(100) is None
+    assert curves_from_records([]).eta_seconds(100) is None
 
 
 def test_figures_carry_the_data():
-    c = plots.curves_from_records([{"kind": "train", "step": s, "loss": 1.0 / s, "lr": 1e-3, "ppl": 2.0,
+    c = curves_from_records([{"kind": "train", "step": s, "loss": 1.0 / s, "lr": 1e-3, "ppl": 2.0,
                                     "tokens_per_s": 10.0, "elapsed": s} for s in (1, 2, 3)])
     x = np.arange(1, 4)
     fig = plots.training_figure(c, (x, noam_curve(x, 128, 1.0, 2)))

@@ -6,13 +6,13 @@ the library's own scoring, tracing and BLEU) -> explorer.plots.training.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from explorer.evaluation import comparison as cmp
+from explorer.store import run_files as rf
 from explorer.config import DecodeConfig
 from explorer.plots import training as plots
 from webapp import state
@@ -159,9 +159,9 @@ def compare(healthy) -> None:
 def scrubber(healthy) -> None:
     runs: dict[str, list] = {}
     for info in healthy:
-        if re.fullmatch(r"step_\d+", Path(info.path).name):
-            runs.setdefault(str(Path(info.path).parent.parent), []).append(info)
-    runs = {k: sorted(v, key=lambda i: Path(i.path).name) for k, v in runs.items() if v}
+        if rf.run_of(info.path) is not None:
+            runs.setdefault(str(rf.run_of(info.path)), []).append(info)
+    runs = {k: sorted(v, key=lambda i: rf.step_of(i.path)) for k, v in runs.items() if v}
     if not runs:
         st.info("No training run with checkpoints yet: start one on the Train page.")
         return
@@ -179,7 +179,7 @@ def scrubber(healthy) -> None:
     layers = cfg.n_encoder_layers if kind == "encoder" else cfg.n_decoder_layers
     layer = c2.number_input("Layer", 1, layers, layers, key=f"ck_s_layer_{kind}")
     head = c3.number_input("Head", 1, cfg.n_heads, 1, key="ck_s_head")
-    steps = [Path(i.path).name.removeprefix("step_").lstrip("0") or "0" for i in ckpts]
+    steps = [str(rf.step_of(i.path)) for i in ckpts]
     pos = st.select_slider("Checkpoint (training step)", range(len(ckpts)), value=len(ckpts) - 1,
                            format_func=lambda i: steps[i], key="ck_s_step") if len(ckpts) > 1 else 0
     if not text.strip():

@@ -11,9 +11,10 @@ import streamlit as st
 
 from explorer.training import jobs
 from explorer.store import run_files as rf
-from explorer.store.checkpoint import CheckpointError, read_config
-from explorer.config import PRESETS, TrainConfig
+from explorer.store.checkpoint import CheckpointError
+from explorer.config import TrainConfig
 from explorer.plots import training as plots
+from explorer.training.args import planned_model_config
 from explorer.training.schedule import label_smoothing_target, noam_curve, noam_rate
 from webapp import state
 
@@ -45,20 +46,20 @@ st.caption(f"Your peak: lr = {noam_rate(warmup, d_model, factor, warmup):.3g} at
            f"at step {steps}: {noam_rate(steps, d_model, factor, warmup):.3g}.")
 
 st.header("A run's actual learning rate")
-runs = [j for j in jobs.list_jobs() if (j.run_dir / rf.METRICS).is_file()]
+runs = [j for j in jobs.list_jobs() if rf.has_metrics(j.run_dir)]
 if not runs:
     st.info("No training run with metrics yet; start one on the Train page.")
 else:
     pick = st.selectbox("Run", range(len(runs)), format_func=lambda i: f"{runs[i].name} ({runs[i].state})",
                         key="sc_run")
     job = runs[pick]
-    c = plots.curves_from_records(rf.read_metrics(job.run_dir))
+    c = rf.read_curves(job.run_dir)
     try:
         if not job.config:
             raise ValueError("missing or not JSON")
         cfg = TrainConfig.from_dict(job.config)
-        run_d = read_config(cfg.init_from)[1].d_model if cfg.init_from else PRESETS[cfg.preset]["d_model"]
-    except (TypeError, ValueError, KeyError, CheckpointError) as err:
+        run_d = planned_model_config(cfg).d_model
+    except (TypeError, ValueError, CheckpointError) as err:
         st.warning(f"The run's train_config.json cannot be read ({err}); showing the logged LR only.")
         cfg, run_d = None, None
     if not len(c.step):

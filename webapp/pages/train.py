@@ -15,10 +15,12 @@ import streamlit as st
 
 from explorer.training import jobs
 from explorer.store import run_files as rf
-from explorer.store.checkpoint import CheckpointError, read_config
+from explorer.store.checkpoint import CheckpointError
+from explorer.store.metrics import Curves
 from explorer.config import PRESETS, TrainConfig
 from explorer.data import DataError
 from explorer.plots import training as plots
+from explorer.training.args import planned_model_config
 from explorer.training.schedule import noam_curve
 from webapp import state
 
@@ -45,12 +47,11 @@ state.learn(
 
 
 def _d_model(cfg: TrainConfig) -> int | None:
-    if cfg.init_from:
-        try:
-            return read_config(cfg.init_from)[1].d_model
-        except CheckpointError:
-            return None
-    return PRESETS.get(cfg.preset, {}).get("d_model")
+    """d_model of the model `cfg` trains, for its planned learning rate; None when it cannot be known."""
+    try:
+        return planned_model_config(cfg).d_model
+    except (CheckpointError, ValueError):
+        return None
 
 
 def _dataset(choice: str) -> str | None:
@@ -120,7 +121,7 @@ def new_job_form() -> None:
         gpus = jobs.gpu_count()
         nproc = c1.number_input("Processes (torchrun, one per GPU)", 1, gpus, 1, key=k + "nproc") if gpus > 1 else 1
     try:
-        cfg = TrainConfig(run_dir=str(jobs.runs_root() / name.strip()), dataset=dataset or "", preset=preset_name,
+        cfg = TrainConfig(run_dir=str(rf.runs_root() / name.strip()), dataset=dataset or "", preset=preset_name,
                           init_from=init_from, tokenizer_type=tok, vocab_size=int(vocab),
                           max_steps=int(steps) if not by_epochs else 1, epochs=float(steps) if by_epochs else None,
                           batch_tokens=int(batch_tokens), warmup=int(warmup), lr_factor=float(lr_factor),
@@ -167,7 +168,7 @@ def _eta(seconds: float | None) -> str:
 def job_panel(run_dir: str) -> None:
     """Status, progress, curves, samples and log of one job (refreshed on its own while active)."""
     job = jobs.poll(run_dir)
-    curves = plots.curves_from_records(rf.read_metrics(Path(run_dir)))
+    curves = rf.read_curves(run_dir)
     st.subheader(f"{job.name}: :{COLORS.get(job.state, 'gray')}[{job.state}]")
     st.progress(job.fraction, text=f"step {job.step} of {job.total_steps or '?'}"
                 + (_eta(curves.eta_seconds(job.total_steps)) if job.active else ""))
@@ -209,10 +210,10 @@ def job_panel(run_dir: str) -> None:
         st.table(pd.DataFrame(curves.samples).rename(columns={"src": "source", "ref": "reference",
                                                                "hyp": "model output"}))
     with st.expander("Log (train.log)", expanded=job.state == "failed"):
-        st.code(jobs.log_tail(run_dir) or "(empty)", language=None)
+        st.code(rf.log_tail(run_dir) or "(empty)", language=None)
 
 
-def _planned(job: jobs.Job, curves: plots.Curves):
+def _planned(job: jobs.Job, curves: Curves):
     try:
         cfg = TrainConfig.from_dict(job.config)
     except (TypeError, ValueError):
@@ -233,7 +234,7 @@ with st.expander("New training job", expanded=not any(j.active for j in all_jobs
 all_jobs = jobs.list_jobs()                      # again: the form may have just started one
 st.header("Jobs")
 if not all_jobs:
-    st.info(f"No runs yet in {jobs.runs_root()}.")
+    st.info(f"No runs yet in {rf.runs_root()}.")
     st.stop()
 st.fragment(jobs_table, run_every=2 if any(j.active for j in all_jobs) else None)()
 names = [j.name for j in all_jobs]
