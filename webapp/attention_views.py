@@ -14,13 +14,12 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from explorer.inspection.attention_stats import STAT_LABELS, STATS, stack_stats, stats_rows, word_alignment
+from explorer.inspection.trace import KIND_LABELS, KINDS, attention_kind
 from explorer.plots import attention as plots
 from explorer.text.encoding import output_ids
 from explorer.text.special import EOS_ID
 from webapp import bertviz_offline, downloads, state
 
-KINDS = {"encoder": "Encoder self-attention", "decoder": "Decoder masked self-attention",
-         "cross": "Cross-attention (decoder → encoder)"}
 QUANTITIES = {"weights": "Weights (after softmax)", "scores": "Scores QKᵀ/√d_k (before softmax)",
               "unscaled": "Unscaled scores QKᵀ", "unscaled_softmax": "Softmax without the 1/√d_k"}
 
@@ -37,10 +36,8 @@ class View:
 
 def axes(trace, kind: str) -> tuple[list[str], list[str], list[str] | None]:
     """(query tokens, key tokens, output token each query produced or None) for a kind."""
-    src, tgt_in, out = trace.src_tokens, trace.tgt_tokens, trace.meta.get("out_tokens")
-    if kind == "encoder":
-        return src, src, None
-    return tgt_in, (tgt_in if kind == "decoder" else src), out
+    queries, keys = trace.axes(kind)
+    return queries, keys, trace.meta.get("out_tokens") if attention_kind(kind).queries == "tgt" else None
 
 
 def softmax_rows(scores: np.ndarray) -> np.ndarray:
@@ -53,10 +50,9 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
 
 def quantity_stack(trace, kind: str, quantity: str, d_k: int) -> np.ndarray:
     """[L, H, q, k] of the chosen quantity for every layer of a kind."""
-    n = trace.n_layers(kind)
     if quantity == "weights":
-        return np.stack([trace.attention(kind, i, "weights")[0] for i in range(n)])
-    scores = np.stack([trace.attention(kind, i, "scores")[0] for i in range(n)]).astype(np.float64)
+        return trace.stack(kind)                                             # [L, H, q, k]
+    scores = trace.stack(kind, "scores").astype(np.float64)                  # [L, H, q, k]
     if quantity == "scores":
         return scores
     unscaled = scores * math.sqrt(d_k)                                       # -inf stays -inf
@@ -69,14 +65,14 @@ def causal_mask(q: int, k: int) -> np.ndarray:
 
 def eos_key(trace, kind: str) -> int | None:
     """The boundary key for the 'to end-of-sentence' statistic (see attention_stats)."""
-    if kind == "decoder":
+    if attention_kind(kind).keys == "tgt":
         return 0                                                             # <s>: all the decoder sees
     src_ids = trace.meta.get("src_ids") or []
     return len(src_ids) - 1 if src_ids and src_ids[-1] == EOS_ID else None
 
 
 def all_stats(trace) -> dict[str, dict[str, np.ndarray]]:
-    return {kind: stack_stats(quantity_stack(trace, kind, "weights", 1), eos_key(trace, kind)) for kind in KINDS}
+    return {kind: stack_stats(trace.stack(kind), eos_key(trace, kind)) for kind in KINDS}
 
 
 # ---- tab: heads ----------------------------------------------------------------------------------
@@ -92,8 +88,8 @@ def heads_tab(trace, view: View, name: str) -> None:
                         downloads.file_stem(name, view.kind, view.quantity, "grid"), key="attn_grid")
     with right:
         matrix = stack[view.layer, view.head]
-        mask = causal_mask(*matrix.shape) if view.kind == "decoder" else None
-        title = f"Layer {view.layer + 1}, head {view.head + 1} · {KINDS[view.kind]}"
+        mask = causal_mask(*matrix.shape) if attention_kind(view.kind).causal else None
+        title = f"Layer {view.layer + 1}, head {view.head + 1} · {KIND_LABELS[view.kind]}"
         fig = plots.head_heatmap(matrix, q_tok, k_tok, title, quantity="scores" if diverging else "weights",
                                  mask=mask, show_mask=view.show_mask, predicts=predicts)
         stem = downloads.file_stem(name, view.kind, f"L{view.layer + 1}", f"H{view.head + 1}", view.quantity)
@@ -129,7 +125,7 @@ def summary_tab(trace, view: View, name: str) -> dict:
     cols = st.columns(3)
     for col, kind in zip(cols, KINDS):
         with col:
-            downloads.chart(plots.stat_heatmap(stats[kind][stat], stat, f"{KINDS[kind]}"),
+            downloads.chart(plots.stat_heatmap(stats[kind][stat], stat, KIND_LABELS[kind]),
                             downloads.file_stem(name, kind, stat), key=f"stat_{kind}")
     st.caption("Each value is the mean over query positions. End-of-sentence means the source's </s> for "
                "encoder and cross attention, and <s> (the only boundary it can see) for decoder self-attention. "
@@ -203,8 +199,7 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
 
 def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: str) -> None:
     c = ckpt.config
-    options = [(kind, layer, head) for kind in KINDS
-               for layer in range(c.n_encoder_layers if kind == "encoder" else c.n_decoder_layers)
+    options = [(kind, layer, head) for kind in KINDS for layer in range(attention_kind(kind).n_layers(c))
                for head in range(c.n_heads)]
     if "ablate_pick" in st.session_state:                                    # another checkpoint: drop stale heads
         st.session_state["ablate_pick"] = [o for o in st.session_state["ablate_pick"] if o in options]
@@ -236,7 +231,7 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
     q_tok, k_tok, predicts = axes(trace, view.kind)
     diff = forced.attention(view.kind, view.layer)[0, view.head] - trace.attention(view.kind, view.layer)[0, view.head]
     fig = plots.head_heatmap(diff, q_tok, k_tok, f"Change in L{view.layer + 1} H{view.head + 1} "
-                             f"({KINDS[view.kind]}) when those heads are off", quantity="difference",
+                             f"({KIND_LABELS[view.kind]}) when those heads are off", quantity="difference",
                              predicts=predicts)
     stem = downloads.file_stem(name, "ablation_diff", view.kind, f"L{view.layer + 1}", f"H{view.head + 1}")
     downloads.chart(fig, stem, key="ablation_diff")
@@ -250,7 +245,7 @@ def bertviz_tab(trace, view: View) -> None:
                "They number layers and heads from 0.")
     if not st.toggle("Build the interactive views", key="bertviz_on"):
         return
-    stacks = {kind: quantity_stack(trace, kind, "weights", 1) for kind in KINDS}
+    stacks = {kind: trace.stack(kind) for kind in KINDS}
     for label, which in (("Head view", "head"), ("Model view", "model")):
         st.markdown(f"**{label}**")
         try:

@@ -36,6 +36,8 @@ from typing import Sequence
 
 import numpy as np
 
+from explorer.inspection.trace import ATTENTION_KINDS, KINDS
+
 
 @dataclass(frozen=True)
 class Asset:
@@ -55,7 +57,6 @@ ASSETS = {
 }
 SETUP = "make setup (or pip install -e . in the app's virtualenv) installs what the views need"
 VIEWS = {"head": "head_view.js", "model": "model_view.js"}
-KIND_NAMES = {"encoder": "Encoder", "decoder": "Decoder", "cross": "Cross"}
 MAX_VALUES = 400_000            # attention values per document (about 2.5 MB of JSON)
 _SHIM = "var requirejs = function (deps, callback) { callback(window.jQuery, window.d3); };"
 
@@ -163,18 +164,17 @@ def _rounded(weights: np.ndarray) -> list:
 def attention_data(stacks: dict[str, np.ndarray], src_tokens: Sequence[str], tgt_tokens: Sequence[str],
                    layers: Sequence[int]) -> list[dict]:
     """bertviz's `attention` parameter: one entry per kind present, each [layers, H, q, k]."""
-    sides = {"encoder": (src_tokens, src_tokens), "decoder": (tgt_tokens, tgt_tokens),
-             "cross": (tgt_tokens, src_tokens)}
+    sides = {"src": src_tokens, "tgt": tgt_tokens}
     data = []
-    for kind in ("encoder", "decoder", "cross"):
+    for kind in KINDS:
         if kind not in stacks:
             continue
         stack = np.asarray(stacks[kind])                                      # [L, H, q, k]
-        left, right = sides[kind]
+        left, right = sides[ATTENTION_KINDS[kind].queries], sides[ATTENTION_KINDS[kind].keys]
         if stack.ndim != 4 or stack.shape[2:] != (len(left), len(right)):
             raise ValueError(f"{kind} attention of shape {stack.shape} does not match "
                              f"{len(left)} x {len(right)} tokens")
-        data.append({"name": KIND_NAMES[kind], "attn": _rounded(stack[list(layers)]),
+        data.append({"name": ATTENTION_KINDS[kind].short, "attn": _rounded(stack[list(layers)]),
                      "left_text": pretty_tokens(left), "right_text": pretty_tokens(right)})
     if not data:
         raise ValueError("no attention given")
@@ -212,7 +212,8 @@ def render(view: str, stacks: dict[str, np.ndarray], src_tokens: Sequence[str], 
     data = attention_data(stacks, src_tokens, tgt_tokens, layers)
     root = "bertviz-" + uuid.uuid4().hex
     names = [d["name"] for d in data]
-    first = names.index(KIND_NAMES[kind]) if KIND_NAMES.get(kind) in names else 0
+    short = ATTENTION_KINDS[kind].short if kind in ATTENTION_KINDS else None
+    first = names.index(short) if short in names else 0
     params = {"attention": data, "default_filter": str(first), "root_div_id": root, "include_layers": layers}
     n_heads = len(data[0]["attn"][0])
     if view == "head":

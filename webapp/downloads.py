@@ -23,6 +23,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from explorer.inspection.trace import KINDS
+
 FORMATS = ("png", "svg")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -121,8 +123,8 @@ def analysis_bundle(ckpt, translation, cfg: dict, view: dict, trace=None, extra:
         attention: dict[str, Any] = {"src_tokens": trace.src_tokens, "decoder_input_tokens": trace.tgt_tokens,
                                      "output_tokens": trace.meta.get("out_tokens", []),
                                      "layout": "[layer][head][query][key], 0-based, weights after softmax"}
-        for kind in ("encoder", "decoder", "cross"):
-            attention[kind] = np.stack([trace.attention(kind, i)[0] for i in range(trace.n_layers(kind))])
+        for kind in KINDS:
+            attention[kind] = trace.stack(kind)                                   # [L, H, q, k]
         bundle["attention"] = attention
     if extra:
         bundle.update(extra)

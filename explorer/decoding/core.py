@@ -15,11 +15,11 @@ from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.inspection.hooks import ablate_heads
+from explorer.inspection.trace import attention_kind
 from explorer.model.plain_decoder import plain_decoder_of
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = float("-inf")
-HEAD_KINDS = ("encoder", "decoder", "cross")
 
 
 @dataclass(frozen=True)
@@ -127,9 +127,7 @@ def check_ablation(model: nn.Module, heads: Iterable[Sequence]) -> list[tuple[st
         if len(item) != 3:
             raise ValueError(f"each ablated head is (kind, layer, head), not {item!r}")
         kind, layer, head = item[0], int(item[1]), int(item[2])
-        if kind not in HEAD_KINDS:
-            raise ValueError(f"head kind must be one of {', '.join(HEAD_KINDS)}, not {kind!r}")
-        n_layers = model.cfg.n_encoder_layers if kind == "encoder" else model.cfg.n_decoder_layers
+        n_layers = attention_kind(kind).n_layers(model.cfg)
         if not 0 <= layer < n_layers:
             raise ValueError(f"{kind} layer must be in [0, {n_layers - 1}], not {layer}")
         if not 0 <= head < n_heads:

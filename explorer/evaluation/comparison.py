@@ -1,7 +1,7 @@
 """Comparing two checkpoints on the same input: scores, attention, test-set quality, weights.
 
 Everything here reuses the library's own computations (decoding.score_targets / score_text for
-log-probs, Trace.attention for weights, evaluate.corpus_scores for BLEU/chrF), so the Checkpoints
+log-probs, Trace.stack for attention weights, evaluate.corpus_scores for BLEU/chrF), so the Checkpoints
 page shows exactly the numbers those functions give. Functions that need the same token ids under
 both models (aligned log-probs, attention differences) check that the tokenizers are identical and
 say so when they are not, instead of comparing positions that mean different tokens.
@@ -77,17 +77,12 @@ def score_ids_under_both(a, b, src_ids: Sequence[int], out_ids: Sequence[int]) -
 
 
 # ---- attention -----------------------------------------------------------------------------------
-def attention_stack(trace, kind: str) -> np.ndarray:
-    """[L, H, q, k] weights of every layer of one attention kind (first batch row)."""
-    return np.stack([trace.attention(kind, layer)[0] for layer in range(trace.n_layers(kind))])
-
-
 def attention_difference(trace_a, trace_b, kind: str) -> np.ndarray:
     """B - A per layer x head x query x key, for two traces of the same (source, output) ids."""
     if trace_a.meta.get("src_ids") != trace_b.meta.get("src_ids") or \
             trace_a.meta.get("tgt_ids") != trace_b.meta.get("tgt_ids"):
         raise ComparisonError("the two traces are over different token ids (different tokenizers?)")
-    wa, wb = attention_stack(trace_a, kind), attention_stack(trace_b, kind)          # [L, H, q, k] each
+    wa, wb = trace_a.stack(kind), trace_b.stack(kind)                                # [L, H, q, k] each
     if wa.shape != wb.shape:
         raise ComparisonError(f"{kind} attention shapes differ: {wa.shape} vs {wb.shape} "
                               "(different numbers of layers or heads)")

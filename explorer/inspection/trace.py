@@ -1,7 +1,9 @@
 """Trace: what one forward pass showed, as plain numpy arrays keyed by capture name.
 
 Frozen and picklable, so st.cache_data can copy it and a JSON bundle can be written from it;
-no torch objects inside.
+no torch objects inside. The model's three kinds of attention are one table here (ATTENTION_KINDS):
+where each is captured, what its queries and keys are, how the app names it; the pages, figures,
+downloads, comparison, ablation and bertviz all read it instead of spelling kinds out again.
 """
 from __future__ import annotations
 
@@ -10,18 +12,50 @@ from typing import Any
 
 import numpy as np
 
-ATTENTION_KINDS = {
-    "encoder": "encoder.layers.{layer}.self_attn",
-    "decoder": "decoder.layers.{layer}.self_attn",
-    "cross": "decoder.layers.{layer}.cross_attn",
-}
+
+@dataclass(frozen=True)
+class AttentionKind:
+    """One kind of attention: which layers hold it, what attends to what, and its names."""
+
+    name: str          # the key in URLs, ablation triples (kind, layer, head) and JSON bundles
+    stack: str         # "encoder" | "decoder": whose layers hold it (and how many there are)
+    block: str         # "self_attn" | "cross_attn": the block of each layer, in capture names
+    queries: str       # "src" | "tgt": the tokens that ask (tgt: the decoder inputs BOS + output[:-1])
+    keys: str          # "src" | "tgt": the tokens looked at
+    causal: bool       # keys after the query are masked (-inf score, weight 0)
+    label: str         # what the app calls it
+    short: str         # a one-word name (bertviz's views)
+
+    def capture_name(self, layer: int, quantity: str = "weights") -> str:
+        """`cross.capture_name(1)` -> "decoder.layers.1.cross_attn.weights" (0-based layer)."""
+        return f"{self.stack}.layers.{layer}.{self.block}.{quantity}"
+
+    def n_layers(self, cfg) -> int:
+        """How many layers of this kind a ModelConfig describes."""
+        return cfg.n_encoder_layers if self.stack == "encoder" else cfg.n_decoder_layers
+
+
+ATTENTION_KINDS = {kind.name: kind for kind in (
+    AttentionKind("encoder", "encoder", "self_attn", "src", "src", False, "Encoder self-attention", "Encoder"),
+    AttentionKind("decoder", "decoder", "self_attn", "tgt", "tgt", True, "Decoder masked self-attention", "Decoder"),
+    AttentionKind("cross", "decoder", "cross_attn", "tgt", "src", False, "Cross-attention (decoder → encoder)",
+                  "Cross"),
+)}
+KINDS = tuple(ATTENTION_KINDS)                      # ("encoder", "decoder", "cross"): the order everywhere
+KIND_LABELS = {name: kind.label for name, kind in ATTENTION_KINDS.items()}
+
+
+def attention_kind(kind: str) -> AttentionKind:
+    """The kind named `kind`; ValueError naming the three otherwise."""
+    try:
+        return ATTENTION_KINDS[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"attention kind must be one of {', '.join(KINDS)}, not {kind!r}") from None
 
 
 def attention_name(kind: str, layer: int, quantity: str = "weights") -> str:
     """`attention_name("cross", 1)` -> "decoder.layers.1.cross_attn.weights" (0-based layer)."""
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"attention kind must be one of {sorted(ATTENTION_KINDS)}, not {kind!r}")
-    return ATTENTION_KINDS[kind].format(layer=layer) + "." + quantity
+    return attention_kind(kind).capture_name(layer, quantity)
 
 
 @dataclass(frozen=True)
@@ -45,5 +79,20 @@ class Trace:
         return self[attention_name(kind, layer, quantity)]
 
     def n_layers(self, kind: str) -> int:
-        stack = "encoder" if kind == "encoder" else "decoder"
-        return len({n.split(".")[2] for n in self.arrays if n.startswith(stack + ".layers.")})
+        """Layers of this kind's stack that were captured."""
+        prefix = attention_kind(kind).stack + ".layers."
+        return len({n.split(".")[2] for n in self.arrays if n.startswith(prefix)})
+
+    def stack(self, kind: str, quantity: str = "weights", row: int = 0) -> np.ndarray:
+        """[L, H, q, k]: every layer of one kind for batch row `row`, layer 0 first (what grids,
+        statistics, comparisons, bertviz and downloads take)."""
+        layers = [self.attention(kind, layer, quantity)[row] for layer in range(self.n_layers(kind))]  # [H, q, k] each
+        if not layers:
+            raise KeyError(f"no {kind} attention was captured")
+        return np.stack(layers)                                                # [L, H, q, k]
+
+    def axes(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query tokens, key tokens) of a kind: source pieces or decoder inputs, as the kind says."""
+        sides = {"src": self.src_tokens, "tgt": self.tgt_tokens}
+        k = attention_kind(kind)
+        return sides[k.queries], sides[k.keys]

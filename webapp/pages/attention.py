@@ -7,6 +7,7 @@ webapp.attention_views. Tabs run lazily (only the open one computes).
 import streamlit as st
 
 from explorer.inspection.attention_stats import stats_rows
+from explorer.inspection.trace import KIND_LABELS, attention_kind
 from webapp import attention_views as views
 from webapp import downloads, state
 
@@ -51,9 +52,9 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     path = str(ckpt.path)
     # ---- which heads (kept in the URL: kind, layer, head) ----------------------------------------------
     c = ckpt.config
-    state.remembered("attn_kind", views.KINDS, "cross", url_key="kind")
-    kind = st.radio("Attention", list(views.KINDS), format_func=views.KINDS.get, key="attn_kind", horizontal=True)
-    n_layers = c.n_encoder_layers if kind == "encoder" else c.n_decoder_layers
+    state.remembered("attn_kind", KIND_LABELS, "cross", url_key="kind")
+    kind = st.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, key="attn_kind", horizontal=True)
+    n_layers = attention_kind(kind).n_layers(c)
     state.remembered("attn_layer", range(1, n_layers + 1), n_layers, url_key="layer", cast=int)
     state.remembered("attn_head", range(1, c.n_heads + 1), 1, url_key="head", cast=int)
     state.remembered("attn_quantity", views.QUANTITIES, "weights")
@@ -61,12 +62,13 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     layer = col1.radio("Layer", list(range(1, n_layers + 1)), key="attn_layer", horizontal=True)
     head = col2.radio("Head", list(range(1, c.n_heads + 1)), key="attn_head", horizontal=True)
     quantity = col3.selectbox("Show", list(views.QUANTITIES), format_func=views.QUANTITIES.get, key="attn_quantity")
-    show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=kind != "decoder",
+    causal = attention_kind(kind).causal
+    show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=not causal,
                             help="Decoder self-attention only: grey cells are future positions, set to −∞.")
     state.remember("attn_kind", "attn_layer", "attn_head", "attn_quantity")
     state.url_set(kind=kind, layer=layer, head=head)
     view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity,
-                      show_mask=show_mask and kind == "decoder", d_k=c.d_model // c.n_heads)
+                      show_mask=show_mask and causal, d_k=c.d_head)
     name = downloads.file_stem(ckpt.name)
 
     # ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?view=...) --------------------

@@ -14,12 +14,11 @@ import streamlit as st
 from explorer.evaluation import comparison as cmp
 from explorer.store import run_files as rf
 from explorer.config import DecodeConfig
+from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
 from webapp import state
 
 FIG = {"displaylogo": False}
-KINDS = {"encoder": "Encoder self-attention", "decoder": "Decoder masked self-attention",
-         "cross": "Cross-attention (decoder → encoder)"}
 GREEDY = DecodeConfig(strategy="greedy").to_dict()
 
 st.title("Checkpoints")
@@ -114,19 +113,18 @@ def compare(healthy) -> None:
     else:
         c1, c2, c3 = st.columns(3)
         whose = c1.radio("Over the output of", ["A", "B"], horizontal=True, key="ck_whose")
-        kind = c2.radio("Attention", list(KINDS), format_func=KINDS.get, key="ck_kind")
+        kind = c2.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, key="ck_kind")
         view = c3.radio("Show", ["A", "B", "B − A"], index=2, horizontal=True, key="ck_view")
         out = (ta if whose == "A" else tb).best.ids
         src = ta.src_ids
         tr_a = state.attention(str(a.path), a.sha256, tuple(src), tuple(out))
         tr_b = state.attention(str(b.path), b.sha256, tuple(src), tuple(out))
-        x = tr_a.src_tokens if kind != "decoder" else tr_a.tgt_tokens
-        y = tr_a.src_tokens if kind == "encoder" else tr_a.tgt_tokens
+        y, x = tr_a.axes(kind)
         try:
-            data = {"A": cmp.attention_stack(tr_a, kind), "B": cmp.attention_stack(tr_b, kind)}
+            data = {"A": tr_a.stack(kind), "B": tr_b.stack(kind)}
             if view == "B − A":
                 data["B − A"] = cmp.attention_difference(tr_a, tr_b, kind)
-            st.plotly_chart(plots.attention_grid_figure(data[view], x, y, f"{KINDS[kind]}: {view}",
+            st.plotly_chart(plots.attention_grid_figure(data[view], x, y, f"{KIND_LABELS[kind]}: {view}",
                                                         diverging=view == "B − A"), config=FIG, key="ck_grid")
         except cmp.ComparisonError as err:
             st.warning(str(err))
@@ -175,8 +173,8 @@ def scrubber(healthy) -> None:
         return
     cfg = first.config
     c1, c2, c3 = st.columns(3)
-    kind = c1.selectbox("Attention", list(KINDS), index=2, format_func=KINDS.get, key="ck_s_kind")
-    layers = cfg.n_encoder_layers if kind == "encoder" else cfg.n_decoder_layers
+    kind = c1.selectbox("Attention", list(KIND_LABELS), index=2, format_func=KIND_LABELS.get, key="ck_s_kind")
+    layers = attention_kind(kind).n_layers(cfg)
     layer = c2.number_input("Layer", 1, layers, layers, key=f"ck_s_layer_{kind}")
     head = c3.number_input("Head", 1, cfg.n_heads, 1, key="ck_s_head")
     steps = [str(rf.step_of(i.path)) for i in ckpts]
@@ -198,9 +196,8 @@ def scrubber(healthy) -> None:
         st.warning("This checkpoint has fewer layers or heads than the first one of the run.")
         return
     w = tr.attention(kind, layer - 1)[0, head - 1]                                  # [q, k]
-    x = tr.src_tokens if kind != "decoder" else tr.tgt_tokens
-    y = tr.src_tokens if kind == "encoder" else tr.tgt_tokens
-    st.plotly_chart(plots.head_figure(w, x, y, f"{KINDS[kind]}, layer {layer}, head {head}, step {steps[pos]}"),
+    y, x = tr.axes(kind)
+    st.plotly_chart(plots.head_figure(w, x, y, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, step {steps[pos]}"),
                     config=FIG, key="ck_s_fig")
 
 
