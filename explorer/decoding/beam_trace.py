@@ -11,6 +11,7 @@ no Python loop over candidates, which keeps the trace cheap next to the search i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -45,7 +46,9 @@ class BeamTrace:
 
     A hypothesis is a chain of rows: row r extends the row of step r.step - 1 whose `slot` equals
     r.parent and whose status is kept or forced; step 0 extends BOS. `final` holds the row where
-    each returned hypothesis ended (best first), so `path(final[0])` is the best translation.
+    each returned hypothesis ended (best first), so `path(final[0])` is the best translation. The
+    methods below walk those links (parent_rows, path, best_path, tokens, step_rows,
+    alternatives_for), so figures and pages ask the trace instead of resolving slots again.
     """
 
     candidates: np.ndarray          # CANDIDATE_DTYPE
@@ -65,23 +68,59 @@ class BeamTrace:
     def at_step(self, step: int) -> np.ndarray:
         return self.candidates[self.candidates["step"] == step]
 
+    def step_rows(self, step: int) -> np.ndarray:
+        """Row indices of the candidates ranked at `step`, best first. [n] int64"""
+        return np.flatnonzero(self.candidates["step"] == step)
+
     def status(self, row: int) -> str:
         return STATUSES[int(self.candidates["status"][row])]
 
+    def parent_rows(self) -> np.ndarray:
+        """Row index of each candidate's parent: the kept (or forced) row of the previous step whose
+        slot it names; -1 at step 0, which extends BOS. Resolved once per trace. [N] int64, read-only"""
+        return self._parents
+
+    @cached_property
+    def _parents(self) -> np.ndarray:
+        cand = self.candidates
+        live = np.flatnonzero(np.isin(cand["status"], (KEPT, FORCED)))
+        index = {(int(cand["step"][r]), int(cand["slot"][r])): int(r) for r in live}
+        out = np.full(len(cand), -1, dtype=np.int64)                          # [N]
+        for r in np.flatnonzero(cand["step"] > 0):
+            out[r] = index.get((int(cand["step"][r]) - 1, int(cand["parent"][r])), -1)
+        out.flags.writeable = False
+        return out
+
     def path(self, row: int) -> list[int]:
         """Rows from step 0 to `row` along parents."""
-        live = np.isin(self.candidates["status"], (KEPT, FORCED))
-        index = {(int(s), int(k)): i for i, (s, k) in enumerate(zip(self.candidates["step"][live],
-                                                                   self.candidates["slot"][live]))}
-        rows_of_live = np.flatnonzero(live)
-        out = [int(row)]
-        while self.candidates["step"][out[-1]] > 0:
-            r = self.candidates[out[-1]]
-            out.append(int(rows_of_live[index[(int(r["step"]) - 1, int(r["parent"]))]]))
+        parents, out = self.parent_rows(), [int(row)]
+        while parents[out[-1]] >= 0:
+            out.append(int(parents[out[-1]]))
         return out[::-1]
 
+    def best_path(self) -> list[int]:
+        """Rows of the best returned hypothesis, step 0 first ([] if nothing was returned)."""
+        return self.path(int(self.final[0])) if len(self.final) else []
+
     def tokens(self, row: int) -> list[int]:
+        """The hypothesis that ends at `row`: its tokens from step 0 on (the row's own last)."""
         return [int(t) for t in self.candidates["token"][self.path(row)]]
+
+    def alternatives_for(self, row: int) -> list[tuple[int, float]]:
+        """(token, log-prob) the row's parent could have produced at the row's step, best first.
+
+        The union of the recorded top-k alternatives and the ranked candidates from the same parent,
+        so the row's own token is always among them.
+        """
+        cand, alts, parents = self.candidates, self.alternatives, self.parent_rows()
+        step, parent = int(cand["step"][row]), int(cand["parent"][row])
+        found: dict[int, float] = {}
+        mask = (alts["step"] == step) & (alts["parent"] == parent)
+        for token, lp in zip(alts["token"][mask], alts["token_logprob"][mask]):
+            found[int(token)] = float(lp)
+        for r in np.flatnonzero((cand["step"] == step) & (parents == parents[row])):
+            found.setdefault(int(cand["token"][r]), float(cand["token_logprob"][r]))
+        return sorted(found.items(), key=lambda item: -item[1])
 
     def to_dataframe(self, id_to_piece: Callable[[int], str] | None = None):
         """One row per candidate; `status` as text; a `piece` column when `id_to_piece` is given."""

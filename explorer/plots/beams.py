@@ -1,10 +1,9 @@
 """Figures and tables of the Beam-search page, built from a BeamTrace (plain numpy): no Streamlit.
 
-A BeamTrace stores every candidate the search ranked as a row that names its parent by *slot*
-(its place among the live hypotheses of the previous step). The page needs rows linked to rows,
-so `parent_rows` resolves slots once; the tree, the per-step table and the forcing prefix all
-follow those links. Tree layout: x is the step; at each step rows are stacked in the order of
-their parents, then by rank, so branches fan out without crossing.
+The trace answers the navigation questions itself (BeamTrace.parent_rows, path, best_path,
+step_rows, alternatives_for); this module only lays the answers out. Tree layout: x is the step;
+at each step rows are stacked in the order of their parents, then by rank, so branches fan out
+without crossing.
 """
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer.decoding.beam_trace import FORCED, KEPT, STATUSES, BeamTrace
+from explorer.decoding.beam_trace import STATUSES, BeamTrace
 
 STATUS_COLOURS = {"forced": "#8e44ad", "kept": "#1f77b4", "pruned": "#b0b0b0", "finished": "#2ca02c",
                   "truncated": "#ff7f0e"}
@@ -27,34 +26,17 @@ def label(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
-def parent_rows(trace: BeamTrace) -> np.ndarray:
-    """Row index of each candidate's parent (-1 for step 0, which extends BOS). [N] int64"""
-    cand = trace.candidates
-    live = np.flatnonzero(np.isin(cand["status"], (KEPT, FORCED)))
-    index = {(int(cand["step"][r]), int(cand["slot"][r])): int(r) for r in live}
-    out = np.full(len(cand), -1, dtype=np.int64)
-    for r in np.flatnonzero(cand["step"] > 0):
-        out[r] = index.get((int(cand["step"][r]) - 1, int(cand["parent"][r])), -1)
-    return out
-
-
-def tree_layout(trace: BeamTrace, parents: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def tree_layout(trace: BeamTrace) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) of every row: x = step + 1 (BOS sits at 0); y = place at that step, by (parent's y, rank)."""
-    cand = trace.candidates
-    parents = parent_rows(trace) if parents is None else parents
+    cand, parents = trace.candidates, trace.parent_rows()
     x = cand["step"].astype(np.float64) + 1
     y = np.zeros(len(cand), dtype=np.float64)
     for step in range(trace.n_steps):
-        rows = np.flatnonzero(cand["step"] == step)
+        rows = trace.step_rows(step)
         parent_y = np.where(parents[rows] >= 0, y[np.maximum(parents[rows], 0)], 0.0)
         order = rows[np.lexsort((cand["rank"][rows], parent_y))]
         y[order] = np.arange(len(order)) - (len(order) - 1) / 2
     return x, y
-
-
-def best_path(trace: BeamTrace) -> list[int]:
-    """Rows of the best returned hypothesis, step 0 first ([] if nothing was returned)."""
-    return trace.path(int(trace.final[0])) if len(trace.final) else []
 
 
 def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int | None = None,
@@ -64,11 +46,10 @@ def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int |
     `highlight` rows (e.g. the hypothesis chosen on the page) get a black ring; `step` (0-based) a
     guide line. x is the 1-based output position, as on the page's step slider.
     """
-    cand = trace.candidates
-    parents = parent_rows(trace)
-    x, y = tree_layout(trace, parents)
+    cand, parents = trace.candidates, trace.parent_rows()
+    x, y = tree_layout(trace)
     pieces = [id_to_piece(int(t)) for t in cand["token"]]
-    best = best_path(trace)
+    best = trace.best_path()
     fig = go.Figure()
     fig.add_trace(_edges(x, y, parents, np.arange(len(cand)), "edges", "#c8c8c8", 1))
     if best:
@@ -114,25 +95,12 @@ def _edges(x, y, parents, rows, name, colour, width) -> go.Scatter:
                       hoverinfo="skip", showlegend=name == "best path")
 
 
-def prefix_pieces(trace: BeamTrace, row: int, id_to_piece: Callable[[int], str],
-                  parents: np.ndarray | None = None) -> list[str]:
-    """Pieces of the hypothesis a row extends (its parent chain, without the row's own token)."""
-    parents = parent_rows(trace) if parents is None else parents
-    out, r = [], int(parents[row])
-    while r >= 0:
-        out.append(id_to_piece(int(trace.candidates["token"][r])))
-        r = int(parents[r])
-    return out[::-1]
-
-
 def step_table(trace: BeamTrace, step: int, id_to_piece: Callable[[int], str]) -> pd.DataFrame:
     """The candidates ranked at one step: what each extends, the token, its log-prob, scores, fate."""
-    cand = trace.candidates
-    parents = parent_rows(trace)
-    rows = np.flatnonzero(cand["step"] == step)
+    cand, rows = trace.candidates, trace.step_rows(step)
     return pd.DataFrame({
         "rank": cand["rank"][rows].astype(int),
-        "extends": [" ".join(prefix_pieces(trace, r, id_to_piece, parents)) or "<s>" for r in rows],
+        "extends": [" ".join(id_to_piece(t) for t in trace.tokens(r)[:-1]) or "<s>" for r in rows],
         "token": [id_to_piece(int(t)) for t in cand["token"][rows]],
         "log-prob": cand["token_logprob"][rows].astype(float),
         "cumulative": cand["score"][rows].astype(float),
@@ -140,25 +108,6 @@ def step_table(trace: BeamTrace, step: int, id_to_piece: Callable[[int], str]) -
         "status": [STATUSES[int(s)] for s in cand["status"][rows]],
         "row": rows.astype(int),
     })
-
-
-def alternatives_for(trace: BeamTrace, row: int) -> list[tuple[int, float]]:
-    """(token, log-prob) the row's parent could have produced at the row's step, best first.
-
-    The union of the recorded top-k alternatives and the ranked candidates from the same parent,
-    so the row's own token is always among them.
-    """
-    cand, alts = trace.candidates, trace.alternatives
-    step, parent = int(cand["step"][row]), int(cand["parent"][row])
-    parents = parent_rows(trace)
-    found: dict[int, float] = {}
-    mask = (alts["step"] == step) & (alts["parent"] == parent)
-    for token, lp in zip(alts["token"][mask], alts["token_logprob"][mask]):
-        found[int(token)] = float(lp)
-    same = np.flatnonzero((cand["step"] == step) & (parents == parents[row]))
-    for r in same:
-        found.setdefault(int(cand["token"][r]), float(cand["token_logprob"][r]))
-    return sorted(found.items(), key=lambda item: -item[1])
 
 
 def step_attention_figure(weights: np.ndarray, src_tokens: Sequence[str], title: str) -> go.Figure:

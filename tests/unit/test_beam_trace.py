@@ -1,6 +1,7 @@
 """BeamTrace: complete, consistent with the returned hypotheses, plain data."""
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -94,3 +95,54 @@ def test_trace_without_alternatives_and_early_stop_reason(trained, sources):
     assert len(d.trace.alternatives) == 0 and len(d.trace.alternatives_dataframe()) == 0
     assert d.trace.stop_reason == d.meta["stop_reason"] == "early_stopping"
     check_complete(d.trace, d, 2)
+
+
+# ---- navigation: a hand-made trace whose slots differ from its ranks -------------------------------
+def _hand_made_trace():
+    """Beam of 2, three steps. Slots are not ranks, so following `parent` as a rank goes astray:
+    step 0: rows 0-3 (10 slot 1, 11 slot 0, 12 and 13 pruned)
+    step 1: rows 4-7 (3 from row 0 finished; 14 from row 1 slot 1; 15 from row 0 slot 0; 16 pruned)
+    step 2: rows 8-11 (3 from row 5 finished; 17 from row 6, 18 from row 5 truncated; 19 pruned)"""
+    from explorer.decoding.beam_trace import (ALTERNATIVE_DTYPE, CANDIDATE_DTYPE, FINISHED, KEPT, PRUNED,
+                                              TRUNCATED, BeamTrace)
+    rows = [  # step, rank, parent (slot), slot, token, token_logprob, status
+        (0, 0, 0, 1, 10, -0.5, KEPT), (0, 1, 0, 0, 11, -0.7, KEPT), (0, 2, 0, -1, 12, -2.0, PRUNED),
+        (0, 3, 0, -1, 13, -2.5, PRUNED),
+        (1, 0, 1, -1, 3, -0.2, FINISHED), (1, 1, 0, 1, 14, -0.3, KEPT), (1, 2, 1, 0, 15, -0.4, KEPT),
+        (1, 3, 0, -1, 16, -0.9, PRUNED),
+        (2, 0, 1, -1, 3, -0.1, FINISHED), (2, 1, 0, 0, 17, -0.6, TRUNCATED), (2, 2, 1, 1, 18, -0.8, TRUNCATED),
+        (2, 3, 0, -1, 19, -1.1, PRUNED)]
+    cand = np.zeros(len(rows), dtype=CANDIDATE_DTYPE)
+    for i, (step, rank, parent, slot, token, lp, status) in enumerate(rows):
+        cand[i] = (step, rank, parent, slot, token, lp, lp, lp, status)
+    alts = np.zeros(5, dtype=ALTERNATIVE_DTYPE)
+    for i, (parent, rank, token, lp) in enumerate([(0, 0, 14, -0.3), (0, 1, 16, -0.9), (0, 2, 20, -1.5),
+                                                   (1, 0, 3, -0.2), (1, 1, 15, -0.4)]):
+        alts[i] = (1, parent, rank, token, lp, lp)
+    return BeamTrace(candidates=cand, alternatives=alts, final=np.array([8, 4, 9]), beam_size=2,
+                     length_penalty="none", alpha=0.0, prefix=(), max_len=3, stop_reason="max_len")
+
+
+def test_navigation_follows_slots_not_ranks():
+    trace = _hand_made_trace()
+    assert trace.parent_rows().tolist() == [-1, -1, -1, -1, 0, 1, 0, 1, 5, 6, 5, 6]
+    assert not trace.parent_rows().flags.writeable                  # shared by every caller: not to be edited
+    assert trace.best_path() == trace.path(8) == [1, 5, 8]
+    assert trace.tokens(8) == [11, 14, 3] and trace.tokens(4) == [10, 3] and trace.tokens(9) == [10, 15, 17]
+    assert trace.step_rows(1).tolist() == [4, 5, 6, 7] and trace.step_rows(3).tolist() == []
+    copy = pickle.loads(pickle.dumps(trace))
+    assert copy.parent_rows().tolist() == trace.parent_rows().tolist() and copy.best_path() == [1, 5, 8]
+
+
+def test_alternatives_are_what_the_rows_parent_proposed_best_first():
+    trace = _hand_made_trace()
+    assert trace.alternatives_for(7) == [(14, pytest.approx(-0.3)), (16, pytest.approx(-0.9)),
+                                         (20, pytest.approx(-1.5))]              # row 1's proposals
+    assert trace.alternatives_for(6) == [(3, pytest.approx(-0.2)), (15, pytest.approx(-0.4))]   # row 0's
+    assert trace.alternatives_for(11) == [(17, pytest.approx(-0.6)), (19, pytest.approx(-1.1))]  # none recorded:
+    # the ranked siblings (same parent row) still are
+
+
+def test_an_empty_search_has_no_best_path():
+    empty = dataclasses.replace(_hand_made_trace(), final=np.zeros(0, dtype=np.int64))
+    assert empty.best_path() == [] and empty.path(9) == [0, 6, 9]

@@ -124,11 +124,15 @@ def _node_rows(fig) -> np.ndarray:
 
 def test_parent_rows_follow_the_trace_paths(traces):
     for trace in traces:
-        parents = bplots.parent_rows(trace)
-        for row in range(len(trace.candidates)):
+        parents, cand = trace.parent_rows(), trace.candidates
+        for row in range(len(cand)):
             path = trace.path(row)
             assert parents[row] == (path[-2] if len(path) > 1 else -1)
-            assert trace.status(parents[row]) in ("kept", "forced") if parents[row] >= 0 else True
+            assert len(path) == cand["step"][row] + 1                         # one row per step, from step 0
+            if parents[row] >= 0:                                             # the slot the row names, a step back
+                assert trace.status(parents[row]) in ("kept", "forced")
+                assert cand["step"][parents[row]] == cand["step"][row] - 1
+                assert cand["slot"][parents[row]] == cand["parent"][row]
 
 
 def test_tree_has_one_node_per_hypothesis(traces):
@@ -152,7 +156,7 @@ def test_tree_has_one_node_per_hypothesis(traces):
 
 def test_tree_highlights_the_best_path(traces):
     for trace in traces:
-        best = bplots.best_path(trace)
+        best = trace.best_path()
         assert best == trace.path(int(trace.final[0])) and best[-1] == int(trace.final[0])
         fig = bplots.tree_figure(trace, lambda t: str(t))
         line = next(t for t in fig.data if t.name == "best path")
@@ -168,7 +172,7 @@ def test_forced_prefix_is_the_trunk(traces):
     forced = traces[-1]
     rows = np.flatnonzero(forced.candidates["status"] == STATUSES.index("forced"))
     assert forced.tokens(int(forced.final[0]))[:2] == [7, 9] and len(rows) == 2
-    assert bplots.parent_rows(forced)[rows[1]] == rows[0]
+    assert forced.parent_rows()[rows[1]] == rows[0]
 
 
 def test_step_table_lists_that_steps_candidates(traces):
@@ -191,7 +195,7 @@ def test_alternatives_include_the_rows_own_token(traces):
     trace = traces[0]
     kept = np.flatnonzero(trace.candidates["status"] == KEPT)
     for row in kept[:6]:
-        alts = bplots.alternatives_for(trace, int(row))
+        alts = trace.alternatives_for(int(row))
         tokens = [t for t, _ in alts]
         assert int(trace.candidates["token"][row]) in tokens
         lps = [lp for _, lp in alts]

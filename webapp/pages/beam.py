@@ -96,7 +96,7 @@ def show_attention(ckpt, result, trace, row: int, piece):
 
 def force_controls(ckpt, trace, row: int, step: int, piece, run_key: tuple, tag: str) -> None:
     """Pick another token for this step (from what the parent proposed, or typed) and re-decode."""
-    alts = [(t, lp) for t, lp in plots.alternatives_for(trace, row) if t != EOS_ID]
+    alts = [(t, lp) for t, lp in trace.alternatives_for(row) if t != EOS_ID]
     head = trace.tokens(row)[:-1]                                           # the parent hypothesis
     cols = st.columns([2, 2, 1])
     choice = cols[0].selectbox("Alternative token at this step", [t for t, _ in alts],
@@ -187,7 +187,7 @@ def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, 
     trace = result.beam_trace
     step = step_slider(trace.n_steps)
     table = plots.step_table(trace, step, piece)
-    best_rows = set(plots.best_path(trace))
+    best_rows = set(trace.best_path())
     ranks = list(table["row"])
     default = next((i for i, r in enumerate(ranks) if r in best_rows), 0)
     row = st.selectbox("Hypothesis at this step", ranks, index=default, key=f"beam_row_{step}_{tag}",
