@@ -1,7 +1,8 @@
 """The sections of the Attention page, one function per tab (the page itself only wires them).
 
 Each takes the plain data the page already has (a Trace, the Translation, the chosen view) and
-draws with figures from explorer.plots.attention; library calls go through the caches in state.
+draws with figures from explorer.plots.attention and explorer.plots.style; library calls go
+through the caches in state.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import streamlit.components.v1 as components
 from explorer.inspection.attention_stats import STAT_LABELS, STATS, stack_stats, stats_rows, word_alignment
 from explorer.inspection.trace import KIND_LABELS, KINDS, attention_kind
 from explorer.plots import attention as plots
+from explorer.plots.style import head_grid
 from explorer.text.encoding import output_ids
 from explorer.text.special import EOS_ID
 from webapp import bertviz_offline, downloads, state
@@ -84,7 +86,7 @@ def heads_tab(trace, view: View, name: str) -> None:
     label = QUANTITIES[view.quantity]
     left, right = st.columns([1, 1])
     with left:
-        downloads.chart(plots.head_grid(stack, f"All heads · {label}", diverging=diverging),
+        downloads.chart(head_grid(stack, f"All heads · {label}", diverging=diverging),
                         downloads.file_stem(name, view.kind, view.quantity, "grid"), key="attn_grid")
     with right:
         matrix = stack[view.layer, view.head]

@@ -7,7 +7,6 @@ without crossing.
 """
 from __future__ import annotations
 
-import html
 from typing import Callable, Sequence
 
 import numpy as np
@@ -15,15 +14,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.decoding.beam_trace import STATUSES, BeamTrace
+from explorer.plots.style import WEIGHTS_SCALE, label
 
 STATUS_COLOURS = {"forced": "#8e44ad", "kept": "#1f77b4", "pruned": "#b0b0b0", "finished": "#2ca02c",
                   "truncated": "#ff7f0e"}
 BEST_COLOUR = "#d62728"
-
-
-def label(text: str) -> str:
-    """Escape a token for plotly text (which reads a few HTML tags: `</s>` would vanish)."""
-    return html.escape(str(text), quote=False)
 
 
 def tree_layout(trace: BeamTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -119,7 +114,7 @@ def step_attention_figure(weights: np.ndarray, src_tokens: Sequence[str], title:
     z = np.vstack([weights, weights.mean(axis=0, keepdims=True)])           # [H+1, S]
     rows = [f"head {h + 1}" for h in range(weights.shape[0])] + ["mean"]
     cols = [f"{i}: {label(t)}" for i, t in enumerate(src_tokens)]
-    fig = go.Figure(go.Heatmap(z=z, x=cols, y=rows, colorscale="Blues", zmin=0, zmax=1,
+    fig = go.Figure(go.Heatmap(z=z, x=cols, y=rows, colorscale=WEIGHTS_SCALE, zmin=0, zmax=1,
                                hovertemplate="%{y}<br>source %{x}<br>weight %{z:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=120 + 26 * len(rows), margin=dict(l=60, r=20, t=50, b=60))
     fig.update_yaxes(autorange="reversed")
@@ -132,7 +127,7 @@ def prefix_attention_figure(weights: np.ndarray, src_tokens: Sequence[str], out_
     weights = np.asarray(weights)
     cols = [f"{i}: {label(t)}" for i, t in enumerate(src_tokens)]
     rows = [f"{i}: {label(t)}" for i, t in enumerate(out_tokens)]
-    fig = go.Figure(go.Heatmap(z=weights, x=cols, y=rows, colorscale="Blues", zmin=0, zmax=1,
+    fig = go.Figure(go.Heatmap(z=weights, x=cols, y=rows, colorscale=WEIGHTS_SCALE, zmin=0, zmax=1,
                                hovertemplate="output %{y}<br>source %{x}<br>weight %{z:.3f}<extra></extra>"))
     fig.add_hrect(y0=len(rows) - 1.5, y1=len(rows) - 0.5, line=dict(color=BEST_COLOUR, width=2))
     fig.update_layout(title=title, height=140 + 24 * len(rows), margin=dict(l=80, r=20, t=50, b=60))

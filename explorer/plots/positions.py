@@ -5,21 +5,20 @@ exactly the table the model adds) and reused by a notebook or the browser tests.
 """
 from __future__ import annotations
 
-import html
 from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-DIVERGING = "RdBu"
+from explorer.plots.style import SEQUENTIAL_SCALE, SIGNED_SCALE, label, signed_range
 
 
 def pe_heatmap(table: np.ndarray, title: str = "Positional encoding") -> go.Figure:
     """Positions down, dimensions across; z is `table` itself ([L, d]), values in [-1, 1] for sinusoids."""
     table = np.asarray(table)
-    limit = float(np.abs(table).max()) if table.size else 1.0
+    limit = signed_range(table)
     fig = go.Figure(go.Heatmap(
-        z=table, x=np.arange(table.shape[1]), y=np.arange(table.shape[0]), colorscale=DIVERGING,
+        z=table, x=np.arange(table.shape[1]), y=np.arange(table.shape[0]), colorscale=SIGNED_SCALE,
         zmin=-limit, zmax=limit, colorbar=dict(title="value"),
         hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.4f}<extra></extra>"))
     fig.update_layout(title=title, xaxis_title="dimension", yaxis_title="position", height=460,
@@ -49,7 +48,7 @@ def similarity_heatmap(sim: np.ndarray, title: str = "PE(i) · PE(j)") -> go.Fig
     """The [L, L] dot-product matrix: constant along diagonals for sinusoids (only i - j matters)."""
     sim = np.asarray(sim)
     fig = go.Figure(go.Heatmap(
-        z=sim, x=np.arange(sim.shape[1]), y=np.arange(sim.shape[0]), colorscale="Viridis",
+        z=sim, x=np.arange(sim.shape[1]), y=np.arange(sim.shape[0]), colorscale=SEQUENTIAL_SCALE,
         colorbar=dict(title="dot"), hovertemplate="i %{y}<br>j %{x}<br>PE(i)·PE(j) %{z:.3f}<extra></extra>"))
     fig.update_layout(title=title, xaxis_title="position j", yaxis_title="position i", height=460,
                       margin=dict(l=50, r=20, t=50, b=40))
@@ -83,7 +82,7 @@ def wavelength_figure(wavelengths: np.ndarray, base: float, d_model: int) -> go.
 def norm_bars(tokens: Sequence[str], token_norms: np.ndarray, position_norms: np.ndarray,
               title: str = "Norm of the scaled token embedding vs its positional encoding") -> go.Figure:
     """Grouped bars per token position: ||sqrt(d)·E[x]|| next to ||PE(pos)||."""
-    x = [f"{i}: {html.escape(str(t), quote=False)}" for i, t in enumerate(tokens)]   # `</s>` is plotly HTML
+    x = [f"{i}: {label(t)}" for i, t in enumerate(tokens)]                          # `</s>` is plotly HTML
     fig = go.Figure([
         go.Bar(x=x, y=token_norms, name="‖√d · E[token]‖",
                hovertemplate="%{x}<br>token embedding norm %{y:.2f}<extra></extra>"),

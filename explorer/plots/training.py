@@ -5,16 +5,15 @@ them from the run directory); nothing here reads a file.
 """
 from __future__ import annotations
 
-import html
 from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.plots.style import label
 from explorer.store.metrics import Curves
 
-DIVERGING = "RdBu"
 _MARGIN = dict(l=50, r=20, t=50, b=40)
 
 
@@ -98,48 +97,10 @@ def smoothing_loss_figure(vocab_size: int, epsilon: float, n: int = 400) -> go.F
 def logprob_figure(pieces: Sequence[str], lp_a: Sequence[float], lp_b: Sequence[float],
                    names: tuple[str, str] = ("A", "B"), title: str = "Per-token log-probability") -> go.Figure:
     """Grouped bars: each output token's log-prob under model A and model B."""
-    x = [f"{i + 1}. {html.escape(p)}" for i, p in enumerate(pieces)]          # "</s>" is not a tag
+    x = [f"{i + 1}. {label(p)}" for i, p in enumerate(pieces)]                # "</s>" is not a tag
     fig = go.Figure([go.Bar(x=x, y=list(lp_a), name=names[0]), go.Bar(x=x, y=list(lp_b), name=names[1])])
     fig.update_layout(title=title, barmode="group", yaxis_title="log p(token)", height=340, margin=_MARGIN,
                       legend=dict(orientation="h", y=-0.3))
-    return fig
-
-
-def attention_grid_figure(weights: np.ndarray, x_tokens: Sequence[str], y_tokens: Sequence[str],
-                          title: str, diverging: bool = False) -> go.Figure:
-    """[L, H, q, k] as an L x H grid of heatmaps (rows = layers, columns = heads, 1-based labels)."""
-    weights = np.asarray(weights, dtype=np.float64)
-    n_layers, n_heads = weights.shape[:2]
-    fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.02, vertical_spacing=0.04,
-                        subplot_titles=[f"L{l + 1} H{h + 1}" for l in range(n_layers) for h in range(n_heads)])
-    limit = float(np.abs(weights).max()) if diverging and weights.size else 1.0
-    scale = dict(colorscale=DIVERGING, zmin=-limit, zmax=limit, zmid=0) if diverging else \
-        dict(colorscale="Viridis", zmin=0, zmax=1)
-    for l in range(n_layers):
-        for h in range(n_heads):
-            fig.add_trace(go.Heatmap(z=weights[l, h], x=list(range(len(x_tokens))), y=list(range(len(y_tokens))),
-                                     showscale=(l == 0 and h == 0), customdata=_token_grid(y_tokens, x_tokens),
-                                     hovertemplate="%{customdata}<br>%{z:.3f}<extra></extra>", **scale),
-                          l + 1, h + 1)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
-    fig.update_layout(title=title, height=max(260, 200 * n_layers), margin=_MARGIN)
-    return fig
-
-
-def _token_grid(rows: Sequence[str], cols: Sequence[str]) -> np.ndarray:
-    return np.array([[f"{html.escape(r)} → {html.escape(c)}" for c in cols] for r in rows], dtype=object)
-
-
-def head_figure(weights: np.ndarray, x_tokens: Sequence[str], y_tokens: Sequence[str], title: str) -> go.Figure:
-    """One head's [q, k] attention with the tokens on the axes (the scrubber's frame)."""
-    weights = np.asarray(weights, dtype=np.float64)
-    x = [f"{i}:{html.escape(t)}" for i, t in enumerate(x_tokens)]
-    y = [f"{i}:{html.escape(t)}" for i, t in enumerate(y_tokens)]
-    fig = go.Figure(go.Heatmap(z=weights, x=x, y=y, colorscale="Viridis", zmin=0, zmax=1,
-                               hovertemplate="%{y} → %{x}<br>%{z:.3f}<extra></extra>"))
-    fig.update_layout(title=title, height=max(300, 28 * len(y) + 120), margin=_MARGIN)
-    fig.update_yaxes(autorange="reversed")
     return fig
 
 

@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.plots.attention import label, token_axis
+from explorer.plots.style import PROBABILITY_SCALE, label, token_axis
 
 
 def token_probs_figure(pieces: Sequence[str], logprobs: Sequence[float],
@@ -21,7 +21,7 @@ def token_probs_figure(pieces: Sequence[str], logprobs: Sequence[float],
     probs = np.exp(lp)
     fig = go.Figure(go.Bar(
         x=list(range(len(pieces))), y=probs, customdata=lp, hovertext=[label(p) for p in pieces],
-        marker=dict(color=probs, colorscale="RdYlGn", cmin=0.0, cmax=1.0),
+        marker=dict(color=probs, colorscale=PROBABILITY_SCALE, cmin=0.0, cmax=1.0),
         hovertemplate="%{hovertext}<br>p = %{y:.3f}<br>log p = %{customdata:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=300, margin=dict(l=10, r=10, t=50, b=10),
                       yaxis=dict(title="probability", range=[0, 1.02]),

@@ -14,6 +14,7 @@ from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, score_targets, translate
 from explorer.decoding.translate import encode_source
 from explorer.plots import training as plots
+from explorer.plots.style import head_grid
 from explorer.store.metrics import curves_from_records
 from explorer.training.schedule import noam_curve
 from support.training_fixtures import SENTENCE, build_runs, make_model, numbers_pairs
@@ -152,7 +153,10 @@ def test_figures_carry_the_data():
     planned = next(t for t in fig.data if t.name == "planned LR")
     np.testing.assert_allclose(planned.y, noam_curve(x, 128, 1.0, 2))
     w = np.random.default_rng(0).random((2, 3, 4, 5))
-    grid = plots.attention_grid_figure(w, list("abcde"), list("wxyz"), "t", diverging=True)
+    grid = head_grid(w - 0.5, "t", diverging=True, q_tokens=list("wxyz"), k_tokens=list("a<cde"))
     assert len(grid.data) == 6
-    np.testing.assert_allclose(grid.data[4].z, w[1, 1])
+    np.testing.assert_allclose(np.asarray(grid.data[4].z, dtype=float), w[1, 1] - 0.5, atol=5e-4)
+    assert grid.data[4].customdata[1][1] == "x → &lt;"                     # tokens on hover, escaped
+    limit = float(np.abs(w - 0.5).max())
+    assert (grid.layout.coloraxis.cmin, grid.layout.coloraxis.cmax) == pytest.approx((-limit, limit))
     assert plots.param_change_figure(["a", "b"], [0.1, 0.2]).data[0].y == (0.1, 0.2)

@@ -13,6 +13,7 @@ import pytest
 from explorer.inspection.attention_stats import word_alignment
 from explorer.decoding import Translation, TranslatedHypothesis
 from explorer.plots import attention as plots
+from explorer.plots.style import head_grid
 from explorer.plots.translation import token_probs_figure
 from explorer.inspection.trace import Trace
 from webapp import downloads
@@ -120,7 +121,7 @@ def test_head_heatmap_scores_mask_and_predicts():
 
 def test_grid_summary_alignment_and_bars():
     stack = np.random.default_rng(1).random((2, 3, 4, 5))
-    grid = plots.head_grid(stack, "g")
+    grid = head_grid(stack, "g")
     assert len(grid.data) == 6 and grid.layout.annotations[4].text == "L2 H2"
     assert np.allclose(np.asarray(grid.data[4].z, dtype=float), np.round(stack[1, 1], 3))
     stat = plots.stat_heatmap(np.arange(6.0).reshape(2, 3), "entropy")

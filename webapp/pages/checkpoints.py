@@ -16,6 +16,8 @@ from explorer.store import run_files as rf
 from explorer.config import DecodeConfig
 from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
+from explorer.plots.attention import head_heatmap
+from explorer.plots.style import head_grid
 from webapp import state
 
 FIG = {"displaylogo": False}
@@ -124,8 +126,8 @@ def compare(healthy) -> None:
             data = {"A": tr_a.stack(kind), "B": tr_b.stack(kind)}
             if view == "B − A":
                 data["B − A"] = cmp.attention_difference(tr_a, tr_b, kind)
-            st.plotly_chart(plots.attention_grid_figure(data[view], x, y, f"{KIND_LABELS[kind]}: {view}",
-                                                        diverging=view == "B − A"), config=FIG, key="ck_grid")
+            st.plotly_chart(head_grid(data[view], f"{KIND_LABELS[kind]}: {view}", diverging=view == "B − A",
+                                      q_tokens=y, k_tokens=x), config=FIG, key="ck_grid")
         except cmp.ComparisonError as err:
             st.warning(str(err))
 
@@ -197,7 +199,7 @@ def scrubber(healthy) -> None:
         return
     w = tr.attention(kind, layer - 1)[0, head - 1]                                  # [q, k]
     y, x = tr.axes(kind)
-    st.plotly_chart(plots.head_figure(w, x, y, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, step {steps[pos]}"),
+    st.plotly_chart(head_heatmap(w, y, x, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, step {steps[pos]}"),
                     config=FIG, key="ck_s_fig")
 
 

@@ -1,0 +1,90 @@
+"""The look every figure shares: colour scales, token labels, and the layers x heads grid.
+
+One module, so that the same quantity looks the same on every page (attention weights in one blue
+scale whether the Attention, Beam or Checkpoints page draws them; signed values in one red-blue
+scale) and a change of look is made once. Pure builders: numpy in, plotly Figure out, no Streamlit.
+
+Tokens go on numeric axes with tick labels (a sentence often repeats a token, and a categorical
+axis would merge the repeats), and every token is HTML-escaped first: plotly renders a subset of
+HTML in labels and hover text, so `<s>` would vanish and `<b>` would turn bold.
+"""
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+WEIGHTS_SCALE = "Blues"          # attention weights and other shares of 1, from 0
+SIGNED_SCALE = "RdBu_r"          # scores, differences, positional encodings: red above 0, blue below
+SEQUENTIAL_SCALE = "Viridis"     # unbounded magnitudes: head statistics, dot products
+PROBABILITY_SCALE = "RdYlGn"     # a token's probability: red unsure, green sure
+MASK_COLOUR = "rgba(120,120,120,0.55)"
+
+
+def label(token: str) -> str:
+    """A token as safe plotly text (escaped; the sentencepiece marker kept, it shows word starts)."""
+    return html.escape(str(token), quote=False)
+
+
+def token_axis(tokens: Sequence[str]) -> dict:
+    return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[label(t) for t in tokens])
+
+
+def finite(matrix: np.ndarray) -> np.ndarray:
+    """-inf (masked scores) -> NaN, which plotly leaves blank instead of failing to serialise."""
+    m = np.asarray(matrix, dtype=np.float64)
+    return np.where(np.isfinite(m), m, np.nan)
+
+
+def signed_range(values: np.ndarray) -> float:
+    """The half-width of a colour range symmetric around 0 that holds every finite value (1 if none)."""
+    values = np.asarray(values, dtype=np.float64)
+    found = np.abs(values[np.isfinite(values)])
+    return float(found.max()) if found.size and found.max() > 0 else 1.0
+
+
+def head_grid(stack: np.ndarray, title: str, diverging: bool = False, q_tokens: Sequence[str] | None = None,
+              k_tokens: Sequence[str] | None = None) -> go.Figure:
+    """Layers down, heads across: one small heatmap per head of a stack [L, H, q, k], for every page
+    that shows all heads at once. Weights in WEIGHTS_SCALE from 0; `diverging` (scores, differences)
+    in SIGNED_SCALE, symmetric around 0. With q_tokens and k_tokens, hovering names the tokens.
+
+    Kept light, because it is redrawn on every change: the axes are laid out by hand (plotly's
+    make_subplots + add_trace costs ~0.1 s of CPU for 12 heads; this ~10 ms), values are rounded
+    to 3 decimals and sent as float32, no tick labels, one shared colour axis.
+    """
+    stack = finite(stack)                                                     # [L, H, q, k]
+    hover = "query %{y} → key %{x}"
+    custom = None
+    if q_tokens is not None and k_tokens is not None:
+        custom = np.array([[f"{label(q)} → {label(k)}" for k in k_tokens] for q in q_tokens], dtype=object)
+        hover = "%{customdata}"
+    n_layers, n_heads = stack.shape[:2]
+    gap_x, gap_y = 0.01, 0.12 / max(n_layers, 1)
+    data, layout, titles = [], {}, []
+    for layer in range(n_layers):
+        top = 1 - layer / n_layers
+        for head in range(n_heads):
+            i = layer * n_heads + head + 1
+            data.append(dict(type="heatmap", z=np.round(stack[layer, head], 3).astype(np.float32),
+                             xaxis=f"x{i}", yaxis=f"y{i}", coloraxis="coloraxis", customdata=custom,
+                             hovertemplate=f"layer {layer + 1}, head {head + 1}<br>{hover}: "
+                                           "%{z:.3f}<extra></extra>"))
+            x0, x1 = head / n_heads + gap_x, (head + 1) / n_heads - gap_x
+            layout[f"xaxis{i}"] = dict(domain=[x0, x1], anchor=f"y{i}", showticklabels=False, ticks="",
+                                       showgrid=False, zeroline=False)
+            layout[f"yaxis{i}"] = dict(domain=[top - 1 / n_layers + gap_y / 2, top - gap_y], anchor=f"x{i}",
+                                       showticklabels=False, ticks="", showgrid=False, zeroline=False,
+                                       autorange="reversed")
+            titles.append(dict(text=f"L{layer + 1} H{head + 1}", x=(x0 + x1) / 2, y=top - gap_y, xref="paper",
+                               yref="paper", xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=10)))
+    if diverging:
+        limit = signed_range(stack)
+        coloraxis = dict(colorscale=SIGNED_SCALE, cmin=-limit, cmax=limit)
+    else:
+        coloraxis = dict(colorscale=WEIGHTS_SCALE, cmin=0.0)
+    fig = go.Figure(data=data, layout=dict(layout, title=title, coloraxis=coloraxis, annotations=titles,
+                                           height=70 + 140 * n_layers, margin=dict(l=10, r=10, t=60, b=10)))
+    return fig
