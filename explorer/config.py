@@ -195,8 +195,11 @@ class DecodeConfig:
         return _from_dict(cls, data)
 
 
-MAX_BEAM = 64
-MAX_DECODE_LEN = 4096
+# The library's limits on a decode. A beam of k ranks 2k candidates per step, and a BeamTrace keeps
+# them all: far beyond the sizes translation uses (4-12), k only buys time and memory. Interfaces may
+# cap lower (the app's sliders do, see webapp/decode_form.py and the Beam page), never higher.
+MAX_BEAM = 64                     # beam_size and n_best
+MAX_DECODE_LEN = 4096             # max_len_b and min_len, in tokens
 
 
 def resolve_device(name: str = "auto"):

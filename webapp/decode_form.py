@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.config import DecodeConfig
+from explorer.config import MAX_BEAM, DecodeConfig
 from webapp import state
 
 STRATEGIES = {"greedy": "Greedy", "beam": "Beam search", "sample": "Sampling"}
+# The Translate page's cap on beam size and n-best, below the library's MAX_BEAM: past 16 a beam
+# rarely changes the translation, and the n-best table and search trace grow with it.
+BEAM_CAP = min(16, MAX_BEAM)
+ALPHA_CAP = 2.0                      # the GNMT exponent's slider (DecodeConfig allows 5; 0.6-1.0 is usual)
+PENALTIES = ("gnmt", "average", "none")
 
 
 def _default(key: str, value) -> None:
@@ -27,8 +32,8 @@ def render() -> tuple[dict, int]:
                        ("dec_topk", "top_k"), ("dec_topp", "top_p"), ("dec_seed", "seed")):
         _default(key, stored[field])
     _default("dec_samples", 3)
-    st.session_state["dec_beam"] = min(max(int(st.session_state["dec_beam"]), 1), 16)
-    st.session_state["dec_nbest"] = min(max(int(st.session_state["dec_nbest"]), 1), 16)
+    st.session_state["dec_beam"] = min(max(int(st.session_state["dec_beam"]), 1), BEAM_CAP)
+    st.session_state["dec_nbest"] = min(max(int(st.session_state["dec_nbest"]), 1), BEAM_CAP)
     with st.expander("Decoding settings", expanded=False):
         strategy = st.radio("Strategy", list(STRATEGIES), format_func=STRATEGIES.get, key="dec_strategy",
                             horizontal=True, help="Greedy takes the most probable token at each step; beam "
@@ -36,11 +41,11 @@ def render() -> tuple[dict, int]:
         samples = 1
         if strategy == "beam":
             c1, c2, c3, c4 = st.columns(4)
-            c1.slider("Beam size", 1, 16, key="dec_beam")
-            c2.slider("N-best shown", 1, 16, key="dec_nbest")
-            c3.selectbox("Length penalty", ["gnmt", "average", "none"], key="dec_lp",
+            c1.slider("Beam size", 1, BEAM_CAP, key="dec_beam")
+            c2.slider("N-best shown", 1, BEAM_CAP, key="dec_nbest")
+            c3.selectbox("Length penalty", PENALTIES, key="dec_lp",
                          help="gnmt: score / ((5 + len) / 6)^α; average: score / len; none: raw sum.")
-            c4.slider("α (GNMT exponent)", 0.0, 2.0, step=0.1, key="dec_alpha",
+            c4.slider("α (GNMT exponent)", 0.0, ALPHA_CAP, step=0.1, key="dec_alpha",
                       disabled=st.session_state["dec_lp"] != "gnmt")
         elif strategy == "sample":
             c1, c2, c3, c4, c5 = st.columns(5)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from explorer.store import run_files as rf
 from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
+from explorer.text.tokenizer import MODEL_TYPES
 
 # Upper limits: far above any setting that makes sense here (and above the app form's caps), low
 # enough that a slip (a few extra zeros, "inf") is refused with a message instead of overflowing or
@@ -151,7 +152,7 @@ def validate(cfg: TrainConfig) -> None:
         (cfg.threads is None or cfg.threads >= 1, "threads must be >= 1"),
         (SEED_RANGE[0] <= cfg.seed <= SEED_RANGE[1], "seed must be in [-2**63, 2**64 - 1]"),
         (cfg.init_from is not None or cfg.preset in PRESETS, f"unknown preset {cfg.preset!r}"),
-        (cfg.tokenizer_type in ("bpe", "unigram", "word"), "tokenizer_type must be bpe, unigram or word"),
+        (cfg.tokenizer_type in MODEL_TYPES, f"tokenizer_type must be one of {', '.join(MODEL_TYPES)}"),
     ]
     for ok, message in checks:
         if not ok:

@@ -11,10 +11,12 @@ import streamlit as st
 
 from explorer.plots import beams as plots
 from explorer.text.special import EOS_ID, UNK_ID
-from webapp import downloads, state
+from webapp import decode_form, downloads, state
 
-PENALTIES = ("gnmt", "average", "none")
-MAX_BEAM = 12
+PENALTIES = decode_form.PENALTIES
+# Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
+# and beyond 12 hypotheses its branches no longer read apart.
+TREE_BEAM_CAP = min(12, decode_form.BEAM_CAP)
 
 st.title("Beam search, step by step")
 state.learn(
@@ -48,12 +50,13 @@ def settings() -> dict:
         st.info(f"The Translate page decodes with **{shared.get('strategy')}**, which keeps no search "
                 "trace: beam search is needed to watch a search. This page runs beam search with the settings below.")
     cols = st.columns(3)
-    size = cols[0].slider("Beam size", 1, MAX_BEAM, min(max(int(shared.get("beam_size", 5)), 1), MAX_BEAM),
-                          key="beam_size")
+    default = min(max(int(shared.get("beam_size", 5)), 1), TREE_BEAM_CAP)
+    size = cols[0].slider("Beam size", 1, TREE_BEAM_CAP, default, key="beam_size")
     penalty = shared.get("length_penalty", "gnmt")
     penalty = cols[1].selectbox("Length penalty", PENALTIES, index=PENALTIES.index(penalty) if penalty in PENALTIES
                                 else 0, key="beam_lp")
-    alpha = cols[2].slider("α (GNMT exponent)", 0.0, 2.0, min(float(shared.get("alpha", 0.6)), 2.0), 0.1,
+    alpha = cols[2].slider("α (GNMT exponent)", 0.0, decode_form.ALPHA_CAP,
+                           min(float(shared.get("alpha", 0.6)), decode_form.ALPHA_CAP), 0.1,
                            key="beam_alpha", disabled=penalty != "gnmt")
     return {**shared, "strategy": "beam", "beam_size": size, "length_penalty": penalty, "alpha": alpha,
             "trace_top_k": max(int(shared.get("trace_top_k", 5)), 8)}

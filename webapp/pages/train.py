@@ -20,6 +20,8 @@ from explorer.store.metrics import Curves
 from explorer.config import PRESETS, TrainConfig
 from explorer.data import DataError
 from explorer.plots import training as plots
+from explorer.text.tokenizer import MODEL_TYPES
+from explorer.training import args
 from explorer.training.args import planned_model_config
 from explorer.training.schedule import noam_curve
 from webapp import state
@@ -35,6 +37,12 @@ DEFAULTS = {  # per dataset: what learns visibly on these machines
     "upload": dict(preset="tiny", tokenizer_type="bpe", vocab_size=4000, max_steps=1000, batch_tokens=2000,
                    warmup=400, lr_factor=1.0, eval_every=200, save_every=200),
 }
+# The form's bounds. The lower ones and keep_last's are the trainer's own limits (explorer.training.args);
+# the other upper ones are the form's, kept below those limits (which guard the command line against
+# slips such as extra zeros): what a lesson's machine trains in reasonable time.
+FORM_MAX = dict(steps=min(1_000_000, args.MAX_STEPS, args.MAX_EPOCHS), batch_tokens=min(200_000, args.MAX_BATCH_TOKENS),
+                warmup=100_000, every=100_000, vocab_size=min(64_000, args.MAX_VOCAB_SIZE), eval_sentences=5000,
+                threads=min(64, args.MAX_THREADS))
 COLORS = {"running": "green", "starting": "orange", "finished": "blue", "failed": "red", "stopped": "gray",
           "unknown": "violet"}
 
@@ -102,22 +110,25 @@ def new_job_form() -> None:
         init_from = str(healthy[pick].path)
     c1, c2, c3, c4 = st.columns(4)
     by_epochs = c1.toggle("Length in epochs", key=k + "by_epochs")
-    steps = c1.number_input("Epochs" if by_epochs else "Steps", 1, 1_000_000, 3 if by_epochs else d["max_steps"],
-                            key=k + ("epochs" if by_epochs else "steps"))
-    batch_tokens = c2.number_input("Batch tokens", 16, 200_000, d["batch_tokens"], step=500, key=k + "batch")
-    warmup = c3.number_input("Warm-up steps", 1, 100_000, d["warmup"], key=k + "warmup")
+    steps = c1.number_input("Epochs" if by_epochs else "Steps", 1, FORM_MAX["steps"],
+                            3 if by_epochs else d["max_steps"], key=k + ("epochs" if by_epochs else "steps"))
+    batch_tokens = c2.number_input("Batch tokens", args.MIN_BATCH_TOKENS, FORM_MAX["batch_tokens"], d["batch_tokens"],
+                                   step=500, key=k + "batch")
+    warmup = c3.number_input("Warm-up steps", 1, FORM_MAX["warmup"], d["warmup"], key=k + "warmup")
     lr_factor = c4.number_input("LR factor", 0.01, 10.0, d["lr_factor"], step=0.1, key=k + "lr")
     smoothing = c1.number_input("Label smoothing ε", 0.0, 0.99, 0.1, step=0.05, key=k + "ls")
-    eval_every = c2.number_input("Evaluate every (steps)", 0, 100_000, d["eval_every"], key=k + "eval")
-    save_every = c3.number_input("Checkpoint every (steps)", 0, 100_000, d["save_every"], key=k + "save")
-    keep_last = c4.number_input("Keep last checkpoints", 1, 1000, 20, key=k + "keep")
+    eval_every = c2.number_input("Evaluate every (steps)", 0, FORM_MAX["every"], d["eval_every"], key=k + "eval")
+    save_every = c3.number_input("Checkpoint every (steps)", 0, FORM_MAX["every"], d["save_every"], key=k + "save")
+    keep_last = c4.number_input("Keep last checkpoints", 1, args.MAX_KEEP_LAST, 20, key=k + "keep")
     with st.expander("More settings"):
         c1, c2, c3, c4 = st.columns(4)
-        tok = c1.selectbox("Tokenizer", ["word", "bpe", "unigram"], index=["word", "bpe", "unigram"].index(
-            d["tokenizer_type"]), key=k + "tok", help="Ignored when fine-tuning (the checkpoint's tokenizer is kept).")
-        vocab = c2.number_input("Vocabulary size", 16, 64_000, d["vocab_size"], key=k + "vocab")
-        eval_sentences = c3.number_input("Dev sentences per evaluation", 0, 5000, 100, key=k + "evaln")
-        threads = c4.number_input("CPU threads", 1, 64, 1, key=k + "threads")
+        tok = c1.selectbox("Tokenizer", MODEL_TYPES, index=MODEL_TYPES.index(d["tokenizer_type"]), key=k + "tok",
+                           help="Ignored when fine-tuning (the checkpoint's tokenizer is kept).")
+        vocab = c2.number_input("Vocabulary size", args.MIN_VOCAB_SIZE, FORM_MAX["vocab_size"], d["vocab_size"],
+                                key=k + "vocab")
+        eval_sentences = c3.number_input("Dev sentences per evaluation", 0, FORM_MAX["eval_sentences"], 100,
+                                         key=k + "evaln")
+        threads = c4.number_input("CPU threads", 1, FORM_MAX["threads"], 1, key=k + "threads")
         gpus = jobs.gpu_count()
         nproc = c1.number_input("Processes (torchrun, one per GPU)", 1, gpus, 1, key=k + "nproc") if gpus > 1 else 1
     try:
