@@ -29,7 +29,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from benchmarks import browser as driver
-from explorer.store.run_files import shipped_root
+from explorer.store.run_files import RUNS_ENV, shipped_root
 
 CHECKPOINT = "bible-es-en"
 GOALS = {"cold": 8.0, "head": 0.5, "step": 0.5, "sentence": 1.0}
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     text, shape = sentence_and_shape(args.checkpoint)
-    env = {"EXPLORER_RUNS_DIR": tempfile.mkdtemp(prefix="bench_app_runs_")}
+    env = {RUNS_ENV: tempfile.mkdtemp(prefix="bench_app_runs_")}
     ref_dir = Path(tempfile.mkdtemp(prefix="bench_app_ref_"))
     ref_script = ref_dir / "reference.py"
     ref_script.write_text(REFERENCE.format(**shape))

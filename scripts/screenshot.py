@@ -19,6 +19,8 @@ from urllib.parse import urlencode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import browser as driver  # noqa: E402
+from explorer.inspection.trace import KINDS  # noqa: E402
+from explorer.store.run_files import RUNS_ENV  # noqa: E402
 
 TEXT = "Y llamó Jehová Dios al hombre, y le dijo: ¿Dónde estás tú?"      # Gen 3:9, held out
 
@@ -26,7 +28,7 @@ TEXT = "Y llamó Jehová Dios al hombre, y le dijo: ¿Dónde estás tú?"      #
 def take(out: Path, text: str, checkpoint: str, view: dict, max_kb: int) -> int:
     from playwright.sync_api import sync_playwright
 
-    env = {"EXPLORER_RUNS_DIR": tempfile.mkdtemp(prefix="screenshot_runs_")}
+    env = {RUNS_ENV: tempfile.mkdtemp(prefix="screenshot_runs_")}
     with driver.streamlit_server("app.py", env=env) as server, sync_playwright() as playwright:
         browser = driver.launch_chromium(playwright)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -59,7 +61,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=driver.ROOT / "docs" / "screenshot.png")
     parser.add_argument("--text", default=TEXT)
     parser.add_argument("--checkpoint", default="bible-es-en")
-    parser.add_argument("--kind", default="encoder", choices=["encoder", "decoder", "cross"],
+    parser.add_argument("--kind", default="encoder", choices=KINDS,
                         help="attention shown (the early Bible checkpoint's cross-attention is still diffuse)")
     parser.add_argument("--layer", type=int, default=1, help="1-based, as in the app")
     parser.add_argument("--head", type=int, default=4, help="1-based, as in the app")
