@@ -17,8 +17,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from explorer.decoding.core import length_penalty
-from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
+from explorer.decoding.core import NEVER_OUTPUT, length_penalty
+from explorer.text.special import EOS_ID
 
 STATUSES = ("forced", "kept", "pruned", "finished", "truncated")
 FORCED, KEPT, PRUNED, FINISHED, TRUNCATED = range(len(STATUSES))
@@ -155,7 +155,7 @@ class TraceRecorder:
         self.forced_alt = None
         if self.top_k and prefix:
             rows = first.view(batch, beam_size, len(prefix) + 1, -1)[:, 0, :-1].clone()   # [B, P, V]
-            rows[:, :, [PAD_ID, BOS_ID]] = float("-inf")                        # as constrain() bans them
+            rows[:, :, list(NEVER_OUTPUT)] = float("-inf")                      # as constrain() bans them
             rows[:, :min(cfg.min_len, len(prefix)), EOS_ID] = float("-inf")     # EOS before min_len
             self.forced_alt = rows.topk(self.top_k, dim=-1)                     # 2 x [B, P, k]
 

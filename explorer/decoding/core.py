@@ -20,6 +20,8 @@ from explorer.model.plain_decoder import plain_decoder_of
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = float("-inf")
+NEVER_OUTPUT = (PAD_ID, BOS_ID)                     # ids no decoder ever writes
+BEFORE_MIN_LEN = NEVER_OUTPUT + (EOS_ID,)          # ... nor, before min_len output tokens, EOS
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def check_prefix(prefix: Sequence[int] | None, model: nn.Module) -> list[int]:
     """A forced target prefix: content ids only (no PAD/BOS/EOS), shorter than the model's max_len."""
     prefix = [int(t) for t in (prefix or [])]
     vocab = model.cfg.tgt_vocab_size
-    bad = [t for t in prefix if not 0 <= t < vocab or t in (PAD_ID, BOS_ID, EOS_ID)]
+    bad = [t for t in prefix if not 0 <= t < vocab or t in BEFORE_MIN_LEN]
     if bad:
         raise ValueError(f"prefix ids must be in [0, {vocab - 1}] and not PAD/BOS/EOS ({PAD_ID}/{BOS_ID}/"
                          f"{EOS_ID}); got {bad[:5]}")
@@ -113,8 +115,9 @@ def check_prefix(prefix: Sequence[int] | None, model: nn.Module) -> list[int]:
 def check_config(cfg: DecodeConfig, model: nn.Module, beam: bool = False) -> None:
     """Limits that depend on the model (DecodeConfig itself checks the rest when it is made)."""
     vocab = model.cfg.tgt_vocab_size
-    if beam and 2 * cfg.beam_size > vocab - 3:
-        raise ValueError(f"beam_size must be in [1, {(vocab - 3) // 2}] for a vocabulary of {vocab}")
+    allowed = vocab - len(BEFORE_MIN_LEN)           # a beam ranks 2k candidates among the tokens it may write
+    if beam and 2 * cfg.beam_size > allowed:
+        raise ValueError(f"beam_size must be in [1, {allowed // 2}] for a vocabulary of {vocab}")
     if cfg.top_k > vocab:
         raise ValueError(f"top_k must be in [0, {vocab}] (0 = off)")
 
@@ -180,7 +183,7 @@ def normalize(score: float, length: int, cfg: DecodeConfig) -> float:
 
 def constrain(log_probs: torch.Tensor, length: int, min_len: int) -> torch.Tensor:
     """Forbid PAD and BOS always and EOS before `min_len` output tokens. log_probs [N, V], in place."""
-    banned = [PAD_ID, BOS_ID, EOS_ID] if length < min_len else [PAD_ID, BOS_ID]
+    banned = list(BEFORE_MIN_LEN if length < min_len else NEVER_OUTPUT)
     return log_probs.index_fill_(1, torch.tensor(banned, device=log_probs.device), NEG_INF)   # [N, V]
 
 

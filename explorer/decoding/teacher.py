@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from explorer.config import DecodeConfig
-from explorer.decoding.core import Hypothesis, as_batch, decoding_session, normalize
+from explorer.decoding.core import NEVER_OUTPUT, Hypothesis, as_batch, decoding_session, normalize
 from explorer.inspection.hooks import capture
 from explorer.inspection.trace import Trace
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
@@ -71,7 +71,7 @@ def _with_eos(target: Sequence[int], add_eos: bool, model: nn.Module) -> list[in
     vocab = model.cfg.tgt_vocab_size
     if not ids:
         raise ValueError("empty target (pass add_eos=True to score just EOS)")
-    if any(not 0 <= t < vocab or t in (PAD_ID, BOS_ID) for t in ids):
+    if any(not 0 <= t < vocab or t in NEVER_OUTPUT for t in ids):
         raise ValueError(f"target ids must be in [0, {vocab - 1}] and not PAD/BOS")
     if len(ids) > model.cfg.max_len:
         raise ValueError(f"target of {len(ids)} tokens exceeds max_len={model.cfg.max_len}")
