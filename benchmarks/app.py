@@ -68,14 +68,14 @@ def sentence_and_shape(name: str) -> tuple[str, dict]:
     """The sentence the app opens on and the sizes the reference page copies (q, k, heads, steps)."""
     import torch
 
-    from explorer.store.checkpoint import load_checkpoint
+    from explorer.store.checkpoint import TEST_SPLIT, load_checkpoint
     from explorer.config import DecodeConfig
     from explorer.decoding import translate
     from explorer.data.files import read_tsv
 
     torch.set_num_threads(1)
     path = shipped_root() / name
-    text = read_tsv(str(path / "test.tsv"))[0].src                      # what the app opens on
+    text = read_tsv(str(path / TEST_SPLIT))[0].src                      # what the app opens on
     ckpt = load_checkpoint(path, device="cpu")
     result = translate(ckpt.model, ckpt.tokenizer, text, DecodeConfig(strategy="beam", beam_size=5, n_best=5),
                        trace=True)
@@ -128,8 +128,9 @@ def step_switches(page, server, key: str, n: int) -> list[dict]:
 def sentences_of_about(words: int, n: int, path: Path) -> list[str]:
     """n held-out sentences of words +- 5 words (the Translate page's "~25-word sentence")."""
     from explorer.data.files import read_tsv
+    from explorer.store.checkpoint import TEST_SPLIT
 
-    pairs = read_tsv(str(path / "test.tsv"))
+    pairs = read_tsv(str(path / TEST_SPLIT))
     return [p.src for p in pairs if abs(len(p.src.split()) - words) <= 5][1:n + 1]
 
 

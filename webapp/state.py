@@ -17,7 +17,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from explorer.store import run_files as rf
-from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
+from explorer.store.checkpoint import TEST_SPLIT, WEIGHTS, CheckpointError, load_checkpoint
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
 from explorer.config import DecodeConfig, resolve_device
 from webapp.result_cache import bounded_cache
@@ -261,7 +261,7 @@ def _examples(ckpt_path: str, mtime: float) -> list[tuple[str, str, str]]:
     from explorer.data.types import DataError
 
     try:
-        pairs = read_tsv(str(Path(ckpt_path) / "test.tsv"), max_bytes=50 * 1024 * 1024)
+        pairs = read_tsv(str(Path(ckpt_path) / TEST_SPLIT), max_bytes=50 * 1024 * 1024)
     except DataError:
         return []
     return [(p.ref, p.src, p.tgt) for p in pairs[:MAX_EXAMPLES]]
@@ -269,7 +269,7 @@ def _examples(ckpt_path: str, mtime: float) -> list[tuple[str, str, str]]:
 
 def examples(ckpt_path: str | Path) -> list[tuple[str, str, str]]:
     """(ref, source, reference translation) from the checkpoint's held-out test.tsv; [] if none."""
-    path = Path(ckpt_path) / "test.tsv"
+    path = Path(ckpt_path) / TEST_SPLIT
     try:
         mtime = path.stat().st_mtime
     except OSError:

@@ -91,25 +91,18 @@ def attention_difference(trace_a, trace_b, kind: str) -> np.ndarray:
 
 # ---- test-set quality -----------------------------------------------------------------------------
 def test_pairs(ckpt_path: str | Path, meta: dict, n: int | None = None, data_dir: str | Path | None = None):
-    """The checkpoint's test sentences: its own test.tsv, else the test split of its training data.
+    """The checkpoint's test sentences (evaluation.scores.held_out_pairs), the first n (a fixed sample).
 
-    Returns (pairs, where) with `where` naming the source; the first n pairs (a fixed sample).
+    Returns (pairs, where) with `where` naming the source.
     """
-    from explorer.data import DataError, load_corpus
-    from explorer.data.files import read_tsv
+    from explorer.data import DataError
+    from explorer.evaluation.scores import held_out_pairs
 
-    own = Path(ckpt_path) / "test.tsv"
-    if own.is_file():
-        pairs, where = read_tsv(str(own)), str(own)
-    else:
-        dataset = (meta.get("training") or {}).get("dataset")
-        if not dataset:
-            raise ComparisonError("no test.tsv in the checkpoint and no training dataset recorded")
-        try:
-            pairs = load_corpus(dataset, data_dir=str(data_dir) if data_dir else None).test
-        except DataError as err:
-            raise ComparisonError(f"test split of {dataset!r} unavailable: {err}") from None
-        where = f"test split of {dataset}"
+    try:
+        pairs, origin = held_out_pairs(ckpt_path, meta, data_dir)
+    except DataError as err:
+        raise ComparisonError(f"no test sentences: {err}") from None
+    where = str(origin) if isinstance(origin, Path) else f"test split of {origin}"
     return (pairs[:n] if n else pairs), where
 
 

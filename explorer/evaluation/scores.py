@@ -76,6 +76,7 @@ def evaluate_split(model, tokenizer, split, n_sentences: int, device, tgt_lang: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from explorer.data.files import read_tsv
     from explorer.store.checkpoint import CheckpointError, load_checkpoint, read_card, write_card
     from explorer.training.inputs import encode_pairs
 
@@ -94,9 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        test_name, pairs = _test_pairs(args.test, ckpt)
+        if args.test:
+            test_name, pairs = Path(args.test).name, read_tsv(args.test)
+        else:
+            pairs, origin = held_out_pairs(ckpt.path, ckpt.meta)
+            test_name = origin.name if isinstance(origin, Path) else f"{origin} test split"
     except ValueError as err:          # DataError: missing/bad file, with the line number
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {err}" + ("" if args.test else "; pass --test FILE.tsv"), file=sys.stderr)
         return 2
     if args.limit:
         pairs = pairs[:args.limit]
@@ -121,19 +126,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _test_pairs(test: str | None, ckpt) -> tuple[str, list]:
-    """(name, pairs): --test FILE, else the checkpoint's own test.tsv, else its dataset's test split."""
+def held_out_pairs(ckpt_path: str | Path, meta: dict, data_dir: str | Path | None = None) -> tuple[list, Path | str]:
+    """A checkpoint's held-out test sentences and where they come from: its own test.tsv (shipped
+    checkpoints carry one; the Path), else the test split of the dataset it was trained on (the
+    dataset's name). For the evaluate command and the Checkpoints page alike. DataError when the
+    checkpoint has neither, or that dataset cannot be built."""
     from explorer.data import DataError, load_corpus
     from explorer.data.files import read_tsv
+    from explorer.store.checkpoint import TEST_SPLIT
 
-    own = Path(ckpt.path) / "test.tsv"
-    if test or own.is_file():
-        path = Path(test) if test else own
-        return path.name, read_tsv(str(path))
-    dataset = (ckpt.meta.get("training") or {}).get("dataset")
+    own = Path(ckpt_path) / TEST_SPLIT
+    if own.is_file():
+        return read_tsv(str(own)), own
+    dataset = (meta.get("training") or {}).get("dataset")
     if not dataset:
-        raise DataError(f"{ckpt.path} has no test.tsv and names no training dataset; pass --test FILE.tsv")
-    return f"{dataset} test split", load_corpus(dataset).test
+        raise DataError(f"{ckpt_path} has no {TEST_SPLIT} and names no training dataset")
+    return load_corpus(dataset, data_dir=str(data_dir) if data_dir else None).test, str(dataset)
 
 
 if __name__ == "__main__":

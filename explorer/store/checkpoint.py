@@ -5,6 +5,7 @@
     <dir>/<tokenizer files>  whatever Tokenizer.save() wrote (sentencepiece models)
     <dir>/card.json          optional: evaluation results (written later by explorer.evaluate)
     <dir>/trainer_state.pt   optional: resume state, loadable with torch.load(weights_only=True)
+    <dir>/test.tsv           optional: the held-out test split (shipped checkpoints; explorer.store.ship)
 
 Saving writes a hidden sibling `.<name>.tmp-*`, fsyncs every file and the directory, then swaps:
 the old directory is renamed aside (`.<name>.old-*`), the new one renamed in, the old one removed.
@@ -38,6 +39,7 @@ from explorer.model import Transformer, parameter_count
 
 FORMAT_VERSION = 1
 CONFIG, WEIGHTS, CARD, TRAINER_STATE = "config.json", "model.safetensors", "card.json", "trainer_state.pt"
+TEST_SPLIT = "test.tsv"
 META_KEYS = ("name", "src_lang", "tgt_lang", "training")
 MAX_HEADER_BYTES = 100 << 20     # the safetensors library's own limit on a header
 _ST_DTYPES = {"F16": torch.float16, "F32": torch.float32, "BF16": torch.bfloat16, "F64": torch.float64}

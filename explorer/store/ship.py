@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from explorer.store.checkpoint import CheckpointError, load_checkpoint, read_card, save_checkpoint
+from explorer.store.checkpoint import TEST_SPLIT, CheckpointError, load_checkpoint, read_card, save_checkpoint
 
 
 def ship(src: str | Path, dst: str | Path, name: str | None = None, test_tsv: str | Path | None = None,
@@ -28,7 +28,7 @@ def ship(src: str | Path, dst: str | Path, name: str | None = None, test_tsv: st
                           meta={"name": name or Path(dst).name, "src_lang": meta.get("src_lang"),
                                 "tgt_lang": meta.get("tgt_lang"), "training": training})
     if test_tsv:
-        shutil.copyfile(test_tsv, Path(out) / "test.tsv")
+        shutil.copyfile(test_tsv, Path(out) / TEST_SPLIT)
     return Path(out)
 
 
