@@ -18,9 +18,8 @@ from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
 from explorer.plots.attention import head_heatmap
 from explorer.plots.style import head_grid
-from webapp import state
+from webapp import downloads, state
 
-FIG = {"displaylogo": False}
 GREEDY = DecodeConfig(strategy="greedy").to_dict()
 
 st.title("Checkpoints")
@@ -99,8 +98,8 @@ def compare(healthy) -> None:
         tot_a, tot_b = s.totals
         if s.aligned:
             title = f"{name}'s output: total log-prob {tot_a:.2f} under A, {tot_b:.2f} under B"
-            st.plotly_chart(plots.logprob_figure(s.pieces_a, s.lp_a, s.lp_b, title=title), config=FIG,
-                            key=f"ck_lp_{name}")
+            downloads.chart(plots.logprob_figure(s.pieces_a, s.lp_a, s.lp_b, title=title),
+                            f"logprobs_of_{name}_output", key=f"ck_lp_{name}")
         else:
             st.caption(f"{name}'s output, tokenized differently by each model: "
                        f"{tot_a:.2f} under A, {tot_b:.2f} under B")
@@ -126,8 +125,8 @@ def compare(healthy) -> None:
             data = {"A": tr_a.stack(kind), "B": tr_b.stack(kind)}
             if view == "B − A":
                 data["B − A"] = cmp.attention_difference(tr_a, tr_b, kind)
-            st.plotly_chart(head_grid(data[view], f"{KIND_LABELS[kind]}: {view}", diverging=view == "B − A",
-                                      q_tokens=y, k_tokens=x), config=FIG, key="ck_grid")
+            downloads.chart(head_grid(data[view], f"{KIND_LABELS[kind]}: {view}", diverging=view == "B − A",
+                                      q_tokens=y, k_tokens=x), downloads.file_stem(kind, view), key="ck_grid")
         except cmp.ComparisonError as err:
             st.warning(str(err))
 
@@ -150,8 +149,8 @@ def compare(healthy) -> None:
     st.subheader("How far the weights moved")
     try:
         change = _param_change(str(a.path), a.sha256, str(b.path), b.sha256)
-        st.plotly_chart(plots.param_change_figure([g for g, _ in change], [v for _, v in change]),
-                        config=FIG, key="ck_params")
+        downloads.chart(plots.param_change_figure([g for g, _ in change], [v for _, v in change]),
+                        "parameter_change", key="ck_params")
     except cmp.ComparisonError as err:
         st.info(str(err))
 
@@ -199,8 +198,8 @@ def scrubber(healthy) -> None:
         return
     w = tr.attention(kind, layer - 1)[0, head - 1]                                  # [q, k]
     y, x = tr.axes(kind)
-    st.plotly_chart(head_heatmap(w, y, x, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, step {steps[pos]}"),
-                    config=FIG, key="ck_s_fig")
+    downloads.chart(head_heatmap(w, y, x, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, step {steps[pos]}"),
+                    downloads.file_stem(kind, f"L{layer}", f"H{head}", f"step{steps[pos]}"), key="ck_s_fig")
 
 
 infos = state.available_checkpoints()

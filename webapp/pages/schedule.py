@@ -16,9 +16,8 @@ from explorer.config import TrainConfig
 from explorer.plots import training as plots
 from explorer.training.args import planned_model_config
 from explorer.training.schedule import label_smoothing_target, noam_curve, noam_rate
-from webapp import state
+from webapp import downloads, state
 
-FIG = {"displaylogo": False}
 ANNOTATED = ((512, 4000), (512, 8000), (256, 4000))     # the Annotated Transformer's three curves
 
 st.title("Learning-rate schedule and label smoothing")
@@ -41,7 +40,7 @@ x = np.unique(np.linspace(1, steps, 2000).astype(int))
 curves = [(f"yours: {d_model}/{warmup}, factor {factor:g}", x, noam_curve(x, d_model, factor, warmup))]
 if overlay:
     curves += [(f"{d}/{w}", x, noam_curve(x, d, 1.0, w)) for d, w in ANNOTATED]
-st.plotly_chart(plots.schedule_figure(curves), config=FIG, key="sc_curves")
+downloads.chart(plots.schedule_figure(curves), "noam_schedule", key="sc_curves")
 st.caption(f"Your peak: lr = {noam_rate(warmup, d_model, factor, warmup):.3g} at step {warmup}; "
            f"at step {steps}: {noam_rate(steps, d_model, factor, warmup):.3g}.")
 
@@ -72,8 +71,8 @@ else:
                         noam_curve(xs, run_d, cfg.lr_factor, cfg.warmup))]
             err = float(np.nanmax(np.abs(c.lr - noam_curve(c.step, run_d, cfg.lr_factor, cfg.warmup))))
             st.caption(f"Largest difference between logged and planned LR: {err:.2e}.")
-        st.plotly_chart(plots.schedule_figure(planned, actual=(c.step, c.lr), title=f"{job.name}: LR"),
-                        config=FIG, key="sc_actual")
+        downloads.chart(plots.schedule_figure(planned, actual=(c.step, c.lr), title=f"{job.name}: LR"),
+                        downloads.file_stem(job.name, "lr"), key="sc_actual")
 
 st.header("Label smoothing")
 state.learn(
@@ -89,8 +88,10 @@ vocab = c2.slider("Vocabulary size V (for the picture)", 2, 40, 10, key="sc_voca
 target = c3.slider("Correct token", 0, vocab - 1, min(3, vocab - 1), key=f"sc_target_{vocab}")
 dist = label_smoothing_target(vocab, target, eps)
 c1, c2 = st.columns(2)
-c1.plotly_chart(plots.smoothing_figure(dist, target, title=f"Target distribution (ε = {eps:g}, V = {vocab})"),
-                config=FIG, key="sc_dist")
-c2.plotly_chart(plots.smoothing_loss_figure(vocab, eps), config=FIG, key="sc_loss")
+with c1:
+    downloads.chart(plots.smoothing_figure(dist, target, title=f"Target distribution (ε = {eps:g}, V = {vocab})"),
+                    "label_smoothing_target", key="sc_dist")
+with c2:
+    downloads.chart(plots.smoothing_loss_figure(vocab, eps), "label_smoothing_loss", key="sc_loss")
 st.caption(f"Right token: {dist[target]:.4f}; each other token: {dist[(target + 1) % vocab]:.4f}; sum "
            f"{dist.sum():.4f}. The trainer's loss is torch.nn.functional.cross_entropy(label_smoothing=ε).")

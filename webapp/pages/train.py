@@ -24,9 +24,8 @@ from explorer.text.tokenizer import MODEL_TYPES
 from explorer.training import args
 from explorer.training.args import planned_model_config
 from explorer.training.schedule import noam_curve
-from webapp import state
+from webapp import downloads, state
 
-FIG = {"displaylogo": False}
 DATASETS = {"numbers": "Number words, English → German (learns in minutes)",
             "bible": "Bible, Spanish → English (hours on CPU)", "upload": "My own TSV file (source<TAB>target)"}
 DEFAULTS = {  # per dataset: what learns visibly on these machines
@@ -144,8 +143,8 @@ def new_job_form() -> None:
     d_model = _d_model(cfg)
     if d_model and not by_epochs:
         x = np.arange(1, int(steps) + 1)
-        st.plotly_chart(plots.schedule_figure([(f"planned (d_model={d_model})", x, noam_curve(
-            x, d_model, cfg.lr_factor, cfg.warmup))], title="Planned learning rate"), config=FIG, key="tr_planned")
+        downloads.chart(plots.schedule_figure([(f"planned (d_model={d_model})", x, noam_curve(
+            x, d_model, cfg.lr_factor, cfg.warmup))], title="Planned learning rate"), "planned_lr", key="tr_planned")
     if st.button("Start training", type="primary", disabled=dataset is None, key="tr_start"):
         try:
             job = jobs.start(cfg, nproc=int(nproc))
@@ -213,7 +212,8 @@ def job_panel(run_dir: str) -> None:
     st.session_state["tr_seen"] = seen
     if len(curves.step) or len(curves.eval_step):
         planned = _planned(job, curves)
-        st.plotly_chart(plots.training_figure(curves, planned), config=FIG, key="tr_curves")
+        downloads.chart(plots.training_figure(curves, planned), downloads.file_stem(job.name, "curves"),
+                        key="tr_curves")
     else:
         st.caption("No metrics yet.")
     if curves.samples:
