@@ -128,6 +128,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 def has_metrics(run_dir: Path) -> bool:
+    """Whether the trainer has logged anything yet (metrics.jsonl exists)."""
     return (Path(run_dir) / METRICS).is_file()
 
 

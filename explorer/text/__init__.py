@@ -1,1 +1,1 @@
-"""Text <-> token ids: the sentencepiece tokenizer and the special ids."""
+"""Text <-> token ids: the sentencepiece tokenizer, the special ids, and where BOS/EOS go (encoding)."""
