@@ -46,9 +46,9 @@ def schedule_figure(curves: Sequence[tuple[str, np.ndarray, np.ndarray]],
                     title: str = "Noam learning-rate schedule") -> go.Figure:
     """One line per (label, steps, lr); `actual` (steps, lr) a run logged, drawn as markers."""
     fig = go.Figure()
-    for label, steps, lr in curves:
-        fig.add_trace(go.Scatter(x=steps, y=lr, mode="lines", name=label,
-                                 hovertemplate="step %{x}<br>lr %{y:.3g}<extra>" + label + "</extra>"))
+    for name, steps, lr in curves:
+        fig.add_trace(go.Scatter(x=steps, y=lr, mode="lines", name=name,
+                                 hovertemplate="step %{x}<br>lr %{y:.3g}<extra>" + name + "</extra>"))
     if actual is not None:
         fig.add_trace(go.Scatter(x=actual[0], y=actual[1], mode="markers", name="logged by the run",
                                  marker=dict(size=5, color="black")))

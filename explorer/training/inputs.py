@@ -11,7 +11,6 @@ from pathlib import Path
 import torch
 
 from explorer.config import TrainConfig
-from explorer.data import load_corpus
 from explorer.data.batching import make_batches, pad_batch
 from explorer.text.encoding import source_ids, target_ids
 from explorer.text.tokenizer import Tokenizer

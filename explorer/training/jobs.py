@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import re
 import signal
@@ -39,9 +38,6 @@ FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 RESERVED_NAMES = (rf.UPLOADS,)                                  # folders of the runs directory that are not runs
-UPLOAD_MAX_BYTES = 50 * 1024 * 1024
-UPLOADS_KEEP_BYTES = 500 * 1024 * 1024     # runs/uploads/ is pruned, oldest first, down to this ...
-UPLOADS_KEEP_FILES = 50                    # ... and this many files (files a run trains on are kept)
 LAUNCH_LOCK = ".launch.lock"
 LAUNCH_WAIT = 60.0                         # seconds a launch waits for the new trainer to take its lock
 _PROCS: dict[str, subprocess.Popen] = {}      # jobs this process launched (reaped when polled)
@@ -365,47 +361,3 @@ def wait(run_dir: str | os.PathLike, until=lambda job: not job.active, timeout: 
         time.sleep(0.25)
         job = poll(run_dir)
     return job
-
-
-# ---- uploads ------------------------------------------------------------------------------------
-def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX_BYTES):
-    """Validate an uploaded TSV (DataError with the first bad line) and keep it as runs/uploads/<hash>.tsv.
-
-    Returns (path, TsvReport)."""
-    from explorer.data.files import validate_tsv
-
-    report = validate_tsv(data, max_bytes=max_bytes, name=name)
-    folder = rf.runs_root() / rf.UPLOADS
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.tsv"
-    if not path.is_file():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    else:
-        os.utime(path)                                          # uploaded again: newest, pruned last
-    _prune_uploads(folder, keep=path)
-    return path, report
-
-
-def _prune_uploads(folder: Path, keep: Path) -> None:
-    """Delete the oldest uploads until at most UPLOADS_KEEP_FILES files / UPLOADS_KEEP_BYTES remain.
-
-    Never `keep` (just uploaded) and never a file a run trains on (its train_config.json's
-    dataset): resuming that run needs it.
-    """
-    in_use = {str(Path(str(j.config.get("dataset", ""))).resolve()) for j in list_jobs()} | {str(keep.resolve())}
-    files = []
-    for f in folder.glob("*.tsv"):
-        with contextlib.suppress(OSError):
-            files.append((f.stat().st_mtime, f.stat().st_size, f))
-    files.sort(key=lambda entry: entry[0])                      # oldest first
-    count, total = len(files), sum(size for _, size, _ in files)
-    for _, size, f in files:
-        if count <= UPLOADS_KEEP_FILES and total <= UPLOADS_KEEP_BYTES:
-            break
-        if str(f.resolve()) in in_use:
-            continue
-        with contextlib.suppress(OSError):
-            f.unlink()
-            count, total = count - 1, total - size

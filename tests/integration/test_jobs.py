@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.training import jobs
+from explorer.training import jobs, uploads
 from explorer.store import run_files as rf
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from explorer.config import TrainConfig
@@ -151,13 +151,13 @@ def test_an_existing_run_is_not_overwritten(root):
 
 
 def test_upload_is_validated_and_kept_by_content_hash(root):
-    path, report = jobs.save_upload(b"one\teins\ntwo\tzwei\nthree\tdrei\n", "mine.tsv")
+    path, report = uploads.save_upload(b"one\teins\ntwo\tzwei\nthree\tdrei\n", "mine.tsv")
     assert path.parent == root / "uploads" and path.read_bytes().startswith(b"one\teins") and report.pairs == 3
-    assert jobs.save_upload(b"one\teins\ntwo\tzwei\nthree\tdrei\n")[0] == path
+    assert uploads.save_upload(b"one\teins\ntwo\tzwei\nthree\tdrei\n")[0] == path
     with pytest.raises(DataError, match="line 2"):
-        jobs.save_upload(b"one\teins\ntwo zwei\n", "bad.tsv")
+        uploads.save_upload(b"one\teins\ntwo zwei\n", "bad.tsv")
     with pytest.raises(DataError, match="limit"):
-        jobs.save_upload(b"a\tb\n" * 100, max_bytes=50)
+        uploads.save_upload(b"a\tb\n" * 100, max_bytes=50)
     assert [j.name for j in jobs.list_jobs()] == []                # uploads/ is not a run
 
 
@@ -288,10 +288,10 @@ def test_the_job_limit_holds_across_app_processes(root, tokenizer_dir):
 
 
 def test_uploads_are_pruned_oldest_first_but_never_one_a_run_uses(root, monkeypatch):
-    monkeypatch.setattr(jobs, "UPLOADS_KEEP_FILES", 3)
+    monkeypatch.setattr(uploads, "UPLOADS_KEEP_FILES", 3)
     paths = []
     for i in range(6):
-        paths.append(jobs.save_upload(f"one\teins\ntwo\tzwei\nthree\tdrei {i}\n".encode())[0])
+        paths.append(uploads.save_upload(f"one\teins\ntwo\tzwei\nthree\tdrei {i}\n".encode())[0])
         os.utime(paths[-1], (1000 + i, 1000 + i))               # distinct ages, oldest first
         if i == 0:                                              # the oldest one trains a run
             run = write_run(root / "uses-it", {"state": "finished"})
@@ -299,6 +299,6 @@ def test_uploads_are_pruned_oldest_first_but_never_one_a_run_uses(root, monkeypa
     kept = sorted(p.name for p in (root / "uploads").iterdir())
     assert paths[0].exists() and paths[-1].exists()
     assert len(kept) == 3 and not paths[1].exists() and not paths[2].exists()
-    monkeypatch.setattr(jobs, "UPLOADS_KEEP_BYTES", 1)          # a byte bound: all but the used and the new
-    newest = jobs.save_upload(b"four\tvier\nfive\tfuenf\nsix\tsechs\n")[0]
+    monkeypatch.setattr(uploads, "UPLOADS_KEEP_BYTES", 1)          # a byte bound: all but the used and the new
+    newest = uploads.save_upload(b"four\tvier\nfive\tfuenf\nsix\tsechs\n")[0]
     assert sorted(p for p in (root / "uploads").iterdir()) == sorted([paths[0], newest])

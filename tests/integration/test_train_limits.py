@@ -16,6 +16,7 @@ import time
 import pytest
 
 from explorer.store import run_files as rf
+from explorer.training import memory
 from explorer.training import trainer as train
 from explorer.training import args as train_args
 from explorer.store.checkpoint import load_checkpoint
@@ -94,22 +95,22 @@ def test_batch_tokens_1e12_exits_2_at_once(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-# ---- the memory check (train.step_memory_bytes, Trainer setup) --------------------------------------
+# ---- the memory check (training.memory, Trainer setup) --------------------------------------
 def test_step_memory_estimate_refuses_1e12_and_fits_the_defaults():
     from explorer.config import preset
 
     cfg = TrainConfig()
     model_cfg = preset(cfg.preset, src_vocab_size=cfg.vocab_size, tgt_vocab_size=cfg.vocab_size)
-    huge = train.step_memory_bytes(model_cfg, tokens=10 ** 12, seq_len=cfg.max_len)   # arithmetic only
+    huge = memory.step_memory_bytes(model_cfg, tokens=10 ** 12, seq_len=cfg.max_len)   # arithmetic only
     assert huge > 2 ** 50                                                   # petabytes: no machine has them
-    default = train.step_memory_bytes(model_cfg, tokens=cfg.batch_tokens, seq_len=cfg.max_len)
+    default = memory.step_memory_bytes(model_cfg, tokens=cfg.batch_tokens, seq_len=cfg.max_len)
     assert 2 ** 27 < default < 1.5 * 2 ** 30          # the defaults (worst-case sentence length) fit a laptop
     # each term grows with what it counts
-    assert train.step_memory_bytes(model_cfg, tokens=8000, seq_len=25) > \
-        train.step_memory_bytes(model_cfg, tokens=4000, seq_len=25)
+    assert memory.step_memory_bytes(model_cfg, tokens=8000, seq_len=25) > \
+        memory.step_memory_bytes(model_cfg, tokens=4000, seq_len=25)
     bigger_vocab = preset(cfg.preset, src_vocab_size=30000, tgt_vocab_size=30000)
-    assert train.step_memory_bytes(bigger_vocab, tokens=4000, seq_len=25) > \
-        train.step_memory_bytes(model_cfg, tokens=4000, seq_len=25)
+    assert memory.step_memory_bytes(bigger_vocab, tokens=4000, seq_len=25) > \
+        memory.step_memory_bytes(model_cfg, tokens=4000, seq_len=25)
 
 
 def test_available_memory_reads_meminfo_or_gives_up(tmp_path, monkeypatch):
@@ -117,12 +118,12 @@ def test_available_memory_reads_meminfo_or_gives_up(tmp_path, monkeypatch):
     cpu = torch.device("cpu")
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24684084 kB\nMemFree:         1000 kB\nMemAvailable:    2097152 kB\n")
-    monkeypatch.setattr(train, "MEMINFO", meminfo)
-    assert train.available_memory_bytes(cpu) == 2 * 2 ** 30
+    monkeypatch.setattr(memory, "MEMINFO", meminfo)
+    assert memory.available_memory_bytes(cpu) == 2 * 2 ** 30
     meminfo.write_text("MemTotal: 24684084 kB\n")                      # an old kernel: no MemAvailable
-    assert train.available_memory_bytes(cpu) is None
-    monkeypatch.setattr(train, "MEMINFO", tmp_path / "missing")
-    assert train.available_memory_bytes(cpu) is None
+    assert memory.available_memory_bytes(cpu) is None
+    monkeypatch.setattr(memory, "MEMINFO", tmp_path / "missing")
+    assert memory.available_memory_bytes(cpu) is None
 
 
 @pytest.mark.slow

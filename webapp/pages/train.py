@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.training import jobs
+from explorer.training import jobs, uploads
 from explorer.store import run_files as rf
 from explorer.store.checkpoint import CheckpointError
 from explorer.store.metrics import Curves
@@ -64,7 +64,8 @@ def _d_model(cfg: TrainConfig) -> int | None:
 def _dataset(choice: str) -> str | None:
     if choice != "upload":
         return choice
-    upload = st.file_uploader("Parallel text, one pair per line: source<TAB>target (UTF-8, up to 50 MB)",
+    upload = st.file_uploader("Parallel text, one pair per line: source<TAB>target "
+                              f"(UTF-8, up to {uploads.UPLOAD_MAX_BYTES >> 20} MB)",
                               type=["tsv", "txt"], key="tr_upload")
     if upload is None:
         st.info("Upload a file to train on it.")
@@ -72,7 +73,7 @@ def _dataset(choice: str) -> str | None:
     cache = st.session_state.setdefault("tr_uploads", {})
     if upload.file_id not in cache:                    # validate each upload once, not on every rerun
         try:
-            cache[upload.file_id] = jobs.save_upload(upload.getvalue(), upload.name)
+            cache[upload.file_id] = uploads.save_upload(upload.getvalue(), upload.name)
         except DataError as err:
             cache[upload.file_id] = str(err)
     if isinstance(cache[upload.file_id], str):

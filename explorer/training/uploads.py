@@ -1,0 +1,63 @@
+"""Parallel text uploaded on the Train page: validated, kept by content hash, pruned.
+
+Uploads land in runs/uploads/<sha256 prefix>.tsv (the same file uploaded twice is kept once). The
+folder is bounded: the oldest files go first once it holds more than UPLOADS_KEEP_FILES files or
+UPLOADS_KEEP_BYTES, but never a file a run trains on (resuming that run needs it). Streamlit refuses
+anything above UPLOAD_MAX_BYTES at the door (.streamlit/config.toml: server.maxUploadSize).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from pathlib import Path
+
+from explorer.store import run_files as rf
+from explorer.training import jobs
+
+UPLOAD_MAX_BYTES = 50 * 1024 * 1024
+UPLOADS_KEEP_BYTES = 500 * 1024 * 1024     # runs/uploads/ is pruned, oldest first, down to this ...
+UPLOADS_KEEP_FILES = 50                    # ... and this many files (files a run trains on are kept)
+
+
+def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX_BYTES):
+    """Validate an uploaded TSV (DataError with the first bad line) and keep it as runs/uploads/<hash>.tsv.
+
+    Returns (path, TsvReport)."""
+    from explorer.data.files import validate_tsv
+
+    report = validate_tsv(data, max_bytes=max_bytes, name=name)
+    folder = rf.runs_root() / rf.UPLOADS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.tsv"
+    if not path.is_file():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    else:
+        os.utime(path)                                          # uploaded again: newest, pruned last
+    _prune_uploads(folder, keep=path)
+    return path, report
+
+
+def _prune_uploads(folder: Path, keep: Path) -> None:
+    """Delete the oldest uploads until at most UPLOADS_KEEP_FILES files / UPLOADS_KEEP_BYTES remain.
+
+    Never `keep` (just uploaded) and never a file a run trains on (its train_config.json's
+    dataset): resuming that run needs it.
+    """
+    in_use = {str(Path(str(j.config.get("dataset", ""))).resolve()) for j in jobs.list_jobs()} | {str(keep.resolve())}
+    files = []
+    for f in folder.glob("*.tsv"):
+        with contextlib.suppress(OSError):
+            files.append((f.stat().st_mtime, f.stat().st_size, f))
+    files.sort(key=lambda entry: entry[0])                      # oldest first
+    count, total = len(files), sum(size for _, size, _ in files)
+    for _, size, f in files:
+        if count <= UPLOADS_KEEP_FILES and total <= UPLOADS_KEEP_BYTES:
+            break
+        if str(f.resolve()) in in_use:
+            continue
+        with contextlib.suppress(OSError):
+            f.unlink()
+            count, total = count - 1, total - size
