@@ -95,7 +95,9 @@ def run_dir_for(name: str) -> Path:
 def _own_run_dir(run_dir: str | os.PathLike) -> Path:
     """`run_dir` as an absolute path, if it is a run directory run_dir_for() accepts; else JobError."""
     path = Path(os.path.abspath(run_dir))                       # normalised, symlinks not followed
-    if path.parent.resolve() != rf.runs_root() or str(Path(run_dir).name) != path.name:
+    given = os.fspath(run_dir)
+    if (os.path.normpath(given) != given.rstrip(os.sep) or path.parent.resolve() != rf.runs_root()
+            or Path(given).name != path.name):                  # "x/../y", "./y", "y/." are paths, not names
         raise JobError(f"run name {str(run_dir)!r}: use {NAME_RULE} (a folder directly under {rf.runs_root()}, "
                        "not a path)")
     return run_dir_for(path.name)

@@ -97,11 +97,13 @@ def test_train_page_refuses_bad_settings_and_a_full_slot(runs):
     at = open_page("train")
     root = runs["root"]
     before = sorted(p.name for p in root.parent.iterdir()), sorted(p.name for p in root.iterdir())
-    for bad in ("bad name!", "../../trav-ui", "../escaped", str(root.parent / "abs-ui"), ".", "a/b", "uploads"):
+    for bad in ("bad name!", "../../trav-ui", "../escaped", str(root.parent / "abs-ui"), ".", "a/b", "uploads",
+                "x/../trav-ui-y", " ./trav-ui-dot", "y/."):
         next(t for t in at.text_input if t.label.startswith("Run name")).set_value(bad).run()
         at.button(key="tr_start").click().run()
         assert "Not started" in texts(at.error) and "run name" in texts(at.error), bad
         assert "letters, digits" in texts(at.error)                  # the message names the rule
+        assert repr(bad.strip()) in texts(at.error)                  # and the name as typed, not a path made of it
     assert (sorted(p.name for p in root.parent.iterdir()), sorted(p.name for p in root.iterdir())) == before
     next(t for t in at.text_input if t.label.startswith("Run name")).set_value("fresh").run()
     at.button(key="tr_start").click().run()

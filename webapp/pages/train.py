@@ -132,7 +132,11 @@ def new_job_form() -> None:
         gpus = jobs.gpu_count()
         nproc = c1.number_input("Processes (torchrun, one per GPU)", 1, gpus, 1, key=k + "nproc") if gpus > 1 else 1
     try:
-        cfg = TrainConfig(run_dir=str(rf.runs_root() / name.strip()), dataset=dataset or "", preset=preset_name,
+        try:                                   # the name as typed: a folder directly under runs/, or refused
+            run_dir, name_problem = jobs.run_dir_for(name), None
+        except jobs.JobError as err:
+            run_dir, name_problem = rf.runs_root() / "unnamed", err
+        cfg = TrainConfig(run_dir=str(run_dir), dataset=dataset or "", preset=preset_name,
                           init_from=init_from, tokenizer_type=tok, vocab_size=int(vocab),
                           max_steps=int(steps) if not by_epochs else 1, epochs=float(steps) if by_epochs else None,
                           batch_tokens=int(batch_tokens), warmup=int(warmup), lr_factor=float(lr_factor),
@@ -148,6 +152,8 @@ def new_job_form() -> None:
             x, d_model, cfg.lr_factor, cfg.warmup))], title="Planned learning rate"), "planned_lr", key="tr_planned")
     if st.button("Start training", type="primary", disabled=dataset is None, key="tr_start"):
         try:
+            if name_problem is not None:
+                raise name_problem
             job = jobs.start(cfg, nproc=int(nproc))
         except jobs.JobError as err:
             st.error(f"Not started: {err}")
