@@ -80,7 +80,8 @@ def _dataset(choice: str) -> str | None:
         st.error(f"File refused: {cache[upload.file_id]}")
         return None
     path, report = cache[upload.file_id]
-    st.success(f"{report.pairs:,} sentence pairs accepted ({report.bytes / 1e6:.1f} MB).")
+    size = f"{report.bytes / 1e6:.1f} MB" if report.bytes >= 100_000 else f"{report.bytes / 1e3:.1f} kB"
+    st.success(f"{report.pairs:,} sentence pairs accepted ({size}).")
     st.dataframe(pd.DataFrame([{"source": p.src, "target": p.tgt} for p in report.sample]), hide_index=True)
     return str(path)
 
