@@ -86,6 +86,8 @@ def _keep_choice(by_path: dict[str, CheckpointInfo], labels: dict[str, str]) -> 
             return
     else:                                        # deleted, or pruned, since the last run
         wanted, why = listed.get(chosen, (Path(chosen).name,))[0], "vanished"
+        if any(i.name == wanted for i in by_path.values()):     # another folder holds a model of that name
+            wanted = f"{wanted} (folder {chosen})"
     default = [p for p, i in by_path.items() if i.name == state.DEFAULT_CHECKPOINT]
     fallback = in_use if in_use in by_path else default[0] if default else next(iter(by_path))
     st.session_state[PICK] = fallback

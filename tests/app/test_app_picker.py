@@ -119,6 +119,24 @@ def test_a_vanished_checkpoint_is_reported_not_silently_replaced(root):
     assert not at.sidebar.warning                    # ... until the user picks one
 
 
+def test_a_vanished_checkpoint_whose_name_another_folder_shares_is_named_by_its_folder(root):
+    add(root, "run-b", 200)
+    twin = add(root, "run-c", 300)
+    chosen = add(root, "run-c-copy", 300)
+    meta = json.loads((chosen / "config.json").read_text())
+    meta["name"] = "run-c"                                  # a copy of a folder keeps the model's name
+    (chosen / "config.json").write_text(json.dumps(meta))
+    state.refresh_checkpoints()
+    at = open_app("run-b", text="three hundred")
+    picker(at).set_value(str(chosen)).run()
+    assert at.session_state["checkpoint_path"] == str(chosen)
+    remove(chosen)
+    at.run()
+    no_exception(at)
+    warning = texts(at.sidebar.warning).replace("\\", "")
+    assert str(chosen).replace("\\", "") in warning and twin.exists(), warning   # not just "run-c", still listed
+
+
 def test_a_link_to_a_missing_checkpoint_says_so(root):
     add(root, "run-b", 200)
     at = open_app("run-gone", text="three hundred")
