@@ -185,7 +185,10 @@ def require_checkpoint():
 def current_text() -> str:
     """The sentence being looked at; on a fresh session, the one in the URL (a shared link)."""
     if "text" not in st.session_state:
-        st.session_state["text"] = clip_text(url_get("text", "") or "")[0]
+        raw = url_get("text", "") or ""
+        st.session_state["text"], was_cut = clip_text(raw)
+        if was_cut:                                          # require_text() says so while it is shown
+            st.session_state["_text_cut"] = (st.session_state["text"], len(raw))
     text = st.session_state["text"]
     url_set(text=text[:URL_CHARS] if text else None)        # the URL always names the sentence shown
     return text
@@ -221,8 +224,10 @@ def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
         st.info(empty_hint)
         st.stop()
     clipped, was_cut = clip_text(text)
-    if was_cut:
-        st.warning(f"The text is {len(text):,} characters long; only the first {MAX_CHARS:,} are {verb}.")
+    cut_from_url = st.session_state.get("_text_cut", ("", 0))
+    length = len(text) if was_cut else cut_from_url[1] if cut_from_url[0] == text else 0
+    if length:
+        st.warning(f"The text is {length:,} characters long; only the first {MAX_CHARS:,} are {verb}.")
     return clipped
 
 

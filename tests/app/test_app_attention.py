@@ -195,6 +195,17 @@ def test_odd_and_long_input(ckpt_path, odd):
     assert has_chart(at, "attn_zoom")
 
 
+def test_a_long_sentence_in_a_link_is_cut_with_a_notice(ckpt_path):
+    info, text = info_for(ckpt_path)
+    long_text = ((text + " ") * 200)[:5000]
+    at = open_app(info.name, PAGE, query={"text": long_text})                 # a shared link
+    no_exception(at)
+    assert at.session_state["text"] == long_text[:state.MAX_CHARS]
+    assert f"The text is 5,000 characters long; only the first {state.MAX_CHARS:,}" in texts(at.warning)
+    at.text_area(key="attn_text_box").set_value(text).run()         # a new, short sentence: no notice
+    assert "only the first" not in texts(at.warning)
+
+
 def test_switching_checkpoint_keeps_the_page_working(ckpt_path):
     from support.app_support import candidate_checkpoints
 
