@@ -11,7 +11,7 @@ import numbers
 from dataclasses import dataclass, fields
 from typing import Any
 
-from explorer.text.special import PAD_ID
+from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,18 @@ class ModelConfig:
     pe_base: float = 10000.0      # 10000 in the paper; some course notes use 1000
     positions: str = "sinusoidal"  # "sinusoidal" | "learned"
     norm_first: bool = False      # False = post-norm as in the paper; True = pre-norm
-    tie_embeddings: bool = True   # share src/tgt embeddings and generator (needs one vocabulary)
-    pad_id: int = PAD_ID
+    tie_embeddings: bool = True   # source and target embeddings are one matrix (needs one vocabulary)
+    tie_output: bool | None = None  # the output projection is the target embedding matrix; None: as
+                                    # tie_embeddings (so configs written before this field keep their meaning)
+    activation: str = "relu"      # the FFN's non-linearity: "relu" (paper) | "swish" (= SiLU) | "gelu"
+    pe_layout: str = "interleaved"  # sinusoids: "interleaved" (paper: sin even dims, cos odd) | "halves"
+                                    # (Marian: [sin of every frequency | cos of every frequency])
+    scale_embeddings: bool = True  # token embeddings times sqrt(d_model) (paper); False: unscaled
+    final_logits_bias: bool = False  # a learned [tgt_vocab] bias added to the output projection's logits
+    pad_id: int = PAD_ID          # pads batches; masked out of attention and the loss
+    eos_id: int = EOS_ID          # ends every source and every finished output
+    unk_id: int = UNK_ID          # an unknown piece
+    decoder_start_id: int = BOS_ID  # the decoder's first input (BOS here; Marian starts with its pad id)
 
     def __post_init__(self) -> None:
         for name, limit in MODEL_LIMITS.items():     # a config.json read from disk may say anything
@@ -41,8 +51,27 @@ class ModelConfig:
         if self.max_len * self.d_model > MAX_POSITION_VALUES:
             raise ValueError(f"max_len x d_model = {self.max_len * self.d_model:,} exceeds {MAX_POSITION_VALUES:,} "
                              "(the positional table built when the model is made)")
-        if not _is_int(self.pad_id) or not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"pad_id must be an integer id of both vocabularies, not {self.pad_id!r}")
+        both = min(self.src_vocab_size, self.tgt_vocab_size)
+        for name, size, which in (("pad_id", both, "both vocabularies"), ("eos_id", both, "both vocabularies"),
+                                  ("unk_id", both, "both vocabularies"),
+                                  ("decoder_start_id", self.tgt_vocab_size, "the target vocabulary")):
+            value = getattr(self, name)
+            if not _is_int(value) or not 0 <= value < size:
+                raise ValueError(f"{name} must be an integer id of {which} (0 to {size - 1}), not {value!r}")
+        if self.eos_id in (self.pad_id, self.unk_id, self.decoder_start_id):
+            raise ValueError(f"eos_id ({self.eos_id}) must differ from pad_id, unk_id and decoder_start_id "
+                             f"({self.pad_id}, {self.unk_id}, {self.decoder_start_id})")
+        if self.unk_id == self.pad_id:
+            raise ValueError(f"unk_id and pad_id must differ, both are {self.pad_id}")
+        if self.activation not in ACTIVATION_NAMES:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATION_NAMES)}, not {self.activation!r}")
+        if self.pe_layout not in PE_LAYOUTS:
+            raise ValueError(f"pe_layout must be one of {', '.join(PE_LAYOUTS)}, not {self.pe_layout!r}")
+        for name in ("scale_embeddings", "final_logits_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, not {getattr(self, name)!r}")
+        if self.tie_output is not None and not isinstance(self.tie_output, bool):
+            raise ValueError(f"tie_output must be true, false or null (as tie_embeddings), not {self.tie_output!r}")
         if not isinstance(self.pe_base, (int, float)) or not 1.0 < self.pe_base < 1e12:
             raise ValueError(f"pe_base must be a number in (1, 1e12), not {self.pe_base!r}")
         if self.d_model % self.n_heads != 0:
@@ -57,6 +86,12 @@ class ModelConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def output_tied(self) -> bool:
+        """Whether the output projection is the target embedding matrix (tie_output, or when it is
+        None, tie_embeddings: before tie_output existed, tie_embeddings tied all three)."""
+        return self.tie_embeddings if self.tie_output is None else self.tie_output
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -73,6 +108,10 @@ class ModelConfig:
 MODEL_LIMITS = {"src_vocab_size": 1 << 20, "tgt_vocab_size": 1 << 20, "d_model": 16384, "n_heads": 256,
                 "d_ff": 65536, "n_encoder_layers": 128, "n_decoder_layers": 128, "max_len": 65536}
 MAX_POSITION_VALUES = 1 << 24     # max_len * d_model: the sinusoidal table (64 MiB in float32)
+# The choices of ModelConfig.activation and .pe_layout, named here so reading a config needs no torch;
+# model/functional.py holds their formulas (ACTIVATIONS, sinusoidal_table) and checks it has them all.
+ACTIVATION_NAMES = ("relu", "swish", "gelu")
+PE_LAYOUTS = ("interleaved", "halves")
 
 
 PRESETS: dict[str, dict[str, Any]] = {

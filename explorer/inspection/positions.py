@@ -11,22 +11,21 @@ import math
 
 import numpy as np
 
-from explorer.model import sinusoidal_table
+from explorer.model.functional import sinusoid_frequencies, sinusoidal_table
 
 
-def sinusoidal(n_positions: int, d_model: int, base: float = 10000.0) -> np.ndarray:
-    """The model's own sinusoidal table, [n_positions, d_model] float32."""
+def sinusoidal(n_positions: int, d_model: int, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
+    """The model's own sinusoidal table, [n_positions, d_model] float32 (layout as ModelConfig.pe_layout)."""
     if n_positions < 1 or d_model < 2:
         raise ValueError(f"need n_positions >= 1 and d_model >= 2, got {n_positions} and {d_model}")
     if base <= 1:
         raise ValueError(f"base must be > 1, not {base}")
-    return sinusoidal_table(n_positions, d_model, base).numpy()               # [L, d]
+    return sinusoidal_table(n_positions, d_model, base, layout).numpy()       # [L, d]
 
 
 def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
-    """Angular frequency of each sin/cos pair i: 1 / base^(2i/d). [ceil(d/2)]"""
-    two_i = np.arange(0, d_model, 2, dtype=np.float64)                        # [ceil(d/2)]
-    return 1.0 / base ** (two_i / d_model)
+    """Angular frequency of each sin/cos pair i: 1 / base^(2i/d), the model's. [ceil(d/2)]"""
+    return sinusoid_frequencies(d_model, base).numpy()                        # [ceil(d/2)]
 
 
 def wavelengths(d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -34,9 +33,13 @@ def wavelengths(d_model: int, base: float = 10000.0) -> np.ndarray:
     return 2 * math.pi / frequencies(d_model, base)                          # [ceil(d/2)]
 
 
-def dimension_wavelengths(d_model: int, base: float = 10000.0) -> np.ndarray:
-    """Wavelength of every dimension (dims 2i and 2i+1 share one). [d_model]"""
-    return np.repeat(wavelengths(d_model, base), 2)[:d_model]
+def dimension_wavelengths(d_model: int, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
+    """Wavelength of every dimension [d_model]: interleaved, dims 2i and 2i+1 share pair i's; halves,
+    dim i (a sine) and dim ceil(d/2) + i (its cosine) do."""
+    waves = wavelengths(d_model, base)                                         # [ceil(d/2)]
+    if layout == "halves":
+        return np.concatenate([waves, waves[: d_model // 2]])
+    return np.repeat(waves, 2)[:d_model]
 
 
 def similarity(table: np.ndarray) -> np.ndarray:

@@ -20,6 +20,8 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from explorer.config import ACTIVATION_NAMES, PE_LAYOUTS
+
 Tensor = torch.Tensor
 Map = Callable[[Tensor], Tensor]          # a product, a norm, a dropout or a capture point
 Block = Callable[[Tensor, Map], Tensor]   # a residual block: (x, sublayer) -> x + sublayer(...)
@@ -30,9 +32,13 @@ def identity(x: Tensor) -> Tensor:
     return x
 
 
-# The position-wise FFN's non-linearity by name (ModelConfig-style strings): the one place an
+# The position-wise FFN's non-linearity by name (ModelConfig.activation): the one place an
 # activation is chosen, so the modules and the plain path cannot disagree about it.
-ACTIVATIONS: dict[str, Map] = {"relu": torch.relu}
+#   relu   max(0, x)                  the paper's
+#   swish  x * sigmoid(x) (= SiLU)    Marian / OPUS-MT
+#   gelu   x * Phi(x), exact (erf)    as Hugging Face's "gelu"
+ACTIVATIONS: dict[str, Map] = {"relu": torch.relu, "swish": F.silu, "gelu": F.gelu}
+assert tuple(ACTIVATIONS) == ACTIVATION_NAMES, "config.ACTIVATION_NAMES and ACTIVATIONS must agree"
 
 
 def check_activation(name: str) -> str:
@@ -43,9 +49,40 @@ def check_activation(name: str) -> str:
 
 # ------------------------------------------------------------------------------ embeddings
 
+def embedding_scale(d_model: int, scaled: bool = True) -> float:
+    """What token vectors are multiplied by: sqrt(d_model) (the paper's), or 1 when unscaled."""
+    return math.sqrt(d_model) if scaled else 1.0
+
+
+def sinusoid_frequencies(d_model: int, base: float = 10000.0) -> Tensor:
+    """The angular frequency of sinusoid i: 1 / base^(2i/d), i = 0 .. ceil(d/2) - 1 (float64)."""
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)                   # [ceil(d/2)]
+    return 1.0 / base ** (two_i / d_model)
+
+
+def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0, layout: str = "interleaved") -> Tensor:
+    """The sinusoidal positional rows [max_len, d_model] float32; angle(pos, i) = pos / base^(2i/d).
+
+    "interleaved" (the paper): PE(pos, 2i) = sin(angle), PE(pos, 2i+1) = cos(angle).
+    "halves" (Marian): [sin(angle(pos, i)) for every i | cos(angle(pos, i)) for every i], the same
+    frequencies; an odd d has one more sine than cosine in either layout.
+    """
+    if layout not in PE_LAYOUTS:
+        raise ValueError(f"pe_layout must be one of {', '.join(PE_LAYOUTS)}, not {layout!r}")
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)         # [L, 1]
+    angle = position * sinusoid_frequencies(d_model, base)                     # [L, ceil(d/2)]
+    sin, cos = torch.sin(angle), torch.cos(angle[:, : d_model // 2])           # [L, ceil(d/2)], [L, floor(d/2)]
+    if layout == "halves":
+        return torch.cat([sin, cos], dim=1).float()                            # [L, d]
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)                 # [L, d]
+    table[:, 0::2] = sin
+    table[:, 1::2] = cos
+    return table.float()
+
+
 def embed(ids: Tensor, lookup: Map, table: Tensor, offset: int, scale: float,
           tokens: Map = identity, positions: Map = identity, dropout: Map = identity) -> Tensor:
-    """Token vectors times `scale` (sqrt(d_model) in the paper) plus the positional rows.
+    """Token vectors times `scale` (embedding_scale: sqrt(d_model) or 1) plus the positional rows.
 
     `table` [max_len, d] holds a row per position (sinusoidal or learned); `offset` is the first
     position, so one new token after a cached prefix of n gets row n. `tokens`/`positions` are the
@@ -188,7 +225,7 @@ def residual(x: Tensor, sublayer: Map, norm: Map, norm_first: bool, dropout: Map
 
 def feed_forward(x: Tensor, w_1: Map, w_2: Map, activation: str, hidden: Map = identity,
                  dropout: Map = identity) -> Tensor:
-    """Position-wise FFN(x) = act(x W1 + b1) W2 + b2 (act = max(0, .) in the paper).
+    """Position-wise FFN(x) = act(x W1 + b1) W2 + b2 (act = ACTIVATIONS[activation]; max(0, .) in the paper).
 
     `hidden` is the capture point of act(x W1 + b1) [B, T, d_ff]; dropout acts on it before W2.
     """

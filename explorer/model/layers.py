@@ -9,8 +9,6 @@ the arithmetic is model/functional.py's, which the plain decoding path runs too.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,15 +32,7 @@ class CapturePoint(nn.Identity):
         return _has_own_hooks(self)
 
 
-def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(pos / base^(2i/d))."""
-    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)         # [L, 1]
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)                   # [ceil(d/2)]
-    angle = position / base ** (two_i / d_model)                               # [L, ceil(d/2)]
-    table = torch.zeros(max_len, d_model, dtype=torch.float64)                 # [L, d]
-    table[:, 0::2] = torch.sin(angle)
-    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
-    return table.float()
+sinusoidal_table = fn.sinusoidal_table        # the formula is functional.py's; the model's name for it
 
 
 class Dropout(nn.Dropout):
@@ -65,23 +55,25 @@ class Dropout(nn.Dropout):
 
 
 class Embeddings(nn.Module):
-    """Token embedding scaled by sqrt(d_model) plus a positional encoding (sinusoidal or learned).
+    """Token embedding scaled by sqrt(d_model) (or not) plus a positional encoding (sinusoidal or learned).
 
     Capture points: `tokens` (scaled token vectors), `positions` (the encoding added), `out`.
     `offset` shifts positions for incremental decoding (one new token at position `offset`).
+    `layout` orders the sinusoids (functional.sinusoidal_table); `scaled` False leaves tokens unscaled.
     """
 
     def __init__(self, vocab_size: int, d_model: int, max_len: int, base: float, positions: str,
-                 dropout: float, lookup: nn.Embedding | None = None):
+                 dropout: float, lookup: nn.Embedding | None = None, layout: str = "interleaved",
+                 scaled: bool = True):
         super().__init__()
         self.d_model = d_model
-        self.scale = math.sqrt(d_model)           # the paper's; the plain decoding path reads it here
+        self.scale = fn.embedding_scale(d_model, scaled)   # the plain decoding path reads it here
         self.lookup = lookup if lookup is not None else nn.Embedding(vocab_size, d_model)
         self.learned = positions == "learned"
         if self.learned:
             self.position_table = nn.Embedding(max_len, d_model)
         else:
-            self.register_buffer("pe", sinusoidal_table(max_len, d_model, base), persistent=False)
+            self.register_buffer("pe", fn.sinusoidal_table(max_len, d_model, base, layout), persistent=False)
         self.dropout = Dropout(dropout)
         self.tokens = CapturePoint()
         self.positions = CapturePoint()
@@ -193,11 +185,15 @@ class Residual(nn.Module):
 
 
 class Generator(nn.Module):
-    """Linear projection to the vocabulary + log-softmax. Capture point: `logits`."""
+    """Linear projection to the vocabulary + log-softmax. Capture point: `logits`.
 
-    def __init__(self, d_model: int, vocab_size: int, weight: nn.Parameter | None = None):
+    `weight` shares a target embedding matrix (tied); `bias` adds a learned [V] logits bias
+    (`proj.bias`, Marian's final_logits_bias), which both decoding paths read with the weight.
+    """
+
+    def __init__(self, d_model: int, vocab_size: int, weight: nn.Parameter | None = None, bias: bool = False):
         super().__init__()
-        self.proj = nn.Linear(d_model, vocab_size, bias=False)
+        self.proj = nn.Linear(d_model, vocab_size, bias=bias)
         if weight is not None:
             self.proj.weight = weight
         self.logits = CapturePoint()

@@ -36,7 +36,7 @@ def _input_major(*linears: nn.Linear) -> Product:
     For a few rows x [n, in], x @ W_t with W_t contiguous [in, out] streams the weights in the
     order the product reads them: ~30% faster on this CPU than F.linear's x @ W.T. A closure, not
     an object: a decoding step makes ~20 of these calls, and closure variables are the cheapest
-    to read. A projection without bias (the generator's, today) gets none.
+    to read. A projection without bias (the generator's, unless final_logits_bias) gets none.
     """
     weight = torch.cat([m.weight for m in linears]).t().contiguous()           # [in, n*out]
     bias = None if linears[0].bias is None else torch.cat([m.bias for m in linears])  # [n*out] or None

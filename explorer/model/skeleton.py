@@ -58,9 +58,11 @@ def parameter_count(cfg: ModelConfig) -> int:
     decoder_layer = 2 * attention + ffn + 3 * norm
     final_norms = 2 * norm if cfg.norm_first else 0
     positions = 2 * cfg.max_len * d if cfg.positions == "learned" else 0     # sinusoidal: a buffer, not stored
-    if cfg.tie_embeddings:
-        vocab = cfg.src_vocab_size * d                  # one matrix: source, target and output projection
-    else:
-        vocab = cfg.src_vocab_size * d + 2 * cfg.tgt_vocab_size * d
+    vocab = cfg.src_vocab_size * d                      # source embedding
+    if not cfg.tie_embeddings:
+        vocab += cfg.tgt_vocab_size * d                 # target embedding of its own
+    if not cfg.output_tied:
+        vocab += cfg.tgt_vocab_size * d                 # output projection of its own
+    logits_bias = cfg.tgt_vocab_size if cfg.final_logits_bias else 0
     return (cfg.n_encoder_layers * encoder_layer + cfg.n_decoder_layers * decoder_layer + final_norms
-            + positions + vocab)
+            + positions + vocab + logits_bias)

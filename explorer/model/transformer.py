@@ -27,7 +27,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.resid_post = CapturePoint()
@@ -43,7 +43,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
@@ -76,7 +76,7 @@ class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig, lookup: nn.Embedding | None):
         super().__init__()
         self.embed = Embeddings(cfg.src_vocab_size, cfg.d_model, cfg.max_len, cfg.pe_base,
-                                cfg.positions, cfg.dropout, lookup)
+                                cfg.positions, cfg.dropout, lookup, cfg.pe_layout, cfg.scale_embeddings)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
@@ -91,7 +91,7 @@ class Decoder(nn.Module):
     def __init__(self, cfg: ModelConfig, lookup: nn.Embedding | None):
         super().__init__()
         self.embed = Embeddings(cfg.tgt_vocab_size, cfg.d_model, cfg.max_len, cfg.pe_base,
-                                cfg.positions, cfg.dropout, lookup)
+                                cfg.positions, cfg.dropout, lookup, cfg.pe_layout, cfg.scale_embeddings)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
@@ -125,7 +125,12 @@ class DecoderCache:
 
 
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer of "Attention Is All You Need"."""
+    """The encoder-decoder Transformer of "Attention Is All You Need".
+
+    Which matrices are one: `tie_embeddings` makes the source and target embeddings one matrix
+    (stored as encoder.embed.lookup.weight), `cfg.output_tied` makes the output projection the
+    target embedding matrix (no generator.proj.weight of its own).
+    """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -134,7 +139,8 @@ class Transformer(nn.Module):
         self.encoder = Encoder(cfg, shared)
         self.decoder = Decoder(cfg, shared)
         self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size,
-                                   shared.weight if shared is not None else None)
+                                   self.decoder.embed.lookup.weight if cfg.output_tied else None,
+                                   bias=cfg.final_logits_bias)
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -144,8 +150,10 @@ class Transformer(nn.Module):
         # N(0, d^-0.5): with tied weights the default N(0, 1) makes the first loss ~70 instead of ~log(V).
         for emb in {id(m): m for m in self.modules() if isinstance(m, nn.Embedding)}.values():
             nn.init.normal_(emb.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
-        if not self.cfg.tie_embeddings:
+        if not self.cfg.output_tied:
             nn.init.normal_(self.generator.proj.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
+        if self.generator.proj.bias is not None:
+            nn.init.zeros_(self.generator.proj.bias)
 
     def src_mask(self, src: torch.Tensor) -> torch.Tensor:
         return (src != self.cfg.pad_id).view(src.shape[0], 1, 1, src.shape[1])  # [B, 1, 1, S]

@@ -44,7 +44,15 @@ def with_model(path: Path, **overrides) -> Path:
     preset("tiny"), preset("small"), preset("base"), preset("small", positions="learned"),
     preset("small", norm_first=True), preset("tiny", tie_embeddings=False, src_vocab_size=300, tgt_vocab_size=500),
     preset("tiny", max_len=77, n_encoder_layers=1, n_decoder_layers=5, d_ff=100),
-], ids=lambda c: f"d{c.d_model}-{c.positions}-{'pre' if c.norm_first else 'post'}-{'tied' if c.tie_embeddings else 'untied'}")
+    preset("tiny", final_logits_bias=True), preset("tiny", tie_output=False),
+    preset("tiny", tie_output=False, final_logits_bias=True, activation="swish", pe_layout="halves",
+           scale_embeddings=False),
+    preset("tiny", tie_embeddings=False, tie_output=True, src_vocab_size=300, tgt_vocab_size=500),
+    preset("tiny", tie_embeddings=False, tie_output=False, final_logits_bias=True, src_vocab_size=300,
+           tgt_vocab_size=500),
+], ids=lambda c: (f"d{c.d_model}-{c.positions}-{'pre' if c.norm_first else 'post'}-"
+                  f"{'tied' if c.tie_embeddings else 'untied'}-out{'tied' if c.output_tied else 'own'}"
+                  f"{'-bias' if c.final_logits_bias else ''}-{c.activation}-{c.pe_layout}"))
 def test_parameter_count_from_the_config_equals_the_models(cfg):
     assert parameter_count(cfg) == model_skeleton(cfg).num_parameters()
 

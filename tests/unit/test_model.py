@@ -20,6 +20,7 @@ VARIANTS = {
     "pre-norm": {"norm_first": True},
     "learned": {"positions": "learned"},
     "untied": {"tie_embeddings": False},
+    "marian-like": {"activation": "swish", "pe_layout": "halves", "final_logits_bias": True, "tie_output": False},
 }
 
 
@@ -229,9 +230,8 @@ def test_both_paths_run_the_functional_core(batch, monkeypatch):
 def test_a_model_option_reaches_the_plain_path_unasked(batch, monkeypatch):
     """Options read from the modules (an FFN activation, the embedding scale, a logits bias) change
     the plain path's log-probs exactly as the module path's."""
-    with pytest.raises(ValueError, match="activation must be one of relu"):
-        layers.FeedForward(8, 16, 0.0, activation="swish")
-    monkeypatch.setitem(functional.ACTIVATIONS, "gelu", F.gelu)
+    with pytest.raises(ValueError, match="activation must be one of gelu, relu, swish"):
+        layers.FeedForward(8, 16, 0.0, activation="tanh")
     model = make_model()
     src, tgt = batch
     before, _ = _module_and_plain(model, src, tgt)
@@ -258,3 +258,125 @@ def test_decoding_watched_asks_the_model():
     handle.remove()
     model.train()
     assert model.decoding_watched()
+
+
+# ----------------------------------------------------------------- model options (ModelConfig)
+
+@pytest.mark.parametrize("d", [16, 7])
+def test_halves_layout_is_sines_then_cosines_of_the_same_frequencies(d):
+    interleaved = sinusoidal_table(30, d, 1000.0).double()                   # [30, d]
+    halves = sinusoidal_table(30, d, 1000.0, "halves").double()
+    sines, cosines = interleaved[:, 0::2], interleaved[:, 1::2]               # [30, ceil(d/2)], [30, floor(d/2)]
+    torch.testing.assert_close(halves, torch.cat([sines, cosines], dim=1), rtol=0, atol=0)
+    w = functional.sinusoid_frequencies(d, 1000.0)                            # [ceil(d/2)]
+    torch.testing.assert_close(halves[5, : (d + 1) // 2], torch.sin(5 * w), rtol=0, atol=1e-6)
+    assert halves[3, (d + 1) // 2].item() == pytest.approx(math.cos(3.0), abs=1e-6)   # cos of frequency 1
+    model = make_model(pe_layout="halves")
+    torch.testing.assert_close(model.decoder.embed.pe, sinusoidal_table(32, 128, 10000.0, "halves"), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="pe_layout must be one of interleaved, halves"):
+        sinusoidal_table(4, 8, layout="split")
+
+
+def test_activations_are_their_formulas():
+    x = torch.linspace(-4.0, 4.0, 101, dtype=torch.float64)
+    acts = functional.ACTIVATIONS
+    torch.testing.assert_close(acts["relu"](x), x.clamp(min=0), rtol=0, atol=0)
+    torch.testing.assert_close(acts["swish"](x), x * torch.sigmoid(x), rtol=0, atol=1e-12)
+    torch.testing.assert_close(acts["gelu"](x), x * 0.5 * (1 + torch.erf(x / math.sqrt(2))), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["relu", "swish", "gelu"])
+def test_the_model_uses_its_activation(activation, batch):
+    model = make_model(activation=activation)
+    src, _ = batch
+    ffn = model.encoder.layers[0].ffn
+    seen = {}
+    handle = ffn.register_forward_hook(lambda module, args, out: seen.setdefault("x", args[0]))
+    try:
+        with torch.no_grad(), capture(model, "encoder.layers.0.ffn.hidden") as trace:
+            model.encode(src)
+    finally:
+        handle.remove()
+    with torch.no_grad():
+        expected = functional.ACTIVATIONS[activation](ffn.w_1(seen["x"]))     # [B, S, d_ff]
+    np.testing.assert_allclose(trace["encoder.layers.0.ffn.hidden"], expected.numpy(), rtol=0, atol=1e-6)
+
+
+def test_unscaled_embeddings_are_the_lookup_rows(batch):
+    model = make_model(scale_embeddings=False)
+    src, _ = batch
+    assert model.encoder.embed.scale == model.decoder.embed.scale == 1.0
+    with torch.no_grad(), capture(model, "encoder.embed.tokens") as trace:
+        model.encode(src)
+        expected = model.encoder.embed.lookup(src)                            # [B, S, d], not times sqrt(d)
+    np.testing.assert_allclose(trace["encoder.embed.tokens"], expected.numpy(), rtol=0, atol=0)
+
+
+def test_final_logits_bias_shifts_the_logits(batch):
+    src, tgt = batch
+    assert "generator.proj.bias" not in make_model().state_dict()
+    model = make_model(final_logits_bias=True)
+    bias = model.generator.proj.bias
+    assert "generator.proj.bias" in model.state_dict() and bias.shape == (VOCAB,)
+    assert not bias.any()                                                     # made zero: no effect until trained
+    with torch.no_grad():
+        before = model(src, tgt, return_logits=True)                          # [B, T, V]
+        bias.copy_(torch.linspace(-2.0, 2.0, VOCAB))
+        after = model(src, tgt, return_logits=True)
+        torch.testing.assert_close(after - before, bias.expand_as(after), rtol=0, atol=1e-5)
+        loss = model(src, tgt[:, 1:].clone(), targets=tgt[:, 1:].clone(), label_smoothing=0.0)
+        expected = F.cross_entropy(model(src, tgt[:, 1:].clone(), return_logits=True).flatten(0, 1),
+                                   tgt[:, 1:].flatten(), ignore_index=PAD, reduction="sum")
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-4)          # the training path adds it too
+
+
+@pytest.mark.parametrize("tie_embeddings, tie_output, own", [
+    (True, None, set()), (True, True, set()), (True, False, {"generator.proj.weight"}),
+    (False, None, {"decoder.embed.lookup.weight", "generator.proj.weight"}),
+    (False, False, {"decoder.embed.lookup.weight", "generator.proj.weight"}),
+    (False, True, {"decoder.embed.lookup.weight"}),
+])
+def test_three_way_tying(tie_embeddings, tie_output, own):
+    """tie_embeddings: one source/target embedding; tie_output: the projection is the target
+    embedding (None: as tie_embeddings, what configs written before tie_output meant)."""
+    model = make_model(tie_embeddings=tie_embeddings, tie_output=tie_output)
+    names = {name for name, _ in model.named_parameters()}
+    matrices = {"encoder.embed.lookup.weight", "decoder.embed.lookup.weight", "generator.proj.weight"}
+    assert names & matrices == {"encoder.embed.lookup.weight"} | own
+    assert (model.generator.proj.weight is model.decoder.embed.lookup.weight) == model.cfg.output_tied
+    assert (model.encoder.embed.lookup is model.decoder.embed.lookup) == tie_embeddings
+    for name in names & matrices:                                             # every embedding N(0, d^-0.5)
+        assert abs(model.get_parameter(name).std().item() - 128 ** -0.5) < 0.01
+
+
+def test_model_options_are_checked_with_clear_messages():
+    from explorer.config import ModelConfig
+
+    for bad, message in [({"activation": "tanh"}, "activation must be one of relu, swish, gelu"),
+                         ({"pe_layout": "split"}, "pe_layout must be one of interleaved, halves"),
+                         ({"scale_embeddings": "yes"}, "scale_embeddings must be true or false"),
+                         ({"final_logits_bias": 1}, "final_logits_bias must be true or false"),
+                         ({"tie_output": "no"}, "tie_output must be true, false or null"),
+                         ({"eos_id": 8000}, r"eos_id must be an integer id of both vocabularies \(0 to 7999\)"),
+                         ({"unk_id": -1}, "unk_id must be an integer id"),
+                         ({"decoder_start_id": 9000, "tgt_vocab_size": 9000, "tie_embeddings": False},
+                          "decoder_start_id must be an integer id of the target vocabulary"),
+                         ({"eos_id": 0}, "eos_id .* must differ from pad_id"),
+                         ({"unk_id": 0}, "unk_id and pad_id must differ")]:
+        with pytest.raises(ValueError, match=message):
+            ModelConfig(**bad)
+    marian = ModelConfig(eos_id=0, unk_id=1, pad_id=7999, decoder_start_id=7999)   # Marian's ids
+    assert marian.decoder_start_id == marian.pad_id
+
+
+def test_configs_written_before_the_options_keep_their_meaning():
+    from explorer.config import ModelConfig
+
+    old = {"src_vocab_size": 40, "tgt_vocab_size": 40, "d_model": 16, "n_heads": 2, "d_ff": 32,
+           "n_encoder_layers": 1, "n_decoder_layers": 1, "dropout": 0.0, "max_len": 8, "pe_base": 10000.0,
+           "positions": "sinusoidal", "norm_first": False, "tie_embeddings": False, "pad_id": 0}
+    cfg = ModelConfig.from_dict(old)
+    assert (cfg.activation, cfg.pe_layout, cfg.scale_embeddings, cfg.final_logits_bias) == ("relu", "interleaved",
+                                                                                             True, False)
+    assert cfg.output_tied is False and ModelConfig.from_dict({**old, "tie_embeddings": True}).output_tied
+    assert (cfg.pad_id, cfg.unk_id, cfg.decoder_start_id, cfg.eos_id) == (PAD, 1, BOS, 3)

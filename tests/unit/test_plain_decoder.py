@@ -11,7 +11,19 @@ from explorer.inspection.hooks import ablate_heads, capture
 from explorer.model.plain_decoder import PlainDecoder, plain_decoder_for
 from support.model_helpers import EOS, VOCAB, make_model
 
-VARIANTS = [{}, {"norm_first": True}, {"positions": "learned"}, {"tie_embeddings": False}]
+VARIANTS = [{}, {"norm_first": True}, {"positions": "learned"}, {"tie_embeddings": False},
+            {"activation": "swish"}, {"activation": "gelu"}, {"pe_layout": "halves"}, {"scale_embeddings": False},
+            {"final_logits_bias": True}, {"tie_output": False}, {"tie_embeddings": False, "tie_output": True},
+            {"activation": "swish", "pe_layout": "halves", "final_logits_bias": True, "norm_first": True}]
+
+
+def _model(**overrides):
+    """make_model, with a logits bias (zero when made) set to something that shows."""
+    model = make_model(**overrides)
+    if model.generator.proj.bias is not None:
+        with torch.no_grad():
+            model.generator.proj.bias.copy_(torch.linspace(-3.0, 3.0, VOCAB))
+    return model
 
 
 def _sources() -> torch.Tensor:
@@ -23,9 +35,9 @@ def _sources() -> torch.Tensor:
     return src
 
 
-@pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(o) or "paper")
+@pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "paper")
 def test_plain_steps_equal_module_steps(overrides):
-    model = make_model(**overrides)
+    model = _model(**overrides)
     src = _sources()
     steps = torch.randint(4, VOCAB, (3, 6))                                   # [B, T] fed one by one
     plain = PlainDecoder(model)

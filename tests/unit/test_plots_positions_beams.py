@@ -54,6 +54,19 @@ def test_wavelengths_are_periods_of_the_table():
     assert np.array_equal(pe.dimension_wavelengths(d, base)[[0, 1, 6, 7]], waves[[0, 0, 3, 3]])
 
 
+def test_halves_layout_wavelengths_are_periods_of_its_table():
+    """Marian's layout: dim i is the sine of frequency i, dim d/2 + i its cosine."""
+    d, base = 32, 1000.0
+    waves, table = pe.wavelengths(d, base), pe.sinusoidal(200, d, base, layout="halves")
+    pos = np.arange(200)
+    for i in (0, 3, 7):
+        assert np.allclose(table[:, i], np.sin(2 * math.pi * pos / waves[i]), atol=1e-5)
+        assert np.allclose(table[:, d // 2 + i], np.cos(2 * math.pi * pos / waves[i]), atol=1e-5)
+    dims = pe.dimension_wavelengths(d, base, layout="halves")
+    assert np.array_equal(dims[[0, 3, d // 2, d // 2 + 3]], waves[[0, 3, 0, 3]])
+    assert pe.dimension_wavelengths(7, base, layout="halves").shape == (7,)
+
+
 def test_similarity_depends_only_on_the_offset():
     d, base, n = 64, 10000.0, 60
     sim = pe.similarity(pe.sinusoidal(n, d, base))
