@@ -164,6 +164,16 @@ class Tokenizer:
     def pieces(self, text: str, side: str = "src") -> list[str]:
         return self._side(side).encode(text, out_type=str)
 
+    def unknown(self, text: str, side: str = "src") -> list[str]:
+        """The parts of `text` the vocabulary cannot represent (each read as one <unk> piece), in order.
+
+        From sentencepiece's own record of which input each piece covers, so an emoji, a Chinese
+        word or an out-of-vocabulary word of a word-level model is named as the user typed it.
+        """
+        proc = self._side(side)
+        covered = proc.encode(text, return_type="proto").pieces
+        return [p.surface.strip() or p.surface for p in covered if p.id == proc.unk_id()]
+
     def id_to_piece(self, i: int, side: str = "tgt") -> str:
         return self._side(side).id_to_piece(int(i))
 

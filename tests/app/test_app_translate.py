@@ -135,6 +135,19 @@ def test_odd_input_is_shown_as_text(ckpt_path, odd):
     assert at.text_area(key="text_box").value == odd
 
 
+def test_unknown_input_is_named_not_translated_silently(ckpt_path):
+    info, text = info_for(ckpt_path)
+    unknown = {"es": ("Y dijo Dios 🙂 中文", ["🙂", "中文"]), "en": ("one million and two", ["million"])}
+    odd, parts = unknown.get(info.meta.get("src_lang"), unknown["es"])
+    at = open_app(info.name, text=odd)
+    no_exception(at)
+    warning = texts(at.warning).replace("\\", "")
+    assert "not in this model's vocabulary" in warning and f"{len(parts)} part(s)" in warning, warning
+    assert all(f"“{p}”" in warning for p in parts), warning
+    at.text_area(key="text_box").set_value(text).run()            # a sentence it knows: no notice
+    assert "vocabulary" not in texts(at.warning)
+
+
 def test_typing_changes_the_translation(ckpt_path):
     info, text = info_for(ckpt_path)
     at = open_app(info.name, text=text)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,14 @@ def test_load_missing_names_files(tmp_path):
 def test_bad_side(joint):
     with pytest.raises(ValueError, match="side"):
         joint.encode("x", side="source")
+
+
+def test_unknown_names_what_the_vocabulary_cannot_represent():
+    root = Path(__file__).resolve().parents[2] / "checkpoints"
+    if not (root / "bible-es-en").is_dir() or not (root / "numbers-en-de").is_dir():
+        pytest.skip("needs the shipped checkpoints")
+    bpe, words = Tokenizer.load(str(root / "bible-es-en")), Tokenizer.load(str(root / "numbers-en-de"))
+    assert bpe.unknown("Y dijo Dios 🙂 a 中文") == ["🙂", "中文"]
+    assert bpe.unknown("Y dijo Dios: Sea la luz") == []
+    assert words.unknown("one million and two") == ["million"]          # out of a word-level vocabulary
+    assert words.unknown("three hundred and two") == []

@@ -66,6 +66,11 @@ if any(r is None for r in runs):
 result = runs[0]
 if result.truncated:
     st.warning(f"The sentence is longer than this model can read: {result.reason}.")
+unknown = ckpt.tokenizer.unknown(clipped) if hasattr(ckpt.tokenizer, "unknown") else []
+if unknown:
+    shown = ", ".join(f"“{state.md_escape(u)}”" for u in unknown[:10]) + (" …" if len(unknown) > 10 else "")
+    st.warning(f"{len(unknown)} part(s) of the sentence are not in this model's vocabulary and were read as "
+               f"the unknown token: {shown}. The translation cannot use them.")
 if not result.hypotheses:
     st.info(f"Nothing to translate: {result.reason or 'the text produced no tokens'}.")
     st.stop()
