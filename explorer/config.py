@@ -11,7 +11,7 @@ import numbers
 from dataclasses import dataclass, fields
 from typing import Any
 
-from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SpecialIds
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,11 @@ class ModelConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def special(self) -> SpecialIds:
+        """The special ids this model reads and writes (decoding and text encoding use these)."""
+        return SpecialIds(pad=self.pad_id, unk=self.unk_id, start=self.decoder_start_id, eos=self.eos_id)
 
     @property
     def output_tied(self) -> bool:

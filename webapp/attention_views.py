@@ -178,7 +178,7 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
     if not ref:
         st.info("Type a reference translation (or pick a test example on the Translate page) to compare.")
         return
-    ids = output_ids(ckpt.tokenizer, ref, ckpt.config.max_len)
+    ids = output_ids(ckpt.tokenizer, ref, ckpt.config.max_len, ckpt.config.special)
     forced = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(trace.meta["src_ids"]), tuple(ids),
                             what="Tracing the reference")
     if forced is None:

@@ -31,7 +31,8 @@ from torch import nn
 from explorer.config import DecodeConfig
 from explorer.decoding.beam_trace import TraceRecorder
 from explorer.decoding.core import (NEG_INF, Decoded, Hypothesis, as_batch, check_config, check_prefix, constrain,
-                                    decoding_session, length_penalty, max_lengths, prefix_logprobs, start)
+                                    decoding_session, length_penalty, max_lengths, prefix_logprobs, special_ids,
+                                    start)
 from explorer.text.special import EOS_ID
 
 STOP_REASONS = ("running", "canonical", "early_stopping", "max_len")
@@ -85,14 +86,15 @@ def init_state(batch: int, k: int, prefix_score: torch.Tensor, limit: torch.Tens
                      stop_reason=torch.zeros(batch, dtype=torch.long, device=device))
 
 
-def expand(state: BeamState, log_probs: torch.Tensor) -> Candidates:
-    """The 2K best (hypothesis, next token) pairs by cumulative score. log_probs [B*K, V] (constrained)."""
+def expand(state: BeamState, log_probs: torch.Tensor, eos: int = EOS_ID) -> Candidates:
+    """The 2K best (hypothesis, next token) pairs by cumulative score. log_probs [B*K, V] (constrained);
+    `eos` is the model's EOS id."""
     batch, k = state.scores.shape
     vocab = log_probs.shape[-1]
     total = (state.scores.unsqueeze(2) + log_probs.view(batch, k, vocab)).view(batch, k * vocab)  # [B, K*V]
     score, flat = total.topk(2 * k, dim=1)                                   # [B, 2K]
     token = flat % vocab                                                      # [B, 2K]
-    finished = token[:, :k] == EOS_ID                                         # [B, K]
+    finished = token[:, :k] == eos                                            # [B, K]
     if state.any_done:
         finished &= ~state.done.unsqueeze(1)
     return Candidates(score=score, parent=flat // vocab, token=token, finished=finished,
@@ -111,10 +113,10 @@ def finish(state: BeamState, cands: Candidates, t: int, cfg: DecodeConfig) -> No
     _pool(state, cands.finished, norm, top, t)
 
 
-def select(state: BeamState, cands: Candidates) -> torch.Tensor:
+def select(state: BeamState, cands: Candidates, eos: int = EOS_ID) -> torch.Tensor:
     """The K best non-EOS extensions become the live hypotheses; returns the row index [B*K] for the cache."""
     batch, k = state.scores.shape
-    _, pick = cands.score.masked_fill(cands.token == EOS_ID, NEG_INF).topk(k, dim=1)   # [B, K] best first
+    _, pick = cands.score.masked_fill(cands.token == eos, NEG_INF).topk(k, dim=1)   # [B, K] best first
     parent = cands.parent.gather(1, pick)                                     # [B, K]
     state.tokens = cands.token.gather(1, pick)                                # [B, K]
     state.scores = cands.score.gather(1, pick)                                # [B, K]
@@ -168,6 +170,7 @@ def beam_search(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefi
     cfg = cfg or DecodeConfig()
     check_config(cfg, model, beam=True)
     prefix = check_prefix(prefix, model)
+    special = special_ids(model)
     k = cfg.beam_size
     with decoding_session(model, ablate):
         src, src_len = as_batch(src, model)                                   # [B, S], [B]
@@ -176,15 +179,15 @@ def beam_search(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefi
         step, first = start(model, src, prefix, k, use_cache)                 # [B*K, P+1, V]
         forced_lp = prefix_logprobs(first, prefix).view(batch, k, -1)[:, 0]   # [B, P]
         state = init_state(batch, k, forced_lp.sum(dim=1), limit, cfg)
-        recorder = TraceRecorder(batch, k, cfg, prefix, forced_lp, first) if trace else None
+        recorder = TraceRecorder(batch, k, cfg, prefix, forced_lp, first, special) if trace else None
         log_probs = first[:, -1].contiguous()                                 # [B*K, V]
         first_limit, longest = int(limit.min()), int(limit.max())
         for t in range(n_prefix, longest):
-            log_probs = constrain(log_probs, t, cfg.min_len)                  # [B*K, V]
+            log_probs = constrain(log_probs, t, cfg.min_len, special)         # [B*K, V]
             prev_scores, active = state.scores, ~state.done
-            cands = expand(state, log_probs)
+            cands = expand(state, log_probs, special.eos)
             finish(state, cands, t, cfg)
-            index = select(state, cands)                                      # [B*K]
+            index = select(state, cands, special.eos)                         # [B*K]
             at_limit = truncate(state, t, cfg, first_limit)                   # [B] or None
             if recorder is not None:
                 recorder.record_step(prev_scores, log_probs, cands, state.pick, at_limit, active)
@@ -192,7 +195,7 @@ def beam_search(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefi
                 break
             step.reorder(index)
             log_probs = step.feed(state.tokens.view(-1, 1))[:, -1]            # [B*K, V]
-    return _results(state, cfg, prefix, forced_lp, recorder)
+    return _results(state, cfg, prefix, forced_lp, recorder, special.eos)
 
 
 def _pool(state: BeamState, take: torch.Tensor, norm: torch.Tensor, new: dict[str, torch.Tensor], t: int) -> None:
@@ -206,7 +209,7 @@ def _pool(state: BeamState, take: torch.Tensor, norm: torch.Tensor, new: dict[st
 
 
 def _results(state: BeamState, cfg: DecodeConfig, prefix: list[int], forced_lp: torch.Tensor,
-             recorder: TraceRecorder | None) -> list[Decoded]:
+             recorder: TraceRecorder | None, eos: int = EOS_ID) -> list[Decoded]:
     """Follow back-pointers from every pooled hypothesis, all at once (numpy), then build Decoded."""
     batch, k = state.scores.shape
     n = min(cfg.n_best, k)
@@ -218,7 +221,7 @@ def _results(state: BeamState, cfg: DecodeConfig, prefix: list[int], forced_lp: 
     out, counts = [], []
     for b in range(batch):
         hyps = [Hypothesis(ids=ids[b][j], token_logprobs=lps[b][j], score=float(pool["score"][b, j]),
-                           normalized=float(norm[b, j]), finished=bool(pool["eos"][b, j]))
+                           normalized=float(norm[b, j]), finished=bool(pool["eos"][b, j]), eos_id=eos)
                 for j in range(n) if norm[b, j] > NEG_INF]
         counts.append(len(hyps))
         out.append(Decoded(hypotheses=hyps, max_len=int(limits[b]), meta={"stop_reason": reasons[b]}))

@@ -17,8 +17,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from explorer.decoding.core import NEVER_OUTPUT, length_penalty
-from explorer.text.special import EOS_ID
+from explorer.decoding.core import length_penalty
+from explorer.text.special import DEFAULT_IDS, SpecialIds
 
 STATUSES = ("forced", "kept", "pruned", "finished", "truncated")
 FORCED, KEPT, PRUNED, FINISHED, TRUNCATED = range(len(STATUSES))
@@ -146,8 +146,9 @@ class TraceRecorder:
     alternatives) and turns them into BeamTraces at the end, all steps at once in numpy."""
 
     def __init__(self, batch: int, beam_size: int, cfg, prefix: list[int], forced_lp: torch.Tensor,
-                 first: torch.Tensor):
-        """forced_lp [B, P]: log-probs of the forced prefix; first [B*K, P+1, V]: start()'s output."""
+                 first: torch.Tensor, special: SpecialIds = DEFAULT_IDS):
+        """forced_lp [B, P]: log-probs of the forced prefix; first [B*K, P+1, V]: start()'s output;
+        special: the model's ids (which constrain() banned)."""
         self.batch, self.k, self.cfg, self.top_k = batch, beam_size, cfg, cfg.trace_top_k
         self.prefix = list(prefix)
         self.forced_lp = forced_lp
@@ -155,8 +156,8 @@ class TraceRecorder:
         self.forced_alt = None
         if self.top_k and prefix:
             rows = first.view(batch, beam_size, len(prefix) + 1, -1)[:, 0, :-1].clone()   # [B, P, V]
-            rows[:, :, list(NEVER_OUTPUT)] = float("-inf")                      # as constrain() bans them
-            rows[:, :min(cfg.min_len, len(prefix)), EOS_ID] = float("-inf")     # EOS before min_len
+            rows[:, :, list(special.never_output)] = float("-inf")              # as constrain() bans them
+            rows[:, :min(cfg.min_len, len(prefix)), special.eos] = float("-inf")   # EOS before min_len
             self.forced_alt = rows.topk(self.top_k, dim=-1)                     # 2 x [B, P, k]
 
     def record_step(self, prev_scores: torch.Tensor, log_probs: torch.Tensor, cands, pick: torch.Tensor,

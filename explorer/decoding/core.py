@@ -17,11 +17,19 @@ from explorer.config import DecodeConfig
 from explorer.inspection.hooks import ablate_heads
 from explorer.inspection.trace import attention_kind
 from explorer.model.plain_decoder import plain_decoder_of
-from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
+from explorer.text.special import DEFAULT_IDS, EOS_ID, SpecialIds
 
 NEG_INF = float("-inf")
-NEVER_OUTPUT = (PAD_ID, BOS_ID)                     # ids no decoder ever writes
-BEFORE_MIN_LEN = NEVER_OUTPUT + (EOS_ID,)          # ... nor, before min_len output tokens, EOS
+# The defaults (this project's ids); decoding a model uses its own: special_ids(model).never_output
+NEVER_OUTPUT = DEFAULT_IDS.never_output             # ids no decoder ever writes (PAD, the start id)
+BEFORE_MIN_LEN = DEFAULT_IDS.before_min_len        # ... nor, before min_len output tokens, EOS
+
+
+def special_ids(model: nn.Module) -> SpecialIds:
+    """The model's special ids (its config's pad/unk/eos/decoder start), the constants for a model
+    without a ModelConfig."""
+    cfg = getattr(model, "cfg", None)
+    return cfg.special if hasattr(cfg, "special") else DEFAULT_IDS
 
 
 @dataclass(frozen=True)
@@ -37,11 +45,12 @@ class Hypothesis:
     score: float
     normalized: float
     finished: bool
+    eos_id: int = EOS_ID                           # the model's EOS (its cfg.eos_id)
 
     @property
     def output_ids(self) -> list[int]:
         """The ids a tokenizer should turn into text: without the final EOS."""
-        return self.ids[:-1] if self.finished and self.ids and self.ids[-1] == EOS_ID else list(self.ids)
+        return self.ids[:-1] if self.finished and self.ids and self.ids[-1] == self.eos_id else list(self.ids)
 
 
 @dataclass(frozen=True)
@@ -70,8 +79,11 @@ def model_device(model: nn.Module) -> torch.device:
 
 def as_batch(src: torch.Tensor | Sequence[Sequence[int]], model: nn.Module,
              device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Source ids (a padded LongTensor [B, S] or ragged lists, EOS included) -> (src [B, S], lengths [B])."""
+    """Source ids (a padded LongTensor [B, S] or ragged lists, EOS included) -> (src [B, S], lengths [B]).
+
+    Padding is the model's pad id."""
     device = device or model_device(model)
+    pad = special_ids(model).pad
     if isinstance(src, torch.Tensor):
         batch = src.to(device=device, dtype=torch.long)
         if batch.dim() == 1:
@@ -81,11 +93,11 @@ def as_batch(src: torch.Tensor | Sequence[Sequence[int]], model: nn.Module,
         if not rows:
             raise ValueError("no source sentences given")
         width = max(len(r) for r in rows)
-        batch = torch.full((len(rows), max(width, 1)), PAD_ID, dtype=torch.long)  # [B, S]
+        batch = torch.full((len(rows), max(width, 1)), pad, dtype=torch.long)  # [B, S]
         for i, row in enumerate(rows):
             batch[i, :len(row)] = torch.tensor(row, dtype=torch.long)
         batch = batch.to(device)
-    lengths = (batch != PAD_ID).sum(dim=1)                                     # [B]
+    lengths = (batch != pad).sum(dim=1)                                     # [B]
     if batch.shape[0] == 0 or bool((lengths == 0).any()):
         raise ValueError("every source needs at least one token (EOS included)")
     max_len = model.cfg.max_len
@@ -99,13 +111,14 @@ def as_batch(src: torch.Tensor | Sequence[Sequence[int]], model: nn.Module,
 
 
 def check_prefix(prefix: Sequence[int] | None, model: nn.Module) -> list[int]:
-    """A forced target prefix: content ids only (no PAD/BOS/EOS), shorter than the model's max_len."""
+    """A forced target prefix: content ids only (no PAD/start/EOS), shorter than the model's max_len."""
     prefix = [int(t) for t in (prefix or [])]
     vocab = model.cfg.tgt_vocab_size
-    bad = [t for t in prefix if not 0 <= t < vocab or t in BEFORE_MIN_LEN]
+    ids = special_ids(model)
+    bad = [t for t in prefix if not 0 <= t < vocab or t in ids.before_min_len]
     if bad:
-        raise ValueError(f"prefix ids must be in [0, {vocab - 1}] and not PAD/BOS/EOS ({PAD_ID}/{BOS_ID}/"
-                         f"{EOS_ID}); got {bad[:5]}")
+        raise ValueError(f"prefix ids must be in [0, {vocab - 1}] and not PAD/BOS/EOS ({ids.pad}/{ids.start}/"
+                         f"{ids.eos}); got {bad[:5]}")
     if len(prefix) >= model.cfg.max_len:
         raise ValueError(f"prefix of {len(prefix)} tokens leaves no room: outputs are at most "
                          f"{model.cfg.max_len} tokens (max_len), so the prefix must be in [0, {model.cfg.max_len - 1}]")
@@ -115,7 +128,7 @@ def check_prefix(prefix: Sequence[int] | None, model: nn.Module) -> list[int]:
 def check_config(cfg: DecodeConfig, model: nn.Module, beam: bool = False) -> None:
     """Limits that depend on the model (DecodeConfig itself checks the rest when it is made)."""
     vocab = model.cfg.tgt_vocab_size
-    allowed = vocab - len(BEFORE_MIN_LEN)           # a beam ranks 2k candidates among the tokens it may write
+    allowed = vocab - len(special_ids(model).before_min_len)   # a beam ranks 2k candidates among the tokens it may write
     if beam and 2 * cfg.beam_size > allowed:
         raise ValueError(f"beam_size must be in [1, {allowed // 2}] for a vocabulary of {vocab}")
     if cfg.top_k > vocab:
@@ -181,9 +194,10 @@ def normalize(score: float, length: int, cfg: DecodeConfig) -> float:
     return float(score / length_penalty(max(length, 1), cfg.length_penalty, cfg.alpha))
 
 
-def constrain(log_probs: torch.Tensor, length: int, min_len: int) -> torch.Tensor:
-    """Forbid PAD and BOS always and EOS before `min_len` output tokens. log_probs [N, V], in place."""
-    banned = list(BEFORE_MIN_LEN if length < min_len else NEVER_OUTPUT)
+def constrain(log_probs: torch.Tensor, length: int, min_len: int, special: SpecialIds = DEFAULT_IDS) -> torch.Tensor:
+    """Forbid PAD and the start id always and EOS before `min_len` output tokens (`special`: the
+    model's ids). log_probs [N, V], in place."""
+    banned = list(special.before_min_len if length < min_len else special.never_output)
     return log_probs.index_fill_(1, torch.tensor(banned, device=log_probs.device), NEG_INF)   # [N, V]
 
 
@@ -249,7 +263,7 @@ class StepDecoder:
 
 def start(model: nn.Module, src: torch.Tensor, prefix: list[int], rows_per_source: int = 1,
           use_cache: bool = True) -> tuple[StepDecoder, torch.Tensor]:
-    """Encode once, feed BOS + prefix, then repeat each row: (decoder, log-probs [B * rows, P + 1, V]).
+    """Encode once, feed the start id + prefix, then repeat each row: (decoder, log-probs [B * rows, P + 1, V]).
 
     Position i of the log-probs scores output token i: the prefix's own scores for i < P and the
     distribution of the first free token at i = P. The prefix is fed once per source and the cache
@@ -257,7 +271,7 @@ def start(model: nn.Module, src: torch.Tensor, prefix: list[int], rows_per_sourc
     """
     memory, src_mask = model.encode(src)                                     # [B, S, d], [B, 1, 1, S]
     step = StepDecoder(model, memory, src_mask, use_cache)
-    first = torch.tensor([BOS_ID] + prefix, dtype=torch.long, device=src.device)
+    first = torch.tensor([special_ids(model).start] + prefix, dtype=torch.long, device=src.device)
     log_probs = step.feed(first.unsqueeze(0).expand(src.shape[0], -1))       # [B, P+1, V]
     if rows_per_source > 1:
         step.expand(rows_per_source)

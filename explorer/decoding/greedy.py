@@ -13,8 +13,7 @@ from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.decoding.core import (NEG_INF, Decoded, Hypothesis, as_batch, check_config, check_prefix, constrain,
-                                    decoding_session, max_lengths, normalize, prefix_logprobs, start)
-from explorer.text.special import EOS_ID, PAD_ID
+                                    decoding_session, max_lengths, normalize, prefix_logprobs, special_ids, start)
 
 Chooser = Callable[[torch.Tensor], torch.Tensor]                              # [B, V] -> [B]
 
@@ -65,13 +64,14 @@ def _single_path(model: nn.Module, src, cfg: DecodeConfig, choose: Chooser, pref
                  ablate, use_cache: bool) -> list[Decoded]:
     check_config(cfg, model)
     prefix = check_prefix(prefix, model)
+    special = special_ids(model)
     with decoding_session(model, ablate):
         src, src_len = as_batch(src, model)                                   # [B, S], [B]
         batch, n_prefix = src.shape[0], len(prefix)
         limit = max_lengths(src_len, cfg, model.cfg.max_len, n_prefix)        # [B]
         longest = int(limit.max())
         step, first = start(model, src, prefix, 1, use_cache)                 # [B, P+1, V]
-        tokens = torch.full((batch, longest), PAD_ID, dtype=torch.long, device=src.device)  # [B, L]
+        tokens = torch.full((batch, longest), special.pad, dtype=torch.long, device=src.device)  # [B, L]
         logprobs = torch.zeros(batch, longest, device=src.device)             # [B, L]
         if n_prefix:
             tokens[:, :n_prefix] = torch.tensor(prefix, device=src.device)
@@ -79,24 +79,24 @@ def _single_path(model: nn.Module, src, cfg: DecodeConfig, choose: Chooser, pref
         done = torch.zeros(batch, dtype=torch.bool, device=src.device)        # [B]
         next_lp = first[:, -1]                                                # [B, V]
         for t in range(n_prefix, longest):
-            allowed = constrain(next_lp.clone(), t, cfg.min_len)              # [B, V]
+            allowed = constrain(next_lp.clone(), t, cfg.min_len, special)     # [B, V]
             choice = choose(allowed)                                          # [B]
             token_lp = next_lp.gather(1, choice.unsqueeze(1)).squeeze(1)      # [B]
-            tokens[:, t] = choice.masked_fill(done, PAD_ID)
+            tokens[:, t] = choice.masked_fill(done, special.pad)
             logprobs[:, t] = token_lp.masked_fill(done, 0.0)
-            done |= (choice == EOS_ID) | (t + 1 >= limit)
+            done |= (choice == special.eos) | (t + 1 >= limit)
             if bool(done.all()):
                 break
             next_lp = step.feed(tokens[:, t:t + 1])[:, -1]                    # [B, V]
-    return [_hypothesis(tokens[b], logprobs[b], int(limit[b]), cfg) for b in range(batch)]
+    return [_hypothesis(tokens[b], logprobs[b], int(limit[b]), cfg, special.eos) for b in range(batch)]
 
 
-def _hypothesis(tokens: torch.Tensor, logprobs: torch.Tensor, limit: int, cfg: DecodeConfig) -> Decoded:
+def _hypothesis(tokens: torch.Tensor, logprobs: torch.Tensor, limit: int, cfg: DecodeConfig, eos: int) -> Decoded:
     """Cut one row at its first EOS (kept) or at its length limit."""
     ids = tokens[:limit].tolist()
-    length = ids.index(EOS_ID) + 1 if EOS_ID in ids else limit
+    length = ids.index(eos) + 1 if eos in ids else limit
     ids, lps = ids[:length], logprobs[:length].tolist()
     score = float(sum(lps))
     hyp = Hypothesis(ids=ids, token_logprobs=lps, score=score, normalized=normalize(score, len(ids), cfg),
-                     finished=bool(ids) and ids[-1] == EOS_ID)
+                     finished=bool(ids) and ids[-1] == eos, eos_id=eos)
     return Decoded(hypotheses=[hyp], max_len=limit)

@@ -12,10 +12,10 @@ import torch
 from torch import nn
 
 from explorer.config import DecodeConfig
-from explorer.decoding.core import NEVER_OUTPUT, Hypothesis, as_batch, decoding_session, normalize
+from explorer.decoding.core import Hypothesis, as_batch, decoding_session, normalize, special_ids
 from explorer.inspection.hooks import capture
 from explorer.inspection.trace import Trace
-from explorer.text.special import BOS_ID, EOS_ID, PAD_ID
+from explorer.text.special import SpecialIds
 
 
 def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: DecodeConfig | None = None, *,
@@ -26,12 +26,13 @@ def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: 
     scores comparably with a finished hypothesis. `normalized` uses cfg's length penalty.
     """
     cfg = cfg or DecodeConfig()
+    special = special_ids(model)
     outputs = [_with_eos(tgt, add_eos, model) for tgt in targets]
     with decoding_session(model, ablate):
         src, _ = as_batch(src, model)                                         # [B, S]
         if src.shape[0] != len(outputs):
             raise ValueError(f"{src.shape[0]} sources but {len(outputs)} targets")
-        tgt_out, tgt_in = _teacher_batch(outputs, src.device)                 # [B, T], [B, T]
+        tgt_out, tgt_in = _teacher_batch(outputs, src.device, special)        # [B, T], [B, T]
         log_probs = model(src, tgt_in)                                        # [B, T, V]
         token_lp = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)       # [B, T]
     hyps = []
@@ -39,7 +40,8 @@ def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: 
         lps = token_lp[b, :len(ids)].tolist()
         score = float(sum(lps))
         hyps.append(Hypothesis(ids=list(ids), token_logprobs=lps, score=score,
-                               normalized=normalize(score, len(ids), cfg), finished=bool(ids) and ids[-1] == EOS_ID))
+                               normalized=normalize(score, len(ids), cfg),
+                               finished=bool(ids) and ids[-1] == special.eos, eos_id=special.eos))
     return hyps
 
 
@@ -47,7 +49,7 @@ def capture_forward(model: nn.Module, src_ids: Sequence[int], out_ids: Sequence[
                     patterns: str | Iterable[str] = "*", ablate=()) -> tuple[Trace, list[float]]:
     """One teacher-forced forward of one pair inside capture(): (raw Trace, log-probs of out_ids).
 
-    The decoder input is BOS + out_ids[:-1], so position i shows what the model looked at when
+    The decoder input is the start id (BOS) + out_ids[:-1], so position i shows what the model looked at when
     it produced out_ids[i]. Ablation hooks are installed first, so captured tensors show the edit.
     """
     out_ids = [int(t) for t in out_ids]
@@ -57,7 +59,7 @@ def capture_forward(model: nn.Module, src_ids: Sequence[int], out_ids: Sequence[
         raise ValueError(f"target of {len(out_ids)} tokens exceeds max_len={model.cfg.max_len}")
     with decoding_session(model, ablate):
         src, _ = as_batch([list(src_ids)], model)                            # [1, S]
-        tgt_out, tgt_in = _teacher_batch([out_ids], src.device)              # [1, T], [1, T]
+        tgt_out, tgt_in = _teacher_batch([out_ids], src.device, special_ids(model))  # [1, T], [1, T]
         with capture(model, patterns) as trace:
             log_probs = model(src, tgt_in)                                    # [1, T, V]
         token_lp = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)[0].tolist()
@@ -66,23 +68,26 @@ def capture_forward(model: nn.Module, src_ids: Sequence[int], out_ids: Sequence[
 
 def _with_eos(target: Sequence[int], add_eos: bool, model: nn.Module) -> list[int]:
     ids = [int(t) for t in target]
-    if add_eos and (not ids or ids[-1] != EOS_ID):
-        ids.append(EOS_ID)
+    special = special_ids(model)
+    if add_eos and (not ids or ids[-1] != special.eos):
+        ids.append(special.eos)
     vocab = model.cfg.tgt_vocab_size
     if not ids:
         raise ValueError("empty target (pass add_eos=True to score just EOS)")
-    if any(not 0 <= t < vocab or t in NEVER_OUTPUT for t in ids):
-        raise ValueError(f"target ids must be in [0, {vocab - 1}] and not PAD/BOS")
+    if any(not 0 <= t < vocab or t in special.never_output for t in ids):
+        raise ValueError(f"target ids must be in [0, {vocab - 1}] and not PAD/BOS ({special.pad}/{special.start})")
     if len(ids) > model.cfg.max_len:
         raise ValueError(f"target of {len(ids)} tokens exceeds max_len={model.cfg.max_len}")
     return ids
 
 
-def _teacher_batch(outputs: list[list[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Outputs -> (padded outputs [B, T], decoder inputs BOS + outputs[:-1] [B, T])."""
+def _teacher_batch(outputs: list[list[int]], device: torch.device,
+                   special: SpecialIds) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outputs -> (padded outputs [B, T], decoder inputs start id + outputs[:-1] [B, T])."""
     width = max(len(o) for o in outputs)
-    tgt_out = torch.full((len(outputs), width), PAD_ID, dtype=torch.long)     # [B, T]
+    tgt_out = torch.full((len(outputs), width), special.pad, dtype=torch.long)  # [B, T]
     for i, ids in enumerate(outputs):
         tgt_out[i, :len(ids)] = torch.tensor(ids)
-    tgt_in = torch.cat([torch.full((len(outputs), 1), BOS_ID, dtype=torch.long), tgt_out[:, :-1]], dim=1)  # [B, T]
+    start = torch.full((len(outputs), 1), special.start, dtype=torch.long)   # [B, 1]
+    tgt_in = torch.cat([start, tgt_out[:, :-1]], dim=1)                       # [B, T]
     return tgt_out.to(device), tgt_in.to(device)

@@ -18,11 +18,12 @@ from torch import nn
 from explorer.config import DecodeConfig
 from explorer.decoding.beam import beam_search
 from explorer.decoding.beam_trace import BeamTrace
-from explorer.decoding.core import Decoded, Hypothesis, check_ablation
+from explorer.decoding.core import Decoded, Hypothesis, check_ablation, special_ids
 from explorer.decoding.greedy import greedy_search, sample
 from explorer.decoding.teacher import capture_forward, score_targets
 from explorer.inspection.trace import Trace
 from explorer.text.encoding import decoder_inputs, output_ids, with_eos
+from explorer.text.special import DEFAULT_IDS, SpecialIds
 
 
 def decode(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Sequence[int] | None = None,
@@ -80,15 +81,15 @@ class Translation:
         return self.best.text if self.best else ""
 
 
-def encode_source(tokenizer, text: str, max_len: int) -> tuple[list[int], bool, str]:
+def encode_source(tokenizer, text: str, max_len: int, special: SpecialIds = DEFAULT_IDS) -> tuple[list[int], bool, str]:
     """explorer.text.encoding's source ids, with the soft failures the UI wants: (ids, truncated, reason);
-    ids == [] when there is nothing to translate."""
+    ids == [] when there is nothing to translate. `special`: the model's ids (model.cfg.special)."""
     if not text or not text.strip():
         return [], False, "empty input: nothing to translate"
     found = tokenizer.encode(text, side="src")
     if not found:
         return [], False, "the text produced no tokens"
-    ids = with_eos(found, max_len)
+    ids = with_eos(found, max_len, special)
     if len(ids) < len(found) + 1:
         return ids, True, f"source truncated from {len(found) + 1} to {max_len} tokens (the model's max_len)"
     return ids, False, ""
@@ -99,7 +100,7 @@ def translate(model: nn.Module, tokenizer, text: str, cfg: DecodeConfig | None =
     """Translate one text. Bad config, prefix or head indices raise ValueError; bad text does not."""
     cfg = cfg or DecodeConfig()
     heads = check_ablation(model, ablate)
-    src_ids, truncated, reason = encode_source(tokenizer, text, model.cfg.max_len)
+    src_ids, truncated, reason = encode_source(tokenizer, text, model.cfg.max_len, special_ids(model))
     common = dict(source=text, truncated=truncated, reason=reason, config=cfg.to_dict(),
                   prefix=list(prefix or []), ablated=heads)
     if not src_ids:
@@ -113,10 +114,10 @@ def translate(model: nn.Module, tokenizer, text: str, cfg: DecodeConfig | None =
 def score_text(model: nn.Module, tokenizer, text: str, target: str, cfg: DecodeConfig | None = None, *,
                ablate: Iterable[Sequence] = ()) -> TranslatedHypothesis | None:
     """Teacher-forced score of a given translation (e.g. a reference); None for empty text."""
-    src_ids, _, _ = encode_source(tokenizer, text, model.cfg.max_len)
+    src_ids, _, _ = encode_source(tokenizer, text, model.cfg.max_len, special_ids(model))
     if not src_ids:
         return None
-    tgt_ids = output_ids(tokenizer, target, model.cfg.max_len)
+    tgt_ids = output_ids(tokenizer, target, model.cfg.max_len, special_ids(model))
     return _with_text(tokenizer, score_targets(model, [src_ids], [tgt_ids], cfg, ablate=ablate)[0])
 
 
@@ -129,7 +130,7 @@ def attention_trace(model: nn.Module, tokenizer, src_ids: Sequence[int], tgt_ids
     the output pieces and the per-token log-probs.
     """
     raw, token_lp = capture_forward(model, src_ids, tgt_ids, patterns, ablate)
-    tgt_in = decoder_inputs(tgt_ids)
+    tgt_in = decoder_inputs(tgt_ids, special_ids(model))
     meta = {**raw.meta, "src_ids": [int(i) for i in src_ids], "tgt_ids": [int(i) for i in tgt_ids],
             "tgt_in_ids": tgt_in, "out_tokens": pieces(tokenizer, tgt_ids, "tgt"),
             "token_logprobs": token_lp, "ablated": check_ablation(model, ablate)}

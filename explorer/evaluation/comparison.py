@@ -111,7 +111,7 @@ def test_scores(model, tokenizer, pairs, cfg: DecodeConfig | None = None) -> dic
     from explorer.evaluation.scores import corpus_scores, translate_ids
     from explorer.training.inputs import encode_pairs
 
-    split = encode_pairs(tokenizer, pairs, model.cfg.max_len)
+    split = encode_pairs(tokenizer, pairs, model.cfg.max_len, model.cfg.special)
     device = next(model.parameters()).device
     ids = translate_ids(model, split.src, cfg or DecodeConfig(strategy="greedy"), device)
     hyps = [tokenizer.decode(x, side="tgt") for x in ids]

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 
 from explorer.config import DecodeConfig, resolve_device
 from explorer.data.batching import pad_batch
-from explorer.text.special import PAD_ID
 
 
 def corpus_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
@@ -31,14 +30,14 @@ def corpus_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
 @torch.no_grad()
 def teacher_forced_loss(model, split, device, batch_size: int = 64) -> float:
     """Mean per-token cross-entropy (no smoothing) of the references."""
-    total, count = 0.0, 0
+    total, count, pad = 0.0, 0, model.cfg.pad_id
     for i in range(0, len(split), batch_size):
-        src = pad_batch(split.src[i:i + batch_size]).to(device)                    # [B, S]
-        tgt = pad_batch(split.tgt[i:i + batch_size]).to(device)                    # [B, T+1]
+        src = pad_batch(split.src[i:i + batch_size], pad).to(device)               # [B, S]
+        tgt = pad_batch(split.tgt[i:i + batch_size], pad).to(device)               # [B, T+1]
         logits = model(src, tgt[:, :-1], return_logits=True)                       # [B, T, V]
         total += float(F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
-                                       ignore_index=PAD_ID, reduction="sum"))
-        count += int((tgt[:, 1:] != PAD_ID).sum())
+                                       ignore_index=pad, reduction="sum"))
+        count += int((tgt[:, 1:] != pad).sum())
     return total / max(count, 1)
 
 
@@ -105,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.limit:
         pairs = pairs[:args.limit]
-    split = encode_pairs(ckpt.tokenizer, pairs, ckpt.config.max_len)
+    split = encode_pairs(ckpt.tokenizer, pairs, ckpt.config.max_len, ckpt.config.special)
     device = resolve_device(args.device)
     results = {"test_set": test_name, "n": len(split)}
     for label, cfg in (("greedy", DecodeConfig(strategy="greedy")),

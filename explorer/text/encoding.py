@@ -10,35 +10,37 @@ same sequences:
                                                       [:-1] is the decoder input, its [1:] the labels
     decoder input of an output: BOS + output[:-1]     (teacher forcing: position i predicts output[i])
 
+BOS here is the model's decoder start id and EOS its eos id: each function takes `ids`, a
+special.SpecialIds (a model's is `model.cfg.special`), defaulting to this project's constants.
 The tokenizer only needs encode(text, side).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from explorer.text.special import BOS_ID, EOS_ID
+from explorer.text.special import DEFAULT_IDS, SpecialIds
 
 
-def with_eos(ids: Sequence[int], max_len: int) -> list[int]:
+def with_eos(ids: Sequence[int], max_len: int, special: SpecialIds = DEFAULT_IDS) -> list[int]:
     """ids cut so that ids + EOS fits in max_len, then EOS."""
-    return [int(i) for i in ids][:max_len - 1] + [EOS_ID]
+    return [int(i) for i in ids][:max_len - 1] + [special.eos]
 
 
-def source_ids(tokenizer, text: str, max_len: int) -> list[int]:
+def source_ids(tokenizer, text: str, max_len: int, special: SpecialIds = DEFAULT_IDS) -> list[int]:
     """The encoder input of `text`: its source pieces + EOS, at most max_len ids."""
-    return with_eos(tokenizer.encode(text, side="src"), max_len)
+    return with_eos(tokenizer.encode(text, side="src"), max_len, special)
 
 
-def output_ids(tokenizer, text: str, max_len: int) -> list[int]:
+def output_ids(tokenizer, text: str, max_len: int, special: SpecialIds = DEFAULT_IDS) -> list[int]:
     """`text` as a decoder output (a reference to score or trace): target pieces + EOS, at most max_len."""
-    return with_eos(tokenizer.encode(text, side="tgt"), max_len)
+    return with_eos(tokenizer.encode(text, side="tgt"), max_len, special)
 
 
-def target_ids(tokenizer, text: str, max_len: int) -> list[int]:
+def target_ids(tokenizer, text: str, max_len: int, special: SpecialIds = DEFAULT_IDS) -> list[int]:
     """A training target: BOS + target pieces + EOS, at most max_len ids in all."""
-    return [BOS_ID] + output_ids(tokenizer, text, max_len - 1)
+    return [special.start] + output_ids(tokenizer, text, max_len - 1, special)
 
 
-def decoder_inputs(out_ids: Sequence[int]) -> list[int]:
+def decoder_inputs(out_ids: Sequence[int], special: SpecialIds = DEFAULT_IDS) -> list[int]:
     """What the decoder reads while it writes `out_ids` (teacher forcing): BOS + out_ids[:-1]."""
-    return [BOS_ID] + [int(t) for t in out_ids][:-1]
+    return [special.start] + [int(t) for t in out_ids][:-1]

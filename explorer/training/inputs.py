@@ -13,6 +13,7 @@ import torch
 from explorer.config import TrainConfig
 from explorer.data.batching import make_batches, pad_batch
 from explorer.text.encoding import source_ids, target_ids
+from explorer.text.special import DEFAULT_IDS, PAD_ID, SpecialIds
 from explorer.text.tokenizer import Tokenizer
 
 
@@ -22,6 +23,7 @@ class EncodedSplit:
     tgt: list[list[int]]      # BOS + ids + EOS
     src_text: list[str]
     tgt_text: list[str]
+    pad_id: int = PAD_ID      # what batches of it are padded with (the model's pad id)
 
     def __len__(self) -> int:
         return len(self.src)
@@ -33,12 +35,14 @@ class EncodedSplit:
         return sum(len(s) + len(t) - 1 for s, t in zip(self.src, self.tgt))
 
 
-def encode_pairs(tokenizer: Tokenizer, pairs, max_len: int) -> EncodedSplit:
-    """Sentence pairs as the model reads them (explorer.text.encoding), with their text kept."""
+def encode_pairs(tokenizer: Tokenizer, pairs, max_len: int, special: SpecialIds = DEFAULT_IDS) -> EncodedSplit:
+    """Sentence pairs as the model reads them (explorer.text.encoding, with the model's special
+    ids: `model.cfg.special`), with their text kept."""
     src_text = [p.src for p in pairs]
     tgt_text = [p.tgt for p in pairs]
-    return EncodedSplit([source_ids(tokenizer, s, max_len) for s in src_text],
-                        [target_ids(tokenizer, t, max_len) for t in tgt_text], src_text, tgt_text)
+    return EncodedSplit([source_ids(tokenizer, s, max_len, special) for s in src_text],
+                        [target_ids(tokenizer, t, max_len, special) for t in tgt_text], src_text, tgt_text,
+                        special.pad)
 
 
 def prepare_tokenizer(cfg: TrainConfig, corpus, run_dir: Path, init_tokenizer: Tokenizer | None) -> Tokenizer:
@@ -72,6 +76,6 @@ class BatchPlan:
         return max(1, len(self.epoch_batches(0)) // self.cfg.accum_steps)
 
     def tensors(self, index: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        src = pad_batch([self.split.src[i] for i in index]).to(device)              # [B, S]
-        tgt = pad_batch([self.split.tgt[i] for i in index]).to(device)              # [B, T+1]
+        src = pad_batch([self.split.src[i] for i in index], self.split.pad_id).to(device)  # [B, S]
+        tgt = pad_batch([self.split.tgt[i] for i in index], self.split.pad_id).to(device)  # [B, T+1]
         return src, tgt[:, :-1], tgt[:, 1:]                                          # src, tgt_in, tgt_out

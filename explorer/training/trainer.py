@@ -80,8 +80,6 @@ class Trainer:
         self.dist.barrier()
         if not self.dist.is_main:
             self.tokenizer = prepare_tokenizer(cfg, self.corpus, self.run_dir, init.tokenizer if init else None)
-        self.train_split = encode_pairs(self.tokenizer, self.corpus.train, cfg.max_len)
-        self.dev_split = encode_pairs(self.tokenizer, self.corpus.dev, cfg.max_len)
         if init is not None:
             self.model_cfg = init.config
         else:
@@ -90,6 +88,8 @@ class Trainer:
             if cfg.dropout is not None:
                 overrides["dropout"] = cfg.dropout
             self.model_cfg = preset(cfg.preset, **overrides)
+        self.train_split = encode_pairs(self.tokenizer, self.corpus.train, cfg.max_len, self.model_cfg.special)
+        self.dev_split = encode_pairs(self.tokenizer, self.corpus.dev, cfg.max_len, self.model_cfg.special)
         self.plan = BatchPlan(self.train_split, cfg, self.dist.rank, self.dist.world)
         self._check_batches()                     # before the model is built or a batch allocated
         self.model = init.model if init is not None else Transformer(self.model_cfg)

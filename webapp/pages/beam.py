@@ -10,7 +10,6 @@ import hashlib
 import streamlit as st
 
 from explorer.plots import beams as plots
-from explorer.text.special import EOS_ID, UNK_ID
 from webapp import decode_form, downloads, state
 
 PENALTIES = decode_form.PENALTIES
@@ -99,7 +98,7 @@ def show_attention(ckpt, result, trace, row: int, piece):
 
 def force_controls(ckpt, trace, row: int, step: int, piece, run_key: tuple, tag: str) -> None:
     """Pick another token for this step (from what the parent proposed, or typed) and re-decode."""
-    alts = [(t, lp) for t, lp in trace.alternatives_for(row) if t != EOS_ID]
+    alts = [(t, lp) for t, lp in trace.alternatives_for(row) if t != ckpt.config.eos_id]
     head = trace.tokens(row)[:-1]                                           # the parent hypothesis
     cols = st.columns([2, 2, 1])
     choice = cols[0].selectbox("Alternative token at this step", [t for t, _ in alts],
@@ -115,7 +114,7 @@ def force_controls(ckpt, trace, row: int, step: int, piece, run_key: tuple, tag:
         if not forced:
             st.warning("Nothing to force: pick a token or type a word.")
             return
-        if UNK_ID in forced:
+        if ckpt.config.unk_id in forced:
             st.warning("The typed word contains a piece the vocabulary does not know (forced as <unk>).")
         st.session_state["beam_forced"] = {"key": run_key, "prefix": [int(t) for t in head + forced], "step": step}
     st.caption("`</s>` is not offered: forcing the end of the sentence is just the finished hypothesis.")
