@@ -5,7 +5,12 @@ shows is exactly what the trainer does.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+FINE_TUNE_WARMUP = 50           # steps: a fine-tune only has to re-warm Adam's moments, not the model
+FINE_TUNE_PEAK_SHARE = 0.5      # the fine-tune's peak rate, as a share of the rate training ended at
 
 
 def noam_rate(step: int, d_model: int, factor: float = 1.0, warmup: int = 4000) -> float:
@@ -22,6 +27,35 @@ def noam_curve(steps: np.ndarray, d_model: int, factor: float = 1.0, warmup: int
     """`noam_rate` over an array of steps (float64, same shape as `steps`)."""
     s = np.maximum(np.asarray(steps, dtype=np.float64), 1.0)
     return factor * d_model ** -0.5 * np.minimum(s ** -0.5, s * float(warmup) ** -1.5)
+
+
+@dataclass(frozen=True)
+class FineTune:
+    """Noam settings for continuing from a checkpoint, and why (the Train form proposes them)."""
+
+    warmup: int
+    lr_factor: float
+    peak: float                 # the planned peak rate (at step == warmup)
+    ended_at: float             # the rate the checkpoint's own training ended at
+    ended_at_known: bool        # False: estimated from its step alone (an upper bound)
+
+
+def fine_tune_schedule(training: dict, d_model: int) -> FineTune:
+    """A short warm-up to a peak of half the rate the checkpoint's training ended at.
+
+    Restarting the from-scratch schedule (a long warm-up to the paper's peak, ~3e-3 for d_model 128)
+    throws a trained model far off: 300 such steps took numbers-en-de's dev BLEU from 100 to 89. The
+    rate training ended at is the checkpoint's recorded `last_lr`, else the Noam rate at its step with
+    factor 1 and the warm-up over, which is at least as high as any factor-<=1 run ended at. The peak
+    of noam_rate is factor * d_model^-0.5 * warmup^-0.5, solved here for the factor.
+    """
+    step = max(int(training.get("step") or 1), 1)
+    recorded = training.get("last_lr")
+    known = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0
+    ended_at = float(recorded) if known else noam_rate(step, d_model, 1.0, warmup=1)
+    peak = FINE_TUNE_PEAK_SHARE * ended_at
+    factor = peak * d_model ** 0.5 * FINE_TUNE_WARMUP ** 0.5
+    return FineTune(warmup=FINE_TUNE_WARMUP, lr_factor=factor, peak=peak, ended_at=ended_at, ended_at_known=known)
 
 
 def label_smoothing_target(vocab_size: int, target: int, epsilon: float) -> np.ndarray:

@@ -314,7 +314,9 @@ class Trainer:
                 "training": {"step": self.step, "epoch": self.epoch, "dataset": self.cfg.dataset,
                              "preset": self.cfg.preset, "init_from": self.cfg.init_from,
                              "best_dev_bleu": self.best["bleu"], "best_step": self.best["step"],
-                             "run": self.run_dir.name}}
+                             "run": self.run_dir.name, "warmup": self.cfg.warmup, "lr_factor": self.cfg.lr_factor,
+                             "last_lr": noam_rate(self.step, self.model_cfg.d_model, self.cfg.lr_factor,
+                                                  self.cfg.warmup)}}
         save_checkpoint(path, self.model, self.tokenizer, meta=meta, dtype=torch.float32, trainer_state=state)
         self._prune()
         rf.write_status(self.run_dir, last_checkpoint=str(path), best_step=self.best["step"])

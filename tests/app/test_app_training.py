@@ -93,6 +93,29 @@ def test_start_training_launches_the_settings_of_the_form(runs, monkeypatch):
     assert Path(cfg.run_dir) == runs["root"] / "from-the-form"
 
 
+def test_fine_tuning_proposes_the_recipe_and_warns_above_it(runs, monkeypatch):
+    from explorer.training.schedule import fine_tune_schedule
+    from webapp import state
+
+    launched = []
+    monkeypatch.setattr(jobs, "start", lambda cfg, nproc=1: launched.append(cfg) or jobs.Job(
+        name=Path(cfg.run_dir).name, run_dir=Path(cfg.run_dir), state="starting"))
+    at = open_page("train")
+    at.radio(key="tr_numbers_from").set_value("checkpoint").run()
+    assert not at.exception, [e.value for e in at.exception]
+    info = [i for i in state.available_checkpoints() if not i.error][at.selectbox(key="tr_numbers_init").value]
+    recipe = fine_tune_schedule(info.meta["training"], info.meta["model"]["d_model"])
+    assert at.number_input(key="tr_numbers_warmup_ft0").value == recipe.warmup
+    assert at.number_input(key="tr_numbers_lr_ft0").value == pytest.approx(recipe.lr_factor, abs=1e-4)
+    assert "Fine-tuning recipe" in texts(at.caption) and not at.warning
+    high = round(3 * recipe.lr_factor, 4)                                       # a peak 1.5x where training ended
+    at.number_input(key="tr_numbers_lr_ft0").set_value(high).run()
+    assert "may undo what the model learned" in texts(at.warning)
+    next(t for t in at.text_input if t.label.startswith("Run name")).set_value("tuned").run()
+    at.button(key="tr_start").click().run()
+    assert launched and launched[-1].init_from == str(info.path) and launched[-1].lr_factor == high
+
+
 def test_train_page_refuses_bad_settings_and_a_full_slot(runs):
     at = open_page("train")
     root = runs["root"]

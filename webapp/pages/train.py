@@ -23,7 +23,7 @@ from explorer.plots import training as plots
 from explorer.text.tokenizer import MODEL_TYPES
 from explorer.training import args
 from explorer.training.args import planned_model_config
-from explorer.training.schedule import noam_curve
+from explorer.training.schedule import FineTune, fine_tune_schedule, noam_curve, noam_rate
 from webapp import downloads, state
 
 DATASETS = {"numbers": "Number words, English → German (learns in minutes)",
@@ -86,6 +86,23 @@ def _dataset(choice: str) -> str | None:
     return str(path)
 
 
+def _fine_tune_recipe(info) -> FineTune | None:
+    d_model = (info.meta.get("model") or {}).get("d_model")
+    return fine_tune_schedule(info.meta.get("training") or {}, int(d_model)) if isinstance(d_model, int) else None
+
+
+def _fine_tune_notes(recipe: FineTune, warmup: int, lr_factor: float, d_model: int) -> None:
+    """What the proposed fine-tuning schedule does, and a warning when the settings leave it."""
+    ended = "it recorded" if recipe.ended_at_known else "estimated from its step"
+    st.caption(f"Fine-tuning recipe: {recipe.warmup} warm-up steps to a peak of {recipe.peak:.2g}, half the rate "
+               f"this checkpoint's training ended at ({recipe.ended_at:.2g}, {ended}); restarting the from-scratch "
+               "schedule would throw the trained model far off.")
+    peak = noam_rate(warmup, d_model, lr_factor, warmup)
+    if peak > recipe.ended_at:
+        st.warning(f"The planned peak rate {peak:.2g} is above the rate this checkpoint's training ended at "
+                   f"({recipe.ended_at:.2g}): fine-tuning at it may undo what the model learned.")
+
+
 def new_job_form() -> None:
     choice = st.radio("Data", list(DATASETS), format_func=DATASETS.get, horizontal=True, key="tr_data")
     d = DEFAULTS[choice]
@@ -109,14 +126,18 @@ def new_job_form() -> None:
         pick = c2.selectbox("Checkpoint", range(len(healthy)), key=k + "init",
                             format_func=lambda i: state.checkpoint_label(healthy[i]))
         init_from = str(healthy[pick].path)
+    recipe = _fine_tune_recipe(healthy[pick]) if init_from else None
     c1, c2, c3, c4 = st.columns(4)
     by_epochs = c1.toggle("Length in epochs", key=k + "by_epochs")
     steps = c1.number_input("Epochs" if by_epochs else "Steps", 1, FORM_MAX["steps"],
                             3 if by_epochs else d["max_steps"], key=k + ("epochs" if by_epochs else "steps"))
     batch_tokens = c2.number_input("Batch tokens", args.MIN_BATCH_TOKENS, FORM_MAX["batch_tokens"], d["batch_tokens"],
                                    step=500, key=k + "batch")
-    warmup = c3.number_input("Warm-up steps", 1, FORM_MAX["warmup"], d["warmup"], key=k + "warmup")
-    lr_factor = c4.number_input("LR factor", 0.01, 10.0, d["lr_factor"], step=0.1, key=k + "lr")
+    tuned = f"_ft{pick}" if recipe else ""                 # own widgets (and defaults) per checkpoint fine-tuned
+    warmup = c3.number_input("Warm-up steps", 1, FORM_MAX["warmup"], recipe.warmup if recipe else d["warmup"],
+                             key=k + "warmup" + tuned)
+    lr_factor = c4.number_input("LR factor", 0.0001, 10.0, round(recipe.lr_factor, 4) if recipe else d["lr_factor"],
+                                step=0.01 if recipe else 0.1, format="%.4f", key=k + "lr" + tuned)
     smoothing = c1.number_input("Label smoothing ε", 0.0, 0.99, 0.1, step=0.05, key=k + "ls")
     eval_every = c2.number_input("Evaluate every (steps)", 0, FORM_MAX["every"], d["eval_every"], key=k + "eval")
     save_every = c3.number_input("Checkpoint every (steps)", 0, FORM_MAX["every"], d["save_every"], key=k + "save")
@@ -147,6 +168,8 @@ def new_job_form() -> None:
         st.error(f"Invalid settings: {err}")
         return
     d_model = _d_model(cfg)
+    if recipe and d_model:
+        _fine_tune_notes(recipe, int(warmup), float(lr_factor), d_model)
     if d_model and not by_epochs:
         x = np.arange(1, int(steps) + 1)
         downloads.chart(plots.schedule_figure([(f"planned (d_model={d_model})", x, noam_curve(
