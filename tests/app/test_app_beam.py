@@ -11,19 +11,13 @@ import re
 import numpy as np
 import pytest
 
-from support.app_support import (array, chart, default_roots, no_exception, open_app, texts,  # noqa: F401
-                         usable_checkpoint_or_skip)
+from support.app_support import (array, chart, checkpoint, default_roots, no_exception,  # noqa: F401
+                                  only_a_broken_checkpoint, open_app, texts)
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 
 PAGE = "webapp/pages/beam.py"
-SENTENCES = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "three hundred and twenty one"}
 pytestmark = pytest.mark.usefixtures("default_roots")
-
-
-@pytest.fixture(scope="module")
-def checkpoint():
-    return usable_checkpoint_or_skip(SENTENCES)
 
 
 def open_page(ckpt_name: str, text: str | None, **query):
@@ -183,10 +177,6 @@ def test_greedy_settings_say_beam_search_is_needed(checkpoint):
 
 def test_damaged_checkpoint_gives_a_message(checkpoint, tmp_path, monkeypatch):
     info, text = checkpoint
-    broken = tmp_path / "runs" / "broken" / "checkpoints" / "step_000001"
-    broken.mkdir(parents=True)
-    (broken / "config.json").write_text("{ not json")
-    monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
-    at = open_page("broken/checkpoints/step_000001", text)
+    at = open_page(only_a_broken_checkpoint(tmp_path, monkeypatch), text)
     no_exception(at)
     assert "Pick a working checkpoint" in texts(at.info)

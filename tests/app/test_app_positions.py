@@ -14,19 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from support.app_support import array, chart, default_roots, open_app, texts, usable_checkpoint_or_skip  # noqa: F401
+from support.app_support import (array, chart, checkpoint, default_roots, only_a_broken_checkpoint,  # noqa: F401
+                                  open_app, texts)
 from explorer.store.checkpoint import load_checkpoint, save_checkpoint
 from explorer.model import Transformer, sinusoidal_table
 
 PAGE = "webapp/pages/positions.py"
-SENTENCES = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "three hundred and twenty one"}
 pytestmark = pytest.mark.usefixtures("default_roots")
-
-
-@pytest.fixture(scope="module")
-def checkpoint():
-    """(CheckpointInfo, sentence) of the checkpoint to test on."""
-    return usable_checkpoint_or_skip(SENTENCES)
 
 
 def open_page(ckpt_name: str, text: str | None):
@@ -130,11 +124,7 @@ def test_learned_positions_are_shown_as_such(checkpoint, tmp_path, monkeypatch):
 
 def test_damaged_checkpoint_falls_back_to_the_paper(checkpoint, tmp_path, monkeypatch):
     info, text = checkpoint
-    broken = tmp_path / "runs" / "broken" / "checkpoints" / "step_000001"
-    broken.mkdir(parents=True)
-    (broken / "config.json").write_text("{ not json")
-    monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
-    at = open_page("broken/checkpoints/step_000001", text)
+    at = open_page(only_a_broken_checkpoint(tmp_path, monkeypatch), text)
     assert not at.exception
     assert at.error, "the damaged checkpoint must be reported"
     assert at.select_slider(key="pe_d").value == 512 and at.select_slider(key="pe_base").value == 10000.0

@@ -73,7 +73,8 @@ def test_train_page_shows_every_job_state(runs):
     assert "hyp at 20" in at.table[0].value.to_string()           # the latest eval's samples
 
 
-def test_start_training_launches_the_settings_of_the_form(runs, monkeypatch):
+def launches(monkeypatch) -> list:
+    """jobs.start replaced by a recorder: the (cfg, nproc) each Start press would launch."""
     launched = []
 
     def fake_start(cfg, nproc=1):
@@ -81,6 +82,11 @@ def test_start_training_launches_the_settings_of_the_form(runs, monkeypatch):
         return jobs.Job(name=Path(cfg.run_dir).name, run_dir=Path(cfg.run_dir), state="starting")
 
     monkeypatch.setattr(jobs, "start", fake_start)
+    return launched
+
+
+def test_start_training_launches_the_settings_of_the_form(runs, monkeypatch):
+    launched = launches(monkeypatch)
     at = open_page("train")
     next(t for t in at.text_input if t.label.startswith("Run name")).set_value("from-the-form").run()
     at.number_input(key="tr_numbers_warmup").set_value(50).run()
@@ -97,9 +103,7 @@ def test_fine_tuning_proposes_the_recipe_and_warns_above_it(runs, monkeypatch):
     from explorer.training.schedule import fine_tune_schedule
     from webapp import state
 
-    launched = []
-    monkeypatch.setattr(jobs, "start", lambda cfg, nproc=1: launched.append(cfg) or jobs.Job(
-        name=Path(cfg.run_dir).name, run_dir=Path(cfg.run_dir), state="starting"))
+    launched = launches(monkeypatch)
     at = open_page("train")
     at.radio(key="tr_numbers_from").set_value("checkpoint").run()
     assert not at.exception, [e.value for e in at.exception]
@@ -113,7 +117,7 @@ def test_fine_tuning_proposes_the_recipe_and_warns_above_it(runs, monkeypatch):
     assert "may undo what the model learned" in texts(at.warning)
     next(t for t in at.text_input if t.label.startswith("Run name")).set_value("tuned").run()
     at.button(key="tr_start").click().run()
-    assert launched and launched[-1].init_from == str(info.path) and launched[-1].lr_factor == high
+    assert launched and launched[-1][0].init_from == str(info.path) and launched[-1][0].lr_factor == high
 
 
 def test_train_page_refuses_bad_settings_and_a_full_slot(runs):
@@ -189,9 +193,7 @@ def test_checkpoints_page_table_compare_and_scrubber(runs):
 
 
 def test_upload_is_refused_with_its_first_bad_line_or_accepted(runs, monkeypatch):
-    launched = []
-    monkeypatch.setattr(jobs, "start", lambda cfg, nproc=1: launched.append(cfg) or jobs.Job(
-        name=Path(cfg.run_dir).name, run_dir=Path(cfg.run_dir), state="starting"))
+    launched = launches(monkeypatch)
     at = open_page("train")
     at.radio(key="tr_data").set_value("upload").run()
     at.file_uploader(key="tr_upload").upload("bad.tsv", b"one\teins\ntwo zwei\n", "text/tab-separated-values").run()
@@ -203,5 +205,5 @@ def test_upload_is_refused_with_its_first_bad_line_or_accepted(runs, monkeypatch
     assert "4 sentence pairs accepted" in texts(at.success)
     at.button(key="tr_start").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    (cfg,) = launched
+    ((cfg, _),) = launched
     assert Path(cfg.dataset).parent == runs["root"] / "uploads" and Path(cfg.dataset).read_bytes() == good

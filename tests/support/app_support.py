@@ -60,6 +60,15 @@ def usable_checkpoint_or_skip(sentences: dict[str, str] = SENTENCES):
     return found
 
 
+GENESIS = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "three hundred and twenty one"}
+
+
+@pytest.fixture(scope="module")
+def checkpoint():
+    """(CheckpointInfo, a sentence in its source language) of the checkpoint a page test runs on."""
+    return usable_checkpoint_or_skip(GENESIS)
+
+
 @pytest.fixture
 def default_roots(monkeypatch):
     """The app lists checkpoints/ and runs/ unless a test points it elsewhere."""
@@ -149,3 +158,12 @@ def damage(src: Path, dst: Path, how: str) -> Path:
     else:
         raise ValueError(how)
     return dst
+
+
+def only_a_broken_checkpoint(tmp_path: Path, monkeypatch) -> str:
+    """List only one run checkpoint whose config.json is not JSON; returns the name the picker knows it by."""
+    broken = tmp_path / "runs" / "broken" / "checkpoints" / "step_000001"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{ not json")
+    monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
+    return "broken/checkpoints/step_000001"
