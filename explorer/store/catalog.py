@@ -17,8 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from explorer.store.atomic import asides
-from explorer.store.checkpoint import (CONFIG, WEIGHTS, CheckpointError, _checked_state, check_size, read_card,
-                                 read_config, read_weights_header, resolve, verify_contents)
+from explorer.store.checkpoint import (CONFIG, WEIGHTS, CheckpointError, read_card, read_config,
+                                       read_weights_header, resolve, verify_contents)
+from explorer.store.weights import check_size, checked_state
 from explorer.model import model_skeleton
 
 
@@ -91,7 +92,7 @@ def _info(root: Path, path: Path) -> CheckpointInfo:
         header = read_weights_header(real)
         check_size(cfg, header, real / WEIGHTS)                 # before the skeleton: nothing sized by the config
         skeleton = model_skeleton(cfg)
-        _checked_state(skeleton, header, real / WEIGHTS)
+        checked_state(skeleton, header, real / WEIGHTS)
         error = _contents_error(str(real), _file_versions(real))  # reads the weights: once per file version
         if error:
             raise CheckpointError(error)

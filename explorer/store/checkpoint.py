@@ -7,6 +7,8 @@
     <dir>/trainer_state.pt   optional: resume state, loadable with torch.load(weights_only=True)
     <dir>/test.tsv           optional: the held-out test split (shipped checkpoints; explorer.store.ship)
 
+The weights file itself is read as untrusted input by explorer/store/weights.py.
+
 Saving writes a hidden sibling `.<name>.tmp-*`, fsyncs every file and the directory, then swaps:
 the old directory is renamed aside (`.<name>.old-*`), the new one renamed in, the old one removed.
 Killed at any point, either the old or the new checkpoint is whole: loading falls back to the
@@ -16,37 +18,29 @@ file, never a traceback from inside a library.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import os
 import shutil
-import struct
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from explorer.store.atomic import asides, fsync_dir, fsync_file, recover, swap_in, write_json_atomic
 from explorer.config import ModelConfig, resolve_device
-from explorer.model import Transformer, parameter_count
+from explorer.model import Transformer
+from explorer.store import weights as wf
+from explorer.store.atomic import asides, fsync_dir, fsync_file, recover, swap_in, write_json_atomic
+from explorer.store.errors import CheckpointError
 
 FORMAT_VERSION = 1
 CONFIG, WEIGHTS, CARD, TRAINER_STATE = "config.json", "model.safetensors", "card.json", "trainer_state.pt"
 TEST_SPLIT = "test.tsv"
 META_KEYS = ("name", "src_lang", "tgt_lang", "training")
-MAX_HEADER_BYTES = 100 << 20     # the safetensors library's own limit on a header
-_ST_DTYPES = {"F16": torch.float16, "F32": torch.float32, "BF16": torch.bfloat16, "F64": torch.float64}
-
-
-class CheckpointError(Exception):
-    """A checkpoint that cannot be used; the message names the file and the problem."""
 
 
 @dataclass
@@ -96,7 +90,7 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
             "tgt_lang": meta.get("tgt_lang"),
             "training": meta.get("training", {}),
             "dtype": "float16" if dtype == torch.float16 else "float32",
-            "weights_sha256": _sha256(tmp / WEIGHTS),
+            "weights_sha256": wf.sha256(tmp / WEIGHTS),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         (tmp / CONFIG).write_text(json.dumps(config, indent=2))   # written last: marks tmp complete
@@ -118,23 +112,13 @@ def _weights_to_save(model: Transformer, dtype: torch.dtype) -> dict[str, torch.
     """
     out: dict[str, torch.Tensor] = {}
     state = model.state_dict()
-    for names in _alias_groups(model):
+    for names in wf.alias_groups(model):
         name, t = names[0], state[names[0]]
         copy = t.detach().to("cpu", dtype=dtype if t.is_floating_point() else t.dtype, copy=True).contiguous()
         if t.is_floating_point() and not bool(torch.isfinite(copy).all()) and bool(torch.isfinite(t).all()):
             raise ValueError(f"{name}: values overflow {dtype}; save in float32")
         out[name] = copy
     return out
-
-
-def _alias_groups(model: torch.nn.Module) -> list[list[str]]:
-    """State-dict names grouped by the tensor they name (tied weights: one group of three names)."""
-    keys = set(model.state_dict())
-    groups: dict[int, list[str]] = {}
-    for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
-        if name in keys:
-            groups.setdefault(id(t), []).append(name)
-    return list(groups.values())
 
 
 def _save_trainer_state(state: dict, path: Path) -> None:
@@ -145,14 +129,6 @@ def _save_trainer_state(state: dict, path: Path) -> None:
     except Exception as exc:
         raise ValueError("trainer_state must hold only tensors, numbers, strings, lists and dicts "
                          f"(it has to load with weights_only=True): {exc}") from None
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def write_card(directory: str | os.PathLike, card: dict) -> None:
@@ -208,19 +184,19 @@ def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "
     meta, cfg = read_config(path)
     weights = path / WEIGHTS
     expected = meta.get("weights_sha256")
-    sha = _sha256(weights) if weights.is_file() else None
+    sha = wf.sha256(weights) if weights.is_file() else None
     header = read_weights_header(path)              # missing, truncated, malformed header
-    check_size(cfg, header, weights)                # before anything the config sizes is allocated
+    wf.check_size(cfg, header, weights)             # before anything the config sizes is allocated
     if expected is not None and sha != expected:
         raise CheckpointError(f"{weights}: content does not match the sha256 in config.json (corrupted file)")
     model = Transformer(cfg)
-    state = _checked_state(model, header, weights)
+    state = wf.checked_state(model, header, weights)
     try:
         loaded = load_file(str(weights), device="cpu")
     except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
         raise CheckpointError(f"{weights}: cannot read tensors: {exc}") from None
     for name, tensor in loaded.items():
-        _check_finite(weights, name, tensor)
+        wf.check_finite(weights, name, tensor)
     full = {name: loaded[stored].to(torch.float32) if loaded[stored].is_floating_point() else loaded[stored]
             for name, stored in state.items()}
     model.load_state_dict(full, strict=True)
@@ -242,46 +218,8 @@ def load_trainer_state(directory: str | os.PathLike) -> dict:
 
 
 def read_weights_header(directory: str | os.PathLike) -> dict[str, dict]:
-    """The safetensors header {name: {dtype, shape, data_offsets}}, checked against the file size."""
-    path = resolve(directory) / WEIGHTS
-    if not path.is_file():
-        raise CheckpointError(f"{path}: file missing")
-    size = path.stat().st_size
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise CheckpointError(f"{path}: truncated ({size} bytes; no header)")
-            (n,) = struct.unpack("<Q", head)
-            if n > MAX_HEADER_BYTES:
-                raise CheckpointError(f"{path}: corrupt safetensors header ({n:,} bytes claimed)")
-            if n > size - 8:
-                raise CheckpointError(f"{path}: truncated or not a safetensors file (header of {n} bytes "
-                                      f"in a {size}-byte file)")
-            header = json.loads(f.read(n))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise CheckpointError(f"{path}: corrupt safetensors header (not JSON)") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{path}: corrupt safetensors header")
-    header.pop("__metadata__", None)
-    end = 0
-    for name, info in header.items():
-        try:
-            start, stop = info["data_offsets"]
-            dtype, shape = _ST_DTYPES[info["dtype"]], info["shape"]
-            if not all(type(v) is int and v >= 0 for v in [start, stop, *shape]) or start > stop:
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{path}: corrupt header entry for {name!r}") from None
-        numel = 1
-        for s in shape:
-            numel *= s
-        if stop - start != numel * dtype.itemsize:
-            raise CheckpointError(f"{path}: corrupt header entry for {name!r} (size does not match shape)")
-        end = max(end, stop)
-    if 8 + n + end != size:
-        raise CheckpointError(f"{path}: truncated or padded: expected {8 + n + end} bytes, found {size}")
-    return header
+    """The safetensors header of a checkpoint directory's weights, checked against the file size."""
+    return wf.read_header(resolve(directory) / WEIGHTS)
 
 
 def verify_contents(directory: str | os.PathLike, meta: dict, cfg: ModelConfig) -> None:
@@ -289,63 +227,20 @@ def verify_contents(directory: str | os.PathLike, meta: dict, cfg: ModelConfig) 
     the sha256 in config.json, NaN or infinite weights, a tokenizer that does not load or fit the model.
 
     For listings (load_checkpoint checks the same while it loads). The header must already have
-    been checked against the config (check_size), so no tensor is larger than the file says.
+    been checked against the config (weights.check_size), so no tensor is larger than the file says.
     """
     path = resolve(directory)
     weights = path / WEIGHTS
     expected = meta.get("weights_sha256")
-    if expected is not None and _sha256(weights) != expected:
+    if expected is not None and wf.sha256(weights) != expected:
         raise CheckpointError(f"{weights}: content does not match the sha256 in config.json (corrupted file)")
     try:
         with safe_open(str(weights), framework="pt") as f:
             for name in f.keys():
-                _check_finite(weights, name, f.get_tensor(name))
+                wf.check_finite(weights, name, f.get_tensor(name))
     except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
         raise CheckpointError(f"{weights}: cannot read tensors: {exc}") from None
     _load_tokenizer(path, meta, cfg)
-
-
-def _check_finite(weights: Path, name: str, tensor: torch.Tensor) -> None:
-    """NaN/inf check in numpy: torch.isfinite on CPU float16 measured ~50x slower (1.5 s for a 16 MB model)."""
-    if not tensor.is_floating_point():
-        return
-    values = tensor.float().numpy() if tensor.dtype == torch.bfloat16 else tensor.numpy()
-    if not bool(np.isfinite(values).all()):
-        raise CheckpointError(f"{weights}: tensor {name!r} holds NaN or infinite values (a diverged or damaged model)")
-
-
-def check_size(cfg: ModelConfig, header: dict[str, dict], weights: Path) -> None:
-    """The weights file must hold exactly as many values as the config's model has parameters.
-
-    Checked from the header and the config alone, before a model is built: the header was already
-    checked against the file's size, so nothing sized by config.json is allocated unless the file
-    on disk is really that big.
-    """
-    stored = sum(math.prod(info["shape"]) for info in header.values())
-    expected = parameter_count(cfg)
-    if stored != expected:
-        raise CheckpointError(f"{weights}: holds {stored:,} values, but config.json describes a model of "
-                              f"{expected:,} parameters (damaged, or the wrong config)")
-
-
-def _checked_state(model: Transformer, header: dict[str, dict], weights: Path) -> dict[str, str]:
-    """Map every state_dict name to the stored tensor that holds it; check names and shapes."""
-    expected = model.state_dict()
-    mapping: dict[str, str] = {}
-    for names in _alias_groups(model):
-        stored = [n for n in names if n in header]
-        if not stored:
-            raise CheckpointError(f"{weights}: missing tensor {names[0]!r}")
-        for name in names:
-            mapping[name] = stored[0]
-    for name, stored in mapping.items():
-        want, got = list(expected[name].shape), header[stored]["shape"]
-        if want != got:
-            raise CheckpointError(f"{weights}: tensor {stored!r} has shape {got}, the config needs {want}")
-    unexpected = sorted(set(header) - set(mapping))
-    if unexpected:
-        raise CheckpointError(f"{weights}: unexpected tensor(s) {unexpected[:5]} (wrong model config?)")
-    return mapping
 
 
 def _load_tokenizer(path: Path, meta: dict, cfg: ModelConfig) -> Any:
