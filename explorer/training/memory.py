@@ -5,14 +5,19 @@ status stuck at "running"): the trainer refuses with the figures instead.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
 
-from explorer.config import ModelConfig
+from explorer.config import ModelConfig, TrainConfig
 from explorer.model import parameter_count
 
 MEMINFO = Path("/proc/meminfo")
+
+
+class SetupRefused(Exception):
+    """Settings that pass validate() but not this corpus or machine (a batch too big for memory)."""
 
 
 def step_memory_bytes(model_cfg: ModelConfig, tokens: int, seq_len: int) -> int:
@@ -57,3 +62,30 @@ def available_memory_bytes(device: torch.device) -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def check_batches(cfg: TrainConfig, plan, train_split, model_cfg: ModelConfig, device: torch.device, dist) -> None:
+    """Refuse batches this run cannot use, before the first step finds out the hard way.
+
+    An epoch with fewer batches than accum_steps never makes a step (the loop would look for one
+    forever). A step needing more memory than there is gets the process killed mid-step with its
+    status still `running`. A batch holds at most the whole corpus, and at least its longest
+    sentence. CPU ranks started together share one machine's memory; all ranks take the same
+    decision, so none is left waiting for the others.
+    """
+    batches = len(plan.epoch_batches(0))
+    if cfg.accum_steps > batches:
+        raise SetupRefused(f"accum_steps {cfg.accum_steps} needs {cfg.accum_steps} batches per epoch; "
+                           f"batch_tokens {cfg.batch_tokens} makes {batches}; "
+                           "lower --accum-steps or --batch-tokens")
+    seq_len = max((max(s, t) for s, t in train_split.lengths()), default=1)
+    tokens = min(max(cfg.batch_tokens, seq_len), len(train_split) * seq_len)
+    need = step_memory_bytes(model_cfg, tokens, seq_len)
+    if device.type == "cpu":
+        need *= int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    free = available_memory_bytes(device)
+    short = free is not None and need > free
+    if dist.all_sum([float(short)], device)[0] > 0:
+        available = f"{free / 2 ** 30:.1f} GiB" if free is not None else "less on another rank"
+        raise SetupRefused(f"batch_tokens {cfg.batch_tokens} needs about {need / 2 ** 30:.1f} GiB per step; "
+                           f"{available} available; lower --batch-tokens")

@@ -28,16 +28,10 @@ from explorer.data import DataError, load_corpus
 from explorer.training.distributed import Dist
 from explorer.evaluation.scores import evaluate_split
 from explorer.model import Transformer, parameter_count
-from explorer.training.memory import available_memory_bytes, step_memory_bytes
+from explorer.training.memory import SetupRefused, check_batches
 from explorer.training.schedule import noam_rate
 from explorer.training.args import parse_command
 from explorer.training.inputs import BatchPlan, encode_pairs, prepare_tokenizer
-
-
-
-
-class SetupRefused(Exception):
-    """Settings that pass validate() but not this corpus or machine (a batch too big for memory)."""
 
 
 class Trainer:
@@ -91,7 +85,7 @@ class Trainer:
         self.train_split = encode_pairs(self.tokenizer, self.corpus.train, cfg.max_len, self.model_cfg.special)
         self.dev_split = encode_pairs(self.tokenizer, self.corpus.dev, cfg.max_len, self.model_cfg.special)
         self.plan = BatchPlan(self.train_split, cfg, self.dist.rank, self.dist.world)
-        self._check_batches()                     # before the model is built or a batch allocated
+        check_batches(cfg, self.plan, self.train_split, self.model_cfg, self.device, self.dist)  # before the model exists
         self.model = init.model if init is not None else Transformer(self.model_cfg)
         self.model.to(self.device).train()
         if cfg.bf16 and self.device.type == "cpu" and not _cpu_has_bf16() and self.dist.is_main:
@@ -110,33 +104,6 @@ class Trainer:
         self.train_model = self.dist.wrap(self.model)
         if self.dist.is_main:
             rf.write_json_atomic(self.run_dir / rf.CONFIG, cfg.to_dict())
-
-    def _check_batches(self) -> None:
-        """Refuse batches this run cannot use, before the first step finds out the hard way.
-
-        An epoch with fewer batches than accum_steps never makes a step (the loop would look for one
-        forever). A step needing more memory than there is gets the process killed mid-step with its
-        status still `running`. A batch holds at most the whole corpus, and at least its longest
-        sentence. CPU ranks started together share one machine's memory; all ranks take the same
-        decision, so none is left waiting for the others.
-        """
-        cfg = self.cfg
-        batches = len(self.plan.epoch_batches(0))
-        if cfg.accum_steps > batches:
-            raise SetupRefused(f"accum_steps {cfg.accum_steps} needs {cfg.accum_steps} batches per epoch; "
-                               f"batch_tokens {cfg.batch_tokens} makes {batches}; "
-                               "lower --accum-steps or --batch-tokens")
-        seq_len = max((max(s, t) for s, t in self.train_split.lengths()), default=1)
-        tokens = min(max(cfg.batch_tokens, seq_len), len(self.train_split) * seq_len)
-        need = step_memory_bytes(self.model_cfg, tokens, seq_len)
-        if self.device.type == "cpu":
-            need *= int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        free = available_memory_bytes(self.device)
-        short = free is not None and need > free
-        if self.dist.all_sum([float(short)], self.device)[0] > 0:
-            available = f"{free / 2 ** 30:.1f} GiB" if free is not None else "less on another rank"
-            raise SetupRefused(f"batch_tokens {cfg.batch_tokens} needs about {need / 2 ** 30:.1f} GiB per step; "
-                               f"{available} available; lower --batch-tokens")
 
     def _restore(self) -> None:
         if self.dist.is_main:       # the run's only writer finishes what an interrupted save left

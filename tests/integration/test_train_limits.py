@@ -139,10 +139,10 @@ def test_a_batch_too_big_for_memory_is_refused_before_the_first_step(tmp_path, n
         "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
         "atexit.register(lambda: print(f'maxrss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}',"
         " file=sys.stderr))\n"
-        "import explorer.training.args as args, explorer.training.trainer as train\n"
+        "import explorer.training.args as args, explorer.training.memory as memory\n"
         "args.validate = lambda cfg: None\n"
-        "real = train.available_memory_bytes\n"
-        "train.available_memory_bytes = lambda device: min(real(device) or 8 << 30, 8 << 30)\n")
+        "real = memory.available_memory_bytes\n"
+        "memory.available_memory_bytes = lambda device: min(real(device) or 8 << 30, 8 << 30)\n")
     t0 = time.monotonic()
     proc = run(patched_cmd(run_dir, setup, "--batch-tokens", str(10 ** 12), "--max-steps", "5"))
     seconds = time.monotonic() - t0
@@ -157,6 +157,8 @@ def test_a_batch_too_big_for_memory_is_refused_before_the_first_step(tmp_path, n
     reason = st["last_error"]
     assert re.search(r"batch_tokens 1000000000000 needs about [\d.]+ GiB per step; [\d.]+ GiB available; "
                      r"lower --batch-tokens", reason), reason
+    free = float(re.search(r"([\d.]+) GiB available", reason).group(1))
+    assert free <= 8.0                                    # the injected cap reached the check (not a dead patch)
     assert not rf.RunLock(run_dir).is_held_by_other() and checkpoint_steps(run_dir) == []
 
 
@@ -166,7 +168,7 @@ def test_more_accumulation_steps_than_batches_is_refused_not_a_silent_hang(tmp_p
     cfg = TrainConfig(run_dir=str(run_dir), dataset="numbers", tokenizer_type="word", threads=1,
                       batch_tokens=400_000, accum_steps=8, max_steps=5)
     validate(cfg)
-    with pytest.raises(train.SetupRefused, match=r"accum_steps 8 needs 8 batches per epoch; batch_tokens "
+    with pytest.raises(memory.SetupRefused, match=r"accum_steps 8 needs 8 batches per epoch; batch_tokens "
                                                  r"400000 makes \d; lower --accum-steps or --batch-tokens"):
         train.Trainer(cfg)
     assert status(run_dir)["state"] == "failed" and "accum_steps 8" in status(run_dir)["last_error"]
