@@ -124,7 +124,7 @@ def test_nan_weights_and_flipped_bytes_are_marked_damaged_in_the_listing(tmp_pat
     model = make_model()
     with torch.no_grad():
         model.decoder.layers[0].ffn.w_1.weight[0, 0] = float("nan")
-    nan = save_checkpoint(tmp_path / "nan", model, FakeTokenizer(), meta=META)
+    save_checkpoint(tmp_path / "nan", model, FakeTokenizer(), meta=META)
     flipped = healthy(tmp_path / "flipped")
     data = bytearray((flipped / "model.safetensors").read_bytes())
     data[-100] ^= 0x01                                      # one bit of one weight: only the sha256 sees it
