@@ -199,8 +199,9 @@ def set_text(text: str) -> None:
     url_set(text=text[:URL_CHARS] if text else None)
 
 
-def sentence_box(key: str, label: str, **kwargs) -> str:
-    """A text area bound to the shared sentence: shows current_text(), and typing sets it.
+def sentence_box(key: str, label: str, widget: Callable = st.text_area, **kwargs) -> str:
+    """A text box (`widget`: st.text_area or st.text_input) bound to the shared sentence: shows
+    current_text(), and typing sets it.
 
     The sentence is handed to the browser on every run, not only when it differs from the box's
     value: a run that ends in st.stop() before the box is drawn (a checkpoint that fails to load)
@@ -209,7 +210,7 @@ def sentence_box(key: str, label: str, **kwargs) -> str:
     """
     text = current_text()
     st.session_state[key] = text
-    st.text_area(label, key=key, on_change=lambda: set_text(st.session_state[key]), **kwargs)
+    widget(label, key=key, on_change=lambda: set_text(st.session_state[key]), **kwargs)
     return current_text()
 
 

@@ -29,13 +29,8 @@ state.learn(
 
 
 def sentence() -> str:
-    """The shared sentence, editable here too (writes back through state.set_text). Handed to the
-    browser on every run, as state.sentence_box does: after a run stopped before the box was drawn
-    (a checkpoint that fails to load), the browser draws it anew and would show it empty."""
-    current = state.current_text()
-    st.session_state["beam_text"] = current
-    st.text_input("Sentence (shared with the Translate page)", key="beam_text",
-                  on_change=lambda: state.set_text(st.session_state["beam_text"]))
+    """The shared sentence, editable here too; cut to state.MAX_CHARS with a notice."""
+    current = state.sentence_box("beam_text", "Sentence (shared with the Translate page)", widget=st.text_input)
     text, cut = state.clip_text(current)
     if cut:
         st.warning(f"The sentence is longer than {state.MAX_CHARS} characters: only the start is used.")
