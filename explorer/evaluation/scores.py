@@ -119,8 +119,13 @@ def main(argv: list[str] | None = None) -> int:
               f"exact {scores['exact']:.3f}  ({len(split)} sentences, {scores['seconds']} s)")
     results["test_loss"] = round(teacher_forced_loss(ckpt.model, split, device), 4)
     if not args.no_write:
-        card = read_card(args.checkpoint) or {}
-        card.update({"test": results, "evaluated": time.strftime("%Y-%m-%d %H:%M:%S")})
+        try:                                        # every other section (the model card) is kept
+            old = read_card(args.checkpoint)
+        except CheckpointError as err:              # a damaged card.json: replaced, and said so
+            print(f"warning: {err}; card.json is rewritten with the new results only", file=sys.stderr)
+            old = None
+        card = {**(old if isinstance(old, dict) else {}), "test": results,
+                "evaluated": time.strftime("%Y-%m-%d %H:%M:%S")}
         write_card(args.checkpoint, card)
     return 0
 
