@@ -1,4 +1,4 @@
-"""The shared sidebar: checkpoint picker (kept in the URL) and the device in use."""
+"""The shared sidebar: checkpoint picker (kept in the URL), the chosen model's card, the device in use."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,19 +6,29 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from explorer.store.card import model_card, summary, versus_paper
 from explorer.store.catalog import CheckpointInfo
 from webapp import state
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
 LISTED = "_ckpt_listed"   # the last run's listing, {path: (name, label)}
 GONE = "_ckpt_gone"       # (name asked for, path used instead, why): said until the user picks another
+PICKER_HELP = (
+    "Listed from, in this order: **checkpoints/** (the models shipped with the app); the folder named by "
+    "**$EXPLORER_MODELS_DIR**, when set (your own or imported models, e.g. from "
+    "`python -m explorer.convert from-hf`; the app only reads it, never writes there); the runs directory "
+    "(**runs/**, or $EXPLORER_RUNS_DIR: training runs started here). $EXPLORER_CHECKPOINT_ROOTS, folders "
+    "separated by `:`, replaces all three. The list is re-read every 30 seconds.")
 
 
 def render() -> None:
     infos = state.available_checkpoints()
     st.sidebar.title("Transformer Explorer")
+    problem = state.models_dir_problem()
+    if problem:
+        st.sidebar.warning(f"Your models folder ({state.MODELS_ENV}) is not listed: {state.md_escape(problem)}.")
     if not infos:
-        st.sidebar.error("No checkpoint found in checkpoints/ or runs/. Train one: "
+        st.sidebar.error("No checkpoint found in checkpoints/, your models folder or runs/. Train one: "
                          "`python -m explorer.train --dataset numbers --preset tiny --tokenizer-type word`")
         st.session_state["checkpoint_path"] = None
         return
@@ -26,7 +36,7 @@ def render() -> None:
     labels = _labels(infos)
     _keep_choice(by_path, labels)
     path = st.sidebar.selectbox("Checkpoint", list(by_path), key=PICK, format_func=lambda p: labels.get(p, str(p)),
-                                on_change=lambda: st.session_state.pop(GONE, None))
+                                on_change=lambda: st.session_state.pop(GONE, None), help=PICKER_HELP)
     info = by_path[path]
     st.session_state["checkpoint_path"] = path
     st.session_state[LISTED] = {p: (i.name, labels[p]) for p, i in by_path.items()}
@@ -42,14 +52,31 @@ def render() -> None:
     if info.error:
         st.sidebar.error(f"Damaged checkpoint: {state.md_escape(info.error)}")
     else:
-        train = info.meta.get("training", {})
+        train = info.meta.get("training") or {}
+        step = f"step {train['step']} · " if isinstance(train, dict) and "step" in train else ""  # imported: none
         st.sidebar.caption(f"{info.meta.get('src_lang', '?')} → {info.meta.get('tgt_lang', '?')} · "
-                           f"step {train.get('step', '?')} · {info.size_bytes / 1e6:.0f} MB on disk")
+                           f"{step}{info.size_bytes / 1e6:.0f} MB on disk")
+    card_expander(info)                                  # a damaged one's says "no model card"
     device = state.app_device()
     name = f"CUDA ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else device.type.upper()
     st.sidebar.caption(f"Device: {name}")
     st.sidebar.radio("Figure download format", ("png", "svg"), key="figure_format", horizontal=True,
                      format_func=str.upper, help="What the camera button in each figure's toolbar saves.")
+
+
+def card_expander(info: CheckpointInfo) -> None:
+    """The chosen model's card, folded: where it comes from, its licence, languages, size and the
+    text it knows (explorer.store.card), and its shape next to the paper's base model."""
+    found = None if info.error else model_card(info.card)
+    with st.sidebar.expander("Model card"):
+        st.caption(state.md_escape(summary(found)))
+        if found is not None and found.data:
+            st.caption("Data: " + state.md_escape(found.data))
+        if found is not None and (found.converted or found.tool):
+            st.caption("Converted " + state.md_escape(" by ".join(x for x in (found.converted, found.tool) if x)))
+        shape = versus_paper(info.meta.get("model"))
+        if shape:
+            st.caption("This model vs the paper: " + state.md_escape(shape))
 
 
 def _labels(infos: list[CheckpointInfo]) -> dict[str, str]:

@@ -23,6 +23,7 @@ from explorer.config import DecodeConfig, resolve_device
 from webapp.result_cache import bounded_cache
 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
+MODELS_ENV = "EXPLORER_MODELS_DIR"     # a user's own models (imported ones): listed, never written
 DEVICE_ENV = "EXPLORER_DEVICE"           # the device the app's models run on (default: auto)
 DEFAULT_CHECKPOINT = "bible-es-en"
 MAX_CHARS = 2000                      # longer input is truncated with a notice
@@ -79,25 +80,54 @@ def remember(*keys: str) -> None:
 
 # ---- checkpoints ----------------------------------------------------------------------------
 def checkpoint_roots() -> tuple[Path, ...]:
-    """The shipped checkpoints/ and the runs directory (explorer.store.run_files' roots);
-    $EXPLORER_CHECKPOINT_ROOTS (folders separated by os.pathsep) replaces both."""
+    """Where the picker looks, in its order: the shipped checkpoints/, the user's models folder
+    ($EXPLORER_MODELS_DIR, when set), the runs directory (explorer.store.run_files' roots).
+    $EXPLORER_CHECKPOINT_ROOTS (folders separated by os.pathsep) replaces them all."""
     env = os.environ.get(ROOTS_ENV, "").strip()
     if env:
         return tuple(Path(p).expanduser() for p in env.split(os.pathsep) if p.strip())
-    return (rf.shipped_root(), rf.runs_root())
+    mine = models_dir()
+    return (rf.shipped_root(),) + ((mine,) if mine else ()) + (rf.runs_root(),)
+
+
+def models_dir() -> Path | None:
+    """The user's models folder ($EXPLORER_MODELS_DIR), or None when unset. The app only reads it:
+    checkpoints there are listed and loaded, never written, moved or deleted."""
+    env = os.environ.get(MODELS_ENV, "").strip()
+    return Path(env).expanduser() if env else None
+
+
+def models_dir_problem() -> str | None:
+    """Why the models folder cannot be listed (missing, not a folder, unreadable), else None."""
+    folder = models_dir()
+    if folder is None or os.environ.get(ROOTS_ENV, "").strip():       # unset, or not looked at
+        return None
+    try:
+        if not folder.is_dir():
+            return f"{folder} does not exist" if not folder.exists() else f"{folder} is not a folder"
+        next(folder.iterdir(), None)
+    except OSError as err:
+        return f"{folder} cannot be read ({err.strerror or err})"
+    return None
 
 
 def available_checkpoints() -> list[CheckpointInfo]:
-    """Shipped checkpoints first, then those of training runs (re-listed every 30 s, or at once
-    after refresh_checkpoints())."""
+    """Each root's checkpoints in checkpoint_roots()' order (shipped, the user's models, runs),
+    by path within a root (re-listed every 30 s, or at once after refresh_checkpoints())."""
     return _available_checkpoints(tuple(str(r) for r in checkpoint_roots()))
 
 
 @st.cache_data(ttl=30, show_spinner=False)     # listing 14 checkpoints costs ~0.35 s of CPU
 def _available_checkpoints(roots: tuple[str, ...]) -> list[CheckpointInfo]:
-    found = list_checkpoints(*[r for r in roots if Path(r).exists()])
-    first = roots[0] if roots else str(rf.shipped_root())                    # shipped ones first
-    return sorted(found, key=lambda c: (not str(c.path).startswith(first), str(c.path)))
+    found: dict[Path, CheckpointInfo] = {}
+    for root in roots:
+        try:
+            listed = list_checkpoints(root) if Path(root).is_dir() else []
+        except OSError:                                  # listing never raises; a folder may still vanish
+            listed = []
+        for info in listed:
+            found.setdefault(info.path, info)            # a root inside another: listed once, first root wins
+    return list(found.values())
 
 
 def refresh_checkpoints() -> None:
@@ -109,7 +139,9 @@ def checkpoint_label(info: CheckpointInfo) -> str:
     if info.error:
         return f"{info.name} (damaged)"
     langs = f"{info.meta.get('src_lang', '?')}→{info.meta.get('tgt_lang', '?')}"
-    bleu = ((info.card or {}).get("test") or {}).get("beam5", {}).get("bleu")
+    test = info.card.get("test") if isinstance(info.card, dict) else None     # card.json is untrusted
+    beam = test.get("beam5") if isinstance(test, dict) else None
+    bleu = beam.get("bleu") if isinstance(beam, dict) else None
     extra = f", test BLEU {bleu:.1f}" if isinstance(bleu, (int, float)) else ""
     params = f", {info.n_params / 1e6:.1f}M params" if info.n_params else ""
     return f"{info.name} ({langs}{params}{extra})"

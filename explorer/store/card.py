@@ -72,9 +72,13 @@ def summary(found: ModelCard | None) -> str:
     return " · ".join(parts)
 
 
-def versus_paper(cfg: Any) -> str:
-    """This model's shape next to the paper's base model, in one line (cfg: a ModelConfig)."""
-    mine = {k: getattr(cfg, k, None) for k in PAPER_BASE}
+def versus_paper(cfg: Any) -> str | None:
+    """This model's shape next to the paper's base model, in one line; cfg: a ModelConfig or its
+    dict (config.json's "model"). None when the shape is unknown (a damaged config)."""
+    get = cfg.get if isinstance(cfg, dict) else (lambda key: getattr(cfg, key, None))
+    mine = {k: get(k) for k in PAPER_BASE}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in mine.values()):
+        return None
     shape = (f"d_model {mine['d_model']}, {mine['n_heads']} heads, {mine['n_encoder_layers']}+"
              f"{mine['n_decoder_layers']} layers, d_ff {mine['d_ff']}")
     if mine == PAPER_BASE:

@@ -73,6 +73,7 @@ def checkpoint():
 def default_roots(monkeypatch):
     """The app lists checkpoints/ and runs/ unless a test points it elsewhere."""
     monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
     monkeypatch.delenv("EXPLORER_RUNS_DIR", raising=False)
 
 

@@ -66,6 +66,8 @@ def test_this_model_vs_the_paper():
     assert versus_paper(preset("base")).endswith("the paper's base model")
     small = versus_paper(preset("small"))
     assert small.startswith("d_model 256, 4 heads, 3+3 layers, d_ff 1024") and "(the paper's base: d_model 512" in small
+    assert versus_paper(preset("small").to_dict()) == small                 # config.json's "model" too
+    assert versus_paper({"d_model": "512"}) is None and versus_paper(None) is None
 
 
 def test_evaluate_keeps_the_model_card(tmp_path):
