@@ -72,8 +72,10 @@ def card_expander(info: CheckpointInfo) -> None:
         st.caption(state.md_escape(summary(found)))
         if found is not None and found.data:
             st.caption("Data: " + state.md_escape(found.data))
-        if found is not None and (found.converted or found.tool):
-            st.caption("Converted " + state.md_escape(" by ".join(x for x in (found.converted, found.tool) if x)))
+        if found is not None and found.converted:
+            st.caption("Converted " + state.md_escape(found.converted + (f" with {found.tool}" if found.tool else "")))
+        elif found is not None and found.tool:
+            st.caption("Card written by " + state.md_escape(found.tool))
         shape = versus_paper(info.meta.get("model"))
         if shape:
             st.caption("This model vs the paper: " + state.md_escape(shape))

@@ -61,7 +61,7 @@ def build_base_checkpoint(directory: Path, seed: int = 0) -> Path:
         model.generator.proj.bias.normal_(0.0, 0.1)
     card = {"model_card": {"source": "random weights (tests/support/base_model.py)", "license": None,
                            "languages": ["es", "en"], "parameters": sum(p.numel() for p in model.parameters()),
-                           "domain": "none: random weights", "tool": "tests"}}
+                           "domain": "none: random weights"}}
     return save_checkpoint(Path(directory) / NAME, model, tokenizer, dtype=torch.float16, card=card,
                            meta={"name": NAME, "src_lang": "es", "tgt_lang": "en",
                                  "training": {"dataset": "none (random weights)", "preset": "base"}})
