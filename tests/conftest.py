@@ -41,7 +41,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 @pytest.fixture
 def fake_tokenizer(monkeypatch) -> FakeTokenizer:
-    """A tokenizer stand-in, also installed as the class checkpoint loading uses."""
+    """A tokenizer stand-in, also installed as what checkpoint loading reads tokenizers with."""
     from explorer.store import checkpoint
-    monkeypatch.setattr(checkpoint, "_tokenizer_class", lambda: FakeTokenizer)
+    monkeypatch.setattr(checkpoint, "_tokenizer_loader", lambda: FakeTokenizer.load)
     return FakeTokenizer()

@@ -70,7 +70,8 @@ def eos_key(trace, kind: str) -> int | None:
     if attention_kind(kind).keys == "tgt":
         return 0                                                             # <s>: all the decoder sees
     src_ids = trace.meta.get("src_ids") or []
-    return len(src_ids) - 1 if src_ids and src_ids[-1] == EOS_ID else None
+    eos = trace.meta.get("eos_id", EOS_ID)                                   # the model's (Marian's is 0)
+    return len(src_ids) - 1 if src_ids and src_ids[-1] == eos else None
 
 
 def all_stats(trace) -> dict[str, dict[str, np.ndarray]]:

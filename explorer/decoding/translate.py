@@ -127,13 +127,13 @@ def attention_trace(model: nn.Module, tokenizer, src_ids: Sequence[int], tgt_ids
 
     tgt_ids are the output ids (e.g. a hypothesis's `ids`, EOS included); the Trace's tgt_tokens
     are the decoder inputs BOS + tgt_ids[:-1], as explorer.inspection.trace documents. meta carries the ids,
-    the output pieces and the per-token log-probs.
+    the model's eos id, the output pieces and the per-token log-probs.
     """
     raw, token_lp = capture_forward(model, src_ids, tgt_ids, patterns, ablate)
     tgt_in = decoder_inputs(tgt_ids, special_ids(model))
     meta = {**raw.meta, "src_ids": [int(i) for i in src_ids], "tgt_ids": [int(i) for i in tgt_ids],
             "tgt_in_ids": tgt_in, "out_tokens": pieces(tokenizer, tgt_ids, "tgt"),
-            "token_logprobs": token_lp, "ablated": check_ablation(model, ablate)}
+            "token_logprobs": token_lp, "ablated": check_ablation(model, ablate), "eos_id": special_ids(model).eos}
     return Trace(arrays=raw.arrays, src_tokens=pieces(tokenizer, src_ids, "src"),
                  tgt_tokens=pieces(tokenizer, tgt_in, "tgt"), meta=meta)
 

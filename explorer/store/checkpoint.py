@@ -2,7 +2,8 @@
 
     <dir>/config.json        format_version, model (ModelConfig), tokenizer files, languages, training summary
     <dir>/model.safetensors  weights only (float16 or float32); tied matrices stored once
-    <dir>/<tokenizer files>  whatever Tokenizer.save() wrote (sentencepiece models)
+    <dir>/<tokenizer files>  whatever the tokenizer's save() wrote: sentencepiece models, or Marian's
+                             source.spm + target.spm + vocab.json (explorer.text.load_tokenizer tells them apart)
     <dir>/card.json          optional: evaluation results (written later by explorer.evaluate)
     <dir>/trainer_state.pt   optional: resume state, loadable with torch.load(weights_only=True)
     <dir>/test.tsv           optional: the held-out test split (shipped checkpoints; explorer.store.ship)
@@ -250,7 +251,7 @@ def _load_tokenizer(path: Path, meta: dict, cfg: ModelConfig) -> Any:
             raise CheckpointError(f"{path / name}: tokenizer file missing")
     where = ", ".join(str(path / f) for f in files) or str(path)
     try:
-        tokenizer = _tokenizer_class().load(path)
+        tokenizer = _tokenizer_loader()(path)
     except CheckpointError:
         raise
     except Exception as exc:
@@ -259,13 +260,20 @@ def _load_tokenizer(path: Path, meta: dict, cfg: ModelConfig) -> Any:
     if sizes is not None and sizes != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise CheckpointError(f"{where}: tokenizer vocabulary sizes {sizes} do not match the model's "
                               f"({cfg.src_vocab_size}, {cfg.tgt_vocab_size}) in {path / CONFIG}")
+    special = getattr(tokenizer, "special", None)      # a tokenizer that names its own ids (Marian's);
+    if special is not None:                            # the decoder's start id is the model's to choose
+        said, model_ids = (special.pad, special.unk, special.eos), (cfg.pad_id, cfg.unk_id, cfg.eos_id)
+        if said != model_ids:
+            raise CheckpointError(f"{where}: the tokenizer's pad, unk and eos ids {said} differ from the "
+                                  f"model's {model_ids} in {path / CONFIG}")
     return tokenizer
 
 
-def _tokenizer_class():
-    """The Tokenizer class (a seam: tests substitute a stand-in)."""
-    from explorer.text.tokenizer import Tokenizer
-    return Tokenizer
+def _tokenizer_loader():
+    """directory -> tokenizer: explorer.text.load_tokenizer, which picks the kind from the files
+    (a seam: tests substitute a stand-in's load)."""
+    from explorer.text import load_tokenizer
+    return load_tokenizer
 
 
 def _vocab_sizes(tokenizer: Any) -> tuple[int, int] | None:

@@ -89,7 +89,7 @@ PROBE = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from support import model_helpers
     from explorer.store import checkpoint
-    checkpoint._tokenizer_class = lambda: model_helpers.FakeTokenizer
+    checkpoint._tokenizer_loader = lambda: model_helpers.FakeTokenizer.load
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
     from explorer.store.catalog import list_checkpoints
     t0 = time.perf_counter()
