@@ -1,0 +1,59 @@
+"""`python -m explorer.convert`: from-hf (import a Marian model), to-hf and to-ct2 (export a checkpoint).
+
+Every failure the user can fix (no such directory, offline with a hub id, an option one side lacks,
+a damaged file) ends in one line on stderr and exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+DTYPES = ("float16", "float32")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m explorer.convert", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    imp = sub.add_parser("from-hf", help="import a Hugging Face Marian model (local directory or hub id)")
+    imp.add_argument("source", help="a local directory (config.json, weights, source.spm, target.spm, vocab.json) "
+                                    "or a hub id such as Helsinki-NLP/opus-mt-es-en (needs internet)")
+    imp.add_argument("out", help="the checkpoint directory to write (e.g. models/opus-mt-es-en)")
+    imp.add_argument("--dtype", choices=DTYPES, default="float16", help="weights on disk (default float16)")
+    imp.add_argument("--name", help="the name shown in the app (default: the out directory's name)")
+    imp.add_argument("--src-lang", help="source language code, when the source does not state it")
+    imp.add_argument("--tgt-lang", help="target language code, when the source does not state it")
+    imp.add_argument("--domain", help="what text the model was trained on (shown in the model card)")
+    hf = sub.add_parser("to-hf", help="export a checkpoint as a Hugging Face Marian directory")
+    hf.add_argument("checkpoint")
+    hf.add_argument("out")
+    hf.add_argument("--dtype", choices=DTYPES, default="float32")
+    ct2 = sub.add_parser("to-ct2", help="export a checkpoint as a CTranslate2 model (needs the ct2 extra)")
+    ct2.add_argument("checkpoint")
+    ct2.add_argument("out")
+    ct2.add_argument("--quantization", default=None, help="e.g. int8, int8_float32, float16 (default: float32)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    import torch
+
+    from explorer.interop.hf_export import export_ct2, export_marian
+    from explorer.interop.hf_import import import_marian
+    from explorer.store.errors import CheckpointError
+
+    started = time.perf_counter()
+    try:
+        if args.command == "from-hf":
+            out = import_marian(args.source, args.out, dtype=getattr(torch, args.dtype), name=args.name,
+                                src_lang=args.src_lang, tgt_lang=args.tgt_lang, domain=args.domain)
+        elif args.command == "to-hf":
+            out = export_marian(args.checkpoint, args.out, dtype=getattr(torch, args.dtype))
+        else:
+            out = export_ct2(args.checkpoint, args.out, quantization=args.quantization)
+    except (ValueError, CheckpointError, OSError, RuntimeError) as exc:   # ConversionError/SourceError are ValueErrors
+        print(f"explorer.convert {args.command}: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} in {time.perf_counter() - started:.1f} s")
+    return 0

@@ -1,0 +1,118 @@
+"""Hand a checkpoint of this project to the ecosystem: a Hugging Face Marian directory, or CTranslate2.
+
+`export_marian` writes what `transformers.MarianMTModel.from_pretrained` and
+`MarianTokenizer.from_pretrained` load unchanged (config.json, generation_config.json,
+model.safetensors, source.spm, target.spm, vocab.json [+ target_vocab.json], tokenizer_config.json,
+README.md), computing the same logits (explorer.interop.marian: names, options, the positional
+layout). It needs neither transformers nor torch beyond what loading our checkpoint needs.
+`export_ct2` writes a CTranslate2 model (explorer.interop.ct2; ctranslate2 is the `ct2` extra).
+
+Both write into a hidden temporary sibling and rename it into place, so `out` is either absent,
+the old directory, or the whole new one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from explorer.interop.marian import check_exportable, hf_config, hf_generation_config, state_to_hf
+from explorer.store.atomic import fsync_dir, fsync_file, recover, swap_in
+from explorer.store.card import ModelCard, model_card
+
+
+def marian_tokenizer_files(tokenizer) -> dict[str, bytes]:
+    """Marian's tokenizer files for a tokenizer of ours: an imported one's own files, or for this
+    project's sentencepiece models, each model as source.spm/target.spm and its piece list as
+    vocab.json (ids unchanged, so the special ids stay where the model has them)."""
+    models = tokenizer.model_bytes()
+    if "vocab.json" in models:
+        return dict(models)
+
+    def vocab(side: str, size: int) -> bytes:
+        return json.dumps({tokenizer.id_to_piece(i, side): i for i in range(size)}, ensure_ascii=False,
+                          indent=1).encode("utf-8")
+
+    if tokenizer.joint:
+        [data] = models.values()
+        return {"source.spm": data, "target.spm": data, "vocab.json": vocab("src", tokenizer.src_vocab_size)}
+    return {"source.spm": models["src.model"], "target.spm": models["tgt.model"],
+            "vocab.json": vocab("src", tokenizer.src_vocab_size),
+            "target_vocab.json": vocab("tgt", tokenizer.tgt_vocab_size)}
+
+
+def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype = torch.float32) -> Path:
+    """Write checkpoint `checkpoint` as a Hugging Face Marian directory at `out`; returns its path."""
+    from explorer.store.checkpoint import load_checkpoint
+
+    loaded = load_checkpoint(checkpoint)
+    check_exportable(loaded.config)                       # before anything is written
+    files = marian_tokenizer_files(loaded.tokenizer)
+    tensors = {name: t.to(dtype) for name, t in state_to_hf(loaded.model).items()}
+    cfg = loaded.config
+    texts = {
+        "config.json": {**hf_config(cfg), "torch_dtype": str(dtype).removeprefix("torch.")},
+        "generation_config.json": hf_generation_config(cfg),
+        "tokenizer_config.json": {"source_lang": loaded.meta.get("src_lang"), "target_lang": loaded.meta.get("tgt_lang"),
+                                  "model_max_length": cfg.max_len, "separate_vocabs": "target_vocab.json" in files,
+                                  "tokenizer_class": "MarianTokenizer"},
+    }
+
+    def write(tmp: Path) -> None:
+        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        for name, data in texts.items():
+            (tmp / name).write_text(json.dumps(data, indent=2, ensure_ascii=False))
+        (tmp / "README.md").write_text(_readme(loaded))
+    return _write_whole(Path(out), write)
+
+
+def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | None = None) -> Path:
+    """A CTranslate2 model of `checkpoint` at `out` (quantization: None keeps float32; "int8", ...),
+    built by explorer.interop.ct2 from the loaded model."""
+    from explorer.interop import ct2
+    from explorer.store.checkpoint import load_checkpoint
+
+    try:
+        import ctranslate2  # noqa: F401  (fail before loading anything)
+    except ImportError:
+        raise RuntimeError("to-ct2 needs ctranslate2: pip install -e '.[ct2]'") from None
+    loaded = load_checkpoint(checkpoint)
+    return _write_whole(Path(out), lambda tmp: ct2.convert(loaded.model, loaded.tokenizer, tmp, quantization))
+
+
+def _write_whole(target: Path, write) -> Path:
+    """Run write(tmp) on a hidden sibling directory, fsync it, and swap it in for `target`."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    recover(target)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{target} exists and is not a directory")
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                fsync_file(f)
+        fsync_dir(tmp)
+        swap_in(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _readme(loaded) -> str:
+    cfg, card = loaded.config, model_card(loaded.card) or ModelCard()
+    langs = f"{loaded.meta.get('src_lang') or '?'} -> {loaded.meta.get('tgt_lang') or '?'}"
+    return (f"# {loaded.name}\n\nExported by Transformer Explorer (`python -m explorer.convert to-hf`) from a checkpoint "
+            f"of {loaded.model.num_parameters():,} parameters: {langs}, d_model {cfg.d_model}, {cfg.n_heads} heads, "
+            f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers.\n\n"
+            f"Source: {card.source or 'trained by Transformer Explorer'}. "
+            f"Licence: {card.license or 'as its source'}. Domain: {card.domain or 'not stated'}.\n")

@@ -1,0 +1,67 @@
+"""Import a Hugging Face Marian model (an OPUS-MT checkpoint) as a checkpoint of this project.
+
+What comes out is an ordinary checkpoint directory (explorer.store.checkpoint's format): every page
+of the app, the beam trace, ablation, comparison and fine-tuning work on it as on a model trained
+here. Its card.json records where it came from (explorer.store.card's model card: source,
+licence if the source states one, languages, parameter count, domain).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from explorer.interop import hf_source as src
+from explorer.interop.marian import LOGITS_BIAS, ConversionError, model_config_from_hf, state_from_hf
+from explorer.model import Transformer
+from explorer.model.skeleton import model_skeleton
+from explorer.store.card import ModelCard, with_model_card
+
+
+TOOL = "explorer.convert from-hf"
+
+
+def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.float16, name: str | None = None,
+                  src_lang: str | None = None, tgt_lang: str | None = None, domain: str | None = None) -> Path:
+    """Convert `source` (a local Marian directory or a hub id) into a checkpoint at `out`; returns its path.
+
+    Checks, in order, before the model is built: config.json, the tokenizer files, and every
+    tensor's name and shape against the config (so a file cannot make it allocate what it does
+    not hold). The checkpoint is written atomically (explorer.store.checkpoint.save_checkpoint).
+    """
+    from explorer.store.checkpoint import save_checkpoint
+    from explorer.text.vocab_tokenizer import VocabTokenizer
+
+    directory, provenance = src.locate(source)
+    hf = src.read_json(directory / "config.json")
+    try:
+        tokenizer = VocabTokenizer.load(directory)
+    except (OSError, ValueError) as exc:
+        raise ConversionError(f"{directory}: tokenizer: {exc}") from None
+    get, weights_file = src.tensor_reader(directory)
+    bias = get(LOGITS_BIAS)
+    logits_bias = bias is not None and bias.numel() < (1 << 24) and bool(bias.float().abs().max() > 0)
+    cfg = model_config_from_hf(hf, tokenizer.special, logits_bias=logits_bias)
+    if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
+        raise ConversionError(f"{directory}: the vocabulary has {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size} "
+                              f"entries, config.json says {cfg.src_vocab_size}/{cfg.tgt_vocab_size}")
+    shapes = {n: tuple(p.shape) for n, p in model_skeleton(cfg).state_dict().items()}
+    try:
+        state = state_from_hf(get, cfg, shapes)
+    except ConversionError as exc:
+        raise ConversionError(f"{weights_file}: {exc}") from None
+    model = Transformer(cfg)
+    model.load_state_dict(state, strict=True)
+    model.eval()
+
+    found_src, found_tgt = src.languages(directory, provenance)
+    src_lang, tgt_lang = src_lang or found_src, tgt_lang or found_tgt
+    facts = src.readme_facts(directory)
+    card = with_model_card({}, ModelCard(
+        source=provenance, license=facts.get("license"), languages=(src_lang, tgt_lang),
+        parameters=model.num_parameters(), domain=domain or facts.get("domain"),
+        converted=datetime.now(timezone.utc).isoformat(timespec="seconds"), tool=TOOL))
+    meta = {"name": name or Path(out).name, "src_lang": src_lang, "tgt_lang": tgt_lang,
+            "training": {"imported_from": provenance}}
+    return save_checkpoint(out, model, tokenizer, meta=meta, dtype=dtype, card=card)

@@ -1,0 +1,173 @@
+"""Where a Hugging Face model comes from, and reading its files as untrusted input.
+
+A source is a local directory (config.json + model.safetensors or pytorch_model.bin + the tokenizer
+files) or a hub id such as `Helsinki-NLP/opus-mt-es-en`. A hub id is looked up in the local
+Hugging Face cache first; only if it is not there is the hub asked, and only after a quick check
+that it can be reached: offline, the import fails within seconds and says how to pass a directory
+instead. Weights are never unpickled: safetensors, or `torch.load(weights_only=True)` for a .bin.
+Every tensor's shape is checked against the config before it is used, so nothing is allocated
+that the file does not hold.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+HUB_HOST = "huggingface.co"
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json")
+WANTED = ("config.json", "generation_config.json", "README.md", *WEIGHT_FILES, *TOKENIZER_FILES)
+MAX_JSON_BYTES = 1 << 20          # config.json, tokenizer_config.json, generation_config.json
+MAX_README_BYTES = 1 << 20
+REACH_TIMEOUT_S = 4.0
+
+
+class SourceError(ValueError):
+    """A source that cannot be read, with what to do about it."""
+
+
+def locate(source: str) -> tuple[Path, str]:
+    """(local directory, provenance) of a directory path or a hub id."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return path.resolve(), str(path.resolve())
+    if path.exists():
+        raise SourceError(f"{source} is a file: pass the model's directory (config.json, weights, tokenizer files)")
+    if not HUB_ID.match(source):
+        raise SourceError(f"{source}: no such directory, and not a hub id of the form owner/name")
+    return _from_hub(source), source
+
+
+def _from_hub(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise SourceError(f"{repo_id}: downloading needs huggingface_hub (pip install huggingface_hub), "
+                          "or pass a local directory") from None
+    try:                                                  # already downloaded once: no network needed
+        return Path(snapshot_download(repo_id, allow_patterns=list(WANTED), local_files_only=True))
+    except Exception:                                     # noqa: BLE001 - not cached (any reason): go online
+        pass
+    offline_hint = (f"download it on a machine with internet access (e.g. `hf download {repo_id} --local-dir "
+                    f"opus-mt`, or git clone https://{HUB_HOST}/{repo_id}), copy the directory here and pass its path")
+    if os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0"):
+        raise SourceError(f"{repo_id}: HF_HUB_OFFLINE is set and the model is not in the local cache; {offline_hint}")
+    if not _reachable(HUB_HOST, 443, REACH_TIMEOUT_S):
+        raise SourceError(f"{repo_id}: cannot reach {HUB_HOST} (offline?); {offline_hint}")
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=list(WANTED)))
+    except Exception as exc:                              # noqa: BLE001 - the hub's errors, whatever their class
+        raise SourceError(f"{repo_id}: download failed ({type(exc).__name__}: {exc}); {offline_hint}") from None
+
+
+def _reachable(host: str, port: int, timeout: float) -> bool:
+    """Whether a TCP connection opens within `timeout` seconds, name lookup included (which
+    socket timeouts do not cover, so it runs in a thread that is abandoned if it hangs)."""
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    worker = threading.Thread(target=probe, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return bool(result and result[0])
+
+
+def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
+    """A small JSON file, refusing one larger than `limit` bytes before reading it."""
+    if not path.is_file():
+        raise SourceError(f"{path}: file missing")
+    if path.stat().st_size > limit:
+        raise SourceError(f"{path}: {path.stat().st_size:,} bytes, more than a {limit:,}-byte JSON file may hold here")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path}: not valid JSON ({exc})") from None
+
+
+def read_optional_json(path: Path) -> dict:
+    """A JSON object file that may be absent (then {})."""
+    if not path.is_file():
+        return {}
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise SourceError(f"{path}: expected a JSON object")
+    return data
+
+
+def tensor_reader(directory: Path) -> tuple[Callable[[str], torch.Tensor | None], Path]:
+    """(get(name) -> tensor or None, the weights file) for model.safetensors or pytorch_model.bin."""
+    st, binary = directory / WEIGHT_FILES[0], directory / WEIGHT_FILES[1]
+    if st.is_file():
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            handle = safe_open(str(st), framework="pt")
+            names = set(handle.keys())
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise SourceError(f"{st}: not a readable safetensors file ({exc})") from None
+
+        def get(name: str) -> torch.Tensor | None:
+            return handle.get_tensor(name) if name in names else None
+        return get, st
+    if binary.is_file():
+        try:
+            state = torch.load(binary, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:                                  # the legacy (non-zip) format cannot be mmapped
+            state = _load_bin(binary, mmap=False)
+        except Exception as exc:                              # noqa: BLE001 - an untrusted file: any failure
+            raise SourceError(f"{binary}: cannot be read without unpickling code ({exc})") from None
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise SourceError(f"{binary}: expected a mapping of names to tensors")
+        return state.get, binary
+    raise SourceError(f"{directory}: no weights ({' or '.join(WEIGHT_FILES)}); sharded checkpoints are not supported")
+
+
+def _load_bin(path: Path, mmap: bool) -> Any:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except Exception as exc:                                  # noqa: BLE001
+        raise SourceError(f"{path}: cannot be read without unpickling code ({exc})") from None
+
+
+def readme_facts(directory: Path) -> dict[str, str]:
+    """The licence and datasets a model card's YAML front matter states (`license: cc-by-4.0`), if any."""
+    path = directory / "README.md"
+    if not path.is_file() or path.stat().st_size > MAX_README_BYTES:
+        return {}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    front = re.match(r"^---\s*\n(.*?)\n---", text, re.S)
+    facts: dict[str, str] = {}
+    if front:
+        for key in ("license", "datasets", "dataset"):
+            found = re.search(rf"^{key}:\s*(.+)$", front.group(1), re.M)
+            value = found.group(1).strip().strip("'\"") if found else ""
+            if not value and key.startswith("dataset"):       # a YAML list on the lines below
+                items = re.search(rf"^{key}:\s*\n((?:\s*-\s*.+\n?)+)", front.group(1), re.M)
+                value = ", ".join(re.findall(r"-\s*(.+)", items.group(1))) if items else ""
+            if value:
+                facts["domain" if key.startswith("dataset") else key] = value[:200]
+    return facts
+
+
+def languages(directory: Path, provenance: str) -> tuple[str | None, str | None]:
+    """Source and target language: tokenizer_config.json's, else the opus-mt-xx-yy pattern of the name."""
+    tok = read_optional_json(directory / "tokenizer_config.json")
+    src, tgt = tok.get("source_lang"), tok.get("target_lang")
+    if isinstance(src, str) and isinstance(tgt, str):
+        return src, tgt
+    found = re.search(r"opus-mt-([a-z]{2,3})-([a-z]{2,3})\b", provenance.lower())
+    return (found.group(1), found.group(2)) if found else (None, None)

@@ -1,0 +1,214 @@
+"""Importing a Hugging Face Marian model (python -m explorer.convert from-hf): the imported model
+computes what MarianMTModel computes (logits on a padded batch, greedy ids, beam-5 n-best), every
+capture point works on it, and bad sources fail with a clear message, offline within seconds.
+
+Length penalty mapping used here (and in the README): our "average" (cumulative log-prob / output
+length, EOS counted) with canonical stopping = HF length_penalty=1.0, early_stopping="never"; our
+"none" = HF length_penalty=0.0, early_stopping="never"; max_len_a=0, max_len_b=N = HF max_new_tokens=N.
+Our decoders never write the pad/start id: HF gets bad_words_ids=[[pad]].
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from explorer.config import DecodeConfig
+from explorer.decoding import beam_search, greedy_search
+from explorer.inspection.hooks import capture, capture_points
+from explorer.interop import hf_source
+from explorer.interop.hf_export import export_marian
+from explorer.interop.hf_import import import_marian
+from explorer.store.card import MODEL_CARD
+from explorer.store.checkpoint import load_checkpoint
+from explorer.text.encoding import source_ids
+from support.marian_helpers import TEST_SOURCES, random_marian
+
+transformers = pytest.importorskip("transformers")
+MAX_NEW = 12
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory):
+    """(HF model, its directory, our imported checkpoint, loaded float32)."""
+    root = tmp_path_factory.mktemp("marian")
+    hf = random_marian(root / "hf")
+    out = import_marian(str(root / "hf"), root / "ours", dtype=torch.float32)
+    return hf, root / "hf", out
+
+
+def batch(ck):
+    ids = [source_ids(ck.tokenizer, s, 64, ck.config.special) for s in TEST_SOURCES]
+    width = max(map(len, ids))
+    pad = ck.config.pad_id
+    return torch.tensor([row + [pad] * (width - len(row)) for row in ids])            # [B, S]
+
+
+def test_config_and_card_say_what_was_imported(marian):
+    _, hf_dir, out = marian
+    ck = load_checkpoint(out)
+    cfg = ck.config
+    assert (cfg.activation, cfg.pe_layout, cfg.scale_embeddings, cfg.final_logits_bias) == ("swish", "halves", True, True)
+    assert (cfg.eos_id, cfg.unk_id, cfg.pad_id, cfg.decoder_start_id) == (0, 1, cfg.src_vocab_size - 1, cfg.src_vocab_size - 1)
+    card = json.loads((out / "card.json").read_text())[MODEL_CARD]
+    assert card["source"] == str(hf_dir.resolve()) and card["languages"] == ["es", "en"]
+    assert card["parameters"] == ck.model.num_parameters()
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
+
+
+def test_logits_match_hugging_face_on_a_padded_batch(marian):
+    hf, _, out = marian
+    ck = load_checkpoint(out)
+    src = batch(ck)                                                                    # [B, S]
+    pad, start = ck.config.pad_id, ck.config.decoder_start_id
+    tgt_in = torch.randint(2, pad, (src.shape[0], 7))                                  # [B, T]
+    tgt_in[:, 0] = start
+    with torch.no_grad():
+        ours = ck.model.logits(src, tgt_in)                                            # [B, T, V]
+        theirs = hf(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt_in).logits
+    assert (src == pad).any(), "the batch must be padded"
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0), (ours - theirs).abs().max()
+
+
+def test_greedy_ids_equal_hugging_face_generate(marian):
+    hf, _, out = marian
+    ck = load_checkpoint(out)
+    pad = ck.config.pad_id
+    lengths = set()
+    for row in batch(ck):
+        src = row[row != pad][None]                                                    # [1, S]
+        ours = greedy_search(ck.model, src, DecodeConfig(strategy="greedy", max_len_a=0, max_len_b=MAX_NEW))[0]
+        theirs = hf.generate(input_ids=src, num_beams=1, do_sample=False, max_new_tokens=MAX_NEW,
+                             bad_words_ids=[[pad]], forced_eos_token_id=None)[0].tolist()
+        assert [ck.config.decoder_start_id] + ours.best.ids == theirs
+        lengths.add(len(theirs))
+    assert len(lengths) > 1, "outputs of one length would not test where decoding stops"
+
+
+@pytest.mark.parametrize("ours_penalty, hf_penalty", [("average", 1.0), ("none", 0.0)])
+def test_beam_n_best_equals_hugging_face_generate(marian, ours_penalty, hf_penalty):
+    hf, _, out = marian
+    ck = load_checkpoint(out)
+    pad = ck.config.pad_id
+    finished = 0
+    for row in batch(ck):
+        src = row[row != pad][None]                                                    # [1, S]
+        cfg = DecodeConfig(beam_size=5, n_best=5, length_penalty=ours_penalty, max_len_a=0, max_len_b=MAX_NEW)
+        ours = beam_search(ck.model, src, cfg)[0].hypotheses
+        got = hf.generate(input_ids=src, num_beams=5, num_return_sequences=5, do_sample=False,
+                          max_new_tokens=MAX_NEW, length_penalty=hf_penalty, early_stopping="never",
+                          bad_words_ids=[[pad]], forced_eos_token_id=None, return_dict_in_generate=True,
+                          output_scores=True)
+        theirs = [[t for t in seq.tolist()[1:] if t != pad] for seq in got.sequences]
+        assert [h.ids for h in ours] == theirs
+        assert torch.allclose(torch.tensor([h.normalized for h in ours]), got.sequences_scores.float(), atol=1e-4)
+        finished += sum(h.finished for h in ours)
+    assert 0 < finished < 5 * len(TEST_SOURCES), "both finished and cut-off hypotheses must be compared"
+
+
+def test_capture_sees_every_point_and_changes_nothing(marian):
+    _, _, out = marian
+    ck = load_checkpoint(out)
+    src = batch(ck)
+    tgt_in = torch.full((src.shape[0], 4), ck.config.decoder_start_id)
+    with torch.no_grad():
+        plain = ck.model(src, tgt_in)
+        with capture(ck.model) as trace:
+            watched = ck.model(src, tgt_in)
+    assert set(trace.arrays) == set(capture_points(ck.model))
+    assert torch.allclose(plain, watched, atol=1e-5, rtol=0)        # the hooked path: same formulas, other kernels
+
+
+def test_weights_from_a_pytorch_bin_import_alike(marian, tmp_path):
+    hf, hf_dir, out = marian
+    source = tmp_path / "bin"
+    source.mkdir()
+    for f in hf_dir.iterdir():
+        if f.name != "model.safetensors":
+            (source / f.name).write_bytes(f.read_bytes())
+    torch.save(hf.state_dict(), source / "pytorch_model.bin")
+    again = import_marian(str(source), tmp_path / "from-bin", dtype=torch.float32)
+    a, b = load_checkpoint(out).model.state_dict(), load_checkpoint(again).model.state_dict()
+    assert all(torch.equal(a[n], b[n]) for n in a)
+
+
+def test_a_pickle_that_runs_code_is_refused(marian, tmp_path):
+    _, hf_dir, _ = marian
+    source = tmp_path / "evil"
+    source.mkdir()
+    for f in hf_dir.iterdir():
+        if f.name != "model.safetensors":
+            (source / f.name).write_bytes(f.read_bytes())
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"x": Evil()}, source / "pytorch_model.bin")
+    with pytest.raises(ValueError, match="without unpickling"):
+        import_marian(str(source), tmp_path / "out")
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"normalize_before": True}, "normalize_before"),
+    ({"activation_function": "gelu_new"}, "activation_function"),
+    ({"decoder_attention_heads": 2}, "decoder_attention_heads"),
+    ({"model_type": "bart"}, "not 'marian'"),
+    ({"d_model": 48}, "shape"),
+    ({"d_model": 1 << 40}, "d_model"),
+    ({"pad_token_id": 3}, "pad/eos"),
+])
+def test_a_config_that_does_not_fit_is_refused_with_its_reason(marian, tmp_path, edit, message):
+    _, hf_dir, _ = marian
+    source = tmp_path / "edited"
+    source.mkdir()
+    for f in hf_dir.iterdir():
+        (source / f.name).write_bytes(f.read_bytes())
+    config = json.loads((hf_dir / "config.json").read_text())
+    (source / "config.json").write_text(json.dumps({**config, **edit}))
+    with pytest.raises(ValueError, match=message):
+        import_marian(str(source), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_of_an_imported_model_gives_back_the_same_tensors(marian, tmp_path):
+    hf, _, out = marian
+    again = export_marian(out, tmp_path / "hf-again")
+    reloaded = transformers.MarianMTModel.from_pretrained(again).eval()
+    theirs = hf.state_dict()
+    for name, tensor in reloaded.state_dict().items():
+        assert torch.equal(tensor, theirs[name]), name
+
+
+def test_a_hub_id_fails_fast_and_clearly_offline(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))              # an empty cache
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hf_source, "HUB_HOST", "hub.invalid")               # unresolvable, as offline
+    started = time.monotonic()
+    with pytest.raises(hf_source.SourceError, match="cannot reach hub.invalid.*pass its path"):
+        hf_source.locate("Helsinki-NLP/opus-mt-es-en")
+    assert time.monotonic() - started < hf_source.REACH_TIMEOUT_S + 2
+
+
+def test_the_command_line_says_what_to_do_offline(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "explorer.convert", "from-hf", "Helsinki-NLP/opus-mt-es-en",
+                          str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "local cache" in run.stderr and "pass its path" in run.stderr
+    assert time.monotonic() - started < 60 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("source, message", [("no/such/dir/at/all", "no such directory"),
+                                             ("README.md", "is a file")])
+def test_a_source_that_is_not_a_model_directory_is_named(source, message):
+    with pytest.raises(hf_source.SourceError, match=message):
+        hf_source.locate(source)
