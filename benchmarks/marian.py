@@ -1,0 +1,238 @@
+"""Beam search at OPUS-MT size: ours (with and without BeamTrace) against HF generate and CTranslate2.
+
+The models the project opens are OPUS-MT (Marian) models: the paper's base Transformer (6+6
+layers, 8 heads, d_model 512, d_ff 2048) with a joint vocabulary of 58101 pieces, swish FFNs,
+sinusoids in halves, tied embeddings, a final logits bias, and Marian's ids (eos 0, unk 1, pad the
+last id, the decoder starting from pad). With that vocabulary the output projection is the largest
+matrix of every step, so the small-model figures of `benchmarks decode` do not carry over.
+
+One process, one thread setting for all: our beam_search on that config (random weights), a random
+MarianMTModel of the same config through generate(), and the same HF model converted to
+CTranslate2 and run in float32 and int8. All are forced to exactly --out-len output tokens (EOS
+forbidden until then) on the same --sentences random sources, one sentence per call, beam 5, the
+5-best returned. Rounds are interleaved (each variant translates every sentence, then the next
+variant), so load from other processes hits every variant alike; the table shows per-sentence
+medians over rounds of process CPU time and wall time, and the ratios the goals are about.
+Goals: ours with the trace >= 1.5x faster than HF generate, and within 1.5x of CTranslate2 float32.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from benchmarks.decode import time_rounds
+from explorer.config import DecodeConfig, ModelConfig, preset
+from explorer.decoding import beam_search
+from explorer.model import Transformer
+
+OPUS_VOCAB = 58101                                   # e.g. Helsinki-NLP/opus-mt-en-de
+TRACED, PLAIN, HF = "ours + BeamTrace", "ours, no trace", "HF generate"
+CT2_F32, CT2_INT8 = "CTranslate2 float32", "CTranslate2 int8"
+
+
+def marian_config(size: str, vocab: int) -> ModelConfig:
+    """An OPUS-MT model's options at preset `size`: Marian's ids, swish, halves, tied, logits bias."""
+    pad = vocab - 1
+    return preset(size, src_vocab_size=vocab, tgt_vocab_size=vocab, activation="swish", pe_layout="halves",
+                  final_logits_bias=True, tie_embeddings=True, pad_id=pad, eos_id=0, unk_id=1,
+                  decoder_start_id=pad, dropout=0.0)
+
+
+def hf_marian(cfg: ModelConfig):
+    """A random MarianMTModel of the same shape and options (its own defaults: shared embeddings,
+    static sinusoids in halves, scaled embeddings, final_logits_bias)."""
+    from transformers import MarianConfig, MarianMTModel
+
+    config = MarianConfig(vocab_size=cfg.tgt_vocab_size, decoder_vocab_size=cfg.tgt_vocab_size, d_model=cfg.d_model,
+                          encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
+                          encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
+                          encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, max_position_embeddings=cfg.max_len,
+                          activation_function="swish", dropout=0.0, scale_embedding=True,
+                          pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id, decoder_start_token_id=cfg.decoder_start_id,
+                          forced_eos_token_id=None)
+    return MarianMTModel(config).eval()
+
+
+def vocabulary(cfg: ModelConfig) -> list[str]:
+    """Piece names by id, Marian's layout: </s> 0, <unk> 1, <pad> last; CTranslate2 reads them."""
+    names = [f"\u2581t{i}" for i in range(cfg.tgt_vocab_size)]
+    names[cfg.eos_id], names[cfg.unk_id], names[cfg.pad_id] = "</s>", "<unk>", "<pad>"
+    return names
+
+
+class _VocabOnly:
+    """What CTranslate2's Marian loader reads from a tokenizer: the vocabulary and two pieces.
+    Standing in for MarianTokenizer saves writing sentencepiece models for a random model."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self.eos_token, self.unk_token, self.pad_token = "</s>", "<unk>", "<pad>"
+
+    def get_vocab(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.names)}
+
+
+def ct2_model_dir(hf_model, cfg: ModelConfig, out_dir: Path) -> Path:
+    """Save `hf_model` and convert it (float32 on disk; int8 is chosen when a Translator loads it).
+
+    TransformersConverter loads a tokenizer only for its vocabulary and special pieces, through its
+    `load_tokenizer` method, which a subclass may replace."""
+    import ctranslate2
+
+    names = vocabulary(cfg)
+
+    class Converter(ctranslate2.converters.TransformersConverter):
+        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
+            return _VocabOnly(names)
+
+    hf_dir, ct2_dir = out_dir / "hf", out_dir / "ct2"
+    hf_model.save_pretrained(hf_dir)
+    Converter(str(hf_dir)).convert(str(ct2_dir), force=True)
+    return ct2_dir
+
+
+def sources(n: int, length: int, cfg: ModelConfig, seed: int = 0) -> list[torch.Tensor]:
+    """n random sources of `length` ids, EOS last, no special id inside. Each [1, S]."""
+    gen = torch.Generator().manual_seed(seed)
+    low, high = max(cfg.eos_id, cfg.unk_id) + 1, cfg.pad_id      # Marian's content ids lie between
+    return [torch.cat([torch.randint(low, high, (1, length - 1), generator=gen), torch.tensor([[cfg.eos_id]])], 1)
+            for _ in range(n)]
+
+
+def ours(model: Transformer, srcs: list[torch.Tensor], cfg: DecodeConfig, trace: bool) -> Callable[[], object]:
+    return lambda: [beam_search(model, src, cfg, trace=trace) for src in srcs]
+
+
+def hf_generate(model, srcs: list[torch.Tensor], beam: int, out_len: int) -> Callable[[], object]:
+    """generate() as an OPUS-MT model's generation config has it (pad banned), forced to out_len."""
+    pad = model.config.pad_token_id
+
+    def run():
+        with torch.inference_mode():
+            return [model.generate(input_ids=src, attention_mask=torch.ones_like(src), num_beams=beam,
+                                   num_return_sequences=beam, max_new_tokens=out_len, min_new_tokens=out_len,
+                                   do_sample=False, early_stopping=False, length_penalty=1.0, use_cache=True,
+                                   bad_words_ids=[[pad]])
+                    for src in srcs]
+    return run
+
+
+def ct2_translate(translator, srcs: list[torch.Tensor], names: list[str], beam: int,
+                  out_len: int) -> Callable[[], object]:
+    """translate_batch on the sources' pieces (EOS included, as a Marian tokenizer gives them)."""
+    tokens = [[names[i] for i in src[0].tolist()] for src in srcs]
+
+    def run():
+        return [translator.translate_batch([t], beam_size=beam, num_hypotheses=beam, min_decoding_length=out_len,
+                                           max_decoding_length=out_len) for t in tokens]
+    return run
+
+
+def check_lengths(variants: dict[str, Callable[[], object]], out_len: int, beam: int) -> None:
+    """Every variant returns `beam` hypotheses of exactly out_len tokens (the same work), first run."""
+    for name, run in variants.items():
+        result = run()[0]
+        if name in (TRACED, PLAIN):
+            lengths = {len(h.ids) for h in result[0].hypotheses}
+        elif name == HF:
+            lengths = {result.shape[1] - 1} if result.shape[0] == beam else {-1}   # start id first
+        else:
+            lengths = {len(h) for h in result[0].hypotheses} if len(result[0].hypotheses) == beam else {-1}
+        assert lengths == {out_len}, f"{name} produced lengths {lengths}, wanted {beam} x {out_len}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks marian", description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--vocab", type=int, default=OPUS_VOCAB)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--sentences", type=int, default=10)
+    parser.add_argument("--src-len", type=int, default=25, help="source tokens, EOS included")
+    parser.add_argument("--out-len", type=int, default=40, help="output tokens every variant is forced to")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (each: every sentence)")
+    parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face generate")
+    parser.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 (also skipped without transformers)")
+    parser.add_argument("--json", help="also write the medians to this file")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    cfg = marian_config(args.preset, args.vocab)
+    model = Transformer(cfg).eval()
+    srcs = sources(args.sentences, args.src_len, cfg)
+    decode_cfg = DecodeConfig(beam_size=args.beam, n_best=args.beam, max_len_a=0.0, max_len_b=args.out_len,
+                              min_len=args.out_len, length_penalty="average")
+    variants: dict[str, Callable[[], object]] = {TRACED: ours(model, srcs, decode_cfg, True),
+                                                 PLAIN: ours(model, srcs, decode_cfg, False)}
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="bench-marian-") as tmp:
+        if not (args.no_hf and args.no_ct2):
+            import transformers
+
+            transformers.utils.logging.disable_progress_bar()          # save/load bars per conversion
+            hf = hf_marian(cfg)
+            notes.append(f"transformers {transformers.__version__} ({hf.config._attn_implementation})")
+            if not args.no_hf:
+                variants[HF] = hf_generate(hf, srcs, args.beam, args.out_len)
+            if not args.no_ct2:
+                import ctranslate2
+
+                model_dir = ct2_model_dir(hf, cfg, Path(tmp))
+                for name, compute in ((CT2_F32, "float32"), (CT2_INT8, "int8")):
+                    translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type=compute,
+                                                        inter_threads=1, intra_threads=args.threads)
+                    variants[name] = ct2_translate(translator, srcs, vocabulary(cfg), args.beam, args.out_len)
+                notes.append(f"ctranslate2 {ctranslate2.__version__}")
+        check_lengths(variants, args.out_len, args.beam)
+        wall, cpu = time_rounds(variants, args.warmup, args.repeats)
+    n = args.sentences
+    median = {name: statistics.median(ts) / n for name, ts in wall.items()}          # per sentence
+    median_cpu = {name: statistics.median(ts) / n for name, ts in cpu.items()}
+    print(f"preset {args.preset}, vocab {args.vocab}, beam {args.beam}, {n} sentences of {args.src_len} tokens -> "
+          f"{args.out_len} tokens, {args.threads} thread(s), torch {torch.__version__}, median of {args.repeats} "
+          f"interleaved rounds after {args.warmup} warm-up; {', '.join(notes) or 'ours only'}")
+    print(f"{'variant':24s} {'CPU ms/sent':>12s} {'wall ms/sent':>13s} {'wall min':>9s}")
+    for name in variants:
+        print(f"{name:24s} {median_cpu[name] * 1e3:12.1f} {median[name] * 1e3:13.1f} "
+              f"{min(wall[name]) / n * 1e3:9.1f}")
+    ratios = ratio_table(median_cpu, median)
+    for name, (value, goal) in ratios.items():
+        met = "" if not goal else f"  goal {goal}: " + ("met" if _met(value, goal) else "MISSED")
+        print(f"{name:32s} {value:6.2f}x{met}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"args": vars(args), "median_wall_s_per_sentence": median,
+                                               "median_cpu_s_per_sentence": median_cpu,
+                                               "ratios": {k: v[0] for k, v in ratios.items()}}, indent=2))
+    return 0
+
+
+def ratio_table(median_cpu: dict[str, float], median: dict[str, float]) -> dict[str, tuple[float, str]]:
+    """name -> (ratio, goal or ""): speed-ups over HF, slow-downs against CTranslate2, CPU and wall."""
+    out = {}
+    for label, m in (("CPU", median_cpu), ("wall", median)):
+        out[f"trace / no trace ({label})"] = (m[TRACED] / m[PLAIN], "")
+        if HF in m:
+            out[f"HF / ours+trace ({label})"] = (m[HF] / m[TRACED], ">= 1.5x")
+        if CT2_F32 in m:
+            out[f"ours+trace / CT2 f32 ({label})"] = (m[TRACED] / m[CT2_F32], "<= 1.5x")
+            out[f"ours+trace / CT2 int8 ({label})"] = (m[TRACED] / m[CT2_INT8], "")
+    return out
+
+
+def _met(value: float, goal: str) -> bool:
+    if goal.startswith("<="):
+        return value <= float(goal.strip("<=x "))
+    return value >= float(goal.strip(">=x "))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
