@@ -7,7 +7,7 @@ non-EOS extensions become the live hypotheses; the cache follows their parents),
 Tensors keep the shape [batch, k, ...] throughout (Hugging Face's layout, not fairseq's shrinking
 batches): a finished sentence rides along and is ignored. Histories are back-pointers (parent,
 token, log-prob per step), followed once at the end, so a step costs a few small tensor ops
-next to the decoder call, and the trace only adds one top-k per step.
+next to the decoder call, and the trace reads its alternatives from the top-k the step made anyway.
 
 Stopping. Canonical (default): a sentence stops when its pool holds k hypotheses and no live one
 can beat the worst of them. The bound is exact, not the usual current-length heuristic: further
@@ -68,6 +68,8 @@ class Candidates:
     token: torch.Tensor          # [B, 2K]
     token_logprob: torch.Tensor  # [B, 2K]
     finished: torch.Tensor       # [B, K] EOS among the best K, in a sentence still running
+    row_best: tuple[torch.Tensor, torch.Tensor]   # (log-probs, tokens) [B*K, M]: each live hypothesis's
+                                                  # M >= 2K best next tokens, best first (the trace's alternatives)
 
 
 def init_state(batch: int, k: int, prefix_score: torch.Tensor, limit: torch.Tensor, cfg: DecodeConfig) -> BeamState:
@@ -86,19 +88,30 @@ def init_state(batch: int, k: int, prefix_score: torch.Tensor, limit: torch.Tens
                      stop_reason=torch.zeros(batch, dtype=torch.long, device=device))
 
 
-def expand(state: BeamState, log_probs: torch.Tensor, eos: int = EOS_ID) -> Candidates:
+def expand(state: BeamState, log_probs: torch.Tensor, eos: int = EOS_ID, width: int = 0) -> Candidates:
     """The 2K best (hypothesis, next token) pairs by cumulative score. log_probs [B*K, V] (constrained);
-    `eos` is the model's EOS id."""
+    `eos` is the model's EOS id; `width`: keep at least this many best tokens per hypothesis in
+    `row_best` (the trace's alternatives), so the trace needs no top-k of its own.
+
+    A hypothesis's score is the same for all its extensions, so each of the 2K best pairs is among
+    its own hypothesis's 2K best tokens: one top-k along each row of V, then one over those K x M
+    sums, instead of one over K x V sums (the same pairs and the same float sums, without
+    materialising [B, K*V]; with a 58k vocabulary that is 290k sums a step). Equal sums rank
+    the lower slot first, as a top-k over K x V sums ranked them here.
+    """
     batch, k = state.scores.shape
-    vocab = log_probs.shape[-1]
-    total = (state.scores.unsqueeze(2) + log_probs.view(batch, k, vocab)).view(batch, k * vocab)  # [B, K*V]
-    score, flat = total.topk(2 * k, dim=1)                                   # [B, 2K]
-    token = flat % vocab                                                      # [B, 2K]
+    width = min(max(2 * k, width), log_probs.shape[-1])
+    best_lp, best_token = log_probs.topk(width, dim=1)                        # [B*K, M] best first
+    total = (state.scores.view(-1, 1) + best_lp).view(batch, k * width)       # [B, K*M]
+    score, flat = total.sort(dim=1, descending=True, stable=True)             # [B, K*M]; ties: lower slot first
+    score, flat = score[:, :2 * k], flat[:, :2 * k]                           # [B, 2K]
+    token = best_token.view(batch, k * width).gather(1, flat)                 # [B, 2K]
     finished = token[:, :k] == eos                                            # [B, K]
     if state.any_done:
         finished &= ~state.done.unsqueeze(1)
-    return Candidates(score=score, parent=flat // vocab, token=token, finished=finished,
-                      token_logprob=log_probs.view(batch, k * vocab).gather(1, flat))  # [B, 2K]
+    return Candidates(score=score, parent=flat // width, token=token, finished=finished,
+                      token_logprob=best_lp.view(batch, k * width).gather(1, flat),   # [B, 2K]
+                      row_best=(best_lp, best_token))
 
 
 def finish(state: BeamState, cands: Candidates, t: int, cfg: DecodeConfig) -> None:
@@ -185,12 +198,12 @@ def beam_search(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefi
         for t in range(n_prefix, longest):
             log_probs = constrain(log_probs, t, cfg.min_len, special)         # [B*K, V]
             prev_scores, active = state.scores, ~state.done
-            cands = expand(state, log_probs, special.eos)
+            cands = expand(state, log_probs, special.eos, cfg.trace_top_k if trace else 0)
             finish(state, cands, t, cfg)
             index = select(state, cands, special.eos)                         # [B*K]
             at_limit = truncate(state, t, cfg, first_limit)                   # [B] or None
             if recorder is not None:
-                recorder.record_step(prev_scores, log_probs, cands, state.pick, at_limit, active)
+                recorder.record_step(prev_scores, cands, state.pick, at_limit, active)
             if stop(state, at_limit, cfg):
                 break
             step.reorder(index)

@@ -142,8 +142,9 @@ def _frame(table: np.ndarray, id_to_piece, with_status: bool):
 
 
 class TraceRecorder:
-    """Keeps references to each step's tensors during beam search (plus one top-k for the
-    alternatives) and turns them into BeamTraces at the end, all steps at once in numpy."""
+    """Keeps references to each step's tensors during beam search (the alternatives are the
+    search's own per-hypothesis top-k) and turns them into BeamTraces at the end, all steps at
+    once in numpy."""
 
     def __init__(self, batch: int, beam_size: int, cfg, prefix: list[int], forced_lp: torch.Tensor,
                  first: torch.Tensor, special: SpecialIds = DEFAULT_IDS):
@@ -160,13 +161,15 @@ class TraceRecorder:
             rows[:, :min(cfg.min_len, len(prefix)), special.eos] = float("-inf")   # EOS before min_len
             self.forced_alt = rows.topk(self.top_k, dim=-1)                     # 2 x [B, P, k]
 
-    def record_step(self, prev_scores: torch.Tensor, log_probs: torch.Tensor, cands, pick: torch.Tensor,
+    def record_step(self, prev_scores: torch.Tensor, cands, pick: torch.Tensor,
                     at_limit: torch.Tensor | None, active: torch.Tensor) -> None:
-        """prev_scores [B, K] (before the step), log_probs [B*K, V], cands (beam.Candidates), pick [B, K]."""
+        """prev_scores [B, K] (before the step), cands (beam.Candidates, made with width >= top_k:
+        its row_best holds each hypothesis's best next tokens), pick [B, K]."""
         entry = dict(score=cands.score, parent=cands.parent, token=cands.token, token_lp=cands.token_logprob,
                      finished=cands.finished, pick=pick, at_limit=at_limit, active=active)
         if self.top_k:
-            entry["alt"] = log_probs.topk(self.top_k, dim=-1)                  # 2 x [B*K, k]
+            values, indices = cands.row_best                                  # 2 x [B*K, M], M >= top_k
+            entry["alt"] = (values[:, :self.top_k], indices[:, :self.top_k])  # 2 x [B*K, k]
             entry["prev_scores"] = prev_scores
         self.steps.append(entry)
 
@@ -221,8 +224,8 @@ class TraceRecorder:
 
     def _alternative_arrays(self, steps_abs: np.ndarray) -> dict[str, np.ndarray]:
         batch, k = self.batch, self.k
-        values = np.stack([_np(s["alt"].values) for s in self.steps]).reshape(len(self.steps), batch, k, -1)
-        indices = np.stack([_np(s["alt"].indices) for s in self.steps]).reshape(values.shape)   # [T, B, K, k]
+        values = np.stack([_np(s["alt"][0]) for s in self.steps]).reshape(len(self.steps), batch, k, -1)
+        indices = np.stack([_np(s["alt"][1]) for s in self.steps]).reshape(values.shape)   # [T, B, K, k]
         prev = np.stack([_np(s["prev_scores"]) for s in self.steps])          # [T, B, K]
         out = dict(values=values, indices=indices, scores=prev[..., None] + values, steps=steps_abs)
         if self.forced_alt is not None:
