@@ -4,10 +4,10 @@ A decoding step feeds one token per hypothesis ([5, 1, 256] for beam 5): the mat
 tiny, so the ~25 nn.Module calls per layer (capture points, residual blocks, dropout in eval,
 hook checks, a weight concatenation per fused projection) cost about as much as the arithmetic.
 `PlainDecoder` runs the same arithmetic, the functions of model/functional.py that the modules
-call, on copies of the model's parameters laid out input-major ([in, out], which small-batch
-products read ~30% faster here): no module calls, the fused weights concatenated once per model,
-not per step. All that is its own is that weight layout (the products it hands the functions) and
-the capture points it leaves out. It is used only when it cannot change what anybody sees:
+call, with products of its own (`_product`): no module calls, the fused weights concatenated once
+per model, not per step, and each product in the faster of two forms for its row count (on an
+input-major copy [in, out], or as (W x^T)^T on the output-major weight; up to 1.7x apart for
+the 5 rows of a beam). All that is its own is those products and the capture points it leaves out. It is used only when it cannot change what anybody sees:
 `Transformer.decoding_watched()` is False (eval mode, no hook anywhere in the decoder or
 generator; capture() and ablation register hooks, so they get the module path, whose capture
 points they need). Its log-probs equal the module path's within float rounding
@@ -27,24 +27,44 @@ from torch import nn
 from explorer.model import functional as fn
 from explorer.model.transformer import DecoderCache, Transformer
 
-Product = fn.Map                                    # x [..., in] -> [..., out] on input-major weights
+Product = fn.Map                                    # x [..., in] -> [..., out]
+
+# Row counts for which a product is computed as (W x^T)^T on the output-major weight [out, in]
+# rather than as x W_t on an input-major copy [in, out]. MKL picks its kernel by the shapes, and
+# for a few rows neither form is best throughout (1 thread, AMD EPYC, MKL 2024.2; ms per product):
+#   rows                                         1      2      4      5      8
+#   output projection [512 -> 58101]  x W_t    4.3    8.6   10.2   11.8   12.8
+#                                     W x^T    7.8    4.9    6.4    8.6   12.8
+#   a base decoder step's 36 others   x W_t    4.1    5.7    7.6    8.7    9.3
+#                                     W x^T    5.4    4.2    6.7    8.1   10.6
+# A beam of 5 for one sentence feeds 5 rows a step, greedy decoding 1: both get their faster form.
+# The two forms round differently (by ~1e-6 relative), as any two kernels do.
+FEW_ROWS = range(2, 6)
 
 
-def _input_major(*linears: nn.Linear) -> Product:
-    """The product x @ W_t + b of one or more projections side by side, W_t input-major [in, out].
+def _product(*linears: nn.Linear) -> Product:
+    """The product x W^T + b of one or more projections side by side, in the faster of two forms.
 
-    For a few rows x [n, in], x @ W_t with W_t contiguous [in, out] streams the weights in the
-    order the product reads them: ~30% faster on this CPU than F.linear's x @ W.T. A closure, not
-    an object: a decoding step makes ~20 of these calls, and closure variables are the cheapest
-    to read. A projection without bias (the generator's, unless final_logits_bias) gets none.
+    `weight` [out, in] is the model's own (detached, not copied) when there is one projection,
+    else the concatenation; `weight_t` [in, out] is an input-major copy, which streams the
+    weights in the order x W_t reads them. Which form a call takes depends only on its row count
+    (FEW_ROWS). A closure, not an object: a decoding step makes ~40 of these calls, and closure
+    variables are the cheapest to read. A projection without bias (the generator's, unless
+    final_logits_bias) gets none.
     """
-    weight = torch.cat([m.weight for m in linears]).t().contiguous()           # [in, n*out]
+    weight = torch.cat([m.weight for m in linears]) if len(linears) > 1 else linears[0].weight.detach()  # [n*out, in]
+    weight_t = weight.t().contiguous()                                         # [in, n*out]
     bias = None if linears[0].bias is None else torch.cat([m.bias for m in linears])  # [n*out] or None
-    width = weight.shape[1]
+    bias_column = None if bias is None else bias.unsqueeze(1)                  # [n*out, 1]
+    width = weight.shape[0]
 
     def product(x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])                                       # [N, in]
-        flat = flat @ weight if bias is None else torch.addmm(bias, flat, weight)  # [N, n*out]
+        if flat.shape[0] in FEW_ROWS:
+            flat = weight @ flat.t() if bias is None else torch.addmm(bias_column, weight, flat.t())  # [n*out, N]
+            flat = flat.t().contiguous()                                        # [N, n*out]
+        else:
+            flat = flat @ weight_t if bias is None else torch.addmm(bias, flat, weight_t)  # [N, n*out]
         return flat.view(*x.shape[:-1], width)                                  # [..., n*out]
     return product
 
@@ -83,7 +103,8 @@ def plain_decoder_for(model: nn.Module) -> "PlainDecoder | None":
 
     Kept per model and rebuilt only when a parameter changed, so a decode does not pay for
     re-laying-out the weights (~4 ms for `small`, 2% of a beam search); the cost is one extra
-    copy of the decoder's and generator's weights in memory.
+    copy of the decoder's and generator's weights in memory (input-major), and two of the fused
+    projections (q|k|v and the memory's k|v).
     """
     if not isinstance(model, Transformer) or model.decoding_watched():
         return None
@@ -105,8 +126,10 @@ def plain_decoder_of(model: Transformer) -> "PlainDecoder":
 class PlainDecoder:
     """`decode()` + `generator()` of a Transformer without module calls (eval mode, no hooks).
 
-    It holds re-laid-out copies of the parameters as they were when it was built: get it from
-    `plain_decoder_for`, which rebuilds it after any parameter changes.
+    It holds input-major copies and fused concatenations of the parameters as they were when it
+    was built, and reads the unfused output-major weights in place, so after a parameter changes
+    an old one would mix old and new values: get it from `plain_decoder_for` (or
+    `plain_decoder_of`), which rebuilds it after any parameter changes.
     """
 
     def __init__(self, model: Transformer):
@@ -115,12 +138,12 @@ class PlainDecoder:
         self.lookup = partial(F.embedding, weight=dec.embed.lookup.weight)      # ids [B, T] -> [B, T, d]
         self.table, self.scale = dec.embed.table, dec.embed.scale               # [L, d], sqrt(d)
         self.final_norm = fn.layer_norm(dec.norm) if isinstance(dec.norm, nn.LayerNorm) else fn.identity
-        self.vocab = _input_major(model.generator.proj)                          # [d] -> [V]
-        self.layers = [_Layer(self_qkv=_input_major(l.self_attn.w_q, l.self_attn.w_k, l.self_attn.w_v),
-                              self_out=_input_major(l.self_attn.w_o), cross_q=_input_major(l.cross_attn.w_q),
-                              cross_kv=_input_major(l.cross_attn.w_k, l.cross_attn.w_v),
-                              cross_out=_input_major(l.cross_attn.w_o),
-                              ffn=partial(fn.feed_forward, w_1=_input_major(l.ffn.w_1), w_2=_input_major(l.ffn.w_2),
+        self.vocab = _product(model.generator.proj)                          # [d] -> [V]
+        self.layers = [_Layer(self_qkv=_product(l.self_attn.w_q, l.self_attn.w_k, l.self_attn.w_v),
+                              self_out=_product(l.self_attn.w_o), cross_q=_product(l.cross_attn.w_q),
+                              cross_kv=_product(l.cross_attn.w_k, l.cross_attn.w_v),
+                              cross_out=_product(l.cross_attn.w_o),
+                              ffn=partial(fn.feed_forward, w_1=_product(l.ffn.w_1), w_2=_product(l.ffn.w_2),
                                           activation=l.ffn.activation),
                               blocks=tuple(_block(b.norm, b.norm_first) for b in (l.self_block, l.cross_block,
                                                                                   l.ffn_block)))

@@ -8,7 +8,7 @@ from explorer.config import DecodeConfig
 from explorer.decoding import beam_search
 from explorer.decoding.core import StepDecoder
 from explorer.inspection.hooks import ablate_heads, capture
-from explorer.model.plain_decoder import PlainDecoder, plain_decoder_for
+from explorer.model.plain_decoder import FEW_ROWS, PlainDecoder, _product, plain_decoder_for
 from support.model_helpers import EOS, VOCAB, make_model
 
 VARIANTS = [{}, {"norm_first": True}, {"positions": "learned"}, {"tie_embeddings": False},
@@ -76,17 +76,21 @@ def test_plain_decoder_is_reused_and_rebuilt_when_weights_change():
     model = make_model()
     first = plain_decoder_for(model)
     assert plain_decoder_for(model) is first
-    with torch.no_grad():
-        model.decoder.layers[0].ffn.w_1.weight.mul_(2.0)                      # in place, as an optimizer step
-    second = plain_decoder_for(model)
-    assert second is not first
     src = _sources()
     with torch.inference_mode():
         memory, mask = model.encode(src)
         tgt = torch.full((3, 1), 2)
+        before = model.generator(model.decode(tgt, memory, mask))
+    with torch.no_grad():
+        model.decoder.layers[0].ffn.w_1.weight.mul_(2.0)                      # in place, as an optimizer step
+    second = plain_decoder_for(model)
+    assert second is not first
+    with torch.inference_mode():
         expected = model.generator(model.decode(tgt, memory, mask))
-        torch.testing.assert_close(second.generator(second.decode(tgt, memory, mask)), expected, atol=1e-5, rtol=0)
-        assert not torch.allclose(first.generator(first.decode(tgt, memory, mask)), expected, atol=1e-3)
+        assert not torch.allclose(before, expected, atol=1e-3)                # the change matters
+        for rows in (1, 3):                                                   # both product forms (FEW_ROWS)
+            got = second.generator(second.decode(tgt[:rows], memory[:rows], mask[:rows]))
+            torch.testing.assert_close(got, expected[:rows], atol=1e-5, rtol=0)
 
 
 def test_beam_search_same_with_and_without_the_plain_path():
@@ -103,3 +107,17 @@ def test_beam_search_same_with_and_without_the_plain_path():
         assert [h.ids for h in a.hypotheses] == [h.ids for h in b.hypotheses]
         for ha, hb in zip(a.hypotheses, b.hypotheses):
             assert ha.score == pytest.approx(hb.score, abs=1e-4)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_products_equal_linear_for_every_row_count(bias):
+    """Both forms of a product (FEW_ROWS picks by row count) compute the projection, fused or not."""
+    torch.manual_seed(3)
+    linears = [torch.nn.Linear(16, 24, bias=bias), torch.nn.Linear(16, 24, bias=bias)]
+    with torch.no_grad():
+        single, fused = _product(linears[0]), _product(*linears)
+        for rows in range(1, max(FEW_ROWS) + 3):
+            x = torch.randn(rows, 1, 16)                                      # [N, 1, in], as a decoding step
+            torch.testing.assert_close(single(x), linears[0](x), atol=1e-5, rtol=0)
+            torch.testing.assert_close(fused(x), torch.cat([m(x) for m in linears], dim=-1), atol=1e-5, rtol=0)
+            assert single(x).is_contiguous() and fused(x).shape == (rows, 1, 48)
