@@ -1,10 +1,13 @@
-"""AppTest of every page on a model the size of the paper's base Transformer (and of OPUS-MT).
+"""AppTest of every page on models the size of the paper's base Transformer (and of OPUS-MT).
 
 The shipped models have 4 heads and 3+3 layers; an imported Marian model has 8 heads, 6+6 layers
 (48 heads of each attention kind), d_model 512 and a 58k vocabulary. Every page must run on it
 without an exception or an error message, the Attention page's all-heads grids must hold all 48
-heads of each kind, and switching head or beam step must keep working. The checkpoint has random
-weights (tests/support/base_model.py): the pages' job is to show whatever the model does.
+heads of each kind, and switching head or beam step must keep working. Each test runs on two
+checkpoints with random weights (tests/support/base_model.py): IMPORTED, a MarianMTModel imported
+with explorer.convert's importer (Marian's special ids: eos 0, pad 58,100 = the decoder's start,
+a VocabTokenizer), and NAME, a native one (this project's ids: pad 0, bos 2, eos 3). The pages'
+job is to show whatever the model does.
 """
 from __future__ import annotations
 
@@ -13,12 +16,13 @@ import re
 import pytest
 
 from support.app_support import ROOT, chart, no_exception, open_app, texts
-from support.base_model import NAME, SENTENCE, base_models_dir  # noqa: F401  (a session fixture)
+from support.base_model import IMPORTED, NAME, SENTENCE, VOCAB_SIZE, base_models_dir  # noqa: F401  (a session fixture)
 from webapp import state
 
 PAGES = re.findall(r'st\.Page\("(webapp/pages/\w+\.py)"', (ROOT / "app.py").read_text())
 ATTENTION = "webapp/pages/attention.py"
 BEAM = "webapp/pages/beam.py"
+TRANSLATE = "webapp/pages/translate.py"
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +36,12 @@ def only_the_base_model(base_models_dir, tmp_path, monkeypatch):  # noqa: F811
     state.refresh_checkpoints()
 
 
+@pytest.fixture(params=[IMPORTED, NAME])
+def model(request) -> str:
+    """The checkpoint a test runs on, by the name the picker knows it by."""
+    return request.param
+
+
 def clean(at) -> None:
     """No exception, and no error message: a page that runs but says it failed does not count."""
     no_exception(at)
@@ -39,20 +49,20 @@ def clean(at) -> None:
 
 
 def test_the_pages_list_is_read_from_the_app():
-    assert ATTENTION in PAGES and BEAM in PAGES and len(PAGES) >= 7, PAGES
+    assert {ATTENTION, BEAM, TRANSLATE} <= set(PAGES) and len(PAGES) >= 7, PAGES
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.rsplit("/", 1)[-1][:-3] for p in PAGES])
-def test_every_page_runs_on_a_base_size_model(page):
-    at = open_app(NAME, page, text=SENTENCE)
+def test_every_page_runs_on_a_base_size_model(page, model):
+    at = open_app(model, page, text=SENTENCE)
     clean(at)
-    assert at.session_state["checkpoint_path"].endswith(NAME)
+    assert at.session_state["checkpoint_path"].endswith(model)
     card = texts(next(e for e in at.sidebar.expander if e.label == "Model card").caption)
     assert "the paper's base model" in card.replace("\\", ""), card
 
 
-def test_the_all_heads_grid_holds_48_heads_of_each_kind():
-    at = open_app(NAME, ATTENTION, text=SENTENCE)
+def test_the_all_heads_grid_holds_48_heads_of_each_kind(model):
+    at = open_app(model, ATTENTION, text=SENTENCE)
     clean(at)
     for kind in ("encoder", "decoder", "cross"):
         at.radio(key="attn_kind").set_value(kind).run()
@@ -68,8 +78,8 @@ def test_the_all_heads_grid_holds_48_heads_of_each_kind():
 
 
 @pytest.mark.parametrize("tab", ["Head summary", "Word alignment", "Output vs reference", "bertviz"])
-def test_every_attention_tab_runs_at_48_heads(tab):
-    at = open_app(NAME, ATTENTION, text=SENTENCE)
+def test_every_attention_tab_runs_at_48_heads(tab, model):
+    at = open_app(model, ATTENTION, text=SENTENCE)
     at.session_state["view"] = tab
     at.run()
     clean(at)
@@ -81,8 +91,8 @@ def test_every_attention_tab_runs_at_48_heads(tab):
         assert len(list(frames)) == 2
 
 
-def test_ablating_heads_at_48_heads():
-    at = open_app(NAME, ATTENTION, text=SENTENCE)
+def test_ablating_heads_at_48_heads(model):
+    at = open_app(model, ATTENTION, text=SENTENCE)
     at.session_state["view"] = "Head ablation"
     at.run()
     at.multiselect(key="ablate_pick").set_value([("cross", 5, 7), ("encoder", 0, 0)]).run()
@@ -90,8 +100,8 @@ def test_ablating_heads_at_48_heads():
     assert chart(at, "ablation_diff")
 
 
-def test_stepping_the_beam_on_a_base_size_model():
-    at = open_app(NAME, BEAM, text=SENTENCE)
+def test_stepping_the_beam_on_a_base_size_model(model):
+    at = open_app(model, BEAM, text=SENTENCE)
     clean(at)
     assert chart(at, "beam_tree")["data"]
     steps = at.slider(key="beam_step")
@@ -100,3 +110,28 @@ def test_stepping_the_beam_on_a_base_size_model():
         clean(at)
         assert f"Candidates ranked at step {step}" in texts(at.subheader)
         assert chart(at, "beam_attn_step")["data"]
+
+
+def test_the_pages_use_the_models_own_special_ids(model, base_models_dir):  # noqa: F811
+    """Sources end with the model's EOS, outputs never hold its pad, the decoder starts with its start
+    id: Marian's (eos 0, pad = start = the last id) for IMPORTED, this project's for NAME."""
+    from html import unescape
+
+    from explorer.store.checkpoint import read_config
+    from explorer.text import load_tokenizer
+
+    cfg = read_config(base_models_dir / model)[1]
+    tokenizer = load_tokenizer(base_models_dir / model)
+    if model == IMPORTED:
+        assert (cfg.eos_id, cfg.pad_id, cfg.decoder_start_id) == (0, VOCAB_SIZE - 1, VOCAB_SIZE - 1)
+    piece = lambda i: tokenizer.id_to_piece(i, side="tgt")  # noqa: E731
+    at = open_app(model, TRANSLATE, text=SENTENCE)
+    clean(at)
+    source, output = (c.value.split() for c in at.code[:2])
+    assert source[-1] == tokenizer.id_to_piece(cfg.eos_id, side="src") and output
+    assert piece(cfg.pad_id) not in output and piece(cfg.decoder_start_id) not in output
+    at = open_app(model, ATTENTION, text=SENTENCE)
+    at.radio(key="attn_kind").set_value("decoder").run()
+    clean(at)
+    keys = [unescape(t) for t in chart(at, "attn_zoom")["layout"]["xaxis"]["ticktext"]]
+    assert keys[0] == piece(cfg.decoder_start_id) and piece(cfg.decoder_start_id) not in keys[1:]
