@@ -5,9 +5,9 @@ tiny, so the ~25 nn.Module calls per layer (capture points, residual blocks, dro
 hook checks, a weight concatenation per fused projection) cost about as much as the arithmetic.
 `PlainDecoder` runs the same arithmetic, the functions of model/functional.py that the modules
 call, with products of its own (`_product`): no module calls, the fused weights concatenated once
-per model, not per step, and each product in the faster of two forms for its row count (on an
-input-major copy [in, out], or as (W x^T)^T on the output-major weight; up to 1.7x apart for
-the 5 rows of a beam). All that is its own is those products and the capture points it leaves out. It is used only when it cannot change what anybody sees:
+per model, not per step, and laid out once for the fastest kernel of a few rows (oneDNN's packed
+layout; about 3x MKL's speed on the 5 rows of a beam of 5). All that is its own is those products
+and the capture points it leaves out. It is used only when it cannot change what anybody sees:
 `Transformer.decoding_watched()` is False (eval mode, no hook anywhere in the decoder or
 generator; capture() and ablation register hooks, so they get the module path, whose capture
 points they need). Its log-probs equal the module path's within float rounding
@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 
 import torch
 import torch.nn.functional as F
@@ -29,44 +29,71 @@ from explorer.model.transformer import DecoderCache, Transformer
 
 Product = fn.Map                                    # x [..., in] -> [..., out]
 
-# Row counts for which a product is computed as (W x^T)^T on the output-major weight [out, in]
-# rather than as x W_t on an input-major copy [in, out]. MKL picks its kernel by the shapes, and
-# for a few rows neither form is best throughout (1 thread, AMD EPYC, MKL 2024.2; ms per product):
-#   rows                                         1      2      4      5      8
-#   output projection [512 -> 58101]  x W_t    4.3    8.6   10.2   11.8   12.8
-#                                     W x^T    7.8    4.9    6.4    8.6   12.8
-#   a base decoder step's 36 others   x W_t    4.1    5.7    7.6    8.7    9.3
-#                                     W x^T    5.4    4.2    6.7    8.1   10.6
-# A beam of 5 for one sentence feeds 5 rows a step, greedy decoding 1: both get their faster form.
-# The two forms round differently (by ~1e-6 relative), as any two kernels do.
-FEW_ROWS = range(2, 6)
+# A step's products have few rows (5 for a beam of 5), so they are matrix-vector products in all
+# but name, and how fast they run depends on the kernel more than on the arithmetic: ms per
+# product or per step (1 thread, AMD EPYC, torch 2.13: MKL 2024.2 and oneDNN 3.12; weights
+# read from memory, not cache, as in decoding):
+#   rows                                          1      5     10
+#   output projection 512 -> 58101  x W_t (MKL)  4.3   11.8   14.5
+#                                   oneDNN       3.0    3.9    5.3
+#   a base decoder step's 36 others x W_t (MKL)  4.6    9.2   10.7
+#                                   oneDNN       2.9    3.6    4.3
+# oneDNN's matmul on a weight packed once for it (the kernel torch's own compiler uses for frozen
+# CPU models) computes in float32 like MKL; it rounds differently (within 1e-5 relative), and a
+# row's result does not depend on the other rows, nor on the thread count. Where the packing is
+# unavailable (a torch without oneDNN, other dtypes or devices), the input-major copy is used.
+PACK_ROWS_HINT = 64                  # rows oneDNN packs for; any hint of 5 or more is as fast here
 
 
 def _product(*linears: nn.Linear) -> Product:
-    """The product x W^T + b of one or more projections side by side, in the faster of two forms.
+    """The product x W^T + b of one or more projections side by side (fused), in its fastest form:
+    the concatenated weight packed for oneDNN where `packing_works`, else copied input-major
+    ([in, out], which few rows read faster than F.linear's [out, in]).
 
-    `weight` [out, in] is the model's own (detached, not copied) when there is one projection,
-    else the concatenation; `weight_t` [in, out] is an input-major copy, which streams the
-    weights in the order x W_t reads them. Which form a call takes depends only on its row count
-    (FEW_ROWS). A closure, not an object: a decoding step makes ~40 of these calls, and closure
-    variables are the cheapest to read. A projection without bias (the generator's, unless
-    final_logits_bias) gets none.
+    A closure, not an object: a decoding step makes ~40 of these calls, and closure variables are
+    the cheapest to read. A projection without bias (the generator's, unless final_logits_bias)
+    gets none.
     """
-    weight = torch.cat([m.weight for m in linears]) if len(linears) > 1 else linears[0].weight.detach()  # [n*out, in]
-    weight_t = weight.t().contiguous()                                         # [in, n*out]
+    weight = torch.cat([m.weight for m in linears])                            # [n*out, in]
     bias = None if linears[0].bias is None else torch.cat([m.bias for m in linears])  # [n*out] or None
-    bias_column = None if bias is None else bias.unsqueeze(1)                  # [n*out, 1]
     width = weight.shape[0]
+    if packing_works(weight):
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)  # [n*out, in], oneDNN's layout
+        linear = torch.ops.mkldnn._linear_pointwise
+
+        def product(x: torch.Tensor) -> torch.Tensor:
+            return linear(x, packed, bias, "none", [], "")                     # [..., n*out]
+        return product
+    weight_t = weight.t().contiguous()                                         # [in, n*out]
 
     def product(x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])                                       # [N, in]
-        if flat.shape[0] in FEW_ROWS:
-            flat = weight @ flat.t() if bias is None else torch.addmm(bias_column, weight, flat.t())  # [n*out, N]
-            flat = flat.t().contiguous()                                        # [N, n*out]
-        else:
-            flat = flat @ weight_t if bias is None else torch.addmm(bias, flat, weight_t)  # [N, n*out]
+        flat = flat @ weight_t if bias is None else torch.addmm(bias, flat, weight_t)  # [N, n*out]
         return flat.view(*x.shape[:-1], width)                                  # [..., n*out]
     return product
+
+
+def packing_works(weight: torch.Tensor) -> bool:
+    """Whether `weight`'s products can run on oneDNN's packed layout: a float32 CPU weight, and a
+    torch whose oneDNN packs and multiplies (checked once per process on a small product)."""
+    return (USE_PACKED and weight.dtype == torch.float32 and weight.device.type == "cpu"
+            and _packing_available())
+
+
+USE_PACKED = True                    # False: always the input-major copy (tests compare both forms)
+
+
+@cache
+def _packing_available() -> bool:
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        weight, x = torch.randn(24, 16), torch.randn(3, 16)                    # [out, in], [N, in]
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)
+        got = torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
+        return bool(torch.allclose(got, x @ weight.t(), atol=1e-5, rtol=1e-5))
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -103,8 +130,7 @@ def plain_decoder_for(model: nn.Module) -> "PlainDecoder | None":
 
     Kept per model and rebuilt only when a parameter changed, so a decode does not pay for
     re-laying-out the weights (~4 ms for `small`, 2% of a beam search); the cost is one extra
-    copy of the decoder's and generator's weights in memory (input-major), and two of the fused
-    projections (q|k|v and the memory's k|v).
+    copy of the decoder's and generator's weights in memory.
     """
     if not isinstance(model, Transformer) or model.decoding_watched():
         return None
@@ -126,10 +152,8 @@ def plain_decoder_of(model: Transformer) -> "PlainDecoder":
 class PlainDecoder:
     """`decode()` + `generator()` of a Transformer without module calls (eval mode, no hooks).
 
-    It holds input-major copies and fused concatenations of the parameters as they were when it
-    was built, and reads the unfused output-major weights in place, so after a parameter changes
-    an old one would mix old and new values: get it from `plain_decoder_for` (or
-    `plain_decoder_of`), which rebuilds it after any parameter changes.
+    It holds re-laid-out copies of the parameters as they were when it was built: get it from
+    `plain_decoder_for`, which rebuilds it after any parameter changes.
     """
 
     def __init__(self, model: Transformer):

@@ -8,7 +8,8 @@ from explorer.config import DecodeConfig
 from explorer.decoding import beam_search
 from explorer.decoding.core import StepDecoder
 from explorer.inspection.hooks import ablate_heads, capture
-from explorer.model.plain_decoder import FEW_ROWS, PlainDecoder, _product, plain_decoder_for
+from explorer.model import plain_decoder
+from explorer.model.plain_decoder import PlainDecoder, _product, plain_decoder_for
 from support.model_helpers import EOS, VOCAB, make_model
 
 VARIANTS = [{}, {"norm_first": True}, {"positions": "learned"}, {"tie_embeddings": False},
@@ -88,7 +89,7 @@ def test_plain_decoder_is_reused_and_rebuilt_when_weights_change():
     with torch.inference_mode():
         expected = model.generator(model.decode(tgt, memory, mask))
         assert not torch.allclose(before, expected, atol=1e-3)                # the change matters
-        for rows in (1, 3):                                                   # both product forms (FEW_ROWS)
+        for rows in (1, 3):
             got = second.generator(second.decode(tgt[:rows], memory[:rows], mask[:rows]))
             torch.testing.assert_close(got, expected[:rows], atol=1e-5, rtol=0)
 
@@ -109,15 +110,33 @@ def test_beam_search_same_with_and_without_the_plain_path():
             assert ha.score == pytest.approx(hb.score, abs=1e-4)
 
 
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "input-major"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_products_equal_linear_for_every_row_count(bias):
-    """Both forms of a product (FEW_ROWS picks by row count) compute the projection, fused or not."""
+def test_products_equal_linear_for_every_row_count(bias, packed, monkeypatch):
+    """Both forms of a product (oneDNN's packed weight where it works, else an input-major copy)
+    compute the projection, fused or not, whatever the row count; a row's result is its own."""
+    monkeypatch.setattr(plain_decoder, "USE_PACKED", packed)
     torch.manual_seed(3)
     linears = [torch.nn.Linear(16, 24, bias=bias), torch.nn.Linear(16, 24, bias=bias)]
     with torch.no_grad():
         single, fused = _product(linears[0]), _product(*linears)
-        for rows in range(1, max(FEW_ROWS) + 3):
+        for rows in (1, 2, 5, 8, 25):
             x = torch.randn(rows, 1, 16)                                      # [N, 1, in], as a decoding step
             torch.testing.assert_close(single(x), linears[0](x), atol=1e-5, rtol=0)
             torch.testing.assert_close(fused(x), torch.cat([m(x) for m in linears], dim=-1), atol=1e-5, rtol=0)
             assert single(x).is_contiguous() and fused(x).shape == (rows, 1, 48)
+
+
+def test_beam_search_same_with_either_product_form(monkeypatch):
+    model = make_model()
+    src = _sources()
+    cfg = DecodeConfig(beam_size=3, n_best=3, max_len_b=12, length_penalty="gnmt")
+    monkeypatch.setattr(plain_decoder, "USE_PACKED", False)
+    expected = beam_search(model, src, cfg)
+    monkeypatch.setattr(plain_decoder, "USE_PACKED", True)
+    with torch.no_grad():
+        model.generator.proj.weight.add_(0.0)                                 # a new version: rebuilt, packed
+    for got, want in zip(beam_search(model, src, cfg), expected):
+        assert [h.ids for h in got.hypotheses] == [h.ids for h in want.hypotheses]
+        for g, w in zip(got.hypotheses, want.hypotheses):
+            assert g.score == pytest.approx(w.score, abs=1e-4)
