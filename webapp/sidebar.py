@@ -72,6 +72,8 @@ def card_expander(info: CheckpointInfo) -> None:
         st.caption(state.md_escape(summary(found)))
         if found is not None and found.data:
             st.caption("Data: " + state.md_escape(found.data))
+        if found is not None and found.fine_tuned_from:
+            st.caption("Fine-tuned from " + state.md_escape(found.fine_tuned_from))
         if found is not None and found.converted:
             st.caption("Converted " + state.md_escape(found.converted + (f" with {found.tool}" if found.tool else "")))
         elif found is not None and found.tool:

@@ -3,7 +3,9 @@
 card.json holds two kinds of facts about a checkpoint: how well it scores ("test", rewritten by
 `python -m explorer.evaluate`) and where it comes from ("model_card": its source, licence,
 languages, size, the domain it knows; written by whoever made the checkpoint: the importer
-`python -m explorer.convert from-hf`, or by hand for the shipped ones). Only this module names the
+`python -m explorer.convert from-hf`, the trainer for a fine-tuned checkpoint (`fine_tuned_card`: a
+new card saying which checkpoint it derives from, so an imported model's provenance and licence
+are not lost one fine-tune later), or by hand for the shipped ones). Only this module names the
 "model_card" key; the evaluate command rewrites card.json keeping every section but "test".
 
 card.json is untrusted input (a user's models folder, a hand-edited file): model_card() never
@@ -33,6 +35,7 @@ class ModelCard:
     data: str | None = None           # what it was trained on, when known
     converted: str | None = None      # ISO time of the import (imported models only)
     tool: str | None = None           # what wrote the card, e.g. "explorer.convert from-hf"
+    fine_tuned_from: str | None = None  # the checkpoint it was fine-tuned from (fine-tuned models only)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -49,12 +52,37 @@ def model_card(card: Any) -> ModelCard | None:
     return ModelCard(source=_text(section.get("source")), license=_text(section.get("license")),
                      languages=_languages(section.get("languages")), parameters=_count(section.get("parameters")),
                      domain=_text(section.get("domain")), data=_text(section.get("data")),
-                     converted=_text(section.get("converted")), tool=_text(section.get("tool")))
+                     converted=_text(section.get("converted")), tool=_text(section.get("tool")),
+                     fine_tuned_from=_text(section.get("fine_tuned_from")))
 
 
 def with_model_card(card: Any, found: ModelCard) -> dict:
     """A copy of card.json's contents with its "model_card" section set to `found` (the rest kept)."""
     return {**(card if isinstance(card, dict) else {}), MODEL_CARD: found.to_dict()}
+
+
+FINE_TUNE_TOOL = "explorer.train"
+
+
+def fine_tuned_card(parent_card: Any, parent: str, *, data: str | None, languages: tuple[str, ...] | None,
+                    parameters: int | None) -> dict:
+    """card.json for a checkpoint fine-tuned from `parent` (its name or path), whose card.json
+    contents are `parent_card` (anything: read with model_card, never raising).
+
+    A new card, not the parent's: its numbers (the "test" section) describe the parent only, and
+    so does its source. What carries over is what still holds: the licence (fine-tuned weights
+    derive from the parent's, so its terms follow them) and the parent's own source, named in
+    this card's source. The domain is the parent's, said to be from before fine-tuning; `data`
+    (what it was fine-tuned on) is added to what the parent was trained on, when known.
+    """
+    before = model_card(parent_card) or ModelCard()
+    origin = f" (itself: {before.source})" if before.source else ""
+    trained = "; ".join(x for x in (before.data, f"fine-tuned on {data}" if data else None) if x) or None
+    return with_model_card({}, ModelCard(
+        source=f"fine-tuned by this project from {parent}{origin}", license=before.license,
+        languages=languages or before.languages, parameters=parameters,
+        domain=f"{before.domain} (before fine-tuning)" if before.domain else None, data=trained,
+        tool=FINE_TUNE_TOOL, fine_tuned_from=parent))
 
 
 def summary(found: ModelCard | None) -> str:

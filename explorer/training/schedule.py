@@ -11,6 +11,12 @@ import numpy as np
 
 FINE_TUNE_WARMUP = 50           # steps: a fine-tune only has to re-warm Adam's moments, not the model
 FINE_TUNE_PEAK_SHARE = 0.5      # the fine-tune's peak rate, as a share of the rate training ended at
+# The peak for a checkpoint whose training left no record (an imported OPUS-MT model: neither its step
+# nor its last rate survive the conversion). Hugging Face's course fine-tunes opus-mt models at 2e-5;
+# Marian's transformer recipe, which OPUS-MT models are trained with, peaks at 3e-4 and decays as
+# 1/sqrt(step) over hundreds of thousands of steps, so 2e-5 is at or below where such training ends.
+UNRECORDED_PEAK = 2e-5
+UNRECORDED_CEILING = 3e-4       # that recipe's peak: a fine-tune planned above it is warned about
 
 
 def noam_rate(step: int, d_model: int, factor: float = 1.0, warmup: int = 4000) -> float:
@@ -36,8 +42,8 @@ class FineTune:
     warmup: int
     lr_factor: float
     peak: float                 # the planned peak rate (at step == warmup)
-    ended_at: float             # the rate the checkpoint's own training ended at
-    ended_at_known: bool        # False: estimated from its step alone (an upper bound)
+    ended_at: float | None      # the rate the checkpoint's own training ended at; None: no record
+    ended_at_known: bool        # False: estimated from its step alone (an upper bound), or no record
 
 
 def fine_tune_schedule(training: dict, d_model: int) -> FineTune:
@@ -45,17 +51,30 @@ def fine_tune_schedule(training: dict, d_model: int) -> FineTune:
 
     Restarting the from-scratch schedule (a long warm-up to the paper's peak, ~3e-3 for d_model 128)
     throws a trained model far off: 300 such steps took numbers-en-de's dev BLEU from 100 to 89. The
-    rate training ended at is the checkpoint's recorded `last_lr`, else the Noam rate at its step with
-    factor 1 and the warm-up over, which is at least as high as any factor-<=1 run ended at. The peak
-    of noam_rate is factor * d_model^-0.5 * warmup^-0.5, solved here for the factor.
+    rate training ended at is the checkpoint's recorded `last_lr`, else the Noam rate at its recorded
+    step with factor 1 and the warm-up over, which is at least as high as any factor-<=1 run ended at.
+    A checkpoint with neither (an imported model: `training` says only where it was imported from)
+    gets the fixed peak UNRECORDED_PEAK: the step-1 estimate would be d_model^-0.5 (0.044 for an
+    OPUS-MT model), a rate that wrecks a trained model. The peak of noam_rate is
+    factor * d_model^-0.5 * warmup^-0.5, solved here for the factor.
     """
-    step = max(int(training.get("step") or 1), 1)
-    recorded = training.get("last_lr")
-    known = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0
-    ended_at = float(recorded) if known else noam_rate(step, d_model, 1.0, warmup=1)
-    peak = FINE_TUNE_PEAK_SHARE * ended_at
+    training = training if isinstance(training, dict) else {}
+    recorded, step = training.get("last_lr"), training.get("step")
+    known = _positive(recorded)
+    if known:
+        ended_at = float(recorded)
+    elif _positive(step):
+        ended_at = noam_rate(int(step), d_model, 1.0, warmup=1)
+    else:
+        ended_at = None
+    peak = FINE_TUNE_PEAK_SHARE * ended_at if ended_at is not None else UNRECORDED_PEAK
     factor = peak * d_model ** 0.5 * FINE_TUNE_WARMUP ** 0.5
     return FineTune(warmup=FINE_TUNE_WARMUP, lr_factor=factor, peak=peak, ended_at=ended_at, ended_at_known=known)
+
+
+def _positive(value) -> bool:
+    """A usable number from an untrusted config.json: finite and > 0 (not a bool, not a string)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
 
 
 def label_smoothing_target(vocab_size: int, target: int, epsilon: float) -> np.ndarray:

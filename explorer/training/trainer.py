@@ -22,6 +22,7 @@ import torch
 
 from explorer.store import run_files as rf
 from explorer.store.atomic import DISK_FULL, recover
+from explorer.store.card import fine_tuned_card
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
 from explorer.config import TrainConfig, preset, resolve_device
 from explorer.data import DataError, load_corpus
@@ -68,6 +69,11 @@ class Trainer:
         else:
             self.src_lang = init.meta.get("src_lang", self.corpus.src_lang)
             self.tgt_lang = init.meta.get("tgt_lang", self.corpus.tgt_lang)
+        # A fine-tune's checkpoints say what they derive from (an imported model's source and licence
+        # would otherwise be lost one fine-tune later); a run from scratch writes no card.
+        self.card = None if init is None else fine_tuned_card(
+            init.card, str(cfg.init_from), data=cfg.dataset, parameters=init.model.num_parameters(),
+            languages=(self.src_lang, self.tgt_lang) if self.src_lang and self.tgt_lang else None)
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.tokenizer = prepare_tokenizer(cfg, self.corpus, self.run_dir, init.tokenizer if init else None)
@@ -284,7 +290,8 @@ class Trainer:
                              "run": self.run_dir.name, "warmup": self.cfg.warmup, "lr_factor": self.cfg.lr_factor,
                              "last_lr": noam_rate(self.step, self.model_cfg.d_model, self.cfg.lr_factor,
                                                   self.cfg.warmup)}}
-        save_checkpoint(path, self.model, self.tokenizer, meta=meta, dtype=torch.float32, trainer_state=state)
+        save_checkpoint(path, self.model, self.tokenizer, meta=meta, dtype=torch.float32, trainer_state=state,
+                        card=self.card)
         self._prune()
         rf.write_status(self.run_dir, last_checkpoint=str(path), best_step=self.best["step"])
 

@@ -135,3 +135,27 @@ def test_the_pages_use_the_models_own_special_ids(model, base_models_dir):  # no
     clean(at)
     keys = [unescape(t) for t in chart(at, "attn_zoom")["layout"]["xaxis"]["ticktext"]]
     assert keys[0] == piece(cfg.decoder_start_id) and piece(cfg.decoder_start_id) not in keys[1:]
+
+
+def test_the_train_page_proposes_the_fixed_peak_for_an_imported_model():
+    """An imported model records no step or rate: the form proposes the recipe's fixed peak, says why,
+    and warns above the ceiling (explorer.training.schedule.fine_tune_schedule)."""
+    from explorer.training.schedule import UNRECORDED_CEILING, fine_tune_schedule, noam_rate
+
+    at = open_app(IMPORTED, "webapp/pages/train.py")
+    at.radio(key="tr_numbers_from").set_value("checkpoint").run()
+    healthy = [i for i in state.available_checkpoints() if not i.error]
+    pick = next(n for n, i in enumerate(healthy) if i.path.name == IMPORTED)
+    at.selectbox(key="tr_numbers_init").set_value(pick).run()
+    clean(at)
+    info = healthy[pick]
+    recipe = fine_tune_schedule(info.meta["training"], info.meta["model"]["d_model"])
+    assert recipe.ended_at is None
+    warmup, lr = at.number_input(key=f"tr_numbers_warmup_ft{pick}"), at.number_input(key=f"tr_numbers_lr_ft{pick}")
+    assert warmup.value == recipe.warmup and lr.value == pytest.approx(recipe.lr_factor, abs=1e-4)
+    assert "does not record how its training ended" in texts(at.caption) and not at.warning
+    d_model = info.meta["model"]["d_model"]
+    high = round(2 * UNRECORDED_CEILING * d_model ** 0.5 * recipe.warmup ** 0.5, 4)      # a peak 2x the ceiling
+    assert noam_rate(recipe.warmup, d_model, high, recipe.warmup) > UNRECORDED_CEILING
+    at.number_input(key=f"tr_numbers_lr_ft{pick}").set_value(high).run()
+    assert "may undo what the model learned" in texts(at.warning)

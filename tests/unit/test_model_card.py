@@ -10,7 +10,8 @@ import pytest
 
 from explorer.config import preset
 from explorer.model.skeleton import parameter_count
-from explorer.store.card import MAX_TEXT, ModelCard, model_card, summary, versus_paper, with_model_card
+from explorer.store.card import (FINE_TUNE_TOOL, MAX_TEXT, ModelCard, fine_tuned_card, model_card, summary,
+                                 versus_paper, with_model_card)
 from explorer.store.checkpoint import read_card, read_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,3 +99,24 @@ def test_every_shipped_checkpoint_has_a_true_model_card(path):
     assert found is not None and found.source and found.domain and found.data
     assert found.parameters == parameter_count(cfg)
     assert found.languages == (meta["src_lang"], meta["tgt_lang"])
+
+
+def test_a_fine_tuned_card_names_its_parent_and_keeps_what_still_holds():
+    card = fine_tuned_card(IMPORTED, "models/opus-mt-es-en", data="uploads/legal.tsv", languages=("es", "en"),
+                           parameters=123)
+    found = model_card(card)
+    parent = model_card(IMPORTED)
+    assert found.fine_tuned_from == "models/opus-mt-es-en" and found.tool == FINE_TUNE_TOOL
+    assert "models/opus-mt-es-en" in found.source and parent.source in found.source
+    assert found.license == parent.license and found.converted is None and found.parameters == 123
+    assert parent.domain in found.domain and "before fine-tuning" in found.domain
+    assert "uploads/legal.tsv" in found.data and "test" not in card                 # the parent's scores dropped
+    assert "models/opus-mt-es-en" in summary(found)
+
+
+@pytest.mark.parametrize("parent", [None, [], {"test": {"n": 3}}, {"model_card": "garbage"}])
+def test_a_fine_tuned_card_of_a_parent_without_one_still_says_where_it_came_from(parent):
+    found = model_card(fine_tuned_card(parent, "runs/x/checkpoints/step_000010", data=None, languages=None,
+                                       parameters=None))
+    assert found.fine_tuned_from == "runs/x/checkpoints/step_000010" and "itself" not in found.source
+    assert (found.license, found.domain, found.data, found.languages) == (None, None, None, None)

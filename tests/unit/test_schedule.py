@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.training.schedule import label_smoothing_target, noam_curve, noam_rate
+from explorer.training.schedule import (FINE_TUNE_PEAK_SHARE, UNRECORDED_PEAK, fine_tune_schedule,
+                                        label_smoothing_target, noam_curve, noam_rate)
 
 
 def test_noam_matches_hand_computed_values():
@@ -42,3 +43,38 @@ def test_label_smoothing_target_is_a_distribution_matching_pytorch(eps):
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-10)
     with pytest.raises(ValueError):
         label_smoothing_target(V, V, eps)
+
+
+def _planned_peak(recipe, d_model: int) -> float:
+    """The peak noam_rate reaches with the recipe's settings (at step == warmup)."""
+    return noam_rate(recipe.warmup, d_model, recipe.lr_factor, recipe.warmup)
+
+
+@pytest.mark.parametrize("d_model", [128, 512])
+def test_fine_tuning_peaks_at_half_the_recorded_rate(d_model):
+    recipe = fine_tune_schedule({"step": 900, "last_lr": 4e-4}, d_model)
+    assert recipe.ended_at == 4e-4 and recipe.ended_at_known
+    assert recipe.peak == pytest.approx(FINE_TUNE_PEAK_SHARE * 4e-4)
+    assert _planned_peak(recipe, d_model) == pytest.approx(recipe.peak, rel=1e-9)
+
+
+def test_fine_tuning_without_a_recorded_rate_estimates_it_from_the_step():
+    recipe = fine_tune_schedule({"step": 900}, 128)
+    assert not recipe.ended_at_known
+    assert recipe.ended_at == pytest.approx(128 ** -0.5 * 900 ** -0.5)            # factor 1, warm-up over
+    assert recipe.peak == pytest.approx(FINE_TUNE_PEAK_SHARE * recipe.ended_at)
+
+
+@pytest.mark.parametrize("training", [
+    {"imported_from": "Helsinki-NLP/opus-mt-es-en"}, {}, {"dataset": "none (random weights)", "preset": "base"},
+    {"step": "900", "last_lr": "1e-4"}, {"step": True, "last_lr": True}, {"step": -5, "last_lr": 0},
+    {"step": 0}, {"last_lr": float("nan")}, {"last_lr": float("inf")}, None, [],
+])
+def test_a_checkpoint_with_no_usable_record_gets_the_fixed_peak(training):
+    """An imported model records neither its step nor its rate; the step-1 estimate (d_model^-0.5, 0.044 at
+    d_model 512) would wreck it, so the recipe uses a fixed conservative peak; garbage counts as no record."""
+    for d_model in (32, 512):
+        recipe = fine_tune_schedule(training, d_model)
+        assert recipe.ended_at is None and not recipe.ended_at_known
+        assert recipe.peak == UNRECORDED_PEAK
+        assert _planned_peak(recipe, d_model) == pytest.approx(UNRECORDED_PEAK, rel=1e-9)

@@ -23,7 +23,8 @@ from explorer.plots import training as plots
 from explorer.text.tokenizer import MODEL_TYPES
 from explorer.training import args
 from explorer.training.args import planned_model_config
-from explorer.training.schedule import FineTune, fine_tune_schedule, noam_curve, noam_rate
+from explorer.training.schedule import (UNRECORDED_CEILING, UNRECORDED_PEAK, FineTune, fine_tune_schedule,
+                                        noam_curve, noam_rate)
 from webapp import downloads, state
 
 DATASETS = {"numbers": "Number words, English → German (learns in minutes)",
@@ -93,11 +94,22 @@ def _fine_tune_recipe(info) -> FineTune | None:
 
 def _fine_tune_notes(recipe: FineTune, warmup: int, lr_factor: float, d_model: int) -> None:
     """What the proposed fine-tuning schedule does, and a warning when the settings leave it."""
+    peak = noam_rate(warmup, d_model, lr_factor, warmup)
+    if recipe.ended_at is None:                    # an imported model: its training left no record here
+        st.caption(f"Fine-tuning recipe: {recipe.warmup} warm-up steps to a fixed, conservative peak of "
+                   f"{recipe.peak:.2g}. This checkpoint does not record how its training ended (a model imported "
+                   "from Hugging Face carries neither its training step nor its learning rate), so the usual "
+                   f"recipe, half the rate training ended at, cannot be computed; {UNRECORDED_PEAK:.0e} is the rate "
+                   "OPUS-MT models are commonly fine-tuned at. Fine-tuned here, the new checkpoint records "
+                   "its own rate.")
+        if peak > UNRECORDED_CEILING:
+            st.warning(f"The planned peak rate {peak:.2g} is above {UNRECORDED_CEILING:.0e}, the peak of Marian's "
+                       "own training recipe for such models: fine-tuning at it may undo what the model learned.")
+        return
     ended = "it recorded" if recipe.ended_at_known else "estimated from its step"
     st.caption(f"Fine-tuning recipe: {recipe.warmup} warm-up steps to a peak of {recipe.peak:.2g}, half the rate "
                f"this checkpoint's training ended at ({recipe.ended_at:.2g}, {ended}); restarting the from-scratch "
                "schedule would throw the trained model far off.")
-    peak = noam_rate(warmup, d_model, lr_factor, warmup)
     if peak > recipe.ended_at:
         st.warning(f"The planned peak rate {peak:.2g} is above the rate this checkpoint's training ended at "
                    f"({recipe.ended_at:.2g}): fine-tuning at it may undo what the model learned.")
