@@ -38,10 +38,11 @@ Product = fn.Map                                    # x [..., in] -> [..., out]
 #                                   oneDNN       3.0    3.9    5.3
 #   a base decoder step's 36 others x W_t (MKL)  4.6    9.2   10.7
 #                                   oneDNN       2.9    3.6    4.3
-# oneDNN's matmul on a weight packed once for it (the kernel torch's own compiler uses for frozen
-# CPU models) computes in float32 like MKL; it rounds differently (within 1e-5 relative), and a
-# row's result does not depend on the other rows, nor on the thread count. Where the packing is
-# unavailable (a torch without oneDNN, other dtypes or devices), the input-major copy is used.
+# oneDNN's matmul on a weight packed once for it (torch.ops.mkldnn, ops torch's compiler also
+# emits for frozen CPU models) computes in float32 like MKL; it rounds differently (within 1e-5
+# relative), and a row's result does not depend on the other rows, nor on the thread count. The
+# ops are private to torch, so they are tried once per process before use; where they fail or
+# do not apply (a torch without oneDNN, other dtypes, other devices), the input-major copy is used.
 PACK_ROWS_HINT = 64                  # rows oneDNN packs for; any hint of 5 or more is as fast here
 
 
@@ -54,8 +55,8 @@ def _product(*linears: nn.Linear) -> Product:
     the cheapest to read. A projection without bias (the generator's, unless final_logits_bias)
     gets none.
     """
-    weight = torch.cat([m.weight for m in linears])                            # [n*out, in]
-    bias = None if linears[0].bias is None else torch.cat([m.bias for m in linears])  # [n*out] or None
+    weight = torch.cat([m.weight.detach() for m in linears])                   # [n*out, in]
+    bias = None if linears[0].bias is None else torch.cat([m.bias.detach() for m in linears])  # [n*out] or None
     width = weight.shape[0]
     if packing_works(weight):
         packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)  # [n*out, in], oneDNN's layout
@@ -88,7 +89,8 @@ def _packing_available() -> bool:
     if not torch.backends.mkldnn.is_available():
         return False
     try:
-        weight, x = torch.randn(24, 16), torch.randn(3, 16)                    # [out, in], [N, in]
+        weight = torch.linspace(-1.0, 1.0, 24 * 16).view(24, 16)              # [out, in] (no RNG draws:
+        x = torch.linspace(-2.0, 2.0, 3 * 16).view(3, 16).flip(1)             # [N, in]  sampling follows)
         packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)
         got = torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
         return bool(torch.allclose(got, x @ weight.t(), atol=1e-5, rtol=1e-5))

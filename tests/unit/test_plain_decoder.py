@@ -140,3 +140,11 @@ def test_beam_search_same_with_either_product_form(monkeypatch):
         assert [h.ids for h in got.hypotheses] == [h.ids for h in want.hypotheses]
         for g, w in zip(got.hypotheses, want.hypotheses):
             assert g.score == pytest.approx(w.score, abs=1e-4)
+
+
+def test_checking_for_packed_products_draws_no_random_numbers():
+    """The once-per-process check runs at the first decode, before sampling draws its tokens."""
+    plain_decoder._packing_available.cache_clear()
+    state = torch.get_rng_state()
+    plain_decoder._packing_available()
+    assert torch.equal(torch.get_rng_state(), state)
