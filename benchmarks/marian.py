@@ -6,9 +6,10 @@ sinusoids in halves, tied embeddings, a final logits bias, and Marian's ids (eos
 last id, the decoder starting from pad). With that vocabulary the output projection is the largest
 matrix of every step, so the small-model figures of `benchmarks decode` do not carry over.
 
-One process, one thread setting for all: our beam_search on that config (random weights), a random
-MarianMTModel of the same config through generate(), and the same HF model converted to
-CTranslate2 and run in float32 and int8. All are forced to exactly --out-len output tokens (EOS
+One process, one thread setting for all: a random MarianMTModel of that config through generate(),
+the same weights imported into ours (beam_search), and the same HF model converted to CTranslate2
+and run in float32 and int8; the first run of each counts the sentences on which ours returns
+HF's n-best and CTranslate2's best hypothesis. All are forced to exactly --out-len output tokens (EOS
 forbidden until then) on the same --sentences random sources, one sentence per call, beam 5, the
 5-best returned. Rounds are interleaved (each variant translates every sentence, then the next
 variant), so load from other processes hits every variant alike; the table shows per-sentence
@@ -29,6 +30,7 @@ import torch
 from benchmarks.decode import time_rounds
 from explorer.config import DecodeConfig, ModelConfig, preset
 from explorer.decoding import beam_search
+from explorer.interop.marian import state_from_hf
 from explorer.model import Transformer
 
 OPUS_VOCAB = 58101                                   # e.g. Helsinki-NLP/opus-mt-en-de
@@ -134,17 +136,29 @@ def ct2_translate(translator, srcs: list[torch.Tensor], names: list[str], beam: 
     return run
 
 
-def check_lengths(variants: dict[str, Callable[[], object]], out_len: int, beam: int) -> None:
-    """Every variant returns `beam` hypotheses of exactly out_len tokens (the same work), first run."""
-    for name, run in variants.items():
-        result = run()[0]
+def check_outputs(variants: dict[str, Callable[[], object]], out_len: int, beam: int, names: list[str]) -> str:
+    """Every variant returns `beam` hypotheses of exactly out_len tokens (the same work). Returns how
+    many sentences' n-best (HF) and best hypothesis (CTranslate2) equal ours: with one model's
+    weights everywhere they should all, up to near-ties that float rounding may order either way."""
+    results, ids, number = {name: run() for name, run in variants.items()}, {}, {n: i for i, n in enumerate(names)}
+    for name, result in results.items():
         if name in (TRACED, PLAIN):
-            lengths = {len(h.ids) for h in result[0].hypotheses}
+            ids[name] = [[h.ids for h in r[0].hypotheses] for r in result]
         elif name == HF:
-            lengths = {result.shape[1] - 1} if result.shape[0] == beam else {-1}   # start id first
+            ids[name] = [[row[1:] for row in r.tolist()] for r in result]          # the start id first
         else:
-            lengths = {len(h) for h in result[0].hypotheses} if len(result[0].hypotheses) == beam else {-1}
-        assert lengths == {out_len}, f"{name} produced lengths {lengths}, wanted {beam} x {out_len}"
+            ids[name] = [[[number[t] for t in h] for h in r[0].hypotheses] for r in result]
+        lengths = {len(h) for sentence in ids[name] for h in sentence}
+        counts = {len(sentence) for sentence in ids[name]}
+        assert lengths == {out_len} and counts == {beam}, \
+            f"{name} produced {counts} hypotheses of lengths {lengths}, wanted {beam} x {out_len}"
+    notes = []
+    if HF in ids:
+        notes.append(f"{sum(a == b for a, b in zip(ids[TRACED], ids[HF]))}/{len(ids[HF])} n-best lists equal HF's")
+    if CT2_F32 in ids:
+        same = sum(a[0] == b[0] for a, b in zip(ids[TRACED], ids[CT2_F32]))
+        notes.append(f"{same}/{len(ids[CT2_F32])} best hypotheses equal CTranslate2 float32's")
+    return "; ".join(notes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
 
             transformers.utils.logging.disable_progress_bar()          # save/load bars per conversion
             hf = hf_marian(cfg)
+            model.load_state_dict(state_from_hf(hf.state_dict().get, cfg, {name: tuple(p.shape) for name, p in
+                                                                         model.state_dict().items()}))
             notes.append(f"transformers {transformers.__version__} ({hf.config._attn_implementation})")
             if not args.no_hf:
                 variants[HF] = hf_generate(hf, srcs, args.beam, args.out_len)
@@ -191,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                                                         inter_threads=1, intra_threads=args.threads)
                     variants[name] = ct2_translate(translator, srcs, vocabulary(cfg), args.beam, args.out_len)
                 notes.append(f"ctranslate2 {ctranslate2.__version__}")
-        check_lengths(variants, args.out_len, args.beam)
+        agreement = check_outputs(variants, args.out_len, args.beam, vocabulary(cfg))
         wall, cpu = time_rounds(variants, args.warmup, args.repeats)
     n = args.sentences
     median = {name: statistics.median(ts) / n for name, ts in wall.items()}          # per sentence
@@ -199,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"preset {args.preset}, vocab {args.vocab}, beam {args.beam}, {n} sentences of {args.src_len} tokens -> "
           f"{args.out_len} tokens, {args.threads} thread(s), torch {torch.__version__}, median of {args.repeats} "
           f"interleaved rounds after {args.warmup} warm-up; {', '.join(notes) or 'ours only'}")
+    if agreement:
+        print(f"one model's weights in all (HF's, imported into ours): {agreement}")
     print(f"{'variant':24s} {'CPU ms/sent':>12s} {'wall ms/sent':>13s} {'wall min':>9s}")
     for name in variants:
         print(f"{name:24s} {median_cpu[name] * 1e3:12.1f} {median[name] * 1e3:13.1f} "
