@@ -6,10 +6,12 @@ from webapp import sidebar
 st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide")
 
 PAGES = [
+    st.Page("webapp/pages/architecture.py", title="Architecture", icon="🏛️", url_path="architecture"),
     st.Page("webapp/pages/translate.py", title="Translate", icon="🌐", url_path="translate", default=True),
     st.Page("webapp/pages/attention.py", title="Attention", url_path="attention"),
     st.Page("webapp/pages/positions.py", title="Positional encoding", url_path="positions"),
     st.Page("webapp/pages/beam.py", title="Beam search", url_path="beam"),
+    st.Page("webapp/pages/training_vs_inference.py", title="Training vs inference", url_path="training_vs_inference"),
     st.Page("webapp/pages/train.py", title="Train", url_path="train"),
     st.Page("webapp/pages/schedule.py", title="Schedule", url_path="schedule"),
     st.Page("webapp/pages/checkpoints.py", title="Checkpoints", url_path="checkpoints"),

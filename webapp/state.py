@@ -293,6 +293,38 @@ def score(ckpt_path: str, sha: str, text: str, target: str, cfg: dict, ablate: t
     return score_text(ckpt.model, ckpt.tokenizer, text, target, DecodeConfig(**cfg), ablate=list(ablate))
 
 
+@bounded_cache(SCORE_CACHE_BYTES)
+def side_by_side(ckpt_path: str, sha: str, text: str, reference: str | None, cfg: dict):
+    """Teacher-forced decoding of the reference (or of greedy's own output) next to greedy, step by step."""
+    from explorer.decoding.side_by_side import side_by_side as run
+
+    ckpt = load(ckpt_path)
+    return run(ckpt.model, ckpt.tokenizer, text, reference, DecodeConfig(**cfg))
+
+
+@st.cache_data(max_entries=16, show_spinner="Choosing a test sentence this model translates well…")
+def _showcase(ckpt_path: str, sha: str, mtime: float) -> int | None:
+    from explorer.evaluation.showcase import best_translated
+
+    ckpt = load(ckpt_path)
+    found = best_translated(ckpt.model, ckpt.tokenizer, [(src, tgt) for _, src, tgt in examples(ckpt_path)])
+    return found.index if found is not None else None
+
+
+def showcase_example(ckpt_path: str | Path, sha: str) -> int | None:
+    """The index in examples() of the test pair a first visit opens on (explorer.evaluation.showcase's
+    rule: the best beam-5 sentence chrF among the first pairs with a reference), computed once per
+    checkpoint; None without a test set."""
+    try:
+        mtime = (Path(ckpt_path) / TEST_SPLIT).stat().st_mtime
+    except OSError:
+        return None
+    try:
+        return _showcase(str(ckpt_path), sha, mtime)
+    except (ValueError, RuntimeError):          # a model that cannot decode: the page's own call says why
+        return None
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def _examples(ckpt_path: str, mtime: float) -> list[tuple[str, str, str]]:
     from explorer.data.files import read_tsv

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from explorer.config import DecodeConfig
-from explorer.decoding.core import Hypothesis, as_batch, decoding_session, normalize, special_ids
+from explorer.decoding.core import Hypothesis, as_batch, constrain, decoding_session, normalize, special_ids
 from explorer.inspection.hooks import capture
 from explorer.inspection.trace import Trace
 from explorer.text.special import SpecialIds
@@ -25,7 +25,35 @@ def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: 
     Targets are output ids (no BOS); EOS is appended when missing if `add_eos`, so a reference
     scores comparably with a finished hypothesis. `normalized` uses cfg's length penalty.
     """
+    outputs, tgt_out, log_probs = _forced(model, src, targets, add_eos, ablate)   # [B, T], [B, T, V]
+    return _hypotheses(model, outputs, tgt_out, log_probs, cfg or DecodeConfig())
+
+
+def forced_choices(model: nn.Module, src_ids: Sequence[int], target: Sequence[int], cfg: DecodeConfig | None = None,
+                   *, add_eos: bool = True, ablate=()) -> tuple[Hypothesis, list[int], list[float]]:
+    """score_targets for one pair, plus what the model itself would write at each position.
+
+    Returns (the scored Hypothesis, top ids, their log-probs): top_ids[i] is the model's choice
+    given the source and the forced target[:i], i.e. what greedy search would write after that
+    prefix (the argmax after core.constrain: never PAD or the start id, nor EOS before cfg.min_len).
+    Where top_ids[i] != ids[i], training-time input and inference-time input part ways.
+    """
     cfg = cfg or DecodeConfig()
+    outputs, tgt_out, log_probs = _forced(model, [list(src_ids)], [target], add_eos, ablate)  # [1, T], [1, T, V]
+    hyp = _hypotheses(model, outputs, tgt_out, log_probs, cfg)[0]
+    special = special_ids(model)
+    top_ids, top_lps = [], []
+    for t in range(len(hyp.ids)):
+        allowed = constrain(log_probs[:, t].clone(), t, cfg.min_len, special)  # [1, V]
+        best = int(allowed[0].argmax())
+        top_ids.append(best)
+        top_lps.append(float(log_probs[0, t, best]))
+    return hyp, top_ids, top_lps
+
+
+def _forced(model: nn.Module, src, targets: Sequence[Sequence[int]], add_eos: bool,
+            ablate) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
+    """The one teacher-forced forward of scoring: (outputs, padded outputs [B, T], log-probs [B, T, V])."""
     special = special_ids(model)
     outputs = [_with_eos(tgt, add_eos, model) for tgt in targets]
     with decoding_session(model, ablate):
@@ -34,7 +62,14 @@ def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: 
             raise ValueError(f"{src.shape[0]} sources but {len(outputs)} targets")
         tgt_out, tgt_in = _teacher_batch(outputs, src.device, special)        # [B, T], [B, T]
         log_probs = model(src, tgt_in)                                        # [B, T, V]
-        token_lp = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)       # [B, T]
+    return outputs, tgt_out, log_probs
+
+
+def _hypotheses(model: nn.Module, outputs: list[list[int]], tgt_out: torch.Tensor, log_probs: torch.Tensor,
+                cfg: DecodeConfig) -> list[Hypothesis]:
+    """One Hypothesis per forced output: the log-prob the model gave each of its tokens."""
+    special = special_ids(model)
+    token_lp = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)           # [B, T]
     hyps = []
     for b, ids in enumerate(outputs):
         lps = token_lp[b, :len(ids)].tolist()

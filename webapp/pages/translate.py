@@ -7,6 +7,8 @@ import sacrebleu
 import streamlit as st
 
 from explorer.plots.translation import token_probs_figure
+from explorer.store.card import model_card
+from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
 from webapp import decode_form, downloads, state
 
 st.title("Translate")
@@ -26,7 +28,9 @@ examples = state.examples(path)
 
 # ---- input -----------------------------------------------------------------------------------
 if "text" not in st.session_state and not state.url_get("text") and examples:
-    state.set_text(examples[0][1])                      # a fresh visit starts on a real test sentence
+    # a fresh visit starts on a test sentence the model translates well (explorer.evaluation.showcase)
+    showcase = state.showcase_example(path, sha)
+    state.set_text(examples[showcase if showcase is not None else 0][1])
 
 
 def _picked() -> None:
@@ -44,6 +48,10 @@ if examples:
                  format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
 state.sentence_box("text_box", f"Sentence to translate ({src_lang} → {tgt_lang})", height=90,
                    placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
+card = model_card(ckpt.card)                       # card.json is untrusted: never raises
+domain = card.domain if card is not None else None
+st.caption("**What this model knows:** " + (state.md_escape(domain) if domain else
+           "its model card does not say; expect it to work only on text like the text it was trained on."))
 cfg, n_samples = decode_form.render()
 # Widgets not drawn are forgotten (hence the "_" copy); and after a run that stopped before this
 # box (a checkpoint that fails to load) the browser draws it anew, so it is handed its value each run.
@@ -107,6 +115,18 @@ with right:
     st.code(" ".join(result.src_pieces), language=None, wrap_lines=True)
     st.markdown(f"**Output pieces** ({len(result.best.pieces)})")
     st.code(" ".join(result.best.pieces), language=None, wrap_lines=True)
+    heavy = heavily_split(ckpt.tokenizer, clipped)
+    if heavy:
+        st.caption(f"**Heavily split words** (cut into {HEAVY_SPLIT} or more pieces, punctuation not counted: "
+                   "the vocabulary barely knows them, so the model reads fragments): "
+                   + "; ".join(f"{state.md_escape(w.word)} → {state.md_escape(' '.join(w.pieces))}" for w in heavy))
+    with st.expander("Token ids (piece, id)"):
+        st.caption("What the model actually reads and writes: each piece's id in the vocabulary, with the "
+                   "end-of-sentence id the encoding adds.")
+        st.dataframe(pd.DataFrame({"source piece": result.src_pieces, "id": result.src_ids}), key="src_ids",
+                     width="stretch", height=min(400, 40 + 35 * len(result.src_ids)))
+        st.dataframe(pd.DataFrame({"output piece": result.best.pieces, "id": result.best.ids}), key="out_ids",
+                     width="stretch", height=min(400, 40 + 35 * len(result.best.ids)))
 
 best = result.best
 downloads.chart(token_probs_figure(best.pieces, best.token_logprobs, "Per-token probability of the translation"),

@@ -1,0 +1,67 @@
+"""Figures of the Training vs inference page: the causal mask, and a decoder run laid out by position.
+
+Pure builders (no Streamlit). The row figure puts what the decoder read at position i directly
+under what it was scored on at position i, so the shift is visible: each output moves one place
+to the right to become the next input.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.plots.style import MASK_COLOUR, PROBABILITY_SCALE, label, token_axis
+
+READS = "decoder reads"
+SCORED = "scored token"
+OWN_PICK = "model's own pick"
+
+
+def causal_mask_figure(inputs: Sequence[str], title: str = "Causal mask") -> go.Figure:
+    """The decoder's self-attention mask over its inputs: row i (a query) may look at columns
+    j <= i (white) and never at later ones (grey, set to -inf before the softmax)."""
+    n = len(inputs)
+    blocked = np.triu(np.ones((n, n)), k=1)                                  # [T, T], 1 above the diagonal
+    fig = go.Figure(go.Heatmap(
+        z=blocked, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
+        colorscale=[[0.0, "white"], [1.0, MASK_COLOUR]],
+        hovertemplate="query %{y} → key %{x}: %{customdata}<extra></extra>",
+        customdata=np.where(blocked > 0, "masked (−∞)", "visible")))
+    side = min(420, 140 + 18 * n)
+    fig.update_layout(title=title, height=side, margin=dict(l=10, r=10, t=50, b=10),
+                      xaxis=dict(title="key (position read)", side="top", **token_axis(inputs)),
+                      yaxis=dict(title="query", autorange="reversed", **token_axis(inputs)))
+    return fig
+
+
+def rows_figure(inputs: Sequence[str], outputs: Sequence[str], logprobs: Sequence[float],
+                top: Sequence[str] | None = None, agree: Sequence[bool] | None = None,
+                title: str = "") -> go.Figure:
+    """One column per position: the decoder's input on the bottom row, the token it was scored on
+    above it (coloured by its probability) and, for teacher forcing, the model's own pick on top
+    (green where it agrees with the forced token, red where it does not)."""
+    n = len(outputs)
+    if len(inputs) != n or len(logprobs) != n or (top is not None and len(top) != n):
+        raise ValueError("inputs, outputs, log-probabilities (and picks) must have one entry per position")
+    x = list(range(n))
+    probs = np.exp(np.asarray(logprobs, dtype=float))                          # [T]
+    traces = [go.Heatmap(x=x, y=[READS], z=[[0.0] * n], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
+                         colorscale=[[0, "#eeeeee"], [1, "#eeeeee"]], text=[[label(p) for p in inputs]],
+                         texttemplate="%{text}", hovertemplate="position %{x} reads %{text}<extra></extra>"),
+              go.Heatmap(x=x, y=[SCORED], z=[probs], zmin=0, zmax=1, colorscale=PROBABILITY_SCALE, xgap=2, ygap=2,
+                         text=[[label(p) for p in outputs]], texttemplate="%{text}", customdata=[list(logprobs)],
+                         colorbar=dict(title="p", len=0.8, thickness=12),
+                         hovertemplate="position %{x}: %{text}<br>p = %{z:.3f}<br>log p = %{customdata:.4f}"
+                                       "<extra></extra>")]
+    if top is not None:
+        ok = [1.0 if a else 0.0 for a in (agree or [True] * n)]
+        traces.append(go.Heatmap(x=x, y=[OWN_PICK], z=[ok], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
+                                 colorscale=[[0, "#f4a6a6"], [1, "#b7e4b0"]], text=[[label(p) for p in top]],
+                                 texttemplate="%{text}",
+                                 hovertemplate="position %{x}: the model would write %{text}<extra></extra>"))
+    fig = go.Figure(traces)
+    fig.update_layout(title=title, height=110 + 45 * len(traces), margin=dict(l=10, r=10, t=50, b=10),
+                      xaxis=dict(title="position", tickmode="array", tickvals=x),
+                      yaxis=dict(categoryorder="array", categoryarray=[READS, SCORED, OWN_PICK][:len(traces)]))
+    return fig
