@@ -14,6 +14,8 @@ from support.app_support import (array, chart, checkpoint_params, copy, damage, 
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
+from explorer.evaluation.showcase import best_translated
+from explorer.store.card import model_card
 from webapp import state
 
 pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
@@ -72,9 +74,13 @@ def test_examples_carry_their_reference_and_scores(ckpt_path):
     examples = state.examples(info.path)
     if not examples:
         pytest.skip(f"{info.name} has no test.tsv")
-    at = open_app(info.name)                                  # a fresh visit opens on the first example
+    at = open_app(info.name)                         # a fresh visit opens on the best-translated example
     no_exception(at)
-    assert at.session_state["text"] == examples[0][1]
+    ckpt = load_checkpoint(info.path)
+    found = best_translated(ckpt.model, ckpt.tokenizer, [(src, tgt) for _, src, tgt in examples])
+    assert at.session_state["text"] == examples[found.index][1] and examples[found.index][2].strip()
+    assert translation_shown(at) == found.translation.replace("\\", "")
+    assert float(next(m.value for m in at.metric if m.label == "chrF")) == pytest.approx(found.chrf, abs=0.051)
     at.selectbox(key="example_pick").set_value(2).run()
     no_exception(at)
     ref, src, tgt = examples[2]
@@ -175,3 +181,32 @@ def test_damaged_checkpoint_is_reported_and_the_rest_works(ckpt_path, tmp_path, 
     no_exception(at)
     assert not at.error
     assert translation_shown(at)
+
+
+def test_the_model_card_domain_is_shown_by_the_input(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, text=text)
+    no_exception(at)
+    card = model_card(info.card)
+    known = next(c.value for c in at.main.caption if "What this model knows" in c.value).replace("\\", "")
+    assert (card.domain if card and card.domain else "does not say") in known
+
+
+def test_token_ids_and_heavily_split_words_are_shown(ckpt_path):
+    info, text = info_for(ckpt_path)
+    odd = {"es": ("Multiplicaré el smartphone", ["Multiplicaré"])}.get(info.meta.get("src_lang"))
+    at = open_app(info.name, text=odd[0] if odd else text)
+    no_exception(at)
+    ckpt = load_checkpoint(info.path)
+    expected = translate(ckpt.model, ckpt.tokenizer, odd[0] if odd else text,
+                         DecodeConfig(strategy="beam", beam_size=5, n_best=5))
+    src = next(d.value for d in at.dataframe if "source piece" in d.value.columns)
+    out = next(d.value for d in at.dataframe if "output piece" in d.value.columns)
+    assert list(src["id"]) == expected.src_ids and list(src["source piece"]) == expected.src_pieces
+    assert list(out["id"]) == expected.best.ids and list(out["output piece"]) == expected.best.pieces
+    assert src["id"].iloc[-1] == ckpt.config.eos_id
+    captions = " ".join(c.value for c in at.main.caption).replace("\\", "")
+    if odd:                                         # 1909 Spanish the vocabulary barely knows
+        assert "Heavily split words" in captions and all(w in captions for w in odd[1])
+    else:                                           # a word-level model splits nothing
+        assert "Heavily split words" not in captions

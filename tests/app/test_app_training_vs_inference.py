@@ -1,0 +1,70 @@
+"""AppTest of the Training vs inference page on the shipped checkpoints: both views are drawn, the
+model's own output gives the same numbers teacher-forced and step by step (the library's, within
+1e-5), a test sentence forces its reference and says where the model's own picks differ, and odd or
+empty input gives messages, never a traceback."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from support.app_support import array, chart, checkpoint_params, info_for, no_exception, open_app, texts
+from explorer.config import DecodeConfig
+from explorer.decoding.side_by_side import side_by_side
+from explorer.store.checkpoint import load_checkpoint
+from webapp import state
+
+PAGE = "webapp/pages/training_vs_inference.py"
+pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
+
+
+def test_free_text_forces_the_own_output_and_the_numbers_agree(ckpt_path):
+    info, text = info_for(ckpt_path)
+    at = open_app(info.name, PAGE, text=text)
+    no_exception(at)
+    assert [r.value for r in at.radio if r.key == "tvi_forced"] in ([], ["own"])
+    assert "Same inputs, same numbers" in texts(at.success)
+    forced = array(chart(at, "tvi_forced_rows")["data"][1]["z"])[0]       # probabilities, row "scored token"
+    steps = array(chart(at, "tvi_steps_rows")["data"][1]["z"])[0]
+    assert np.allclose(np.log(forced), np.log(steps), atol=1e-5)
+    ckpt = load_checkpoint(info.path)
+    expected = side_by_side(ckpt.model, ckpt.tokenizer, text, cfg=DecodeConfig(**state.decode_settings()))
+    table = at.dataframe[0].value
+    assert list(table["step: writes"]) == expected.steps.output_pieces
+    assert np.allclose(table["forced: log p"], expected.forced.logprobs, atol=1e-5)
+    assert np.allclose(table["step: log p"], expected.steps.logprobs, atol=1e-5)
+    assert np.allclose(table["forced: log p"], table["step: log p"], atol=1e-5)
+    assert list(table["forced: reads"])[1:] == list(table["forced: token"])[:-1]   # shifted right
+    mask = array(chart(at, "tvi_mask")["data"][0]["z"])
+    assert (mask == np.triu(np.ones_like(mask), k=1)).all()
+
+
+def test_a_test_sentence_forces_its_reference(ckpt_path):
+    info, _ = info_for(ckpt_path)
+    examples = [e for e in state.examples(info.path) if e[2].strip()]
+    if not examples:
+        pytest.skip(f"{info.name} has no test.tsv with references")
+    _, src, ref = examples[0]
+    at = open_app(info.name, PAGE, text=src)
+    no_exception(at)
+    assert at.radio(key="tvi_forced").value == "reference"
+    ckpt = load_checkpoint(info.path)
+    expected = side_by_side(ckpt.model, ckpt.tokenizer, src, ref, DecodeConfig(**state.decode_settings()))
+    table = at.dataframe[0].value
+    assert list(table["forced: token"].dropna()) == expected.forced.output_pieces
+    assert list(table["agrees"].dropna()) == expected.forced.agree
+    wrong = sum(not a for a in expected.forced.agree)
+    assert f"differs from the reference at {wrong} of" in texts(at.info)
+    at.radio(key="tvi_forced").set_value("own").run()                       # the same sentence, own output
+    no_exception(at)
+    assert "Same inputs, same numbers" in texts(at.success)
+
+
+@pytest.mark.parametrize("odd", ["", "🙂🚀 ✨", "<script>alert('x')</script> **b** $x$"])
+def test_odd_input_is_a_message_not_a_traceback(ckpt_path, odd):
+    info, _ = info_for(ckpt_path)
+    at = open_app(info.name, PAGE, text=odd)
+    no_exception(at)
+    for md in at.markdown:
+        assert "<script" not in md.value
+    if not odd:
+        assert "Type a sentence" in texts(at.info)
