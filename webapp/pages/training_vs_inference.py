@@ -55,10 +55,14 @@ forced, steps = result.forced, result.steps
 # ---- the point of the page, in one line ------------------------------------------------------------
 if result.own_output:
     diff = result.max_difference
-    said = (st.success if diff <= SAME_WITHIN else st.warning)
-    said(f"Same inputs, same numbers: teacher forcing (one pass over {len(forced.outputs)} positions) and "
-         f"step-by-step decoding ({len(steps.outputs)} steps) give the same log-probabilities, largest "
-         f"difference {diff:.1e} (float rounding; the two sum in different orders).")
+    runs = (f"teacher forcing (one pass over {len(forced.outputs)} positions) and step-by-step decoding "
+            f"({len(steps.outputs)} steps)")
+    if diff <= SAME_WITHIN:
+        st.success(f"Same inputs, same numbers: {runs} give the same log-probabilities, largest difference "
+                   f"{diff:.1e} (float rounding; the two sum in different orders).")
+    else:
+        st.warning(f"Same inputs, but {runs} differ by up to {diff:.1e} in log-probability: more than float "
+                   f"rounding ({SAME_WITHIN:.0e}) explains. The two decoder paths disagree; please report it.")
 else:
     wrong = sum(not a for a in forced.agree)
     where = result.first_divergence
