@@ -113,5 +113,6 @@ table = pd.DataFrame({
 with left:
     st.markdown("**Both runs by position**")
     st.dataframe(table, hide_index=True, width="stretch", key="tvi_table",
-                 column_config={c: st.column_config.NumberColumn(format="%.5f") for c in ("forced: log p", "step: log p")})
+                 column_config={c: st.column_config.NumberColumn(format="%.5f")
+                                for c in ("forced: log p", "step: log p")})
     downloads.table_csv_button(table, downloads.file_stem(ckpt.name, "training_vs_inference"), key="tvi_csv")
