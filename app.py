@@ -6,6 +6,7 @@ from webapp import sidebar
 st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide")
 
 PAGES = [
+    st.Page("webapp/pages/architecture.py", title="Architecture", url_path="architecture"),
     st.Page("webapp/pages/translate.py", title="Translate", icon="🌐", url_path="translate", default=True),
     st.Page("webapp/pages/attention.py", title="Attention", url_path="attention"),
     st.Page("webapp/pages/positions.py", title="Positional encoding", url_path="positions"),

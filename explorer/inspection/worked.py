@@ -125,7 +125,7 @@ class EmbeddingWorked:
     @property
     def error(self) -> float:
         """Largest difference between the recomputed and the captured vectors."""
-        return float(max(np.abs(self.scaled - self.captured_tokens).max(), np.abs(self.total - self.captured_out).max()))
+        return max(_max_diff(self.scaled, self.captured_tokens), _max_diff(self.total, self.captured_out))
 
 
 def _ids_and_tokens(trace: Trace, stack: str) -> tuple[list[int], list[str]]:
@@ -466,7 +466,8 @@ def parameter_rows(model: nn.Module) -> list[ParameterRow]:
             part = shared[name]
         _, count, names = rows.get((group, part), (block, 0, []))
         rows[(group, part)] = (block, count + param.numel(), names + [name])
-    return [ParameterRow(group, part, block, count, tuple(names)) for (group, part), (block, count, names) in rows.items()]
+    return [ParameterRow(group, part, block, count, tuple(names))
+            for (group, part), (block, count, names) in rows.items()]
 
 
 def tied_note(cfg: ModelConfig) -> str:

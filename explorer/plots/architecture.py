@@ -120,6 +120,8 @@ def architecture_figure(selected: str | None = None, n_enc: int = 6, n_dec: int 
     marker = go.Scatter(x=xs, y=ys, mode="markers", customdata=keys, text=texts, hovertemplate="%{text}<extra></extra>",
                         marker=dict(size=22, symbol="square", color="rgba(255,255,255,0.01)"), showlegend=False)
     fig = go.Figure(marker)
+    for note in notes:
+        note.setdefault("font", {}).setdefault("color", "#222")
     fig.update_layout(shapes=shapes, annotations=notes, height=640, margin=dict(l=5, r=5, t=10, b=5),
                       xaxis=dict(range=[0, 9.8], visible=False, fixedrange=True),
                       yaxis=dict(range=[0, 13.8], visible=False, fixedrange=True),
@@ -158,7 +160,8 @@ def vectors_figure(rows: Sequence[np.ndarray], names: Sequence[str], title: str)
 
 
 def attention_figure(keys: Sequence[str], scores: np.ndarray, weights: np.ndarray, title: str) -> go.Figure:
-    """Per key: the scaled score (top; masked keys left blank) and the softmax weight (bottom)."""
+    """Per key: the scaled score (top; masked keys left blank) and the softmax weight (bottom); keys
+    numbered from 1 as in the app."""
     scores = np.asarray(scores, dtype=np.float64)
     x = list(range(len(keys)))
     shown = np.where(np.isfinite(scores), scores, np.nan)
@@ -168,7 +171,7 @@ def attention_figure(keys: Sequence[str], scores: np.ndarray, weights: np.ndarra
         go.Bar(x=x, y=np.asarray(weights, dtype=np.float64), name="softmax weight", marker_color="#3c78b4",
                hovertemplate="%{x}: weight %{y:.4f}<extra></extra>"),
     ])
-    ticks = dict(tickmode="array", tickvals=x, ticktext=[f"{i}:{label(k)}" for i, k in enumerate(keys)])
+    ticks = dict(tickmode="array", tickvals=x, ticktext=[f"{i}:{label(k)}" for i, k in enumerate(keys, 1)])
     fig.update_layout(title=title, height=420, margin=dict(l=10, r=10, t=40, b=40), barmode="overlay",
                       xaxis=dict(anchor="y", **ticks), yaxis=dict(domain=[0, 0.45], title="weight", range=[0, 1]),
                       yaxis2=dict(domain=[0.55, 1], title="score", anchor="x"),

@@ -1,0 +1,117 @@
+"""Architecture: the paper's Figure 1 drawn for the chosen model; a block chosen in it (a click, or the
+radio beside it) shows that block's real numbers for the current sentence.
+
+Thin: the diagram is explorer.plots.architecture's, the numbers explorer.inspection.worked's (via
+webapp.architecture_views), the translation and trace the shared cached ones (state), and the block,
+layer, head and token are in the URL (?block=&layer=&head=&token=).
+"""
+import streamlit as st
+
+from explorer.inspection import worked
+from explorer.plots import architecture as plots
+from webapp import architecture_views as views
+from webapp import downloads, state
+
+st.title("Architecture")
+state.learn(
+    "The Transformer of “Attention Is All You Need” (its Figure 1), drawn for the model picked in the sidebar. "
+    "The encoder reads the source: embeddings plus positions, then N identical layers of self-attention and a "
+    "feed-forward network, each wrapped in a residual connection and a LayerNorm. The decoder does the same for "
+    "the output so far (masked, so a position never sees later ones), with a cross-attention over the encoder's "
+    "output in between, and ends in a linear layer and a softmax over the vocabulary. **Click a block** (or pick "
+    "it on the right) to see its real numbers for the sentence below.",
+    r"\text{layer}(x) = \mathrm{LN}\big(h + \mathrm{FFN}(h)\big),\quad h = \mathrm{LN}\big(x + "
+    r"\mathrm{MultiHead}(x, x, x)\big)")
+
+ckpt = state.current_checkpoint()
+cfg = ckpt.config if ckpt is not None else worked.paper_config("base")
+
+
+def choose_block(event_key: str) -> None:
+    """A click on the diagram picks the block under it (the radio follows)."""
+    chosen = plots.selected_block(st.session_state.get(event_key))
+    if chosen is not None:
+        st.session_state["arch_block"] = chosen
+
+
+state.remembered("arch_block", plots.BLOCKS, "enc_attn", url_key="block")
+left, right = st.columns([3, 2])
+with right:
+    block = st.radio("Block", list(plots.BLOCKS), format_func=lambda k: plots.BLOCKS[k][0], key="arch_block")
+    state.remember("arch_block")
+    state.url_set(block=block)
+hover = {}
+if ckpt is not None:
+    for row in worked.parameter_rows(ckpt.model):
+        hover[row.block] = hover.get(row.block, 0) + row.count
+    hover = {key: f"{count:,} parameters" + (" (all layers)" if key not in ("src_embed", "tgt_embed", "generator")
+                                             else "") for key, count in hover.items()}
+with left:
+    st.plotly_chart(plots.architecture_figure(block, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.activation,
+                                              cfg.norm_first, hover),
+                    key="arch_diagram", on_select=lambda: choose_block("arch_diagram"), selection_mode="points",
+                    config=downloads.plotly_config("architecture"), width="stretch")
+
+if ckpt is None:
+    st.info("Pick a working checkpoint in the sidebar to see its numbers (the diagram shows the paper's base model).")
+    st.stop()
+
+text = state.sentence_box("arch_text_box", "Sentence", widget=st.text_input,
+                          placeholder="Type a sentence, or pick one on the Translate page.")
+
+
+def block_numbers() -> None:
+    """The chosen block for the current sentence; returns early (with a message) when there is none."""
+    if not text.strip():
+        st.info("Type a sentence above (or pick an example on the Translate page) to see the numbers of each block.")
+        return
+    clipped = state.require_text(text, "", "used")
+    result = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, clipped, state.decode_settings(),
+                            what="The translation")
+    if result is None:
+        return
+    if result.truncated:
+        st.warning(f"The sentence is longer than this model can read: {result.reason}.")
+    if not result.hypotheses:
+        st.info(f"Nothing to show: {result.reason or 'the text produced no tokens'}.")
+        return
+    trace = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
+                           tuple(result.best.ids), what="Tracing the model")
+    if trace is None:
+        return
+    st.markdown("**Translation**: " + state.md_escape(result.text or "(empty)"))
+    stack = plots.BLOCKS[block][1]
+    tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
+    n_layers = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
+    st.subheader(plots.BLOCKS[block][0])
+    cols = st.columns([2, 3, 3])
+    state.remembered("arch_token", range(1, len(tokens) + 1), 1, url_key="token", cast=int)
+    token = cols[0].selectbox("Token" if block != "generator" else "Decoder position", range(1, len(tokens) + 1),
+                              format_func=lambda i: f"{i}: {tokens[i - 1]}", key="arch_token")
+    layer = head = 1
+    if block not in ("src_embed", "tgt_embed", "generator"):     # blocks inside the N x layers
+        state.remembered("arch_layer", range(1, n_layers + 1), 1, url_key="layer", cast=int)
+        layer = cols[1].radio("Layer", list(range(1, n_layers + 1)), key="arch_layer", horizontal=True)
+    if block in plots.ATTENTION_BLOCKS:
+        state.remembered("arch_head", range(1, cfg.n_heads + 1), 1, url_key="head", cast=int)
+        head = cols[2].radio("Head", list(range(1, cfg.n_heads + 1)), key="arch_head", horizontal=True)
+    state.remember("arch_token", "arch_layer", "arch_head")
+    has_layers = block not in ("src_embed", "tgt_embed", "generator")
+    state.url_set(token=token, layer=layer if has_layers else None,
+                  head=head if block in plots.ATTENTION_BLOCKS else None)
+    position, layer, head = token - 1, layer - 1, head - 1
+    if block in ("src_embed", "tgt_embed"):
+        views.embedding_view(ckpt, trace, stack, position)
+    elif block in plots.ATTENTION_BLOCKS:
+        views.attention_view(ckpt, trace, plots.ATTENTION_BLOCKS[block], layer, head, position)
+    elif block in ("enc_ffn", "dec_ffn"):
+        views.ffn_view(ckpt, trace, stack, layer, position, tokens)
+    elif block in ("enc_norm", "dec_norm"):
+        views.norm_view(ckpt, trace, stack, layer, position, tokens)
+    else:
+        views.generator_view(ckpt, trace, position, tokens)
+
+
+block_numbers()
+st.subheader("Parameters")
+views.parameters_view(ckpt)
