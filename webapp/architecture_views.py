@@ -14,7 +14,7 @@ from explorer.decoding.translate import pieces
 from explorer.inspection import worked
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import architecture as plots
-from webapp import downloads, state
+from webapp import downloads, presenter, state
 
 SHOWN_DIMS = 8          # vector entries written out in tables (figures show them all)
 TOP_K = 10
@@ -95,10 +95,11 @@ def attention_view(ckpt, trace, kind: str, layer: int, head: int, query: int) ->
     errors = w.errors
     st.caption("Largest difference from the captured tensors: scores "
                f"{_diff(errors['scores'])}, weights {_diff(errors['weights'])}, context {_diff(errors['context'])}.")
-    with st.expander(f"Q, K and V of head {head + 1} (all {w.d_k} dimensions)"):
-        st.dataframe(pd.DataFrame(w.q[None, :], index=["q"]), key="arch_q")
-        st.dataframe(pd.DataFrame(w.k, index=[f"k {i}: {t}" for i, t in enumerate(w.key_tokens, 1)]), key="arch_k")
-        st.dataframe(pd.DataFrame(w.v, index=[f"v {i}: {t}" for i, t in enumerate(w.key_tokens, 1)]), key="arch_v")
+    if presenter.advanced():                                 # the raw vectors: not in a lecture
+        with st.expander(f"Q, K and V of head {head + 1} (all {w.d_k} dimensions)"):
+            st.dataframe(pd.DataFrame(w.q[None, :], index=["q"]), key="arch_q")
+            st.dataframe(pd.DataFrame(w.k, index=[f"k {i}: {t}" for i, t in enumerate(w.key_tokens, 1)]), key="arch_k")
+            st.dataframe(pd.DataFrame(w.v, index=[f"v {i}: {t}" for i, t in enumerate(w.key_tokens, 1)]), key="arch_v")
     heads_view(ckpt, trace, kind, layer, head, query)
 
 

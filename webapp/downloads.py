@@ -8,6 +8,8 @@
   prefixed with a quote.
 * The JSON bundle: checkpoint name and hash, input, settings, output and attention arrays; built
   only when the button is clicked (a callable passed to st.download_button).
+* Presenter mode (webapp.presenter) hides the CSV and JSON buttons, which a lecture does not use;
+  the figures' camera button stays.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.inspection.trace import KINDS
+from webapp import presenter
 
 FORMATS = ("png", "svg")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -67,6 +70,8 @@ def matrix_csv(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequen
 
 def csv_button(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], name: str,
                key: str, label: str = "Download matrix (CSV)") -> None:
+    if not presenter.advanced():
+        return
     st.download_button(label, data=matrix_csv(matrix, row_labels, col_labels), file_name=file_stem(name) + ".csv",
                        mime="text/csv", key=key, on_click="ignore")
 
@@ -77,6 +82,8 @@ def table_csv(frame: pd.DataFrame) -> str:
 
 
 def table_csv_button(frame: pd.DataFrame, name: str, key: str, label: str = "Download table (CSV)") -> None:
+    if not presenter.advanced():
+        return
     st.download_button(label, data=table_csv(frame), file_name=file_stem(name) + ".csv",
                        mime="text/csv", key=key, on_click="ignore")
 
@@ -138,5 +145,7 @@ def bundle_bytes(make: Callable[[], dict]) -> Callable[[], bytes]:
 def bundle_button(make: Callable[[], dict], name: str, key: str,
                   label: str = "Download the whole analysis (JSON)") -> None:
     """A download button whose JSON is built only when it is clicked."""
+    if not presenter.advanced():
+        return
     st.download_button(label, data=bundle_bytes(make), file_name=file_stem(name) + ".json",
                        mime="application/json", key=key, on_click="ignore")

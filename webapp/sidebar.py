@@ -1,4 +1,5 @@
-"""The shared sidebar: checkpoint picker (kept in the URL), the chosen model's card, the device in use."""
+"""The shared sidebar: presenter mode and the checkpoint picker (both kept in the URL), the chosen
+model's card, the device in use."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,7 @@ import torch
 
 from explorer.store.card import model_card, summary, versus_paper
 from explorer.store.catalog import CheckpointInfo
-from webapp import state
+from webapp import presenter, state
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
 LISTED = "_ckpt_listed"   # the last run's listing, {path: (name, label)}
@@ -24,6 +25,7 @@ PICKER_HELP = (
 def render() -> None:
     infos = state.available_checkpoints()
     st.sidebar.title("Transformer Explorer")
+    presenter.toggle()                                   # first: a teacher finds it at once
     problem = state.models_dir_problem()
     if problem:
         st.sidebar.warning(f"Your models folder ({state.MODELS_ENV}) is not listed: {state.md_escape(problem)}.")
