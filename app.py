@@ -5,9 +5,13 @@ from webapp import sidebar
 
 st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide")
 
+# Streamlit serves its default page at "/" only (its url_path reads ""), so /translate would say
+# "Page not found": a hidden second entry for the same script answers /translate. The default one
+# reserves "home" (a url_path must be unique), which therefore opens Translate too.
 PAGES = [
     st.Page("webapp/pages/architecture.py", title="Architecture", url_path="architecture"),
-    st.Page("webapp/pages/translate.py", title="Translate", icon="🌐", url_path="translate", default=True),
+    st.Page("webapp/pages/translate.py", title="Translate", icon="🌐", url_path="home", default=True),
+    st.Page("webapp/pages/translate.py", title="Translate", icon="🌐", url_path="translate", visibility="hidden"),
     st.Page("webapp/pages/attention.py", title="Attention", url_path="attention"),
     st.Page("webapp/pages/positions.py", title="Positional encoding", url_path="positions"),
     st.Page("webapp/pages/beam.py", title="Beam search", url_path="beam"),

@@ -200,15 +200,40 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
 
 # ---- tab: head ablation ----------------------------------------------------------------------------
 
+def ablation_to_url(picked) -> str | None:
+    """Heads as the URL keeps them: "cross.6.2,encoder.1.1" (kind.layer.head, 1-based like the UI)."""
+    return ",".join(f"{kind}.{layer + 1}.{head + 1}" for kind, layer, head in sorted(picked)) or None
+
+
+def ablation_from_url(raw, options) -> list[tuple[str, int, int]]:
+    """The heads a URL names, 0-based, keeping only those among `options` (this model's heads): a
+    malformed entry or a head the model does not have is dropped, never an error."""
+    found = []
+    for part in str(raw or "").split(",")[:len(options) + 1]:
+        bits = part.strip().split(".")
+        try:
+            head = (bits[0], int(bits[1][:6]) - 1, int(bits[2][:6]) - 1) if len(bits) == 3 else None
+        except ValueError:
+            continue
+        if head in options and head not in found:
+            found.append(head)
+    return found
+
+
 def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: str) -> None:
     c = ckpt.config
     options = [(kind, layer, head) for kind in KINDS for layer in range(attention_kind(kind).n_layers(c))
                for head in range(c.n_heads)]
-    if "ablate_pick" in st.session_state:                                    # another checkpoint: drop stale heads
-        st.session_state["ablate_pick"] = [o for o in st.session_state["ablate_pick"] if o in options]
+    if "ablate_pick" not in st.session_state:                 # not drawn last run: its copy, else the link's
+        kept = st.session_state.get("_ablate_pick")
+        st.session_state["ablate_pick"] = kept if kept is not None else ablation_from_url(
+            st.query_params.get("ablate"), options)
+    st.session_state["ablate_pick"] = [o for o in st.session_state["ablate_pick"] if o in options]  # another checkpoint
     picked = st.multiselect("Heads to switch off (their output set to zero)", options, key="ablate_pick",
                             format_func=lambda o: f"{o[0]} L{o[1] + 1} H{o[2] + 1}",
                             placeholder="Tick one or more heads…")
+    state.remember("ablate_pick")
+    state.url_set(ablate=ablation_to_url(picked))
     if not picked:
         st.info("Tick heads above: the sentence is translated again without them, and compared.")
         return
@@ -245,7 +270,7 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
 
 def bertviz_tab(trace, view: View) -> None:
     st.caption("bertviz's interactive views (Jesse Vig), served from this app with no internet. "
-               "They number layers and heads from 0.")
+               "Layers and heads are numbered from 1, as everywhere else in this app.")
     if not st.toggle("Build the interactive views", key="bertviz_on"):
         return
     stacks = {kind: trace.stack(kind) for kind in KINDS}
@@ -263,7 +288,7 @@ def bertviz_tab(trace, view: View) -> None:
             return
         if note:
             st.caption(note)
-        embed(html, bertviz_offline.height(which, stacks))
+        embed(html, bertviz_offline.height(which, stacks, layer=view.layer))
 
 
 def embed(html: str, height: int) -> None:

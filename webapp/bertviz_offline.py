@@ -16,6 +16,9 @@ box, and it writes its parameters into a <script> with plain json.dumps, so a to
   `http(s)://` at all.
 * Parameters are JSON with `<`, `>` and `&` written as \\u escapes, which cannot close a script,
   and bertviz draws tokens with d3's .text() (never as HTML).
+* Layers and heads are labelled from 1, like the rest of the app: bertviz takes its labels from the
+  include_layers / include_heads parameters (the data is indexed by position), so they are passed
+  1-based. The model view's frame is sized from bertviz's own layout (height()).
 * Weights are rounded to 3 decimals through float64 (float32 would print 0.08299999684...), and a
   size limit falls back to one layer, then refuses, instead of shipping tens of MB to the browser.
 
@@ -214,12 +217,15 @@ def render(view: str, stacks: dict[str, np.ndarray], src_tokens: Sequence[str], 
     names = [d["name"] for d in data]
     short = ATTENTION_KINDS[kind].short if kind in ATTENTION_KINDS else None
     first = names.index(short) if short in names else 0
-    params = {"attention": data, "default_filter": str(first), "root_div_id": root, "include_layers": layers}
+    # bertviz shows include_layers / include_heads as the labels (and finds the head view's layer in
+    # them); the attention itself is indexed by position, so 1-based labels change only what is read
+    labels = [i + 1 for i in layers]
+    params = {"attention": data, "default_filter": str(first), "root_div_id": root, "include_layers": labels}
     n_heads = len(data[0]["attn"][0])
     if view == "head":
-        params.update(layer=layer if layer in layers else layers[0], heads=None)
+        params.update(layer=(layer if layer in layers else layers[0]) + 1, heads=None)
     else:
-        params.update(display_mode=display_mode, include_heads=list(range(n_heads)), total_heads=n_heads)
+        params.update(display_mode=display_mode, include_heads=list(range(1, n_heads + 1)), total_heads=n_heads)
     options = "".join(f'<option value="{i}"{" selected" if i == first else ""}>{d["name"]}</option>'
                       for i, d in enumerate(data))
     select = f'Attention: <select id="filter">{options}</select>' if len(data) > 1 else ""
@@ -238,11 +244,20 @@ def render(view: str, stacks: dict[str, np.ndarray], src_tokens: Sequence[str], 
     return html, note
 
 
-def height(view: str, stacks: dict[str, np.ndarray]) -> int:
-    """A frame height (px) that fits the view without much empty space."""
+CONTROLS_PX = 40               # the selects above the drawing, and a margin below it
+
+
+def height(view: str, stacks: dict[str, np.ndarray], layer: int = 0, max_values: int = MAX_VALUES) -> int:
+    """A frame height (px) that holds the whole view: bertviz's own layout arithmetic (head_view.js,
+    model_view.js) for the longest token list of any kind and, in the model view, the number of
+    layers render() shows (choose_layers), so the last layer's row is never cut off."""
     shapes = [np.asarray(s).shape for s in stacks.values()]
     longest = max(max(s[2], s[3]) for s in shapes)
     if view == "head":
-        return int(110 + 22.5 * longest)
-    n_layers, n_heads = shapes[0][0], shapes[0][1]
-    return int(80 + n_layers * (970 / max(n_heads, 1) + 12))
+        return int(CONTROLS_PX + 30 + 22.5 * longest + 40)              # BOXHEIGHT, TEXT_TOP; head squares
+    n_layers = len(choose_layers(stacks, layer, max_values)[0])
+    n_heads = max(shapes[0][1], 1)
+    thumbnail = longest * 7 * (12 / n_heads) + 2 * 5                   # a layer's row (THUMBNAIL_PADDING 5)
+    axis = 15 + 5 + 13 + 5                                              # the "Heads" heading and numbers
+    detail = longest * 18 + 2 * 15 + 25                                 # the clicked head's enlarged view
+    return int(CONTROLS_PX + max(n_layers * thumbnail + axis, detail) + 20)

@@ -2,21 +2,19 @@
 
 The result is stored as st.session_state["decode_cfg"] (a DecodeConfig dict), which the other
 pages read through state.decode_settings(), so they show the translation the user chose. The
-widgets start from that stored dict, so leaving and re-opening the page keeps the choice.
+widgets start from that stored dict, so leaving and re-opening the page keeps the choice; on a
+fresh session the dict comes from the URL, and the form writes its settings back into the URL
+(webapp.decode_url, which also holds each widget's range), so a shared link decodes the same way.
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from explorer.config import MAX_BEAM, DecodeConfig
-from webapp import state
+from explorer.config import DecodeConfig
+from webapp import decode_url, state
+from webapp.decode_url import ALPHA_CAP, BEAM_CAP, PENALTIES  # noqa: F401 - the Beam page reads them here
 
 STRATEGIES = {"greedy": "Greedy", "beam": "Beam search", "sample": "Sampling"}
-# The Translate page's cap on beam size and n-best, below the library's MAX_BEAM: past 16 a beam
-# rarely changes the translation, and the n-best table and search trace grow with it.
-BEAM_CAP = min(16, MAX_BEAM)
-ALPHA_CAP = 2.0                      # the GNMT exponent's slider (DecodeConfig allows 5; 0.6-1.0 is usual)
-PENALTIES = ("gnmt", "average", "none")
 
 
 def _default(key: str, value) -> None:
@@ -29,9 +27,10 @@ def render() -> tuple[dict, int]:
     stored = state.decode_settings()
     for key, field in (("dec_strategy", "strategy"), ("dec_beam", "beam_size"), ("dec_nbest", "n_best"),
                        ("dec_lp", "length_penalty"), ("dec_alpha", "alpha"), ("dec_temp", "temperature"),
-                       ("dec_topk", "top_k"), ("dec_topp", "top_p"), ("dec_seed", "seed")):
+                       ("dec_topk", "top_k"), ("dec_topp", "top_p"), ("dec_seed", "seed"),
+                       ("dec_minlen", "min_len"), ("dec_maxlen", "max_len_b")):
         _default(key, stored[field])
-    _default("dec_samples", 3)
+    _default("dec_samples", st.session_state.get("_dec_samples_url", decode_url.DEFAULT_SAMPLES))
     st.session_state["dec_beam"] = min(max(int(st.session_state["dec_beam"]), 1), BEAM_CAP)
     st.session_state["dec_nbest"] = min(max(int(st.session_state["dec_nbest"]), 1), BEAM_CAP)
     with st.expander("Decoding settings", expanded=False):
@@ -53,15 +52,24 @@ def render() -> tuple[dict, int]:
             c2.number_input("Top-k (0 = off)", 0, 1000, step=1, key="dec_topk")
             c3.slider("Top-p", 0.05, 1.0, step=0.05, key="dec_topp")
             c4.number_input("Seed", 0, 2**31 - 1, step=1, key="dec_seed")
-            samples = c5.slider("Samples", 1, 10, key="dec_samples", help="Seeds seed, seed+1, …")
+            samples = c5.slider("Samples", 1, decode_url.SAMPLES_CAP, key="dec_samples",
+                                help="Seeds seed, seed+1, …")
+        minlen, maxlen = decode_url.BY_FIELD["min_len"], decode_url.BY_FIELD["max_len_b"]
+        c1, c2, _ = st.columns([1, 1, 2])
+        c1.number_input("Min length (pieces)", int(minlen.low), int(minlen.high), step=1, key="dec_minlen",
+                        help="The end of the sentence is forbidden before this many output pieces.")
+        c2.number_input("Max length: source pieces +", int(maxlen.low), int(maxlen.high), step=1, key="dec_maxlen",
+                        help="At most (source pieces + this many) output pieces; longer outputs are cut.")
     g = st.session_state
     cfg = dict(stored, strategy=strategy, beam_size=int(g["dec_beam"]), n_best=int(g["dec_nbest"]),
                length_penalty=g["dec_lp"], alpha=float(g["dec_alpha"]), temperature=float(g["dec_temp"]),
-               top_k=int(g["dec_topk"]), top_p=float(g["dec_topp"]), seed=int(g["dec_seed"]))
+               top_k=int(g["dec_topk"]), top_p=float(g["dec_topp"]), seed=int(g["dec_seed"]),
+               min_len=int(g["dec_minlen"]), max_len_b=int(g["dec_maxlen"]))
     try:
         cfg = DecodeConfig(**cfg).to_dict()
     except (TypeError, ValueError) as err:
         st.warning(f"Those settings cannot be used ({err}); using the defaults instead.")
-        cfg = DecodeConfig().to_dict()
+        cfg = dict(decode_url.DEFAULTS)
     st.session_state["decode_cfg"] = cfg
+    state.url_set(**decode_url.to_query(cfg, samples))
     return cfg, samples

@@ -366,8 +366,13 @@ def reference_for(ckpt_path: str | Path, text: str) -> str | None:
 
 
 def decode_settings() -> dict:
-    """The decoding settings chosen on the Translate page (shared by the other pages)."""
-    return st.session_state.get("decode_cfg", DecodeConfig(strategy="beam", beam_size=5, n_best=5).to_dict())
+    """The decoding settings chosen on the Translate page (shared by the other pages); on a fresh
+    session, the URL's (a shared link: webapp.decode_url), else the app's defaults."""
+    if "decode_cfg" not in st.session_state:
+        from webapp import decode_url
+
+        st.session_state["decode_cfg"], st.session_state["_dec_samples_url"] = decode_url.from_query(st.query_params)
+    return st.session_state["decode_cfg"]
 
 
 # ---- small shared widgets --------------------------------------------------------------------

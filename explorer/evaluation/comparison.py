@@ -168,18 +168,31 @@ def _test_bleu(card) -> float | None:
     return None
 
 
+def _recorded_dev_bleu(train: dict) -> float | None:
+    """The dev BLEU config.json's training section records for this very step: the trainer keeps
+    best_dev_bleu with its best_step, so it is this checkpoint's own only when the two steps agree.
+    A shipped checkpoint carries no metrics.jsonl, so this is all it has."""
+    bleu, step = train.get("best_dev_bleu"), train.get("step")
+    same = isinstance(step, int) and train.get("best_step") == step
+    return float(bleu) if same and isinstance(bleu, (int, float)) and np.isfinite(bleu) else None
+
+
 def checkpoint_rows(infos) -> list[dict]:
-    """One row per CheckpointInfo: run, step, data, preset, params, dev/test BLEU, created, error."""
+    """One row per CheckpointInfo: run, step, data, preset, params, dev/test BLEU, created, error.
+    A value that is not known is None (dev BLEU: the run's metrics, else the step's own recorded
+    best; test BLEU: card.json's)."""
     rows, cache = [], {}
     for info in infos:
         train = (info.meta or {}).get("training") or {}
+        train = train if isinstance(train, dict) else {}
         step = train.get("step")
         run_dir = rf.run_of(info.path)
         dev = _dev_bleu_by_step(run_dir, cache).get(int(step)) if run_dir and isinstance(step, int) else None
+        dev = dev if dev is not None else _recorded_dev_bleu(train)
         test_bleu = _test_bleu(info.card)
         dataset = train.get("dataset")
         rows.append({"checkpoint": info.name, "run": train.get("run") or (run_dir.name if run_dir else ""),
-                     "step": step, "data": Path(dataset).name if isinstance(dataset, str) else dataset,
+                     "step": step, "data": rf.dataset_label(dataset) if isinstance(dataset, str) else dataset,
                      "preset": train.get("preset") if not train.get("init_from") else
                      f"fine-tuned from {_short(train['init_from'])}",
                      "params (M)": round(info.n_params / 1e6, 2) if info.n_params else None,
@@ -188,3 +201,52 @@ def checkpoint_rows(infos) -> list[dict]:
                      "created": info.created, "problem": info.error or "", "path": str(info.path)})
     return rows
 
+
+# ---- checkpoints of one run ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunGroup:
+    """The checkpoints of one training run, by training step: a run directory's step_N folders, or
+    shipped checkpoints whose config.json names the same run (explorer.store.ship records it as
+    training.run, e.g. bible-es-en-epoch1 beside bible-es-en)."""
+
+    name: str
+    checkpoints: tuple           # CheckpointInfo, by step
+    steps: tuple                 # int | None each
+
+
+def _step(info) -> int | None:
+    train = (info.meta or {}).get("training")
+    step = train.get("step") if isinstance(train, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else rf.step_of(info.path)
+
+
+def runs_of(infos) -> list[RunGroup]:
+    """Checkpoints grouped by the run that saved them, in the order the runs first appear. A run's
+    own folder (runs/<name>/checkpoints/step_N) groups by that folder; any other checkpoint by the
+    run name its config.json records; one that records none (an imported model) is in no group.
+    Damaged ones are left out."""
+    groups: dict[tuple, list] = {}
+    names: dict[tuple, str] = {}
+    for info in infos:
+        if getattr(info, "error", None):
+            continue
+        run_dir = rf.run_of(info.path)
+        train = (info.meta or {}).get("training")
+        recorded = train.get("run") if isinstance(train, dict) else None
+        if run_dir is not None:
+            key, name = ("dir", str(run_dir)), run_dir.name
+        elif isinstance(recorded, str) and recorded.strip():
+            key, name = ("name", recorded.strip()), recorded.strip()
+        else:
+            continue
+        groups.setdefault(key, []).append(info)
+        names[key] = name
+    taken: dict[str, int] = {}
+    out = []
+    for key, members in groups.items():
+        members = sorted(members, key=lambda i: (_step(i) is None, _step(i) or 0, str(i.path)))
+        name = names[key]
+        taken[name] = taken.get(name, 0) + 1
+        label = name if taken[name] == 1 else f"{name} ({key[1]})"       # a run folder and a shipped run alike named
+        out.append(RunGroup(label, tuple(members), tuple(_step(i) for i in members)))
+    return out

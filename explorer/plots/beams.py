@@ -19,6 +19,22 @@ from explorer.plots.style import WEIGHTS_SCALE, label
 STATUS_COLOURS = {"forced": "#8e44ad", "kept": "#1f77b4", "pruned": "#b0b0b0", "finished": "#2ca02c",
                   "truncated": "#ff7f0e"}
 BEST_COLOUR = "#d62728"
+# Why a search stopped, in words a student follows (the codes are explorer.decoding.beam.STOP_REASONS;
+# the decoding logic keeps the codes, the words live here, once).
+STOP_WORDS = {
+    "canonical": "no unfinished hypothesis could still beat the worst of the finished ones kept, "
+                 "even if it ended at once, so searching on could not change the result",
+    "early_stopping": "as many hypotheses had finished as the beam is wide (early stopping), "
+                      "so the search stopped without checking whether a longer one could still win",
+    "max_len": "the length limit was reached before the search was settled; unfinished hypotheses "
+               "were ranked as they stood",
+    "running": "the search had not stopped when the trace ended",
+}
+
+
+def stop_reason_text(code: str) -> str:
+    """The plain-words explanation of a BeamTrace's stop_reason code (an unknown code is shown as is)."""
+    return STOP_WORDS.get(code, f"{code} (no explanation recorded for this reason)")
 
 
 def tree_layout(trace: BeamTrace) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,8 @@ by jobs, evaluation, plots and the app through the readers here.
     runs/<name>/trainer.lock        held (flock) while a trainer runs: a second one is refused
     runs/<name>/tokenizer/          the tokenizer trained for the run (reused on resume)
     runs/<name>/checkpoints/step_000500/   checkpoints (checkpoint_dir; see explorer.store.checkpoint)
-    runs/uploads/                   uploaded training data (not a run)
+    runs/uploads/                   uploaded training data (not a run): <hash>.tsv, and <hash>.name
+                                    holding the name it was uploaded under (shown instead of the hash)
 
 runs/ is the repository's unless $EXPLORER_RUNS_DIR names another folder (tests, another disk);
 shipped checkpoints are in the repository's checkpoints/. Only the trainer writes a run directory;
@@ -89,6 +90,44 @@ def clear_run(run_dir: Path) -> None:
             shutil.rmtree(run_dir / name)
     for name in (STATUS, METRICS, CONFIG):
         (run_dir / name).unlink(missing_ok=True)
+
+
+UPLOAD_NAME_SUFFIX = ".name"             # runs/uploads/<hash>.name: the uploaded file's own name
+UPLOAD_NAME_CHARS = 80
+_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean_upload_name(name: str) -> str:
+    """An uploaded file's name made safe to show: its last path part only (no folders, either
+    slash), no control or bidirectional-override characters, spaces squeezed, at most
+    UPLOAD_NAME_CHARS characters; "upload.tsv" when nothing is left."""
+    base = re.split(r"[\\/]", str(name))[-1]
+    base = " ".join(_UNSAFE_NAME.sub(" ", base).split())
+    if len(base) > UPLOAD_NAME_CHARS:
+        stem, dot, ext = base.rpartition(".")
+        ext = dot + ext if stem and len(ext) <= 8 else ""
+        base = base[:UPLOAD_NAME_CHARS - len(ext) - 1].rstrip() + "…" + ext
+    return base if base.strip(". ") else "upload.tsv"
+
+
+def upload_name_file(tsv: str | os.PathLike) -> Path:
+    """Where the name an upload was made under is kept: beside it, <hash>.name."""
+    return Path(str(tsv)).with_suffix(UPLOAD_NAME_SUFFIX)
+
+
+def dataset_label(dataset: str) -> str:
+    """How a run's dataset is shown: an uploaded file (runs/uploads/<hash>.tsv) by the name it was
+    uploaded under, read back as untrusted text; anything else by its file name ("numbers" stays)."""
+    path = Path(str(dataset))
+    if path.parent.name == UPLOADS:
+        try:
+            with open(upload_name_file(path), "rb") as f:
+                kept = f.read(4 * UPLOAD_NAME_CHARS).decode("utf-8", errors="replace")
+        except OSError:
+            kept = ""
+        if kept.strip():
+            return clean_upload_name(kept)
+    return path.name
 
 
 def read_json(path: Path, default: Any = None) -> Any:

@@ -1,6 +1,8 @@
 """Parallel text uploaded on the Train page: validated, kept by content hash, pruned.
 
-Uploads land in runs/uploads/<sha256 prefix>.tsv (the same file uploaded twice is kept once). The
+Uploads land in runs/uploads/<sha256 prefix>.tsv (the same file uploaded twice is kept once), with
+the name it was uploaded under, cleaned (run_files.clean_upload_name), in <sha256 prefix>.name beside
+it: the hash keeps the identity, the name is what the app shows (the latest upload's name). The
 folder is bounded: the oldest files go first once it holds more than UPLOADS_KEEP_FILES files or
 UPLOADS_KEEP_BYTES, but never a file a run trains on (resuming that run needs it). Streamlit refuses
 anything above UPLOAD_MAX_BYTES at the door (.streamlit/config.toml: server.maxUploadSize).
@@ -36,6 +38,11 @@ def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX
         os.replace(tmp, path)
     else:
         os.utime(path)                                          # uploaded again: newest, pruned last
+    with contextlib.suppress(OSError):                          # a missing name only shows the hash
+        label = rf.upload_name_file(path)
+        tmp = label.with_suffix(".name-tmp")
+        tmp.write_text(rf.clean_upload_name(name), encoding="utf-8")
+        os.replace(tmp, label)
     _prune_uploads(folder, keep=path)
     return path, report
 
@@ -61,3 +68,4 @@ def _prune_uploads(folder: Path, keep: Path) -> None:
         with contextlib.suppress(OSError):
             f.unlink()
             count, total = count - 1, total - size
+            rf.upload_name_file(f).unlink(missing_ok=True)

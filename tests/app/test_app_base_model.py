@@ -19,7 +19,7 @@ from support.app_support import ROOT, chart, no_exception, open_app, texts
 from support.base_model import IMPORTED, NAME, SENTENCE, VOCAB_SIZE, base_models_dir  # noqa: F401  (a session fixture)
 from webapp import state
 
-PAGES = re.findall(r'st\.Page\("(webapp/pages/\w+\.py)"', (ROOT / "app.py").read_text())
+PAGES = list(dict.fromkeys(re.findall(r'st\.Page\("(webapp/pages/\w+\.py)"', (ROOT / "app.py").read_text())))
 ATTENTION = "webapp/pages/attention.py"
 BEAM = "webapp/pages/beam.py"
 TRANSLATE = "webapp/pages/translate.py"

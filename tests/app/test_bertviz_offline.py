@@ -149,7 +149,7 @@ def params_of_text(html: str) -> str:
 def test_opens_on_the_chosen_layer_and_kind():
     html, _ = bv.render("head", stacks(), HOSTILE, TGT, layer=1, kind="cross")
     params = params_of(html)
-    assert params["layer"] == 1 and params["default_filter"] == "2"
+    assert params["layer"] == 2 and params["default_filter"] == "2"            # layer index 1, labelled 2
     assert '<option value="2" selected>Cross</option>' in html
 
 

@@ -30,7 +30,7 @@ def test_bertviz_draws_in_chromium_without_network(browser):
                 texts = page.locator("svg text").all_text_contents()
                 assert HOSTILE[0] in texts                                  # drawn as text, not as markup
                 assert page.locator("#layer option").count() == 2
-                page.select_option("#layer", "1")                           # jQuery's .on('change')
+                page.select_option("#layer", "2")                           # jQuery's .on('change'); 1-based
                 page.select_option("#filter", "2")                          # Cross: target rows, source keys
                 page.wait_for_function("Array.from(document.querySelectorAll('svg text'))"
                                        f".some(t => t.textContent === {TGT[1]!r}.replace('▁', ' '))",

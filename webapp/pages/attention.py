@@ -50,14 +50,14 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     fragment, switching any of them re-runs this part alone (not the sentence box, the cached
     translation and trace lookups or the sidebar), and the browser re-draws only this part."""
     path = str(ckpt.path)
-    # ---- which heads (kept in the URL: kind, layer, head) ----------------------------------------------
+    # ---- which heads (kept in the URL: kind, layer, head, show) ------------------------------------------
     c = ckpt.config
     state.remembered("attn_kind", KIND_LABELS, "cross", url_key="kind")
     kind = st.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, key="attn_kind", horizontal=True)
     n_layers = attention_kind(kind).n_layers(c)
     state.remembered("attn_layer", range(1, n_layers + 1), n_layers, url_key="layer", cast=int)
     state.remembered("attn_head", range(1, c.n_heads + 1), 1, url_key="head", cast=int)
-    state.remembered("attn_quantity", views.QUANTITIES, "weights")
+    state.remembered("attn_quantity", views.QUANTITIES, "weights", url_key="show")
     col1, col2, col3, col4 = st.columns([2, 3, 3, 2])
     layer = col1.radio("Layer", list(range(1, n_layers + 1)), key="attn_layer", horizontal=True)
     head = col2.radio("Head", list(range(1, c.n_heads + 1)), key="attn_head", horizontal=True)
@@ -66,7 +66,7 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=not causal,
                             help="Decoder self-attention only: grey cells are future positions, set to −∞.")
     state.remember("attn_kind", "attn_layer", "attn_head", "attn_quantity")
-    state.url_set(kind=kind, layer=layer, head=head)
+    state.url_set(kind=kind, layer=layer, head=head, show=quantity)
     view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity,
                       show_mask=show_mask and causal, d_k=c.d_head)
     name = downloads.file_stem(ckpt.name)

@@ -161,7 +161,8 @@ def main() -> None:
     piece = lambda t: ckpt.tokenizer.id_to_piece(int(t), "tgt")            # noqa: E731
     st.markdown("**Best:** " + (state.md_escape(result.best.text) if result.best.text.strip() else "*(empty output)*"))
     st.caption(f"{trace.n_steps} steps · beam {trace.beam_size} · length penalty {trace.length_penalty}"
-               f" (α={trace.alpha:g}) · stopped: {trace.stop_reason}")
+               f" (α={trace.alpha:g})")
+    st.markdown(f"**Why the search stopped:** {plots.stop_reason_text(trace.stop_reason)}.")
     run_key = (ckpt.sha256, text, tuple(sorted(cfg.items())))
     tag = hashlib.sha1(repr(run_key).encode()).hexdigest()[:8]             # per-search widget keys: rows differ
     follow = st.toggle("Mark the step and hypothesis in the tree", key="beam_follow",

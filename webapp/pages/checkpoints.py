@@ -6,13 +6,11 @@ the library's own scoring, tracing and BLEU) -> explorer.plots.training.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from explorer.evaluation import comparison as cmp
-from explorer.store import run_files as rf
 from explorer.config import DecodeConfig
 from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
@@ -56,10 +54,29 @@ def _param_change(path_a: str, sha_a: str, path_b: str, sha_b: str):
     return cmp.param_change(state.load(path_a).model, state.load(path_b).model)
 
 
+NUMBERS = {"step": "{:d}", "params (M)": "{:.2f}", "dev BLEU": "{:.2f}", "test BLEU": "{:.2f}"}
+
+
+def shown(value, fmt: str = "{}") -> str:
+    """A table cell as text: a value the library does not know (None) is a blank, never "None"."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    try:
+        return fmt.format(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def table(infos) -> None:
     rows = cmp.checkpoint_rows(infos)
-    frame = pd.DataFrame(rows).drop(columns=["path"])
-    st.dataframe(frame, hide_index=True)
+    frame = pd.DataFrame([{k: shown(v, NUMBERS.get(k, "{}")) for k, v in r.items() if k != "path"} for r in rows])
+    st.dataframe(frame, hide_index=True, key="ck_table")
+    if any(r["dev BLEU"] is None for r in rows):
+        st.caption("**dev BLEU** is blank where it was not measured at that checkpoint's step: shipped and imported "
+                   "checkpoints carry no training metrics (a shipped one keeps only its best step's), and a run "
+                   "measures dev BLEU every 'eval every' steps. **test BLEU** is the beam-5 score on the held-out "
+                   "test set from the checkpoint's card.json (python -m explorer.evaluate writes it), blank where "
+                   "it was never evaluated.")
     bad = [r for r in rows if r["problem"]]
     if bad:
         st.warning(f"{len(bad)} damaged checkpoint(s) cannot be compared; the 'problem' column says why.")
@@ -156,17 +173,18 @@ def compare(healthy) -> None:
 
 
 def scrubber(healthy) -> None:
-    runs: dict[str, list] = {}
-    for info in healthy:
-        if rf.run_of(info.path) is not None:
-            runs.setdefault(str(rf.run_of(info.path)), []).append(info)
-    runs = {k: sorted(v, key=lambda i: rf.step_of(i.path)) for k, v in runs.items() if v}
+    runs = {group.name: group for group in cmp.runs_of(healthy)}        # run folders and shipped runs alike
     if not runs:
         st.info("No training run with checkpoints yet: start one on the Train page.")
         return
-    run = st.selectbox("Run", list(runs), format_func=lambda r: f"{Path(r).name} ({len(runs[r])} checkpoints)",
-                       key="ck_run")
-    ckpts = runs[run]
+    current = st.session_state.get("checkpoint_path")
+    mine = next((n for n, g in runs.items() if any(str(i.path) == current for i in g.checkpoints)), None)
+    if st.session_state.get("ck_run") not in runs:                      # first visit, or that run was deleted
+        st.session_state["ck_run"] = mine or next(iter(runs))
+    run = st.selectbox("Run", list(runs), format_func=lambda r: f"{r} ({len(runs[r].checkpoints)} checkpoints)",
+                       key="ck_run", help="Checkpoints saved by one training run: a run's folder under runs/, or "
+                       "shipped checkpoints whose config.json names the same run.")
+    ckpts = list(runs[run].checkpoints)
     text = st.text_input("Sentence", value=state.current_text() or "", key="ck_scrub_text")
     text, _ = state.clip_text(text)
     first = _load(ckpts[0])
@@ -178,7 +196,7 @@ def scrubber(healthy) -> None:
     layers = attention_kind(kind).n_layers(cfg)
     layer = c2.number_input("Layer", 1, layers, layers, key=f"ck_s_layer_{kind}")
     head = c3.number_input("Head", 1, cfg.n_heads, 1, key="ck_s_head")
-    steps = [str(rf.step_of(i.path)) for i in ckpts]
+    steps = [str(step) if step is not None else i.name for step, i in zip(runs[run].steps, ckpts)]
     pos = st.select_slider("Checkpoint (training step)", range(len(ckpts)), value=len(ckpts) - 1,
                            format_func=lambda i: steps[i], key="ck_s_step") if len(ckpts) > 1 else 0
     if not text.strip():

@@ -7,7 +7,6 @@ panel is an st.fragment that re-runs alone every two seconds while the job is ac
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -82,7 +81,8 @@ def _dataset(choice: str) -> str | None:
         return None
     path, report = cache[upload.file_id]
     size = f"{report.bytes / 1e6:.1f} MB" if report.bytes >= 100_000 else f"{report.bytes / 1e3:.1f} kB"
-    st.success(f"{report.pairs:,} sentence pairs accepted ({size}).")
+    st.success(f"{state.md_escape(rf.dataset_label(str(path)))}: {report.pairs:,} sentence pairs accepted "
+               f"({size}).")
     st.dataframe(pd.DataFrame([{"source": p.src, "target": p.tgt} for p in report.sample]), hide_index=True)
     return str(path)
 
@@ -203,7 +203,8 @@ def new_job_form() -> None:
 def jobs_table() -> None:
     """Every run under runs/ (its own fragment: refreshed while any job is active)."""
     rows = [{"run": j.name, "state": j.state,
-             "step": f"{j.step}/{j.total_steps or '?'}", "data": Path(str(j.config.get("dataset", "?"))).name,
+             "step": f"{j.step}/{j.total_steps or '?'}",
+             "data": rf.dataset_label(str(j.config.get("dataset", "?"))),
              "preset": j.config.get("preset") if not j.config.get("init_from") else "fine-tune",
              "checkpoints": len(j.checkpoints),
              "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(j.started)) if j.started else "",

@@ -71,7 +71,11 @@ seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sampl
 runs = [state.friendly(state.translate, path, sha, clipped, dict(cfg, seed=s), what="The translation") for s in seeds]
 if any(r is None for r in runs):
     st.stop()
-result = runs[0]
+# every sample (or the n-best), best first; when sampling, the page shows the top-ranked sample's run
+hyps = [(s, h) for s, r in zip(seeds, runs) for h in r.hypotheses]
+if cfg["strategy"] == "sample":
+    hyps = sorted({tuple(h.ids): (s, h) for s, h in hyps}.values(), key=lambda sh: -sh[1].normalized)
+result = runs[seeds.index(hyps[0][0])] if hyps and cfg["strategy"] == "sample" else runs[0]
 if result.truncated:
     st.warning(f"The sentence is longer than this model can read: {result.reason}.")
 unknown = ckpt.tokenizer.unknown(clipped) if hasattr(ckpt.tokenizer, "unknown") else []
@@ -86,6 +90,9 @@ if not result.hypotheses:
 st.subheader("Translation")
 with st.container(key="translation", border=True):
     st.markdown("#### " + (state.md_escape(result.text) if result.text.strip() else "*(empty output)*"))
+if cfg["strategy"] == "sample" and len(seeds) > 1:
+    st.caption(f"The best of {len(seeds)} samples by normalised log-probability (seed {hyps[0][0]}); "
+               "all of them are ranked below.")
 if not result.best.finished:
     st.caption("The output was cut at the length limit before the model ended it.")
 
@@ -99,9 +106,6 @@ if reference:
     c3.markdown("**Reference:** " + state.md_escape(reference))
 
 # ---- n-best, pieces, per-token probabilities -------------------------------------------------------
-hyps = [(s, h) for s, r in zip(seeds, runs) for h in r.hypotheses]
-if cfg["strategy"] == "sample":
-    hyps = sorted({tuple(h.ids): (s, h) for s, h in hyps}.values(), key=lambda sh: -sh[1].normalized)
 rows = pd.DataFrame([{"rank": i + 1, "translation": h.text, "log-prob": round(h.score, 3),
                       "normalised": round(h.normalized, 3), "pieces": len(h.ids), "finished": h.finished,
                       **({"seed": s} if cfg["strategy"] == "sample" else {})} for i, (s, h) in enumerate(hyps)])

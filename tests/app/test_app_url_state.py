@@ -1,0 +1,145 @@
+"""AppTest: a shared link reopens the same view.
+
+The URL carries the decoding settings (webapp.decode_url), the Attention page's Show quantity and
+the ablated heads; a link made from one session's URL gives a fresh session the same settings and
+the same output; hostile URL values fall back to the defaults with no traceback; the Translate page
+answers at /translate as well as at /.
+"""
+from __future__ import annotations
+
+import pytest
+
+from support.app_support import ROOT, info_for, no_exception, open_app
+from explorer.config import DecodeConfig
+from explorer.decoding import translate
+from explorer.store.checkpoint import load_checkpoint
+from webapp import decode_url
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+ATTENTION = "webapp/pages/attention.py"
+TEXT = "three hundred and twenty one"
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    if not (NUMBERS / "model.safetensors").is_file():
+        pytest.skip("needs the shipped checkpoints/numbers-en-de")
+    info, _ = info_for(NUMBERS)
+    return info, load_checkpoint(info.path)
+
+
+def headline(at) -> str:
+    shown = [m.value for m in at.markdown if m.value.startswith("#### ")]
+    assert shown, "no translation on the page"
+    return shown[0][5:].replace("\\", "")
+
+
+def test_a_greedy_link_reopens_as_greedy(numbers):
+    info, ckpt = numbers
+    at = open_app(info.name, text=TEXT, query={"dec": "greedy", "minlen": 2, "maxlen": 30})
+    no_exception(at)
+    cfg = at.session_state["decode_cfg"]
+    assert (cfg["strategy"], cfg["min_len"], cfg["max_len_b"]) == ("greedy", 2, 30)
+    assert at.radio(key="dec_strategy").value == "greedy" and at.number_input(key="dec_minlen").value == 2
+    want = translate(ckpt.model, ckpt.tokenizer, TEXT, DecodeConfig(strategy="greedy", min_len=2, max_len_b=30))
+    assert headline(at) == want.text and len(at.dataframe[0].value) == 1
+    assert at.query_params["dec"] == "greedy" and "beam" not in at.query_params      # a greedy link stays short
+
+
+def test_every_setting_round_trips_through_the_url(numbers):
+    info, _ = numbers
+    at = open_app(info.name, text=TEXT)
+    at.radio(key="dec_strategy").set_value("sample").run()
+    at.slider(key="dec_temp").set_value(1.5).run()
+    at.number_input(key="dec_topk").set_value(7).run()
+    at.slider(key="dec_topp").set_value(0.9).run()
+    at.number_input(key="dec_seed").set_value(11).run()
+    at.slider(key="dec_samples").set_value(4).run()
+    at.number_input(key="dec_minlen").set_value(1).run()
+    no_exception(at)
+    link = {k: at.query_params[k] for k in at.query_params}
+    assert {"dec", "temp", "topk", "topp", "seed", "samples", "minlen"} <= set(link) and "beam" not in link
+    again = open_app(info.name, query={k: v for k, v in link.items() if k != "ckpt"})      # a fresh session
+    no_exception(again)
+    assert again.session_state["decode_cfg"] == at.session_state["decode_cfg"]
+    assert again.slider(key="dec_samples").value == 4 and again.number_input(key="dec_seed").value == 11
+    assert headline(again) == headline(at)
+    assert list(again.dataframe[0].value["translation"]) == list(at.dataframe[0].value["translation"])
+
+    at.radio(key="dec_strategy").set_value("beam").run()
+    at.slider(key="dec_beam").set_value(3).run()
+    at.slider(key="dec_nbest").set_value(2).run()
+    at.selectbox(key="dec_lp").set_value("average").run()
+    no_exception(at)
+    link = {k: at.query_params[k] for k in at.query_params}
+    assert (link["dec"], link["beam"], link["nbest"], link["lp"]) == ("beam", "3", "2", "average")
+    assert "temp" not in link and "seed" not in link                                  # sampling's settings left
+    again = open_app(info.name, query={k: v for k, v in link.items() if k != "ckpt"})
+    assert again.session_state["decode_cfg"] == at.session_state["decode_cfg"]
+    assert headline(again) == headline(at) and len(again.dataframe[0].value) == 2
+
+
+def test_the_attention_page_reopens_with_its_show_quantity_and_ablation(numbers):
+    info, ckpt = numbers
+    query = {"dec": "greedy", "show": "scores", "ablate": "cross.1.2,encoder.2.1", "view": "Head ablation"}
+    at = open_app(info.name, ATTENTION, text=TEXT, query=query)
+    no_exception(at)
+    assert at.selectbox(key="attn_quantity").value == "scores"
+    assert at.multiselect(key="ablate_pick").value == [("cross", 0, 1), ("encoder", 1, 0)]
+    greedy = DecodeConfig(strategy="greedy")
+    plain = translate(ckpt.model, ckpt.tokenizer, TEXT, greedy)
+    ablated = translate(ckpt.model, ckpt.tokenizer, TEXT, greedy, ablate=[("cross", 0, 1), ("encoder", 1, 0)])
+    lines = [m.value.replace("\\", "") for m in at.markdown]
+    assert f"**Translation** (greedy): {plain.text}" in lines
+    assert f"**Without those heads:** {ablated.text}" in lines
+    assert at.query_params["show"] == "scores" and at.query_params["ablate"] == "cross.1.2,encoder.2.1"
+    at.selectbox(key="attn_quantity").set_value("unscaled").run()
+    at.multiselect(key="ablate_pick").unselect(("encoder", 1, 0)).run()
+    no_exception(at)
+    assert at.query_params["show"] == "unscaled" and at.query_params["ablate"] == "cross.1.2"
+    at.multiselect(key="ablate_pick").unselect(("cross", 0, 1)).run()
+    assert "ablate" not in at.query_params
+
+
+@pytest.mark.parametrize("query", [
+    {"dec": "bogus", "beam": "999", "nbest": "-1", "lp": "<script>", "alpha": "nan", "minlen": "1e3"},
+    {"dec": "sample", "temp": "50", "topk": "abc", "topp": "0", "seed": "9" * 5000, "samples": "0",
+     "maxlen": "0"},
+    {"dec": "beam", "beam": "2.5", "alpha": "inf", "samples": "11", "maxlen": "-3"},
+])
+def test_hostile_decoding_values_fall_back_to_the_defaults(numbers, query):
+    info, _ = numbers
+    at = open_app(info.name, text=TEXT, query=query)
+    no_exception(at)
+    cfg, samples = at.session_state["decode_cfg"], at.slider(key="dec_samples").value \
+        if at.session_state["decode_cfg"]["strategy"] == "sample" else None
+    defaults = decode_url.DEFAULTS
+    for field in ("beam_size", "n_best", "length_penalty", "alpha", "temperature", "top_k", "top_p", "seed",
+                  "min_len", "max_len_b"):
+        assert cfg[field] == defaults[field], field
+    assert cfg["strategy"] == (query["dec"] if query["dec"] in ("sample", "beam") else "beam")
+    assert samples in (None, decode_url.DEFAULT_SAMPLES)
+    assert headline(at)
+
+
+def test_hostile_attention_values_fall_back_to_the_defaults(numbers):
+    info, _ = numbers
+    query = {"show": "<img src=x>", "ablate": "cross.99.1,nonsense,encoder.1,decoder.x.1,cross.1.1.1,,",
+             "kind": "x", "layer": "-4", "head": "1e9", "view": "Head ablation"}
+    at = open_app(info.name, ATTENTION, text=TEXT, query=query)
+    no_exception(at)
+    assert at.selectbox(key="attn_quantity").value == "weights"
+    assert at.multiselect(key="ablate_pick").value == []
+    assert "ablate" not in at.query_params and at.query_params["show"] == "weights"
+
+
+def test_the_translate_page_answers_at_its_own_path_too(numbers):
+    """Streamlit gives the default page the path "" only: a second, hidden entry answers /translate."""
+    info, _ = numbers
+    at = open_app(info.name, text=TEXT)
+    pages = {p["url_pathname"]: p["script_path"] for p in at._registered_pages.values()}
+    assert pages[""].endswith("webapp/pages/translate.py")                 # the landing page, at /
+    assert pages["translate"].endswith("webapp/pages/translate.py")        # and at /translate
+    at.switch_page("webapp/pages/translate.py").run()
+    no_exception(at)
+    assert "Translate" in [t.value for t in at.title]

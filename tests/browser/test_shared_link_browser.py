@@ -1,0 +1,73 @@
+"""A shared link in a real browser: /translate answers, and an Attention link with greedy decoding, a
+Show quantity and ablated heads reopens, in a fresh session, with those settings in the widgets and
+the same output text (computed independently with the library)."""
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+from browser_support import LONG, NUMBERS, _model, idle, no_exception, open_app, squash, timed
+
+TEXT = "three hundred and twenty one"
+ABLATE = "cross.1.1,decoder.2.2"                   # decoder layer 2 head 2 changes this sentence's translation
+HEADS = [("cross", 0, 0), ("decoder", 1, 1)]
+SHOW = "Scores QKᵀ/√d_k (before softmax)"
+
+
+def library(ablate=()) -> str:
+    from explorer.config import DecodeConfig
+    from explorer.decoding import translate
+
+    ckpt = _model(NUMBERS)
+    return squash(translate(ckpt.model, ckpt.tokenizer, TEXT, DecodeConfig(strategy="greedy"), ablate=list(ablate)).text)
+
+
+def line(page, prefix: str) -> str:
+    """The text after `prefix` in the paragraph that starts with it, once it is drawn."""
+    with timed(f"text {prefix!r}"):
+        page.wait_for_function("p => [...document.querySelectorAll('p')].some(e => e.innerText.startsWith(p))",
+                               arg=prefix, timeout=LONG)
+    found = [t for t in page.locator("p").all_inner_texts() if t.startswith(prefix)]
+    return squash(found[0][len(prefix):])
+
+
+def view_of(page) -> dict:
+    """What a user sees of the shared settings: the widgets' shown values and the two translations."""
+    translation, ablated = line(page, "Translation (greedy):"), line(page, "Without those heads:")
+    with timed("the ablated heads drawn"):
+        page.wait_for_function("() => { const e = document.querySelector('.st-key-ablate_pick');"
+                               " return e && / L\\d+ H\\d+/.test(e.innerText); }", timeout=LONG)
+    idle(page)
+    no_exception(page)
+    assert page.get_by_text("Page not found").count() == 0
+    return {"show": page.locator(".st-key-attn_quantity input").input_value(),
+            "heads": squash(page.locator(".st-key-ablate_pick").inner_text()),
+            "translation": translation, "ablated": ablated}
+
+
+def test_a_shared_link_reopens_the_same_view(visit, context):
+    page = open_app(visit, "translate", ckpt=NUMBERS, text=TEXT)            # the landing page by its own path
+    assert page.get_by_text("Page not found").count() == 0
+    assert "Translate" in page.locator("h1").all_inner_texts()
+    assert squash(page.locator(".st-key-translation h4").inner_text())               # it translated
+
+    page = open_app(visit, "attention", ckpt=NUMBERS, text=TEXT, dec="greedy", show="scores", ablate=ABLATE,
+                    view="Head ablation")
+    first = view_of(page)
+    plain, ablated = library(), library(HEADS)
+    assert plain != ablated                                             # the ablation shows on screen
+    assert first["translation"] == plain and first["ablated"] == ablated
+    assert SHOW in first["show"]
+    assert "cross L1 H1" in first["heads"] and "decoder L2 H2" in first["heads"]
+    link = page.url
+    query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    assert (query["dec"], query["show"], query["ablate"]) == ("greedy", "scores", ABLATE)
+
+    fresh = context.new_page()                                          # another session, as a student opens it
+    try:
+        with timed("open the shared link"):
+            fresh.goto(link)
+            fresh.wait_for_selector("h1", timeout=LONG)
+        assert view_of(fresh) == first
+    finally:
+        fresh.close()
+    visit.assert_offline_and_quiet()
