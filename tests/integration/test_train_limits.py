@@ -137,8 +137,10 @@ def test_a_batch_too_big_for_memory_is_refused_before_the_first_step(tmp_path, n
     setup = (
         "import atexit, resource, sys, time\n"
         "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
-        "atexit.register(lambda: print(f'maxrss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}',"
-        " file=sys.stderr))\n"
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so it would report the test
+        # process's own peak (large after the base-size app tests), not this trainer's
+        "atexit.register(lambda: print('maxrss_mib=' + str(int([l.split()[1] for l in open('/proc/self/status')"
+        " if l.startswith('VmHWM')][0]) >> 10), file=sys.stderr))\n"
         "import explorer.training.args as args, explorer.training.memory as memory\n"
         "args.validate = lambda cfg: None\n"
         "real = memory.available_memory_bytes\n"
