@@ -90,7 +90,9 @@ def open_app(visit, path: str = "", **query):
 def sidebar_to(page, title: str) -> None:
     """Open a page from the sidebar navigation; wait for its heading and the end of its run."""
     with timed(f"sidebar -> {title}"):
-        page.locator("[data-testid='stSidebarNav'] a", has_text=title).first.click()
+        # the whole title, not a prefix of another one ("Train" and "Training vs inference")
+        exact = re.compile(rf"(?<!\w){re.escape(title)}\s*$")
+        page.locator("[data-testid='stSidebarNav'] a", has_text=exact).first.click()
         page.wait_for_function("t => [...document.querySelectorAll('h1')].some(h => h.innerText.startsWith(t))",
                                arg=_heading(title), timeout=LONG)
         idle(page)

@@ -63,9 +63,11 @@ def test_translate_bible_sentence(visit):
 
 
 PAGES = [  # sidebar title, a chart key that must draw (None: a table instead), text that must be on the page
+    ("Architecture", "arch_diagram", None),
     ("Attention", "attn_zoom", "drei hundert ein und zwanzig"),
     ("Positional encoding", "pe_heatmap", None),
     ("Beam search", "beam_tree", "drei hundert ein und zwanzig"),
+    ("Training vs inference", "tvi_forced_rows", None),
     ("Train", "tr_planned", None),
     ("Schedule", "sc_curves", None),
     ("Checkpoints", None, None),
