@@ -13,16 +13,13 @@ the old directory, or the whole new one.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
 from explorer.interop.marian import check_exportable, hf_config, hf_generation_config, state_to_hf
-from explorer.store.atomic import fsync_dir, fsync_file, recover, swap_in
+from explorer.store.atomic import recover, write_directory
 from explorer.store.card import ModelCard, model_card
 
 
@@ -93,19 +90,7 @@ def _write_whole(target: Path, write) -> Path:
     recover(target)
     if target.exists() and not target.is_dir():
         raise ValueError(f"{target} exists and is not a directory")
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        write(tmp)
-        for f in tmp.rglob("*"):
-            if f.is_file():
-                fsync_file(f)
-        fsync_dir(tmp)
-        swap_in(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+    return write_directory(target, write)
 
 
 def _readme(loaded) -> str:

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # no space left, or over the user's quota
 
@@ -48,6 +48,37 @@ def rewrite_json_in_place(path: Path, data: Any) -> None:
         f.write(text.ljust(os.fstat(f.fileno()).st_size))
         f.flush()
         os.fsync(f.fileno())
+
+
+def write_files(directory: str | os.PathLike, files: Mapping[str, bytes]) -> list[str]:
+    """Write each named file into `directory` through a temporary file and a rename (a reader sees
+    the old file or the new one); returns the names, sorted. Tokenizers save their files with it."""
+    os.makedirs(directory, exist_ok=True)
+    for name, data in files.items():
+        tmp = os.path.join(directory, name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, os.path.join(directory, name))
+    return sorted(files)
+
+
+def write_directory(target: Path, write: Callable[[Path], None]) -> Path:
+    """Build a directory whole and swap it in for `target`: write(tmp) fills a hidden sibling, every
+    file in it and the directory are fsynced, then swap_in. On any failure the sibling is removed
+    and `target` is as it was. Checkpoints and exports are written this way."""
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                fsync_file(f)
+        fsync_dir(tmp)
+        swap_in(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
 
 
 def swap_in(tmp: Path, target: Path) -> None:

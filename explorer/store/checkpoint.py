@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,7 +33,7 @@ from safetensors.torch import load_file, save_file
 from explorer.config import ModelConfig, resolve_device
 from explorer.model import Transformer
 from explorer.store import weights as wf
-from explorer.store.atomic import asides, fsync_dir, fsync_file, recover, swap_in, write_json_atomic
+from explorer.store.atomic import asides, fsync_dir, recover, write_directory, write_json_atomic
 from explorer.store.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -72,9 +70,8 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
     recover(target)
     if target.exists() and not (target / CONFIG).is_file() and any(target.iterdir()):
         raise ValueError(f"{target} exists and is not a checkpoint; refusing to replace it")
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+
+    def write(tmp: Path) -> None:
         tensors = _weights_to_save(model, dtype)
         save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt"})
         files = list(tokenizer.save(tmp))
@@ -95,14 +92,7 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         (tmp / CONFIG).write_text(json.dumps(config, indent=2))   # written last: marks tmp complete
-        for f in tmp.iterdir():
-            fsync_file(f)
-        fsync_dir(tmp)
-        swap_in(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+    return write_directory(target, write)
 
 
 def _weights_to_save(model: Transformer, dtype: torch.dtype) -> dict[str, torch.Tensor]:

@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
+from explorer.store.atomic import write_files
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 
 JOINT_FILE, SRC_FILE, TGT_FILE = "tokenizer.model", "src.model", "tgt.model"
@@ -127,13 +128,7 @@ class Tokenizer:
 
     def save(self, directory: str) -> list[str]:
         """Write the model file(s) into `directory`; returns their names."""
-        os.makedirs(directory, exist_ok=True)
-        for name, data in self._models.items():
-            tmp = os.path.join(directory, name + ".tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, os.path.join(directory, name))
-        return self.files
+        return write_files(directory, self._models)
 
     # ---- properties ----
     @property

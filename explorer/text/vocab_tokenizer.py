@@ -24,6 +24,7 @@ from typing import Iterable
 
 import sentencepiece as spm
 
+from explorer.store.atomic import write_files
 from explorer.text.special import SpecialIds
 
 SRC_SPM, TGT_SPM, VOCAB_FILE, TGT_VOCAB_FILE = "source.spm", "target.spm", "vocab.json", "target_vocab.json"
@@ -138,13 +139,7 @@ class VocabTokenizer:
 
     def save(self, directory: str | os.PathLike) -> list[str]:
         """Write the files into `directory` (each via a temporary file and a rename); returns their names."""
-        os.makedirs(directory, exist_ok=True)
-        for name, data in self._files.items():
-            tmp = os.path.join(directory, name + ".tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, os.path.join(directory, name))
-        return self.files
+        return write_files(directory, self._files)
 
     @property
     def files(self) -> list[str]:
