@@ -1,7 +1,8 @@
-"""Transformer Explorer: `streamlit run app.py` (or `make run`). A router only."""
+"""Transformer Explorer: `streamlit run app.py` (or `make run`). A router only: each page runs with
+the lecture order's "Next" link under it (webapp.lecture)."""
 import streamlit as st
 
-from webapp import sidebar
+from webapp import lecture, sidebar
 
 st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide")
 
@@ -23,4 +24,4 @@ PAGES = [
 
 navigation = st.navigation(PAGES)
 sidebar.render()
-navigation.run()
+lecture.run(navigation, PAGES)

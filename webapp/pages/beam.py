@@ -10,7 +10,7 @@ import hashlib
 import streamlit as st
 
 from explorer.plots import beams as plots
-from webapp import decode_form, downloads, state
+from webapp import decode_form, downloads, presenter, state
 
 PENALTIES = decode_form.PENALTIES
 # Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
@@ -47,11 +47,12 @@ def settings() -> dict:
     default = min(max(int(shared.get("beam_size", 5)), 1), TREE_BEAM_CAP)
     size = cols[0].slider("Beam size", 1, TREE_BEAM_CAP, default, key="beam_size")
     penalty = shared.get("length_penalty", "gnmt")
-    penalty = cols[1].selectbox("Length penalty", PENALTIES, index=PENALTIES.index(penalty) if penalty in PENALTIES
-                                else 0, key="beam_lp")
-    alpha = cols[2].slider("α (GNMT exponent)", 0.0, decode_form.ALPHA_CAP,
-                           min(float(shared.get("alpha", 0.6)), decode_form.ALPHA_CAP), 0.1,
-                           key="beam_alpha", disabled=penalty != "gnmt")
+    alpha = min(float(shared.get("alpha", 0.6)), decode_form.ALPHA_CAP)
+    if presenter.advanced():                          # presenter mode: the Translate page's penalty and α
+        penalty = cols[1].selectbox("Length penalty", PENALTIES, index=PENALTIES.index(penalty)
+                                    if penalty in PENALTIES else 0, key="beam_lp")
+        alpha = cols[2].slider("α (GNMT exponent)", 0.0, decode_form.ALPHA_CAP, alpha, 0.1,
+                               key="beam_alpha", disabled=penalty != "gnmt")
     return {**shared, "strategy": "beam", "beam_size": size, "length_penalty": penalty, "alpha": alpha,
             "trace_top_k": max(int(shared.get("trace_top_k", 5)), 8)}
 

@@ -9,7 +9,7 @@ import streamlit as st
 from explorer.plots.translation import token_probs_figure
 from explorer.store.card import model_card
 from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
-from webapp import decode_form, downloads, state
+from webapp import decode_form, downloads, presenter, state
 
 st.title("Translate")
 state.learn(
@@ -124,13 +124,14 @@ with right:
         st.caption(f"**Heavily split words** (cut into {HEAVY_SPLIT} or more pieces, punctuation not counted: "
                    "the vocabulary barely knows them, so the model reads fragments): "
                    + "; ".join(f"{state.md_escape(w.word)} → {state.md_escape(' '.join(w.pieces))}" for w in heavy))
-    with st.expander("Token ids (piece, id)"):
-        st.caption("What the model actually reads and writes: each piece's id in the vocabulary, with the "
-                   "end-of-sentence id the encoding adds.")
-        st.dataframe(pd.DataFrame({"source piece": result.src_pieces, "id": result.src_ids}), key="src_ids",
-                     width="stretch", height=min(400, 40 + 35 * len(result.src_ids)))
-        st.dataframe(pd.DataFrame({"output piece": result.best.pieces, "id": result.best.ids}), key="out_ids",
-                     width="stretch", height=min(400, 40 + 35 * len(result.best.ids)))
+    if presenter.advanced():                               # the raw ids: not in a lecture
+        with st.expander("Token ids (piece, id)"):
+            st.caption("What the model actually reads and writes: each piece's id in the vocabulary, with the "
+                       "end-of-sentence id the encoding adds.")
+            st.dataframe(pd.DataFrame({"source piece": result.src_pieces, "id": result.src_ids}), key="src_ids",
+                         width="stretch", height=min(400, 40 + 35 * len(result.src_ids)))
+            st.dataframe(pd.DataFrame({"output piece": result.best.pieces, "id": result.best.ids}), key="out_ids",
+                         width="stretch", height=min(400, 40 + 35 * len(result.best.ids)))
 
 best = result.best
 downloads.chart(token_probs_figure(best.pieces, best.token_logprobs, "Per-token probability of the translation"),

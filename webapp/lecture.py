@@ -1,0 +1,86 @@
+"""The lecture order: which page follows which, and why, in the order of "Attention Is All You Need".
+
+Why one place: a teacher walks a 50-minute lecture through the pages in the paper's order (the
+model, its positions, attention, decoding, training), and each page ends with a "Next" link to the
+following one with a one-line reason. The order and the reasons live here only; app.py draws the
+link under every page (run()), so pages carry no navigation code.
+
+The link is drawn before the page runs and drawn again after it: a page that ends early with
+st.stop() (no sentence, no training run yet) still ends with it, and one that finishes links with
+what it chose (the Translate page picks the first sentence of a fresh visit). It keeps the URL
+state that belongs to no single page (CARRIED: checkpoint, sentence, decoding settings, presenter
+mode), so the next page, also opened in a new tab, shows the same model, sentence and translation.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import streamlit as st
+
+from webapp import decode_url, presenter
+
+START = "translate"            # the landing page: it points at the lecture's first page
+ORDER = (                      # (url_path, why it comes next: one line)
+    ("architecture", "the whole model at a glance, the paper's Figure 1 with this sentence's numbers"),
+    ("positions", "attention alone ignores word order, so positions are added to the embeddings first"),
+    ("attention", "the paper's core: what each head of each layer looks at"),
+    ("beam", "how the decoder's scores for each next piece become a whole translation"),
+    ("training_vs_inference", "training reads the reference in one pass; decoding reads its own output"),
+    ("schedule", "how the paper trains: learning-rate warm-up and decay, label smoothing"),
+    ("train", "train a small model yourself and watch it learn"),
+    ("checkpoints", "compare what the model knew early and late in its training"),
+)
+CARRIED = ("ckpt", "text", presenter.URL_KEY) + decode_url.KEYS    # URL state shared by every page
+URL_TEXT = 1000                # the sentence carried is cut here, like the URL's (state.URL_CHARS)
+
+
+def next_step(url_path: str) -> tuple[str, str] | None:
+    """(url_path, why) of the page after `url_path` in the lecture; None after the last one or for a
+    page outside the order. "" is the default page's url_path (the landing page, served at "/")."""
+    paths = [p for p, _ in ORDER]
+    if url_path in ("", START):
+        return ORDER[0]
+    if url_path in paths and paths.index(url_path) + 1 < len(ORDER):
+        return ORDER[paths.index(url_path) + 1]
+    return None
+
+
+def carried_query() -> dict[str, str]:
+    """The shared URL state the link keeps, as it stands now."""
+    out: dict[str, str] = {}
+    for key in CARRIED:
+        value = st.query_params.get(key)
+        if key == "text" and isinstance(st.session_state.get("text"), str):
+            value = st.session_state["text"] or None             # the sentence shown, once a page chose it
+        if isinstance(value, str) and value:
+            out[key] = value[:URL_TEXT]
+    return out
+
+
+def footer(current, pages: Sequence) -> None:
+    """The "Next: <page> — <why>" link under page `current` (an st.Page of `pages`)."""
+    by_path = {p.url_path: p for p in pages}
+    step = next_step(current.url_path)
+    st.divider()
+    if step is None:
+        if current.url_path == ORDER[-1][0]:
+            first, why = ORDER[0]
+            st.page_link(by_path[first], icon=":material/replay:", query_params=carried_query(),
+                         label=f"End of the lecture. Back to the start: {by_path[first].title} — {why}")
+        return
+    target, why = step
+    if target in by_path:
+        st.page_link(by_path[target], label=f"**Next: {by_path[target].title}** — {why}",
+                     icon=":material/arrow_forward:", query_params=carried_query())
+
+
+def run(current, pages: Sequence) -> None:
+    """Run page `current` with the lecture's Next link under it (see the module docstring)."""
+    body, foot = st.container(), st.container(key="lecture_footer")
+    slot = foot.empty()
+    with slot.container():
+        footer(current, pages)
+    with body:
+        current.run()
+    with slot.container():
+        footer(current, pages)
