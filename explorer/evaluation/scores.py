@@ -127,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         card = {**(old if isinstance(old, dict) else {}), "test": results,
                 "evaluated": time.strftime("%Y-%m-%d %H:%M:%S")}
         write_card(args.checkpoint, card)
+        if not args.test and not args.limit and (ckpt.path / "test.tsv").is_file():
+            from explorer.evaluation.showcase import record     # the pair the app opens on, precomputed
+
+            record(args.checkpoint, args.device)
     return 0
 
 
