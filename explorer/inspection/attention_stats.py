@@ -13,6 +13,10 @@ Statistics per head (each the mean over query rows):
                cross attention; the caller picks; NaN when there is none);
 * diagonality  mass within one position of the (length-rescaled) diagonal, so a monotonic
                alignment scores near 1 even when source and target lengths differ.
+
+The two shares are written once each as public helpers (offset_share: w[i, i+offset];
+key_share: w[:, key]) so that other summaries (explorer.heads: the next position, the rarest
+token) use the same formulas. boundary_key is the 'to_eos' key convention.
 """
 from __future__ import annotations
 
@@ -44,6 +48,34 @@ def _check(weights: np.ndarray, ndim: int) -> np.ndarray:
     return w
 
 
+def offset_share(weights: np.ndarray, offset: int) -> float:
+    """Mean of w[i, i + offset] over the query rows i whose key i + offset exists (offset -1: the
+    previous position, 0: the query's own, +1: the next); NaN when no row has that key."""
+    w = _check(weights, 2)                                                    # [q, k]
+    q, k = w.shape
+    rows = np.arange(max(0, -offset), min(q, k - offset))                     # rows with a key at i+offset
+    return float(np.mean(w[rows, rows + offset])) if rows.size else float("nan")
+
+
+def key_share(weights: np.ndarray, key: int | None) -> float:
+    """Mean weight all query rows give one key (e.g. </s>, the rarest token); NaN for no key."""
+    w = _check(weights, 2)                                                    # [q, k]
+    k = w.shape[1]
+    if key is None or not -k <= key < k:
+        return float("nan")
+    return float(np.mean(w[:, key]))
+
+
+def boundary_key(keys: str, src_ids, eos_id: int) -> int | None:
+    """The key of the 'to end-of-sentence' statistic: for target keys (decoder self-attention) the
+    start token <s> at 0, all the decoder sees of a boundary; for source keys the source's final
+    </s> (the model's own eos id), None when the source does not end with it."""
+    if keys == "tgt":
+        return 0
+    src_ids = list(src_ids or [])
+    return len(src_ids) - 1 if src_ids and int(src_ids[-1]) == eos_id else None
+
+
 def head_stats(weights: np.ndarray, eos_index: int | None = None) -> dict[str, float]:
     """The statistics of one head's map w[q, k] (see the module docstring)."""
     w = _check(weights, 2)                                                    # [q, k]
@@ -51,14 +83,9 @@ def head_stats(weights: np.ndarray, eos_index: int | None = None) -> dict[str, f
     rows = np.arange(q)
     safe = np.where(w > 0, w, 1.0)
     entropy = float(np.mean(-(w * np.log(safe)).sum(axis=1)))
-    n_diag = min(q, k)
-    to_self = float(np.mean(w[np.arange(n_diag), np.arange(n_diag)]))
-    prev_rows = np.arange(1, min(q, k + 1))                                   # rows whose i-1 is a key
-    to_prev = float(np.mean(w[prev_rows, prev_rows - 1])) if prev_rows.size else float("nan")
-    if eos_index is not None and -k <= eos_index < k:
-        to_eos = float(np.mean(w[:, eos_index]))
-    else:
-        to_eos = float("nan")
+    to_self = offset_share(w, 0)
+    to_prev = offset_share(w, -1)
+    to_eos = key_share(w, eos_index)
     centre = rows * (k - 1) / max(q - 1, 1)                                   # [q] rescaled diagonal
     band = np.abs(np.arange(k)[None, :] - centre[:, None]) <= 1.0             # [q, k]
     diagonality = float(np.mean((w * band).sum(axis=1)))

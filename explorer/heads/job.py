@@ -1,0 +1,179 @@
+"""The head lab as one job: statistics, roles, importance, single-head removal and pruning curves
+over a checkpoint's test sentences, written as one JSON file.
+
+Reproduces, on the model at hand and over a test set, Voita et al. 2019 (ACL: head confidence and
+roles) and Michel et al. 2019 (NeurIPS: gradient importance, single-head removal, pruning curves);
+see explorer.heads.stats, roles, importance and pruning. The job reports progress through a
+callback and can be cancelled (the callback returns False, or a threading.Event is set); the file
+is written once at the end with write_json_atomic, so a cancelled or killed job leaves no file, or
+the previous one whole. `settings` (weights sha, sentences, forced, seeds, points) is the cache key.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from explorer.heads.importance import HeadRemover, all_heads, gradient_importance, normalize_per_layer, \
+    single_head_removal
+from explorer.heads.pruning import SCOPES, distinct_points, plan_curves, removable, score_curves
+from explorer.heads.roles import label_heads
+from explorer.heads.sentences import FORCED, GREEDY, build_sentences, token_counts
+from explorer.heads.stats import HEAD_STATS, Cancelled, head_statistics
+from explorer.inspection.trace import ATTENTION_KINDS, KINDS
+from explorer.store.atomic import write_json_atomic
+
+Progress = Callable[[str, int, int], "bool | None"]     # (stage, done, total) -> False to cancel
+STAGES = ("statistics", "importance", "single-head removal", "pruning")
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    sentences: int = 200             # the first N held-out pairs
+    forced: str = "reference"        # teacher-force the reference or the model's own greedy output
+    seeds: int = 3                   # random removal orders (the pruning baseline)
+    points: int = 3                  # scored points per kind's pruning curve after the first (all kinds: 2x)
+    batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        if self.forced not in FORCED:
+            raise ValueError(f"forced must be one of {FORCED}, not {self.forced!r}")
+        if self.sentences < 1 or self.seeds < 0 or self.points < 1:
+            raise ValueError("sentences and points must be >= 1, seeds >= 0")
+
+    def curve_points(self) -> dict[str, int]:
+        return {scope: self.points * (2 if scope == "all" else 1) for scope in SCOPES}
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a run costs, counted before it starts (each decode is one greedy pass over the set)."""
+
+    sentences: int
+    heads: int
+    forward_passes: int              # teacher-forced batches: statistics + loss per removed head
+    backward_passes: int             # gradient batches for importance
+    decodes: int                     # greedy decodes of the whole set: baseline + single heads + curve points
+
+    def text(self) -> str:
+        return (f"{self.heads} heads x {self.sentences} sentences: {self.forward_passes} teacher-forced batch passes, "
+                f"{self.backward_passes} backward batch passes, {self.decodes} greedy decodes of the set")
+
+
+def estimate_cost(model, settings: LabSettings, n_sentences: int) -> Cost:
+    heads = len(all_heads(model))
+    batches = math.ceil(n_sentences / settings.batch_size)
+    loss_batches = math.ceil(n_sentences / 32)
+    zeros = {kind: np.zeros((ATTENTION_KINDS[kind].n_layers(model.cfg), model.cfg.n_heads)) for kind in KINDS}
+    curves = plan_curves(zeros, settings.seeds, settings.curve_points())
+    points = {frozenset(c.heads[:n]) for c in curves for n in c.removed}
+    singles = {frozenset([h]) for h in all_heads(model)}
+    own_output = 1 if settings.forced == "output" else 0                    # the forced output is decoded first
+    return Cost(n_sentences, heads, batches + loss_batches * (heads + 1), batches,
+                len(points | singles | {frozenset()}) + own_output)
+
+
+def frequencies(tokenizer, meta: dict, pairs) -> tuple[dict[str, Counter], str]:
+    """Token counts per side for Voita's rare-word test: the checkpoint's training data when its
+    built corpus is cached (read only, never built here), else the held-out pairs themselves."""
+    from explorer.data.splits import default_data_dir, load_cached
+
+    dataset = (meta.get("training") or {}).get("dataset")
+    corpus = None
+    if dataset in ("numbers", "bible"):
+        corpus = load_cached(os.path.join(default_data_dir(), dataset), f"{dataset}-1234")
+    if corpus is not None and corpus.train:
+        source, what = corpus.train, f"training data ({dataset}, {len(corpus.train)} pairs)"
+    else:
+        source, what = list(pairs), f"the held-out pairs themselves ({len(pairs)}): training data not available"
+    return {"src": token_counts(tokenizer, [p.src for p in source], "src"),
+            "tgt": token_counts(tokenizer, [p.tgt for p in source], "tgt")}, what
+
+
+class _Ticker:
+    def __init__(self, progress: Progress | None, cancel: threading.Event | None):
+        self.progress, self.cancel = progress, cancel
+
+    def stage(self, name: str, total: int) -> Callable[[int], bool]:
+        def tick(done: int) -> bool:
+            if self.cancel is not None and self.cancel.is_set():
+                return False
+            return self.progress is None or self.progress(name, done, total) is not False
+        if not tick(0):
+            raise Cancelled()
+        return tick
+
+
+def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict | None = None,
+                 progress: Progress | None = None, cancel: threading.Event | None = None,
+                 log: Callable[[str], None] = lambda _: None) -> dict:
+    """Every head-lab result as plain JSON-ready data (see the module docstring). Raises Cancelled."""
+    meta = meta or {}
+    t0 = time.time()
+    ticker = _Ticker(progress, cancel)
+    sents = build_sentences(model, tokenizer, pairs, settings.sentences, settings.forced)
+    cost = estimate_cost(model, settings, len(sents))
+    log(f"cost: {cost.text()}")
+    counts, rare_source = frequencies(tokenizer, meta, pairs)
+    stats = head_statistics(model, sents, counts, settings.batch_size, ticker.stage("statistics", len(sents)))
+    raw = gradient_importance(model, sents, settings.batch_size, ticker.stage("importance", len(sents)))
+    normalized = {kind: normalize_per_layer(v) for kind, v in raw.items()}
+    remover = HeadRemover(model, tokenizer, sents)
+    heads = all_heads(model)
+    tick = ticker.stage("single-head removal", len(heads))
+    t1 = time.time()
+    full = remover.scores(())
+    log(f"full model: BLEU {full['bleu']:.2f} chrF {full['chrf']:.2f}; one decode of the set took "
+        f"{time.time() - t1:.1f} s, so about {(time.time() - t1) * cost.decodes / 60:.1f} min of decoding in all")
+    removals = single_head_removal(model, remover, sents, tick)
+    curves = plan_curves(normalized, settings.seeds, settings.curve_points())
+    score_curves(curves, remover, ticker.stage("pruning", sum(len(c.removed) for c in curves)))
+    return {
+        "settings": settings_key(settings, meta, len(sents)),
+        "rare_frequencies": rare_source,
+        "cost": asdict(cost),
+        "seconds": round(time.time() - t0, 1),
+        "stats": [{"kind": kind, "layer": layer + 1, "head": head + 1,
+                   **{name: _num(ks.mean[name][layer, head]) for name in HEAD_STATS},
+                   **{f"{name}_std": _num(ks.std[name][layer, head]) for name in HEAD_STATS}}
+                  for kind, ks in stats.items() for layer in range(ks.shape[0]) for head in range(ks.shape[1])],
+        "roles": [{"kind": r.kind, "layer": r.layer + 1, "head": r.head + 1, "role": r.role, "rule": r.rule,
+                   "value": _num(r.value), "others": [{"role": o, "rule": t, "value": _num(v)} for o, t, v in r.others]}
+                  for r in label_heads(stats)],
+        "importance": [{"kind": k, "layer": l + 1, "head": h + 1, "importance": _num(raw[k][l, h]),
+                        "normalized": _num(normalized[k][l, h])} for k, l, h in heads],
+        "single_head_removal": [{**asdict(r), "layer": r.layer + 1, "head": r.head + 1} for r in removals],
+        "pruning": {"full": full, "decodes": remover.decodes,
+                    "curves": [{"scope": c.scope, "order": c.order, "seed": c.seed, "removed": c.removed,
+                                "fraction": c.fraction, "bleu": c.bleu, "chrf": c.chrf,
+                                "heads": [{"kind": k, "layer": l + 1, "head": h + 1} for k, l, h in c.heads]}
+                               for c in curves],
+                    "removable_within_1_bleu": {c.scope: removable(c) for c in curves if c.order == "importance"}},
+    }
+
+
+def settings_key(settings: LabSettings, meta: dict, n_sentences: int) -> dict:
+    """What identifies a result: the weights, the sentences, the forcing, the seeds, the points."""
+    return {"checkpoint": meta.get("name", ""), "weights_sha256": meta.get("weights_sha256", ""),
+            "sentences": n_sentences, "forced": settings.forced, "seeds": settings.seeds,
+            "points": settings.points, "decoding": {"strategy": "greedy", "max_len_a": GREEDY.max_len_a,
+                                                    "max_len_b": GREEDY.max_len_b}}
+
+
+def run_to_file(model, tokenizer, pairs, settings: LabSettings, out: str | os.PathLike, **kwargs) -> dict:
+    """run_head_lab, then the result written atomically to `out` (nothing written when cancelled)."""
+    result = run_head_lab(model, tokenizer, pairs, settings, **kwargs)
+    write_json_atomic(Path(out), result)
+    return result
+
+
+def _num(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
