@@ -1,20 +1,13 @@
-"""Evaluation: dev loss, BLEU, chrF and exact match; `python -m explorer.evaluate checkpoints/<name>`.
-
-The CLI scores the checkpoint's held-out test split with greedy and beam search (sacrebleu
-defaults) and writes the figures into the checkpoint's card.json, which the app and README show.
-"""
+"""Evaluation: dev loss, BLEU, chrF and exact match over a split (the evaluate command is command.py)."""
 from __future__ import annotations
 
-import argparse
-import sys
-import time
 from pathlib import Path
 
 import sacrebleu
 import torch
 import torch.nn.functional as F
 
-from explorer.config import DecodeConfig, resolve_device
+from explorer.config import DecodeConfig
 from explorer.data.batching import pad_batch
 
 
@@ -74,66 +67,6 @@ def evaluate_split(model, tokenizer, split, n_sentences: int, device, tgt_lang: 
     return {"dev_loss": loss, "dev_ppl": float(torch.tensor(loss).exp()), **scores, "n": n, "samples": samples}
 
 
-def main(argv: list[str] | None = None) -> int:
-    from explorer.data.files import read_tsv
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint, read_card, write_card
-    from explorer.training.inputs import encode_pairs
-
-    parser = argparse.ArgumentParser(prog="python -m explorer.evaluate", description=__doc__.split("\n")[0])
-    parser.add_argument("checkpoint")
-    parser.add_argument("--test", help="TSV of src<TAB>tgt (default: the checkpoint's test.tsv, else the "
-                                       "test split of the dataset it was trained on)")
-    parser.add_argument("--limit", type=int, default=0, help="only the first N sentences")
-    parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (CUDA when present)")
-    parser.add_argument("--no-write", action="store_true", help="do not update card.json")
-    args = parser.parse_args(argv)
-    try:
-        ckpt = load_checkpoint(args.checkpoint, device=args.device)
-    except CheckpointError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    try:
-        if args.test:
-            test_name, pairs = Path(args.test).name, read_tsv(args.test)
-        else:
-            pairs, origin = held_out_pairs(ckpt.path, ckpt.meta)
-            test_name = origin.name if isinstance(origin, Path) else f"{origin} test split"
-    except ValueError as err:          # DataError: missing/bad file, with the line number
-        print(f"error: {err}" + ("" if args.test else "; pass --test FILE.tsv"), file=sys.stderr)
-        return 2
-    if args.limit:
-        pairs = pairs[:args.limit]
-    split = encode_pairs(ckpt.tokenizer, pairs, ckpt.config.max_len, ckpt.config.special)
-    device = resolve_device(args.device)
-    results = {"test_set": test_name, "n": len(split)}
-    for label, cfg in (("greedy", DecodeConfig(strategy="greedy")),
-                       (f"beam{args.beam}", DecodeConfig(strategy="beam", beam_size=args.beam, n_best=1))):
-        t0 = time.time()
-        hyps = [ckpt.tokenizer.decode(ids, side="tgt") for ids in translate_ids(ckpt.model, split.src, cfg, device)]
-        scores = corpus_scores(hyps, split.tgt_text)
-        scores["seconds"] = round(time.time() - t0, 1)
-        results[label] = {k: round(v, 4 if k == "exact" else 2) if isinstance(v, float) else v
-                          for k, v in scores.items()}
-        print(f"{Path(args.checkpoint).name} {label:8s} BLEU {scores['bleu']:6.2f}  chrF {scores['chrf']:6.2f}  "
-              f"exact {scores['exact']:.3f}  ({len(split)} sentences, {scores['seconds']} s)")
-    results["test_loss"] = round(teacher_forced_loss(ckpt.model, split, device), 4)
-    if not args.no_write:
-        try:                                        # every other section (the model card) is kept
-            old = read_card(args.checkpoint)
-        except CheckpointError as err:              # a damaged card.json: replaced, and said so
-            print(f"warning: {err}; card.json is rewritten with the new results only", file=sys.stderr)
-            old = None
-        card = {**(old if isinstance(old, dict) else {}), "test": results,
-                "evaluated": time.strftime("%Y-%m-%d %H:%M:%S")}
-        write_card(args.checkpoint, card)
-        if not args.test and not args.limit and (ckpt.path / "test.tsv").is_file():
-            from explorer.evaluation.showcase import record     # the pair the app opens on, precomputed
-
-            record(args.checkpoint, args.device)
-    return 0
-
-
 def held_out_pairs(ckpt_path: str | Path, meta: dict, data_dir: str | Path | None = None) -> tuple[list, Path | str]:
     """A checkpoint's held-out test sentences and where they come from: its own test.tsv (shipped
     checkpoints carry one; the Path), else the test split of the dataset it was trained on (the
@@ -151,6 +84,3 @@ def held_out_pairs(ckpt_path: str | Path, meta: dict, data_dir: str | Path | Non
         raise DataError(f"{ckpt_path} has no {TEST_SPLIT} and names no training dataset")
     return load_corpus(dataset, data_dir=str(data_dir) if data_dir else None).test, str(dataset)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

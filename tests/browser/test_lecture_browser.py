@@ -19,11 +19,18 @@ def title(page) -> str:
     return page.locator("[data-testid='stMain'] h1").first.inner_text().strip()
 
 
+def larger_type(page) -> None:
+    """The root font is larger than Streamlit's 16 px: presenter mode's style, which arrives with the
+    script run's elements (waited for, not read at once: a loaded machine delivers it later)."""
+    page.wait_for_function("() => parseFloat(getComputedStyle(document.documentElement).fontSize) > 16",
+                           timeout=LONG)
+
+
 def test_follow_the_lecture_in_presenter_mode(visit):
     page = open_app(visit, ckpt=NUMBERS, text=NUMBER_TEXT, present="1")
     assert title(page) == "Translate"
     # presenter mode is on: the toggle says so and the type is larger than Streamlit's 16 px
-    assert page.evaluate("() => parseFloat(getComputedStyle(document.documentElement).fontSize)") > 16
+    larger_type(page)
     for expected in ORDER:
         link = page.locator(NEXT)
         assert link.count() == 1, f"{title(page)}: {link.count()} 'Next' links"
@@ -37,7 +44,7 @@ def test_follow_the_lecture_in_presenter_mode(visit):
         no_exception(page)
         assert url_param(page, "present") == "1", f"{expected}: presenter mode was dropped from the URL"
         assert url_param(page, "ckpt") == NUMBERS and url_param(page, "text") == NUMBER_TEXT
-        assert page.evaluate("() => parseFloat(getComputedStyle(document.documentElement).fontSize)") > 16
+        larger_type(page)
         page.screenshot(path=str(ARTIFACTS / f"lecture_{expected.replace(' ', '_').lower()}.png"))
     assert page.locator(NEXT).count() == 0                                  # the last page
     assert page.locator("[data-testid='stMain'] a:has-text('End of the lecture')").count() == 1

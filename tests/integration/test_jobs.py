@@ -296,9 +296,16 @@ def test_uploads_are_pruned_oldest_first_but_never_one_a_run_uses(root, monkeypa
         if i == 0:                                              # the oldest one trains a run
             run = write_run(root / "uses-it", {"state": "finished"})
             rf.write_json_atomic(run / rf.CONFIG, {**rf.read_json(run / rf.CONFIG), "dataset": str(paths[0])})
-    kept = sorted(p.name for p in (root / "uploads").iterdir())
+    kept = sorted(p.name for p in (root / "uploads").glob("*.tsv"))
     assert paths[0].exists() and paths[-1].exists()
     assert len(kept) == 3 and not paths[1].exists() and not paths[2].exists()
+    assert uploaded_names(root) <= {p.stem for p in (root / "uploads").glob("*.tsv")}   # pruned together
     monkeypatch.setattr(uploads, "UPLOADS_KEEP_BYTES", 1)          # a byte bound: all but the used and the new
     newest = uploads.save_upload(b"four\tvier\nfive\tfuenf\nsix\tsechs\n")[0]
-    assert sorted(p for p in (root / "uploads").iterdir()) == sorted([paths[0], newest])
+    assert sorted((root / "uploads").glob("*.tsv")) == sorted([paths[0], newest])
+    assert uploaded_names(root) <= {paths[0].stem, newest.stem}
+
+
+def uploaded_names(root) -> set[str]:
+    """The uploads whose original file name is kept beside them (<hash>.name)."""
+    return {p.stem for p in (root / "uploads").glob("*.name")}

@@ -225,7 +225,7 @@ def test_flags_override_the_file_and_resume_reads_the_saved_config(tmp_path):
 @pytest.mark.slow
 def test_evaluate_cli_prints_scores_and_writes_the_card(smoke, tmp_path):
     from explorer.store.checkpoint import read_card
-    from explorer.evaluation.scores import main as evaluate_main
+    from explorer.evaluation.command import main as evaluate_main
 
     run_dir, _ = smoke
     ckpt = run_dir / "checkpoints" / "step_000030"

@@ -75,7 +75,7 @@ def test_evaluate_keeps_the_model_card(tmp_path):
     source = ROOT / "checkpoints" / "numbers-en-de"
     if not (source / "model.safetensors").is_file():
         pytest.skip("needs the shipped checkpoint numbers-en-de")
-    from explorer.evaluation.scores import main
+    from explorer.evaluation.command import main
 
     path = tmp_path / "numbers"
     shutil.copytree(source, path)
