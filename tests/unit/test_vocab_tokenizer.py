@@ -5,14 +5,12 @@ the checks of untrusted files, save/load/pickle, checkpoints that hold these fil
 Attention page's end-of-sentence key for a model whose eos id is not this project's."""
 from __future__ import annotations
 
-import io
 import json
 import pickle
 import warnings
 from pathlib import Path
 
 import pytest
-import sentencepiece as spm
 import torch
 
 from explorer.config import ModelConfig
@@ -23,6 +21,7 @@ from explorer.text import encoding, load_tokenizer
 from explorer.text.special import SpecialIds
 from explorer.text.tokenizer import Tokenizer
 from explorer.text.vocab_tokenizer import MAX_FILE_BYTES, VocabTokenizer
+from support.marian_helpers import pieces_of, train_spm
 
 ES = ["en el principio crió dios los cielos y la tierra", "y dijo dios sea la luz y fué la luz",
       "porque de tal manera amó dios al mundo", "bienaventurados los pobres en espíritu",
@@ -34,20 +33,6 @@ LEFT_OUT = ("j", "▁luz", "k")            # pieces of the spm models that vocab
 SENTENCES = ["y dijo dios sea la luz", ">>es<< the lord is my shepherd", "hola 🙂 a 中文", "", "   ",
              "¿quién eres tú?", "dios  dijo", ">>es<<", ">>xx<< god said", "jajaja kilo", "the world",
              "ñandú & 42"]
-
-
-def train_spm(lines: list[str], vocab_size: int) -> bytes:
-    buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buf, vocab_size=vocab_size,
-                                   model_type="unigram", character_coverage=1.0, hard_vocab_limit=False,
-                                   minloglevel=2, num_threads=1)
-    return buf.getvalue()
-
-
-def spm_pieces(model: bytes) -> list[str]:
-    sp = spm.SentencePieceProcessor()
-    sp.LoadFromSerializedProto(model)
-    return [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
 
 
 def marian_vocab(pieces: list[str], first: tuple[str, ...] = ("</s>", "<unk>", ">>es<<")) -> dict[str, int]:
@@ -85,7 +70,7 @@ def models() -> tuple[bytes, bytes]:
 @pytest.fixture(scope="module")
 def marian_dir(models, tmp_path_factory) -> Path:
     src, tgt = models
-    return write_files(tmp_path_factory.mktemp("marian"), src, tgt, marian_vocab(spm_pieces(src) + spm_pieces(tgt)))
+    return write_files(tmp_path_factory.mktemp("marian"), src, tgt, marian_vocab(pieces_of(src) + pieces_of(tgt)))
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +116,8 @@ def test_decode_equals_marian_tokenizers_without_special_tokens(tok, hf, text):
 
 def test_separate_target_vocabulary(models, tmp_path):
     src, tgt = models
-    pieces = spm_pieces(src) + spm_pieces(tgt)
-    tgt_vocab = marian_vocab(spm_pieces(tgt), first=("</s>", "<unk>"))
+    pieces = pieces_of(src) + pieces_of(tgt)
+    tgt_vocab = marian_vocab(pieces_of(tgt), first=("</s>", "<unk>"))
     path = write_files(tmp_path, src, tgt, marian_vocab(pieces), tgt_vocab)
     tok, hf = VocabTokenizer.load(path), hf_tokenizer(path)
     assert (tok.src_vocab_size, tok.tgt_vocab_size) == (len(marian_vocab(pieces)), len(tgt_vocab))
