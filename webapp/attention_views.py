@@ -14,7 +14,8 @@ import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
-from explorer.inspection.attention_stats import STAT_LABELS, STATS, stack_stats, stats_rows, word_alignment
+from explorer.inspection.attention_stats import (STAT_LABELS, STATS, boundary_key, stack_stats, stats_rows,
+                                                word_alignment)
 from explorer.inspection.trace import KIND_LABELS, KINDS, attention_kind
 from explorer.plots import attention as plots
 from explorer.plots.style import head_grid
@@ -66,12 +67,9 @@ def causal_mask(q: int, k: int) -> np.ndarray:
 
 
 def eos_key(trace, kind: str) -> int | None:
-    """The boundary key for the 'to end-of-sentence' statistic (see attention_stats)."""
-    if attention_kind(kind).keys == "tgt":
-        return 0                                                             # <s>: all the decoder sees
-    src_ids = trace.meta.get("src_ids") or []
-    eos = trace.meta.get("eos_id", EOS_ID)                                   # the model's (Marian's is 0)
-    return len(src_ids) - 1 if src_ids and src_ids[-1] == eos else None
+    """The boundary key for the 'to end-of-sentence' statistic (attention_stats.boundary_key), with
+    the model's eos id from the trace (Marian's is 0; traces made before it was recorded: ours)."""
+    return boundary_key(attention_kind(kind).keys, trace.meta.get("src_ids"), trace.meta.get("eos_id", EOS_ID))
 
 
 def all_stats(trace) -> dict[str, dict[str, np.ndarray]]:
