@@ -10,6 +10,8 @@ by jobs, evaluation, plots and the app through the readers here.
     runs/<name>/checkpoints/step_000500/   checkpoints (checkpoint_dir; see explorer.store.checkpoint)
     runs/uploads/                   uploaded training data (not a run): <hash>.tsv, and <hash>.name
                                     holding the name it was uploaded under (shown instead of the hash)
+    runs/heads/<sha>-<hash>.json    the app's head-lab results (not a run): one per checkpoint weights
+                                    + LabSettings (head_lab_file), written whole by explorer.heads.job
 
 runs/ is the repository's unless $EXPLORER_RUNS_DIR names another folder (tests, another disk);
 shipped checkpoints are in the repository's checkpoints/. Only the trainer writes a run directory;
@@ -19,6 +21,7 @@ status.json) and never raise on them.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -38,6 +41,7 @@ LOCK = "trainer.lock"
 TOKENIZER = "tokenizer"
 CHECKPOINTS = "checkpoints"
 UPLOADS = "uploads"                      # a folder of the runs directory that is not a run
+HEADS = "heads"                          # neither: the head lab's results, <weights sha>-<settings hash>.json
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNS_ENV = "EXPLORER_RUNS_DIR"
 _STEP = re.compile(r"step_(\d+)")
@@ -51,6 +55,14 @@ SPARE_BYTES = 100 << 20                  # the run's other files: logs, metrics,
 def runs_root() -> Path:
     """The runs directory: runs/ in the repository, or $EXPLORER_RUNS_DIR (tests, other disks)."""
     return Path(os.environ.get(RUNS_ENV) or REPO_ROOT / "runs").resolve()
+
+
+def head_lab_file(weights_sha: str, settings: dict) -> Path:
+    """Where the app keeps the head lab's result for these weights and these settings (a dict of
+    plain values, e.g. dataclasses.asdict(LabSettings)): the cache key is in the name."""
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    safe = re.sub(r"[^A-Za-z0-9]", "", str(weights_sha))[:32] or "unknown"
+    return runs_root() / HEADS / f"{safe}-{digest}.json"
 
 
 def shipped_root() -> Path:

@@ -37,7 +37,7 @@ from explorer.config import TrainConfig
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-RESERVED_NAMES = (rf.UPLOADS,)                                  # folders of the runs directory that are not runs
+RESERVED_NAMES = (rf.UPLOADS, rf.HEADS)                         # folders of the runs directory that are not runs
 LAUNCH_LOCK = ".launch.lock"
 LAUNCH_WAIT = 60.0                         # seconds a launch waits for the new trainer to take its lock
 _PROCS: dict[str, subprocess.Popen] = {}      # jobs this process launched (reaped when polled)
@@ -158,10 +158,11 @@ def poll(run_dir: str | os.PathLike) -> Job:
 
 
 def list_jobs(root: str | os.PathLike | None = None) -> list[Job]:
-    """Every run directory under `root`, newest first (uploads/ and hidden folders skipped)."""
+    """Every run directory under `root`, newest first (uploads/, heads/ and hidden folders skipped)."""
     root = Path(root) if root else rf.runs_root()
     try:
-        dirs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != rf.UPLOADS]
+        dirs = [p for p in root.iterdir()
+                if p.is_dir() and not p.name.startswith(".") and p.name not in RESERVED_NAMES]
     except OSError:
         return []
     jobs = [poll(d) for d in dirs]

@@ -22,14 +22,16 @@ LECTURE = [
     ("translate", "Architecture"),
     ("architecture", "Positional encoding"),
     ("positions", "Attention"),
-    ("attention", "Beam search"),
+    ("attention", "Heads"),
+    ("heads", "Beam search"),
     ("beam", "Training vs inference"),
     ("training_vs_inference", "Schedule"),
     ("schedule", "Train"),
     ("train", "Checkpoints"),
 ]
 URL_PATHS = {"Architecture": "architecture", "Positional encoding": "positions", "Attention": "attention",
-             "Beam search": "beam", "Training vs inference": "training_vs_inference", "Schedule": "schedule",
+             "Heads": "heads", "Beam search": "beam", "Training vs inference": "training_vs_inference",
+             "Schedule": "schedule",
              "Train": "train", "Checkpoints": "checkpoints"}
 NUMBER_TEXT = "three hundred and twenty one"
 

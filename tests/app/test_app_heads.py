@@ -1,0 +1,159 @@
+"""AppTests of the Heads page (the head lab in the app): it opens on numbers-en-de without a
+result and shows the cost; a result file written by explorer.heads' run_to_file where the page looks
+for it is shown at once (heatmaps, roles, removal histogram, pruning curves, links to the Attention
+page's zoom carrying kind, layer and head); a tiny job started from the page completes and writes
+that file; a cancelled job writes nothing. Runs directory: a temporary $EXPLORER_RUNS_DIR.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from support.app_support import ROOT, array, chart, has_chart, no_exception, open_app
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+TEXT = "three hundred and twenty one"
+PAGE = "webapp/pages/heads.py"
+
+pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs checkpoints/numbers-en-de")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def open_heads(**session):
+    return open_app("numbers-en-de", PAGE, TEXT, session=session)
+
+
+def lab_file(settings) -> Path:
+    from explorer.store import run_files as rf
+    from explorer.store.checkpoint import load_checkpoint
+
+    return rf.head_lab_file(load_checkpoint(NUMBERS).sha256, asdict(settings))
+
+
+@pytest.fixture(scope="module")
+def precomputed(tmp_path_factory):
+    """A head-lab result for the first 6 test pairs, 1 random seed, in a runs directory of its own."""
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.heads.job import LabSettings, run_to_file
+    from explorer.store.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(NUMBERS)
+    pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
+    settings = LabSettings(sentences=6, seeds=1)
+    result = run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, tmp_path_factory.mktemp("unused") / "r.json",
+                         meta=ckpt.meta)
+    return settings, result
+
+
+def test_the_page_opens_without_a_result_and_shows_the_cost(runs):
+    at = open_heads()
+    no_exception(at)
+    assert at.title[0].value == "Heads"
+    assert any("Cost:" in i.value and "heads x 200 sentences" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.button(key="heads_start") is not None
+    assert not has_chart(at, "heads_confidence")
+    assert not (runs / "heads").exists()                      # opening the page writes nothing
+
+
+def test_a_result_file_is_shown_with_its_figures_and_head_links(runs, precomputed):
+    import json
+
+    settings, result = precomputed
+    target = lab_file(settings)
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(result))
+    at = open_heads(heads_n=6, heads_seeds=1)
+    no_exception(at)
+    assert not any("Cost:" in i.value for i in at.info)      # shown at once, no job offered
+    n_heads = {k: sum(1 for r in result["stats"] if r["kind"] == k) for k in ("encoder", "decoder", "cross")}
+    for key in ("heads_confidence", "heads_entropy", "heads_importance"):
+        spec = chart(at, key)
+        heatmaps = [t for t in spec["data"] if t["type"] == "heatmap"]
+        assert len(heatmaps) == 3
+        assert sorted(array(t["z"]).size for t in heatmaps) == sorted(n_heads.values())
+    conf = [t for t in chart(at, "heads_confidence")["data"] if t["type"] == "heatmap"][0]
+    first = next(r for r in result["stats"] if r["kind"] == "encoder" and r["layer"] == 1 and r["head"] == 1)
+    assert array(conf["z"])[0, 0] == pytest.approx(first["confidence"])
+    removal = chart(at, "heads_removal")["data"][0]
+    assert sorted(array(removal["x"])) == pytest.approx(sorted(r["bleu_drop"] for r in result["single_head_removal"]))
+    pruning = chart(at, "heads_pruning")["data"]
+    assert {t["name"] for t in pruning} == {"least important first", "random order (mean of seeds)"}
+    assert len(pruning) == 8                                  # 4 scopes x (importance, random)
+    table = at.dataframe[0].value
+    assert len(table) == len(result["roles"]) and {"kind", "layer", "head", "role", "rule", "figure"} <= set(table)
+    assert list(table["role"]) == [r["role"] for r in result["roles"]]
+    for row, role in zip(table.itertuples(), result["roles"]):
+        url = urlparse(row.zoom)
+        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        assert url.path == "attention"
+        assert (q["kind"], q["layer"], q["head"]) == (role["kind"], str(role["layer"]), str(role["head"]))
+        assert q["ckpt"] == "numbers-en-de" and q["text"] == TEXT
+    links = [e for e in at.get("page_link") if e.proto.page == "attention"]
+    assert links, "no link to the Attention page"
+    q = {k: v[-1] for k, v in parse_qs(links[0].proto.query_string).items()}
+    r0 = result["roles"][0]
+    assert (q["kind"], q["layer"], q["head"]) == (r0["kind"], str(r0["layer"]), str(r0["head"]))
+
+
+def wait_for(at, done, timeout=240):
+    end = time.time() + timeout
+    while time.time() < end:
+        if done():
+            return at.run()
+        time.sleep(1)
+        at.run()
+    pytest.fail("the head lab did not finish in time")
+
+
+def test_a_job_started_from_the_page_writes_the_result_and_shows_it(runs):
+    from explorer.heads.job import LabSettings
+    from webapp import heads_views
+
+    at = open_heads(heads_n=4, heads_seeds=1)
+    target = lab_file(LabSettings(sentences=4, seeds=1))
+    assert not target.exists()
+    at.button(key="heads_start").click().run()
+    no_exception(at)
+    job = heads_views.job_for(target)
+    assert job is not None
+    at = wait_for(at, lambda: target.exists() and not job.active)
+    no_exception(at)
+    assert job.state == "finished", job.error
+    assert has_chart(at, "heads_confidence") and has_chart(at, "heads_pruning")
+    assert target.parent == runs / "heads"
+    from explorer.training import jobs
+    assert target.parent.is_dir() and jobs.list_jobs() == []     # heads/ is not a training run
+
+
+def test_cancel_leaves_no_file(runs):
+    from explorer.heads.job import LabSettings
+    from webapp import heads_views
+
+    at = open_heads(heads_n=300, heads_seeds=3)
+    target = lab_file(LabSettings(sentences=300, seeds=3))
+    at.button(key="heads_start").click().run()
+    job = heads_views.job_for(target)
+    assert job is not None and job.active
+    from explorer.store.checkpoint import load_checkpoint
+    again = heads_views.start(str(NUMBERS), "cpu", load_checkpoint(NUMBERS).sha256, LabSettings(sentences=300, seeds=3))
+    assert again is job                                       # one job per weights + settings at a time
+    at.button(key="heads_cancel").click().run()
+    no_exception(at)
+    job.thread.join(120)
+    assert not job.active and job.state == "cancelled"
+    at.run()
+    no_exception(at)
+    assert any("cancelled" in i.value for i in at.info)
+    assert not target.exists()
+    assert not any((runs / "heads").glob("*")) if (runs / "heads").exists() else True

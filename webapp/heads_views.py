@@ -1,0 +1,223 @@
+"""The Heads page's parts: the head lab run in a background thread of the app's own process, its
+cached result file, and the views of that result (webapp/pages/heads.py stays thin).
+
+Jobs. One job per checkpoint weights + LabSettings at a time: _JOBS (guarded by _LOCK) maps the
+result file to its LabJob, and start() returns the running one instead of starting a second. The
+thread is a daemon; it loads its own copy of the checkpoint (the lab gates heads with hooks and
+zeroes W^O columns, which must never touch the shared model interactive users decode with) and
+writes the JSON once, atomically, under runs_root()/heads/ (explorer.store.run_files.head_lab_file)
+— the only place the app writes it. Cancel sets the job's threading.Event; a cancelled or failed job
+writes nothing. The job runs at the torch thread count the app already uses ($EXPLORER_THREADS,
+default 1: torch.set_num_threads is process-wide, so the job cannot have its own); interactive
+pages share the same cores meanwhile.
+
+Cache: an existing result file for the same weights and settings is shown at once, never recomputed.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from explorer.heads.job import STAGES, LabSettings
+from explorer.inspection.trace import KIND_LABELS
+from explorer.plots import heads as plots
+from explorer.store import run_files as rf
+
+MAX_SENTENCES = 500
+MAX_SEEDS = 10
+
+
+@dataclass
+class LabJob:
+    path: Path
+    settings: LabSettings
+    cancel: threading.Event = field(default_factory=threading.Event)
+    stage: str = "loading"
+    done: int = 0
+    total: int = 0
+    state: str = "running"            # running | finished | cancelled | failed
+    error: str = ""
+    started: float = field(default_factory=time.time)
+    thread: threading.Thread | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def fraction(self) -> float:
+        """Overall progress: each stage an equal share (the stages' costs differ by checkpoint)."""
+        if self.stage not in STAGES:
+            return 0.0
+        part = self.done / self.total if self.total else 0.0
+        return min(1.0, (STAGES.index(self.stage) + part) / len(STAGES))
+
+
+_JOBS: dict[str, LabJob] = {}
+_LOCK = threading.Lock()
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def test_pairs(ckpt_path: str, sha: str) -> list:
+    """The checkpoint's held-out pairs (its test.tsv, else its dataset's test split); DataError if none."""
+    from explorer.evaluation.scores import held_out_pairs
+    from webapp import state
+    return list(held_out_pairs(ckpt_path, state.load(ckpt_path).meta)[0])
+
+
+def result_path(sha: str, settings: LabSettings) -> Path:
+    return rf.head_lab_file(sha, asdict(settings))
+
+
+def read_result(path: Path) -> dict | None:
+    """The result JSON, or None when missing or unreadable (a damaged file is recomputed, not shown)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    needed = ("stats", "roles", "importance", "single_head_removal", "pruning")
+    return data if isinstance(data, dict) and all(k in data for k in needed) else None
+
+
+def job_for(path: Path) -> LabJob | None:
+    with _LOCK:
+        return _JOBS.get(str(path))
+
+
+def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> LabJob:
+    """Start the lab for these weights and settings, or return the job already running them."""
+    path = result_path(sha, settings)
+    with _LOCK:
+        job = _JOBS.get(str(path))
+        if job is not None and job.active:
+            return job
+        job = LabJob(path=path, settings=settings)
+        job.thread = threading.Thread(target=_run, args=(job, ckpt_path, device), daemon=True,
+                                      name=f"head-lab-{path.stem}")
+        _JOBS[str(path)] = job
+        job.thread.start()
+    return job
+
+
+def _run(job: LabJob, ckpt_path: str, device) -> None:
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.heads.job import run_to_file
+    from explorer.heads.stats import Cancelled
+    from explorer.store.checkpoint import load_checkpoint
+
+    def progress(stage: str, done: int, total: int) -> bool:
+        job.stage, job.done, job.total = stage, done, total
+        return not job.cancel.is_set()
+
+    try:
+        ckpt = load_checkpoint(ckpt_path, device=device)          # a private copy, see the module docstring
+        ckpt.model.eval()
+        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
+        if job.cancel.is_set():
+            raise Cancelled()
+        run_to_file(ckpt.model, ckpt.tokenizer, pairs, job.settings, job.path, meta=ckpt.meta,
+                    progress=progress, cancel=job.cancel)
+        job.state = "finished"
+    except Cancelled:
+        job.state = "cancelled"
+    except Exception as err:  # noqa: BLE001 - a failed job ends in a message on the page, never a traceback
+        job.state, job.error = "failed", f"{type(err).__name__}: {err}"
+
+
+# ---- views of a result --------------------------------------------------------------------------
+def zoom_query(kind: str, layer: int, head: int, carried: dict[str, str]) -> dict[str, str]:
+    """The URL keys the Attention page reads to open one head (kind, layer, head; 1-based) plus the
+    shared state (checkpoint, sentence, decoding settings)."""
+    return {**carried, "kind": kind, "layer": str(layer), "head": str(head)}
+
+
+def zoom_url(kind: str, layer: int, head: int, carried: dict[str, str]) -> str:
+    from urllib.parse import urlencode
+    return "attention?" + urlencode(zoom_query(kind, layer, head, carried))
+
+
+def roles_table(result: dict, carried: dict[str, str]) -> pd.DataFrame:
+    importance = {(r["kind"], r["layer"], r["head"]): r.get("normalized") for r in result["importance"]}
+    drops = {(r["kind"], r["layer"], r["head"]): r.get("bleu_drop") for r in result["single_head_removal"]}
+    rows = []
+    for r in result["roles"]:
+        key = (r["kind"], r["layer"], r["head"])
+        rows.append({"kind": KIND_LABELS.get(r["kind"], r["kind"]), "layer": r["layer"], "head": r["head"],
+                     "role": r["role"], "rule": r["rule"], "figure": r.get("value"),
+                     "importance": importance.get(key), "BLEU drop": drops.get(key),
+                     "zoom": zoom_url(r["kind"], r["layer"], r["head"], carried)})
+    return pd.DataFrame(rows)
+
+
+def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
+    settings = result.get("settings", {})
+    full = result["pruning"].get("full", {})
+    st.caption(f"{settings.get('sentences', '?')} sentences, forced: {settings.get('forced', '?')}, "
+               f"{settings.get('seeds', '?')} random seeds; full model greedy BLEU "
+               f"{full.get('bleu', float('nan')):.2f}, chrF {full.get('chrf', float('nan')):.2f}; "
+               f"computed in {result.get('seconds', '?')} s. Rare-word frequencies from "
+               f"{result.get('rare_frequencies', '?')}.")
+    st.subheader("Confidence, entropy and importance per head")
+    st.plotly_chart(plots.head_grids(result["stats"], "confidence", "Confidence: mean maximum attention weight"),
+                    key="heads_confidence", width="stretch")
+    st.plotly_chart(plots.head_grids(result["stats"], "entropy", "Entropy of the attention distribution (nats)"),
+                    key="heads_entropy", width="stretch")
+    st.plotly_chart(plots.head_grids(result["importance"], "normalized",
+                                     "Importance |∂L/∂ξ|, normalised per layer (Michel et al.)"),
+                    key="heads_importance", width="stretch")
+    st.subheader("Roles")
+    table = roles_table(result, carried)
+    st.dataframe(table, hide_index=True, key="heads_roles", column_config={
+        "zoom": st.column_config.LinkColumn("zoom", display_text="open in Attention"),
+        "figure": st.column_config.NumberColumn(format="%.3f"),
+        "importance": st.column_config.NumberColumn(format="%.3f"),
+        "BLEU drop": st.column_config.NumberColumn(format="%.2f")})
+    heads = [(r["kind"], r["layer"], r["head"]) for r in result["roles"]]
+    if heads:
+        pick = st.selectbox("Zoom into a head on the current sentence", range(len(heads)), key="heads_zoom",
+                            format_func=lambda i: f"{KIND_LABELS.get(heads[i][0], heads[i][0])}, layer "
+                                                  f"{heads[i][1]}, head {heads[i][2]}: {result['roles'][i]['role']}")
+        kind, layer, head = heads[pick]
+        st.page_link(attention_page, label=f"Open {KIND_LABELS.get(kind, kind)} layer {layer} head {head} "
+                                           "on the Attention page", icon=":material/zoom_in:",
+                     query_params=zoom_query(kind, layer, head, carried))
+    st.subheader("Removing one head")
+    st.plotly_chart(plots.removal_histogram(result["single_head_removal"]), key="heads_removal",
+                    width="stretch")
+    st.subheader("Pruning curves")
+    st.plotly_chart(plots.pruning_figure(result["pruning"].get("curves", [])), key="heads_pruning",
+                    width="stretch")
+    within = result["pruning"].get("removable_within_1_bleu", {})
+    if within:
+        st.caption("Heads removable (least important first) before BLEU falls more than 1 point: " +
+                   ", ".join(f"{plots.SCOPE_LABELS.get(s, s)} {n}" for s, n in within.items()) + ".")
+
+
+def show_job(path: str) -> None:
+    """The running job's progress and Cancel button (an st.fragment re-runs this every 2 s)."""
+    job = job_for(Path(path))
+    if job is None:
+        return
+    if job.active:
+        stage = job.stage if job.stage in STAGES else "loading the checkpoint"
+        st.progress(job.fraction(), text=f"Head lab running: {stage} {job.done}/{job.total or '?'} "
+                                         f"({time.time() - job.started:.0f} s)")
+        if job.cancel.is_set():
+            st.caption("Cancelling…")
+        elif st.button("Cancel", key="heads_cancel"):
+            job.cancel.set()
+            st.caption("Cancelling…")
+        return
+    if job.state == "failed":
+        st.error(f"The head lab failed: {job.error}")
+    elif job.state == "cancelled":
+        st.info("The head lab was cancelled; nothing was written.")
+    seen = (path, job.state, job.started)
+    if st.session_state.get("_heads_seen") != seen:   # the job just ended: the whole page once, to draw the
+        st.session_state["_heads_seen"] = seen          # result and stop this fragment's 2 s refresh
+        st.rerun()

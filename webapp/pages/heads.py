@@ -1,0 +1,57 @@
+"""Heads: the head lab over the checkpoint's test sentences (explorer.heads): what each head does
+(confidence, entropy, roles) and how much it matters (importance, single-head removal, pruning).
+
+Thin: settings -> cost estimate -> a background job in this process (webapp.heads_views, progress in
+an st.fragment refreshed every 2 s, Cancel) -> one JSON under the runs directory, shown at once when
+it already exists for the same weights and settings -> explorer.plots.heads.
+"""
+import streamlit as st
+
+from explorer.heads.job import LabSettings, estimate_cost
+from explorer.heads.sentences import FORCED
+from webapp import heads_views as views
+from webapp import lecture, state
+
+st.title("Heads")
+state.learn(
+    "Which heads matter? Over many test sentences, each head's **confidence** (its mean largest attention "
+    "weight) and **entropy** tell how focused it is, and simple rules name a **role** (previous or next "
+    "token, rare words, the end of the sentence; Voita et al. 2019). Its **importance** is how much the "
+    "loss would change if the head's output were scaled down (Michel et al. 2019); removing heads one at a "
+    "time, or least important first, shows how many the model can lose before its BLEU falls.",
+    r"I_h = \mathbb{E}_{x}\left|\frac{\partial \mathcal{L}(x)}{\partial \xi_h}\right|,\qquad"
+    r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\xi_1 \mathrm{head}_1, \dots, \xi_H \mathrm{head}_H)\,W^O")
+
+ckpt = state.require_checkpoint()
+path, sha = str(ckpt.path), ckpt.sha256
+pairs = state.friendly(views.test_pairs, path, sha, what="Reading the test sentences")
+if pairs is None:
+    st.stop()
+
+defaults = LabSettings()
+state.remembered("heads_n", range(1, views.MAX_SENTENCES + 1), defaults.sentences)
+state.remembered("heads_forced", FORCED, defaults.forced)
+state.remembered("heads_seeds", range(0, views.MAX_SEEDS + 1), defaults.seeds)
+col1, col2, col3 = st.columns(3)
+n = col1.number_input("Sentences (the first N test pairs)", 1, views.MAX_SENTENCES, key="heads_n")
+forced = col2.radio("Teacher-force", FORCED, key="heads_forced", horizontal=True,
+                    format_func={"reference": "the reference", "output": "the model's own output"}.get)
+seeds = col3.number_input("Random removal orders (pruning baseline)", 0, views.MAX_SEEDS, key="heads_seeds")
+state.remember("heads_n", "heads_forced", "heads_seeds")
+settings = LabSettings(sentences=int(n), forced=forced, seeds=int(seeds))
+out = views.result_path(sha, settings)
+result = views.read_result(out)
+carried = lecture.carried_query()
+
+if result is not None:
+    views.show_result(result, carried, "webapp/pages/attention.py")
+    st.stop()
+
+cost = estimate_cost(ckpt.model, settings, min(int(n), len(pairs)))
+st.info(f"Not computed yet for these settings. Cost: {cost.text()}.")
+job = views.job_for(out)
+if job is None or not job.active:
+    if st.button("Start the head lab", key="heads_start", type="primary"):
+        views.start(path, state.app_device(), sha, settings)
+job = views.job_for(out)
+st.fragment(views.show_job, run_every=2 if job is not None and job.active else None)(str(out))
