@@ -7,6 +7,7 @@ it already exists for the same weights and settings -> explorer.plots.heads.
 """
 import streamlit as st
 
+from explorer.data.types import DataError
 from explorer.heads.job import LabSettings, estimate_cost
 from explorer.heads.sentences import FORCED
 from webapp import heads_views as views
@@ -24,8 +25,12 @@ state.learn(
 
 ckpt = state.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
-pairs = state.friendly(views.test_pairs, path, sha, what="Reading the test sentences")
-if pairs is None:
+try:
+    pairs = views.test_pairs(path, sha)
+except DataError as err:            # no test.tsv and no training corpus to take one from (e.g. imported)
+    st.info("The head lab measures over held-out test sentences, and this checkpoint has none: "
+            f"{state.md_escape(err)}. Put a `test.tsv` beside its config.json (a header line `ref`, `src`, `tgt` "
+            "separated by tabs, then one pair per line, as in the shipped checkpoints), or choose a shipped one.")
     st.stop()
 
 defaults = LabSettings()
