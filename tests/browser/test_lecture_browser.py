@@ -10,8 +10,8 @@ from browser_support import (ARTIFACTS, LONG, NUMBERS, _heading, idle, no_except
 
 NUMBER_TEXT = "three hundred and twenty one"
 # The page titles in the order of the lecture (written out here, not read from webapp.lecture).
-ORDER = ["Architecture", "Positional encoding", "Attention", "Beam search", "Training vs inference", "Schedule",
-         "Train", "Checkpoints"]
+ORDER = ["Architecture", "Positional encoding", "Attention", "Heads", "Beam search", "Training vs inference",
+         "Schedule", "Train", "Checkpoints"]
 NEXT = "[data-testid='stMain'] a:has-text('Next:')"
 
 
@@ -33,6 +33,8 @@ def test_follow_the_lecture_in_presenter_mode(visit):
     larger_type(page)
     for expected in ORDER:
         link = page.locator(NEXT)
+        link.first.wait_for(timeout=LONG)           # drawn under the page once its run is over
+        idle(page)
         assert link.count() == 1, f"{title(page)}: {link.count()} 'Next' links"
         assert f"Next: {expected} — " in link.inner_text()
         with timed(f"Next -> {expected}"):
