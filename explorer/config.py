@@ -126,6 +126,23 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# The paper's Table 3 sizes ("Attention Is All You Need", Vaswani et al. 2017) with the 37,000-token
+# shared source-target BPE vocabulary of its WMT 2014 English-German setup (section 5.1), embeddings
+# and output projection tied (section 3.4); `stated` is the parameter count Table 3 prints.
+PAPER_MODELS: dict[str, dict[str, int]] = {
+    "base": dict(d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6, stated=65_000_000),
+    "big": dict(d_model=1024, n_heads=16, d_ff=4096, n_encoder_layers=6, n_decoder_layers=6, stated=213_000_000),
+}
+PAPER_VOCAB = 37_000
+
+
+def paper_config(name: str) -> ModelConfig:
+    """The paper's base or big model as a ModelConfig: Table 3's sizes, the 37k shared vocabulary,
+    tied embeddings and output projection, sinusoidal positions, post-norm, ReLU."""
+    sizes = {k: v for k, v in PAPER_MODELS[name].items() if k != "stated"}
+    return ModelConfig(src_vocab_size=PAPER_VOCAB, tgt_vocab_size=PAPER_VOCAB, tie_embeddings=True, **sizes)
+
+
 def preset(name: str, **overrides: Any) -> ModelConfig:
     """A named preset with fields overridden (e.g. the vocabulary size of a tokenizer)."""
     if name not in PRESETS:

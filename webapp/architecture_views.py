@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from explorer.config import PAPER_MODELS, PAPER_VOCAB, paper_config
 from explorer.decoding.translate import pieces
-from explorer.inspection import worked
+from explorer.inspection import parameters, worked, worked_attention
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import architecture as plots
 from webapp import downloads, presenter, state
@@ -59,7 +60,7 @@ def embedding_view(ckpt, trace, stack: str, position: int) -> None:
 
 
 def attention_view(ckpt, trace, kind: str, layer: int, head: int, query: int) -> None:
-    w = state.friendly(worked.worked_attention, ckpt.model, trace, kind, layer, head, query, what="The attention")
+    w = state.friendly(worked_attention.worked_attention, ckpt.model, trace, kind, layer, head, query, what="The attention")
     if w is None:
         return
     st.markdown(f"**{KIND_LABELS[kind]}**, layer {layer + 1}, head {head + 1} of {ckpt.config.n_heads}; query: "
@@ -104,7 +105,7 @@ def attention_view(ckpt, trace, kind: str, layer: int, head: int, query: int) ->
 
 
 def heads_view(ckpt, trace, kind: str, layer: int, head: int, query: int) -> None:
-    out = state.friendly(worked.heads_output, ckpt.model, trace, kind, layer, query, what="The output projection")
+    out = state.friendly(worked_attention.heads_output, ckpt.model, trace, kind, layer, query, what="The output projection")
     if out is None:
         return
     h, d = ckpt.config.n_heads, ckpt.config.d_model
@@ -196,26 +197,26 @@ def generator_view(ckpt, trace, position: int, tokens: list[str]) -> None:
 
 def parameters_view(ckpt) -> None:
     """Parameter counts per block (they add up to the model's total) beside the paper's base and big models."""
-    rows = worked.parameter_rows(ckpt.model)
+    rows = parameters.parameter_rows(ckpt.model)
     total = ckpt.model.num_parameters()
     cfg = ckpt.config
     frame = pd.DataFrame({"block": [r.group for r in rows], "part": [r.part for r in rows],
                           "parameters": [r.count for r in rows]})
     summary = frame.groupby("block", sort=False)["parameters"].sum().reset_index()
     summary["share"] = (summary["parameters"] / max(total, 1)).map("{:.1%}".format)
-    st.markdown(f"**This model: {total:,} parameters** ({worked.tied_note(cfg)}); the sinusoidal positional "
+    st.markdown(f"**This model: {total:,} parameters** ({parameters.tied_note(cfg)}); the sinusoidal positional "
                 "encoding is computed, not stored." if cfg.positions == "sinusoidal" else
-                f"**This model: {total:,} parameters** ({worked.tied_note(cfg)}).")
+                f"**This model: {total:,} parameters** ({parameters.tied_note(cfg)}).")
     cols = st.columns([2, 3])
     cols[0].dataframe(summary, hide_index=True, key="arch_param_summary")
     cols[1].dataframe(frame, hide_index=True, key="arch_params")
     paper = []
-    for name in worked.PAPER_MODELS:
-        pc = worked.paper_config(name)
+    for name in PAPER_MODELS:
+        pc = paper_config(name)
         paper.append({"model": f"paper {name}", "d_model": pc.d_model, "heads": pc.n_heads,
                       "layers": f"{pc.n_encoder_layers}+{pc.n_decoder_layers}", "d_ff": pc.d_ff,
-                      "vocabulary": f"{worked.PAPER_VOCAB:,} shared", "parameters": worked.paper_parameter_count(name),
-                      "Table 3 says": f"{worked.PAPER_MODELS[name]['stated'] / 1e6:.0f}M"})
+                      "vocabulary": f"{PAPER_VOCAB:,} shared", "parameters": parameters.paper_parameter_count(name),
+                      "Table 3 says": f"{PAPER_MODELS[name]['stated'] / 1e6:.0f}M"})
     vocab = (f"{cfg.src_vocab_size:,} shared" if cfg.tie_embeddings
              else f"{cfg.src_vocab_size:,} + {cfg.tgt_vocab_size:,}")
     paper.insert(0, {"model": f"this ({ckpt.name})", "d_model": cfg.d_model, "heads": cfg.n_heads,

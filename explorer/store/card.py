@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from explorer.config import PAPER_MODELS
+
 MODEL_CARD = "model_card"
 MAX_TEXT = 300                    # characters kept of any text field (the sidebar shows it whole)
 MAX_LANGUAGES = 20
-# The paper's base Transformer (Vaswani et al. 2017, table 3): what "this model vs the paper" compares to.
-PAPER_BASE = {"d_model": 512, "n_heads": 8, "n_encoder_layers": 6, "n_decoder_layers": 6, "d_ff": 2048}
+PAPER_BASE = {k: v for k, v in PAPER_MODELS["base"].items() if k != "stated"}   # what "this model vs the paper" compares
 
 
 @dataclass(frozen=True)

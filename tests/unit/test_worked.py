@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.config import ModelConfig
+from explorer.config import ModelConfig, paper_config
 from explorer.decoding import attention_trace
-from explorer.inspection import worked
+from explorer.inspection import parameters, worked, worked_attention
 from explorer.inspection.trace import KINDS, attention_kind
 from explorer.model import Transformer
 from explorer.model.skeleton import parameter_count
@@ -61,7 +61,7 @@ def test_worked_attention_equals_the_captured_tensors(traced, kind):
         context = trace[attention_kind(kind).capture_name(layer, "context")][0]   # [H, q, dh]
         for head in range(model.cfg.n_heads):
             for query in range(scores.shape[1]):
-                w = worked.worked_attention(model, trace, kind, layer, head, query)
+                w = worked_attention.worked_attention(model, trace, kind, layer, head, query)
                 assert w.d_k == d_k and w.sqrt_d_k == math.sqrt(d_k)
                 recomputed = (w.k @ w.q) / math.sqrt(d_k)                     # from the shown Q and K
                 open_ = ~w.masked
@@ -77,9 +77,9 @@ def test_worked_attention_equals_the_captured_tensors(traced, kind):
 
 def test_the_decoder_masks_later_keys_only(traced):
     model, trace = traced
-    w = worked.worked_attention(model, trace, "decoder", 0, 0, 2)
+    w = worked_attention.worked_attention(model, trace, "decoder", 0, 0, 2)
     assert w.masked.tolist() == [j > 2 for j in range(len(w.key_tokens))]
-    assert not worked.worked_attention(model, trace, "cross", 0, 0, 2).masked.any()
+    assert not worked_attention.worked_attention(model, trace, "cross", 0, 0, 2).masked.any()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -88,7 +88,7 @@ def test_heads_concatenated_and_projected_by_w_o_equal_out(traced, kind):
     for layer in range(attention_kind(kind).n_layers(model.cfg)):
         out = trace[attention_kind(kind).capture_name(layer, "out")][0]       # [q, d]
         for query in range(out.shape[0]):
-            h = worked.heads_output(model, trace, kind, layer, query)
+            h = worked_attention.heads_output(model, trace, kind, layer, query)
             assert np.allclose(h.projected, out[query], atol=ATOL, rtol=0) and h.error < ATOL
             assert np.allclose(h.contributions.sum(0) + h.bias, out[query], atol=ATOL, rtol=0)
             assert h.concat.shape == (model.cfg.d_model,) and h.head_norms.shape == (model.cfg.n_heads,)
@@ -170,9 +170,9 @@ def test_next_tokens_at_a_temperature(traced):
 def test_bad_indices_raise_value_errors(traced):
     model, trace = traced
     with pytest.raises(ValueError):
-        worked.worked_attention(model, trace, "cross", 0, model.cfg.n_heads, 0)
+        worked_attention.worked_attention(model, trace, "cross", 0, model.cfg.n_heads, 0)
     with pytest.raises(ValueError):
-        worked.worked_attention(model, trace, "encoder", 5, 0, 0)
+        worked_attention.worked_attention(model, trace, "encoder", 5, 0, 0)
     with pytest.raises(ValueError):
         worked.worked_embedding(model, trace, "encoder", 99)
     with pytest.raises(ValueError):
@@ -191,7 +191,7 @@ PARAMETER_CONFIGS = {
 def test_parameter_counts_add_up(name):
     torch.manual_seed(0)
     model = Transformer(tiny_config(**PARAMETER_CONFIGS[name]))
-    rows = worked.parameter_rows(model)
+    rows = parameters.parameter_rows(model)
     assert sum(r.count for r in rows) == model.num_parameters() == parameter_count(model.cfg)
     names = [n for r in rows for n in r.names]
     assert sorted(names) == sorted(n for n, _ in model.named_parameters()) and len(names) == len(set(names))
@@ -204,13 +204,13 @@ def test_parameter_counts_add_up(name):
 
 
 def test_the_papers_models():
-    base, big = worked.paper_config("base"), worked.paper_config("big")
+    base, big = paper_config("base"), paper_config("big")
     assert {k: getattr(base, k) for k in PAPER_BASE} == PAPER_BASE
     assert (big.d_model, big.n_heads, big.d_ff, big.n_encoder_layers) == (1024, 16, 4096, 6)
     assert base.src_vocab_size == big.tgt_vocab_size == 37_000 and base.output_tied
     # Table 3 says 65M and 213M; with its sizes and a 37k shared vocabulary the exact counts are near
-    assert worked.paper_parameter_count("base") == parameter_count(base) == 63_082_496
-    assert worked.paper_parameter_count("big") == parameter_count(big) == 214_245_376
+    assert parameters.paper_parameter_count("base") == parameter_count(base) == 63_082_496
+    assert parameters.paper_parameter_count("big") == parameter_count(big) == 214_245_376
     assert isinstance(base, ModelConfig)
 
 

@@ -7,7 +7,8 @@ layer, head and token are in the URL (?block=&layer=&head=&token=).
 """
 import streamlit as st
 
-from explorer.inspection import worked
+from explorer.config import paper_config
+from explorer.inspection import parameters
 from explorer.plots import architecture as plots
 from webapp import architecture_views as views
 from webapp import downloads, state
@@ -24,7 +25,7 @@ state.learn(
     r"\mathrm{MultiHead}(x, x, x)\big)")
 
 ckpt = state.current_checkpoint()
-cfg = ckpt.config if ckpt is not None else worked.paper_config("base")
+cfg = ckpt.config if ckpt is not None else paper_config("base")
 
 
 def choose_block(event_key: str) -> None:
@@ -42,7 +43,7 @@ with right:
     state.url_set(block=block)
 hover = {}
 if ckpt is not None:
-    for row in worked.parameter_rows(ckpt.model):
+    for row in parameters.parameter_rows(ckpt.model):
         hover[row.block] = hover.get(row.block, 0) + row.count
     hover = {key: f"{count:,} parameters" + (" (all layers)" if key not in ("src_embed", "tgt_embed", "generator")
                                              else "") for key, count in hover.items()}
