@@ -7,8 +7,8 @@ last id, the decoder starting from pad). With that vocabulary the output project
 matrix of every step, so the small-model figures of `benchmarks decode` do not carry over.
 
 One process, one thread setting for all: a random MarianMTModel of that config through generate(),
-the same weights imported into ours (beam_search), and the same HF model converted to CTranslate2
-and run in float32 and int8; the first run of each counts the sentences on which ours returns
+the same weights imported into ours (beam_search), and the same weights converted to CTranslate2 by
+the project's exporter (explorer.interop.ct2) and run in float32 and int8; the first run of each counts the sentences on which ours returns
 HF's n-best and CTranslate2's best hypothesis. All are forced to exactly --out-len output tokens (EOS
 forbidden until then) on the same --sentences random sources, one sentence per call, beam 5, the
 5-best returned. Rounds are interleaved (each variant translates every sentence, then the next
@@ -30,7 +30,8 @@ import torch
 from benchmarks.decode import time_rounds
 from explorer.config import DecodeConfig, ModelConfig, preset
 from explorer.decoding import beam_search
-from explorer.interop.marian import state_from_hf
+from explorer.interop import ct2
+from explorer.interop.marian import hf_config, state_from_hf
 from explorer.model import Transformer
 
 OPUS_VOCAB = 58101                                   # e.g. Helsinki-NLP/opus-mt-en-de
@@ -47,18 +48,11 @@ def marian_config(size: str, vocab: int) -> ModelConfig:
 
 
 def hf_marian(cfg: ModelConfig):
-    """A random MarianMTModel of the same shape and options (its own defaults: shared embeddings,
-    static sinusoids in halves, scaled embeddings, final_logits_bias)."""
+    """A random MarianMTModel of the same shape and options, from the config our exporter writes
+    (explorer.interop.marian.hf_config), with no forced EOS (the outputs are forced to a length)."""
     from transformers import MarianConfig, MarianMTModel
 
-    config = MarianConfig(vocab_size=cfg.tgt_vocab_size, decoder_vocab_size=cfg.tgt_vocab_size, d_model=cfg.d_model,
-                          encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
-                          encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
-                          encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, max_position_embeddings=cfg.max_len,
-                          activation_function="swish", dropout=0.0, scale_embedding=True,
-                          pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id, decoder_start_token_id=cfg.decoder_start_id,
-                          forced_eos_token_id=None)
-    return MarianMTModel(config).eval()
+    return MarianMTModel(MarianConfig.from_dict({**hf_config(cfg), "forced_eos_token_id": None})).eval()
 
 
 def vocabulary(cfg: ModelConfig) -> list[str]:
@@ -68,34 +62,22 @@ def vocabulary(cfg: ModelConfig) -> list[str]:
     return names
 
 
-class _VocabOnly:
-    """What CTranslate2's Marian loader reads from a tokenizer: the vocabulary and two pieces.
-    Standing in for MarianTokenizer saves writing sentencepiece models for a random model."""
+class _Pieces:
+    """The one thing explorer.interop.ct2 reads from a tokenizer: the piece of each id. Standing in
+    for a real tokenizer saves training sentencepiece models for a random model."""
 
     def __init__(self, names: list[str]):
         self.names = names
-        self.eos_token, self.unk_token, self.pad_token = "</s>", "<unk>", "<pad>"
 
-    def get_vocab(self) -> dict[str, int]:
-        return {name: i for i, name in enumerate(self.names)}
+    def id_to_piece(self, i: int, side: str = "tgt") -> str:
+        return self.names[i]
 
 
-def ct2_model_dir(hf_model, cfg: ModelConfig, out_dir: Path) -> Path:
-    """Save `hf_model` and convert it (float32 on disk; int8 is chosen when a Translator loads it).
-
-    TransformersConverter loads a tokenizer only for its vocabulary and special pieces, through its
-    `load_tokenizer` method, which a subclass may replace."""
-    import ctranslate2
-
-    names = vocabulary(cfg)
-
-    class Converter(ctranslate2.converters.TransformersConverter):
-        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
-            return _VocabOnly(names)
-
-    hf_dir, ct2_dir = out_dir / "hf", out_dir / "ct2"
-    hf_model.save_pretrained(hf_dir)
-    Converter(str(hf_dir)).convert(str(ct2_dir), force=True)
+def ct2_model_dir(model: Transformer, out_dir: Path) -> Path:
+    """Our model (HF's weights imported) converted by the project's own exporter (explorer.interop.ct2),
+    float32 on disk; int8 is chosen when a Translator loads it."""
+    ct2_dir = out_dir / "ct2"
+    ct2.convert(model, _Pieces(vocabulary(model.cfg)), ct2_dir)
     return ct2_dir
 
 
@@ -201,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_ct2:
                 import ctranslate2
 
-                model_dir = ct2_model_dir(hf, cfg, Path(tmp))
+                model_dir = ct2_model_dir(model, Path(tmp))
                 for name, compute in ((CT2_F32, "float32"), (CT2_INT8, "int8")):
                     translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type=compute,
                                                         inter_threads=1, intra_threads=args.threads)
