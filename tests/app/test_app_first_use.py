@@ -12,25 +12,15 @@ import os
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from support.app_support import ROOT, TIMEOUT, info_for, no_exception, open_app, texts
+from support.app_support import ROOT, TIMEOUT, no_exception, numbers, open_app, texts  # noqa: F401  (numbers: a fixture)
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
 from explorer.decoding.beam import STOP_REASONS
 from explorer.store import run_files as rf
-from explorer.store.checkpoint import load_checkpoint
 from explorer.training import uploads
 from support.training_fixtures import write_run
 
-NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 TEXT = "three hundred and twenty one"
-
-
-@pytest.fixture(scope="module")
-def numbers():
-    if not (NUMBERS / "model.safetensors").is_file():
-        pytest.skip("needs the shipped checkpoints/numbers-en-de")
-    info, _ = info_for(NUMBERS)
-    return info, load_checkpoint(info.path)
 
 
 @pytest.fixture

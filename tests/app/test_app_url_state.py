@@ -9,23 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from support.app_support import ROOT, info_for, no_exception, open_app
+from support.app_support import no_exception, numbers, open_app  # noqa: F401  (numbers: a fixture)
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
-from explorer.store.checkpoint import load_checkpoint
 from webapp import decode_url
 
-NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 ATTENTION = "webapp/pages/attention.py"
 TEXT = "three hundred and twenty one"
-
-
-@pytest.fixture(scope="module")
-def numbers():
-    if not (NUMBERS / "model.safetensors").is_file():
-        pytest.skip("needs the shipped checkpoints/numbers-en-de")
-    info, _ = info_for(NUMBERS)
-    return info, load_checkpoint(info.path)
 
 
 def headline(at) -> str:

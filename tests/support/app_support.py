@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from explorer.store.catalog import list_checkpoints
+from explorer.store.checkpoint import load_checkpoint
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 
@@ -67,6 +68,18 @@ GENESIS = {"es": "En el principio creó Dios los cielos y la tierra.", "en": "th
 def checkpoint():
     """(CheckpointInfo, a sentence in its source language) of the checkpoint a page test runs on."""
     return usable_checkpoint_or_skip(GENESIS)
+
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    """(catalog entry, loaded checkpoint) of the shipped numbers-en-de; skips without it."""
+    if not (NUMBERS / "model.safetensors").is_file():
+        pytest.skip("needs the shipped checkpoints/numbers-en-de")
+    info, _ = info_for(NUMBERS)
+    return info, load_checkpoint(info.path)
 
 
 @pytest.fixture
