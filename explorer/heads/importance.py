@@ -23,7 +23,6 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from explorer.decoding.core import special_ids

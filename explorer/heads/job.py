@@ -23,14 +23,14 @@ import numpy as np
 
 from explorer.heads.importance import HeadRemover, all_heads, gradient_importance, normalize_per_layer, \
     single_head_removal
-from explorer.heads.pruning import SCOPES, distinct_points, plan_curves, removable, score_curves
+from explorer.heads.pruning import SCOPES, plan_curves, removable, score_curves
 from explorer.heads.roles import label_heads
 from explorer.heads.sentences import FORCED, GREEDY, build_sentences, token_counts
-from explorer.heads.stats import HEAD_STATS, Cancelled, head_statistics
+from explorer.evaluation.progress import Progress, Ticker
+from explorer.heads.stats import HEAD_STATS, head_statistics
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS
 from explorer.store.atomic import write_json_atomic
 
-Progress = Callable[[str, int, int], "bool | None"]     # (stage, done, total) -> False to cancel
 STAGES = ("statistics", "importance", "single-head removal", "pruning")
 
 
@@ -97,27 +97,13 @@ def frequencies(tokenizer, meta: dict, pairs) -> tuple[dict[str, Counter], str]:
             "tgt": token_counts(tokenizer, [p.tgt for p in source], "tgt")}, what
 
 
-class _Ticker:
-    def __init__(self, progress: Progress | None, cancel: threading.Event | None):
-        self.progress, self.cancel = progress, cancel
-
-    def stage(self, name: str, total: int) -> Callable[[int], bool]:
-        def tick(done: int) -> bool:
-            if self.cancel is not None and self.cancel.is_set():
-                return False
-            return self.progress is None or self.progress(name, done, total) is not False
-        if not tick(0):
-            raise Cancelled()
-        return tick
-
-
 def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict | None = None,
                  progress: Progress | None = None, cancel: threading.Event | None = None,
                  log: Callable[[str], None] = lambda _: None) -> dict:
     """Every head-lab result as plain JSON-ready data (see the module docstring). Raises Cancelled."""
     meta = meta or {}
     t0 = time.time()
-    ticker = _Ticker(progress, cancel)
+    ticker = Ticker(progress, cancel)
     sents = build_sentences(model, tokenizer, pairs, settings.sentences, settings.forced)
     cost = estimate_cost(model, settings, len(sents))
     log(f"cost: {cost.text()}")

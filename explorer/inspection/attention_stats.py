@@ -137,6 +137,16 @@ def word_text(pieces: list[str], group: list[int]) -> str:
     return text or pieces[group[0]]
 
 
+def word_matrix(weights: np.ndarray, tgt_groups: list[list[int]], src_groups: list[list[int]]) -> np.ndarray:
+    """Piece-level scores w[t, s] -> word level [target words, source words]: a target word's row is
+    the mean of its pieces' rows, a source word's column the sum of its pieces' columns (attention
+    mass is kept, so a word's row still reads as a distribution over source words)."""
+    rows = np.stack([weights[g].mean(axis=0) for g in tgt_groups]) if tgt_groups \
+        else np.zeros((0, weights.shape[1]))                                  # [Tw, S]
+    return np.stack([rows[:, g].sum(axis=1) for g in src_groups], axis=1) if src_groups \
+        else np.zeros((len(tgt_groups), 0))                                   # [Tw, Sw]
+
+
 @dataclass(frozen=True)
 class Alignment:
     """Word-level attention: matrix[t, s] = how much target word t attends to source word s."""
@@ -165,11 +175,7 @@ def word_alignment(cross: np.ndarray, src_pieces: list[str], out_pieces: list[st
     if drop_special:
         src_groups = [g for g in src_groups if src_pieces[g[0]] not in SPECIAL or src_pieces[g[0]] == UNK]
         tgt_groups = [g for g in tgt_groups if out_pieces[g[0]] not in SPECIAL or out_pieces[g[0]] == UNK]
-    matrix = np.zeros((len(tgt_groups), len(src_groups)))                     # [Tw, Sw]
-    for t, tg in enumerate(tgt_groups):
-        row = w[tg].mean(axis=0)                                              # [S]
-        for s, sg in enumerate(src_groups):
-            matrix[t, s] = row[sg].sum()
+    matrix = word_matrix(w, tgt_groups, src_groups)                           # [Tw, Sw]
     links = [(t, int(np.argmax(matrix[t]))) for t in range(len(tgt_groups))] if src_groups else []
     return Alignment(matrix=matrix, tgt_words=[word_text(out_pieces, g) for g in tgt_groups],
                      src_words=[word_text(src_pieces, g) for g in src_groups], links=links)

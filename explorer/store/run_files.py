@@ -42,6 +42,7 @@ TOKENIZER = "tokenizer"
 CHECKPOINTS = "checkpoints"
 UPLOADS = "uploads"                      # a folder of the runs directory that is not a run
 HEADS = "heads"                          # neither: the head lab's results, <weights sha>-<settings hash>.json
+ALIGN = "align"                          # neither: the alignment scorecard's results, named as HEADS' are
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNS_ENV = "EXPLORER_RUNS_DIR"
 _STEP = re.compile(r"step_(\d+)")
@@ -57,12 +58,19 @@ def runs_root() -> Path:
     return Path(os.environ.get(RUNS_ENV) or REPO_ROOT / "runs").resolve()
 
 
-def head_lab_file(weights_sha: str, settings: dict) -> Path:
-    """Where the app keeps the head lab's result for these weights and these settings (a dict of
-    plain values, e.g. dataclasses.asdict(LabSettings)): the cache key is in the name."""
+def analysis_file(folder: str, weights_sha: str, settings: dict) -> Path:
+    """Where the app keeps an analysis's result (the head lab: HEADS, the alignment scorecard: ALIGN)
+    for these weights and these settings (a dict of plain values): the cache key is in the name."""
+    if folder not in (HEADS, ALIGN):
+        raise ValueError(f"unknown analysis folder {folder!r}")
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9]", "", str(weights_sha))[:32] or "unknown"
-    return runs_root() / HEADS / f"{safe}-{digest}.json"
+    return runs_root() / folder / f"{safe}-{digest}.json"
+
+
+def head_lab_file(weights_sha: str, settings: dict) -> Path:
+    """The head lab's result for these weights and settings (dataclasses.asdict(LabSettings))."""
+    return analysis_file(HEADS, weights_sha, settings)
 
 
 def shipped_root() -> Path:

@@ -37,7 +37,7 @@ from explorer.config import TrainConfig
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-RESERVED_NAMES = (rf.UPLOADS, rf.HEADS)                         # folders of the runs directory that are not runs
+RESERVED_NAMES = (rf.UPLOADS, rf.HEADS, rf.ALIGN)                       # folders of the runs directory that are not runs
 LAUNCH_LOCK = ".launch.lock"
 LAUNCH_WAIT = 60.0                         # seconds a launch waits for the new trainer to take its lock
 _PROCS: dict[str, subprocess.Popen] = {}      # jobs this process launched (reaped when polled)

@@ -25,25 +25,25 @@ def random_model(seed: int = 0, **overrides) -> Transformer:
     return Transformer(tiny_config(**overrides)).eval()
 
 
-def toy_pairs(n: int, generator: torch.Generator) -> list[tuple[list[int], list[int]]]:
-    """Reverse task: source a b c -> target c b a (both without EOS)."""
+def toy_pairs(n: int, generator: torch.Generator, task: str = "reverse") -> list[tuple[list[int], list[int]]]:
+    """Reverse task: source a b c -> target c b a; copy task: a b c -> a b c (both without EOS)."""
     pairs = []
     for _ in range(n):
         length = int(torch.randint(3, 9, (1,), generator=generator))
         src = torch.randint(4, VOCAB, (length,), generator=generator).tolist()
-        pairs.append((src, src[::-1]))
+        pairs.append((src, src[::-1] if task == "reverse" else list(src)))
     return pairs
 
 
-def train_reverse_model(steps: int = 150, seed: int = 0) -> Transformer:
-    """A few seconds of Adam on the reverse task: enough for confident, mostly right outputs."""
+def train_reverse_model(steps: int = 150, seed: int = 0, task: str = "reverse") -> Transformer:
+    """A few seconds of Adam on the reverse (or copy) task: enough for confident, mostly right outputs."""
     torch.manual_seed(seed)
     model = Transformer(tiny_config())
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
     model.train()
     for _ in range(steps):
-        pairs = toy_pairs(64, gen)
+        pairs = toy_pairs(64, gen, task)
         src = _pad([s + [3] for s, _ in pairs])                                 # [B, S]
         tgt = _pad([[2] + t + [3] for _, t in pairs])                           # [B, T+1]
         log_probs = model(src, tgt[:, :-1])                                     # [B, T, V]

@@ -1,0 +1,153 @@
+"""Aligners on real models: a copy model's attention is diagonal, value norms are the head's own
+output, gradient x input matches finite differences, integrated gradients are complete on the
+shipped model, the scorecard job writes whole results or none, eflomal runs."""
+import functools
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.align.attention import attention_matrices, cross_weights, value_vectors
+from explorer.align.attribution import log_prob_function, piece_attributions
+from explorer.align.gold import GoldPair, read_gold
+from explorer.align.job import run_to_file
+from explorer.align.pairs import Unusable, model_pair, model_pairs
+from explorer.align.scorecard import AlignSettings, run_scorecard
+from explorer.evaluation.progress import Cancelled
+from explorer.store.run_files import REPO_ROOT
+from tests.support.decoding_helpers import StandInTokenizer, random_model, toy_pairs, train_reverse_model
+
+LETTERS = "abcdefghijklmnopqrst"
+
+
+@functools.lru_cache(maxsize=1)
+def copy_model():
+    torch.set_num_threads(1)
+    return train_reverse_model(steps=200, task="copy")
+
+
+def copy_gold(n: int = 24) -> list[GoldPair]:
+    out = []
+    for src, _ in toy_pairs(n, torch.Generator().manual_seed(11), "copy"):
+        words = [LETTERS[i - 4] for i in src]
+        out.append(GoldPair(words, list(words), frozenset((i, i) for i in range(len(words)))))
+    return out
+
+
+def test_pieces_map_to_gold_words():
+    model, tok = random_model(), StandInTokenizer()
+    mp = model_pair(model, tok, GoldPair(["a", "b", "c"], ["c", "a"], frozenset()))
+    assert mp.src_ids == [4, 5, 6, 3] and mp.out_ids == [6, 4, 3]
+    assert mp.src_groups == [[0], [1], [2]] and mp.tgt_groups == [[0], [1]]
+    long = GoldPair(["a"] * 60, ["b"], frozenset())
+    with pytest.raises(Unusable, match="max_len"):
+        model_pair(model, tok, long)
+    usable, skipped = model_pairs(model, tok, [long, GoldPair(["a"], ["b"], frozenset())])
+    assert len(usable) == 1 and skipped == [0]
+
+
+def test_copy_model_diagonal_attention_has_aer_near_zero():
+    result = run_scorecard(copy_model(), StandInTokenizer(), copy_gold(), AlignSettings(attribution_pairs=0,
+                                                                                         eflomal=False))
+    best = {r["aligner"]: r for r in result["rows"]}
+    assert best["cross-attention (naive): best head"]["aer"] < 0.05
+    # and the grid is a real measurement: some head of this model aligns badly
+    grid = np.array(result["grid"]["attention"]["naive"])
+    assert grid.min() < 0.05 < grid.max()
+
+
+def test_value_norm_vectors_are_what_each_head_adds():
+    """sum_j alpha_hj f_h(x_j) must equal the head's context times its slice of W_O (the captured context)."""
+    model, tok = random_model(seed=3), StandInTokenizer()
+    mp = model_pair(model, tok, GoldPair(list("abcde"), list("edcb"), frozenset()))
+    weights = cross_weights(model, mp)                                          # [L, H, T, S]
+    vectors = value_vectors(model, mp)                                          # [L, H, S, d]
+    from explorer.decoding.teacher import capture_forward
+    trace, _ = capture_forward(model, mp.src_ids, mp.out_ids, "decoder.layers.*.cross_attn.context")
+    for layer, block in enumerate(model.decoder.layers):
+        attn = block.cross_attn
+        context = trace[f"decoder.layers.{layer}.cross_attn.context"][0]        # [H, T, dh]
+        w_o = attn.w_o.weight.detach().numpy().reshape(-1, attn.n_heads, attn.d_head)  # [d, H, dh]
+        expected = np.einsum("htk,dhk->htd", context, w_o)                      # [H, T, d]
+        got = np.einsum("hts,hsd->htd", weights[layer], vectors[layer])         # [H, T, d]
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_shift_reads_the_row_one_step_later():
+    model, tok = random_model(seed=4), StandInTokenizer()
+    mp = model_pair(model, tok, GoldPair(list("abc"), list("cab"), frozenset()))
+    weights = cross_weights(model, mp)
+    found = dict(attention_matrices(model, mp))
+    np.testing.assert_allclose(found[("attention", "naive", 1, 2)], weights[1, 2, :3, :3], atol=1e-6)
+    np.testing.assert_allclose(found[("attention", "shift", 1, 2)], weights[1, 2, 1:4, :3], atol=1e-6)
+
+
+def test_gradient_x_input_equals_finite_differences():
+    model, tok = random_model(seed=5, d_model=16, n_heads=2, d_ff=32), StandInTokenizer()
+    model = model.double()
+    mp = model_pair(model, tok, GoldPair(list("abc"), list("cb"), frozenset()))
+    attr = piece_attributions(model, mp, "grad-x-input")                       # [T, S]
+    forward, tokens = log_prob_function(model, mp)
+    eps, e = 3e-3, tokens[0]        # the log-probs come out in float32 (the generator casts), so not smaller
+    expected = np.zeros_like(attr)
+    with torch.no_grad():
+        for s in range(e.shape[0]):
+            for i in range(e.shape[1]):
+                up, down = e.clone(), e.clone()
+                up[s, i] += eps
+                down[s, i] -= eps
+                grad = (forward(up[None]) - forward(down[None]))[0] / (2 * eps)  # [T]
+                expected[:, s] += (grad * e[s, i]).numpy()
+    np.testing.assert_allclose(attr, expected, rtol=1e-3, atol=5e-4)   # float32 rounding of F over 2 eps
+
+
+def test_integrated_gradients_complete_on_the_shipped_model():
+    from explorer.store.checkpoint import load_checkpoint
+    ckpt = load_checkpoint(REPO_ROOT / "checkpoints" / "bible-es-en")
+    gold = read_gold(REPO_ROOT / "gold" / "bible-es-en.align")
+    mp = model_pair(ckpt.model, ckpt.tokenizer, gold[1])
+    targets = [0, 2, 5]
+    attr, delta = piece_attributions(ckpt.model, mp, "integrated-gradients", steps=128, with_delta=True,
+                                     targets=targets)
+    forward, tokens = log_prob_function(ckpt.model, mp)
+    with torch.no_grad():
+        change = (forward(tokens) - forward(torch.zeros_like(tokens)))[0, targets].numpy()   # F(x) - F(0)
+    assert np.all(np.abs(change) > 0.5)                       # a real difference to explain
+    np.testing.assert_allclose(attr.sum(axis=1), change, rtol=0.01)
+    np.testing.assert_allclose(attr.sum(axis=1) - delta, change, rtol=1e-4)   # captum's delta is that gap
+
+
+def test_scorecard_job_writes_whole_result_or_nothing(tmp_path):
+    model, tok = train_reverse_model(steps=60), StandInTokenizer()
+    gold = copy_gold(6)
+    out = tmp_path / "a.json"
+    result = run_to_file(model, tok, gold, AlignSettings(attribution_pairs=2, ig_steps=4, eflomal=False), out)
+    import json
+    data = json.loads(out.read_text())
+    assert data["gold"]["pairs"] == 6 and {r["aligner"] for r in data["rows"]} >= {"grad-x-input",
+                                                                                      "integrated-gradients"}
+    assert np.array(data["grid"]["value-norm"]["shift"]).shape == (2, 4)
+    assert all(0 <= r["aer"] <= 1 for r in result["rows"])
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(Cancelled):
+        run_to_file(model, tok, gold, AlignSettings(eflomal=False), tmp_path / "b.json", cancel=cancel)
+    stop_later = iter([True, True, False])
+    with pytest.raises(Cancelled):
+        run_to_file(model, tok, gold, AlignSettings(eflomal=False), tmp_path / "c.json",
+                    progress=lambda stage, done, total: next(stop_later, False))
+    assert not (tmp_path / "b.json").exists() and not (tmp_path / "c.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+
+
+def test_eflomal_aligns_numbers_from_their_corpus():
+    from explorer.align.metrics import score_links
+    from explorer.align.numbers_gold import numbers_gold
+    from explorer.align.statistical import eflomal_links
+    from explorer.data.numbers import build_numbers
+    corpus = build_numbers(train_size=3000, dev_size=10, test_size=60)
+    gold = numbers_gold(int(p.ref[2:]) for p in corpus.test)
+    links = eflomal_links(gold, corpus.train)
+    sym = score_links(gold, links["grow-diag-final-and"])
+    assert sym.aer < 0.3 and len(links["forward"]) == len(gold)
