@@ -15,6 +15,7 @@ PAGES = [
     st.Page("webapp/pages/translate.py", title="Translate", icon="🌐", url_path="translate", visibility="hidden"),
     st.Page("webapp/pages/attention.py", title="Attention", url_path="attention"),
     st.Page("webapp/pages/heads.py", title="Heads", url_path="heads"),
+    st.Page("webapp/pages/alignment.py", title="Alignment", url_path="alignment"),
     st.Page("webapp/pages/positions.py", title="Positional encoding", url_path="positions"),
     st.Page("webapp/pages/beam.py", title="Beam search", url_path="beam"),
     st.Page("webapp/pages/training_vs_inference.py", title="Training vs inference", url_path="training_vs_inference"),

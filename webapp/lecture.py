@@ -25,6 +25,7 @@ ORDER = (                      # (url_path, why it comes next: one line)
     ("positions", "attention alone ignores word order, so positions are added to the embeddings first"),
     ("attention", "the paper's core: what each head of each layer looks at"),
     ("heads", "over a whole test set: which heads have a job, and how many the model can lose"),
+    ("alignment", "is cross-attention a word alignment? measured against gold links, beside gradient attributions"),
     ("beam", "how the decoder's scores for each next piece become a whole translation"),
     ("training_vs_inference", "training reads the reference in one pass; decoding reads its own output"),
     ("schedule", "how the paper trains: learning-rate warm-up and decay, label smoothing"),

@@ -23,14 +23,15 @@ LECTURE = [
     ("architecture", "Positional encoding"),
     ("positions", "Attention"),
     ("attention", "Heads"),
-    ("heads", "Beam search"),
+    ("heads", "Alignment"),
+    ("alignment", "Beam search"),
     ("beam", "Training vs inference"),
     ("training_vs_inference", "Schedule"),
     ("schedule", "Train"),
     ("train", "Checkpoints"),
 ]
 URL_PATHS = {"Architecture": "architecture", "Positional encoding": "positions", "Attention": "attention",
-             "Heads": "heads", "Beam search": "beam", "Training vs inference": "training_vs_inference",
+             "Heads": "heads", "Alignment": "alignment", "Beam search": "beam", "Training vs inference": "training_vs_inference",
              "Schedule": "schedule",
              "Train": "train", "Checkpoints": "checkpoints"}
 NUMBER_TEXT = "three hundred and twenty one"

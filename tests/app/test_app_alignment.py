@@ -1,0 +1,78 @@
+"""AppTests of the Alignment page: on numbers-en-de it opens on the grammar's gold set, draws one
+sentence's links over gold and "why this word", and shows the cost; a scorecard written where the
+page looks is shown at once; a job started from the page writes it; a bad uploaded gold file gets a
+message, not a traceback; the Bible checkpoint finds its hand-aligned gold. $EXPLORER_RUNS_DIR is temporary.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from support.app_support import ROOT, has_chart, no_exception, open_app
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+PAGE = "webapp/pages/alignment.py"
+TEXT = "three hundred and fourteen"
+
+pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs checkpoints/numbers-en-de")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def test_opens_on_the_numbers_gold_with_one_sentence_and_the_cost(runs):
+    at = open_app("numbers-en-de", PAGE, TEXT)
+    no_exception(at)
+    assert at.title[0].value == "Alignment"
+    assert at.selectbox(key="align_pair").value == 0          # the current sentence is gold pair 1 (n=314)
+    assert has_chart(at, "align_links") and has_chart(at, "align_why_fig")
+    assert any("This sentence: precision" in c.value for c in at.caption)
+    assert any("Not computed yet" in i.value for i in at.info)
+    assert not (runs / "align").exists()                       # opening the page writes nothing
+
+
+def test_each_aligner_draws_and_a_started_job_writes_the_scorecard(runs):
+    at = open_app("numbers-en-de", PAGE, TEXT)
+    for kind in ("value-norm", "grad-x-input", "integrated-gradients", "attention"):
+        at.selectbox(key="align_kind").set_value(kind).run()
+        no_exception(at)
+        assert has_chart(at, "align_links"), kind
+    at.number_input(key="align_n").set_value(4).run()
+    at.number_input(key="align_attr").set_value(1).run()
+    at.button(key="align_start").click().run()
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((runs / "align").glob("*.json")):
+        time.sleep(1)
+    files = list((runs / "align").glob("*.json"))
+    assert len(files) == 1
+    at.run()
+    no_exception(at)
+    assert len(at.dataframe) == 1 and has_chart(at, "align_grid")
+    table = at.dataframe[0].value
+    assert "cross-attention (naive): best head" in set(table["aligner"]) and "integrated-gradients" in set(table["aligner"])
+
+
+def test_a_bad_upload_gets_a_message(runs, monkeypatch):
+    from webapp import alignment_views as views
+    assert "outside the sentence" in views.uploaded_gold(b"a b ||| c ||| 5-0\n", "mine.align")
+    assert "UTF-8" in views.uploaded_gold(b"\xff\xfe", "mine.align")
+    assert "more than" in views.uploaded_gold(b"x" * (views.UPLOAD_BYTES + 1), "big.align")
+    pairs, name = views.uploaded_gold(b"a b ||| c ||| 0-0 1?0\n", "mine.align")
+    assert name == "mine.align" and pairs[0].possible == {(0, 0), (1, 0)}
+
+
+def test_bible_checkpoint_opens_on_its_hand_aligned_gold(runs):
+    bible = ROOT / "checkpoints" / "bible-es-en"
+    if not (bible / "model.safetensors").is_file():
+        pytest.skip("needs checkpoints/bible-es-en")
+    at = open_app("bible-es-en", PAGE, "Entonces la serpiente dijo á la mujer: No moriréis;")
+    no_exception(at)
+    assert at.selectbox(key="align_pair").value == 1          # the current sentence is gold pair 2
+    assert "bible-es-en.align" in at.selectbox(key="align_pair").label
+    assert has_chart(at, "align_links")

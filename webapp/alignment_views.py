@@ -1,0 +1,162 @@
+"""The Alignment page's parts (webapp/pages/alignment.py stays thin): which gold set, one sentence
+under every aligner, and the scorecard as a background job (webapp.background) whose JSON lives
+under runs/align/ (explorer.store.run_files.analysis_file; the only place the app writes it).
+
+Gold sets: the checkpoint's own (explorer.align.gold_sets) or a file the user uploads (parsed by
+explorer.align.gold as untrusted input, at most UPLOAD_BYTES); the scorecard's cache key holds the
+gold set's content hash, so a different file never reuses another file's result.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from explorer.align.gold import GoldError, GoldPair, format_gold, parse_gold
+from explorer.align.scorecard import STAGES, AlignSettings
+from explorer.align.sentence import Method, align_sentence
+from explorer.plots import alignment as plots
+from explorer.store import run_files as rf
+from webapp import background
+
+UPLOAD_BYTES = 2 * 1024 * 1024
+MAX_SENTENCE_IG_STEPS = 64
+
+
+def _held_out(ckpt_path: str) -> list:
+    from explorer.data.types import DataError
+    from explorer.evaluation.scores import held_out_pairs
+    from webapp import state
+    try:
+        return list(held_out_pairs(ckpt_path, state.load(ckpt_path).meta)[0])
+    except DataError:
+        return []
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def shipped_gold(ckpt_path: str, sha: str) -> tuple[list[GoldPair], str, int | None] | str:
+    """(pairs, name, how many are held out) of the checkpoint's own gold set, or why there is none."""
+    from explorer.align.gold_sets import default_gold, held_out_share
+    from webapp import state
+    held = _held_out(ckpt_path)
+    try:
+        pairs, name = default_gold(state.load(ckpt_path).meta, held)
+    except GoldError as err:
+        return str(err)
+    return pairs, name, held_out_share(pairs, held) if held else None
+
+
+def uploaded_gold(data: bytes, name: str) -> tuple[list[GoldPair], str] | str:
+    """An uploaded gold file's pairs, or the message saying why it cannot be used."""
+    if len(data) > UPLOAD_BYTES:
+        return f"{name}: {len(data):,} bytes, more than the {UPLOAD_BYTES:,} an uploaded gold file may have"
+    try:
+        return parse_gold(data.decode("utf-8"), name), name
+    except UnicodeDecodeError:
+        return f"{name}: not UTF-8 text"
+    except GoldError as err:
+        return str(err)
+
+
+def gold_digest(pairs: list[GoldPair]) -> str:
+    return hashlib.sha256(format_gold(pairs).encode()).hexdigest()[:16]
+
+
+def result_path(sha: str, settings: AlignSettings, digest: str) -> Path:
+    return rf.analysis_file(rf.ALIGN, sha, {**asdict(settings), "gold": digest})
+
+
+def read_result(path: Path) -> dict | None:
+    """The scorecard JSON, or None when missing or unreadable (a damaged file is recomputed, not shown)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and all(k in data for k in ("rows", "grid", "gold")) else None
+
+
+def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: list[GoldPair], gold_name: str,
+          held_out: int | None) -> background.Job:
+    """The scorecard for these weights, settings and gold pairs, on the app's own copy of the checkpoint."""
+    def work(job: background.Job) -> None:
+        from explorer.align.job import run_to_file, training_pairs
+        from explorer.store.checkpoint import load_checkpoint
+        ckpt = load_checkpoint(ckpt_path, device=device)     # private: never the model users decode with
+        ckpt.model.eval()
+        held = _held_out(ckpt_path)
+        run_to_file(ckpt.model, ckpt.tokenizer, gold, settings, path, meta=ckpt.meta, gold_name=gold_name,
+                    held_out=held_out, train_pairs=lambda: training_pairs(ckpt.meta, held),
+                    progress=job.progress, cancel=job.cancel)
+    return background.start(path, STAGES, "Alignment scorecard", work)
+
+
+# ---- one sentence -------------------------------------------------------------------------------
+@st.cache_data(max_entries=32, show_spinner=False)
+def sentence(ckpt_path: str, sha: str, pair: GoldPair, methods: tuple[Method, ...], has_gold: bool, ig_steps: int):
+    from webapp import state
+    ckpt = state.load(ckpt_path)
+    return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), has_gold, ig_steps)
+
+
+def show_sentence(found, chosen: str) -> None:
+    pair = found.gold
+    st.plotly_chart(plots.links_figure(pair.src, pair.tgt, set(pair.sure), set(pair.possible),
+                                       found.links.get(chosen, set()), found.matrices.get(chosen),
+                                       title=f"{chosen}" + ("" if found.has_gold else " (no gold for this sentence)")),
+                    key="align_links", width="stretch")
+    if found.has_gold:
+        from explorer.align.metrics import score_links
+        s = score_links([pair], [found.links[chosen]])
+        st.caption(f"This sentence: precision {100 * s.precision:.1f}%, recall {100 * s.recall:.1f}%, "
+                   f"AER {100 * s.aer:.1f}%. Dots: each target word's highest-scoring source word; squares: "
+                   "gold (dark: sure, light: possible).")
+    if not pair.tgt:
+        return
+    t = st.selectbox("Why this word? A target word", range(len(pair.tgt)), key="align_why",
+                     format_func=lambda j: f"{j + 1}: {pair.tgt[j]}")
+    rows = {label: m[t] for label, m in found.matrices.items() if m.shape[0] > t}
+    st.plotly_chart(plots.why_figure(pair.src, rows, pair.tgt[t]), key="align_why_fig", width="stretch")
+
+
+# ---- the scorecard ------------------------------------------------------------------------------
+def scorecard_table(result: dict) -> pd.DataFrame:
+    rows = []
+    for r in result["rows"]:
+        rows.append({"aligner": r["aligner"], "layer": r.get("layer"), "head": r.get("head"),
+                     "pairs": r.get("pairs"), "precision %": 100 * r["precision"], "recall %": 100 * r["recall"],
+                     "AER %": 100 * r["aer"],
+                     "AER % (mutual argmax)": None if r.get("aer_mutual") is None else 100 * r["aer_mutual"]})
+    return pd.DataFrame(rows)
+
+
+def show_result(result: dict) -> None:
+    g = result["gold"]
+    held = "" if g.get("held_out") is None else f"; {g['held_out']} of the gold pairs are held out for this model"
+    st.caption(f"Gold: {g['name']}, {g['pairs']} pairs ({g['sure']} sure and {g['possible']} possible-only links)"
+               f"{held}; computed in {result.get('seconds', '?')} s. Best head and best layer are chosen on this "
+               "gold set itself.")
+    st.dataframe(scorecard_table(result), hide_index=True, key="align_scorecard",
+                 column_config={c: st.column_config.NumberColumn(format="%.1f")
+                                for c in ("precision %", "recall %", "AER %", "AER % (mutual argmax)")})
+    band = ", ".join(f"{k} {v}" for k, v in result.get("published_de_en", {}).items())
+    eflomal = result.get("eflomal", {})
+    if "error" in eflomal:
+        st.caption(f"eflomal could not run here ({eflomal['error']}).")
+    elif "corpus" in eflomal:
+        st.caption(f"eflomal learned from {eflomal['corpus']} ({eflomal['training_pairs']:,} pairs) plus the gold pairs.")
+    st.caption(f"For scale, published German–English AER % (awesome-align's README): {band}.")
+    c1, c2 = st.columns(2)
+    method = c1.radio("Heatmap of", ("attention", "value-norm"), horizontal=True, key="align_grid_method",
+                      format_func={"attention": "cross-attention", "value-norm": "value-norm attention"}.get)
+    variant = c2.radio("Row read", ("naive", "shift"), horizontal=True, key="align_grid_variant",
+                       format_func={"naive": "where the word is predicted (naive)",
+                                    "shift": "where it is read (Shift-Att)"}.get)
+    grid = result["grid"].get(method, {}).get(variant)
+    if grid and np.size(grid):
+        st.plotly_chart(plots.aer_grid(grid, f"AER per cross-attention head ({variant}; lower is better)"),
+                        key="align_grid", width="stretch")
