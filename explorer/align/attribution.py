@@ -28,6 +28,7 @@ from explorer.inspection.hooks import intervene
 ATTRIBUTIONS = ("grad-x-input", "integrated-gradients")
 TOKENS = "encoder.embed.tokens"
 IG_STEPS = 32                       # Gauss-Legendre points on the path (captum's default method)
+IG_BATCH = 512                      # sequences per forward + backward (targets x steps are split into these)
 
 
 def _teacher(model, mp: ModelPair) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -59,7 +60,11 @@ def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS,
                        targets: Sequence[int] | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Attribution of each source piece to each forced piece: [T, S] (T = out_ids incl. EOS, or the
     `targets` positions only). With with_delta (integrated gradients): also captum's convergence
-    delta per target [T]: sum of attributions - (F(x) - F(baseline))."""
+    delta per target [T]: sum of attributions - (F(x) - F(baseline)).
+
+    All targets go through captum as one batch: one row of inputs per target, each with its own
+    `target` column. The rows do not interact, so each row's gradient is its own target's, and a
+    few large products replace T small ones (several times faster on a shared CPU)."""
     from captum.attr import InputXGradient, IntegratedGradients
 
     if method not in ATTRIBUTIONS:
@@ -67,22 +72,22 @@ def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS,
     was_training = model.training
     model.eval()
     forward, tokens = log_prob_function(model, mp)
-    rows, deltas = [], []
+    wanted = list(range(len(mp.out_ids)) if targets is None else targets)
+    inputs = tokens.expand(len(wanted), -1, -1).contiguous()                 # [T, S, d]
     try:
-        for k in range(len(mp.out_ids)) if targets is None else targets:
-            if method == "grad-x-input":
-                attr = InputXGradient(forward).attribute(tokens, target=k)                  # [1, S, d]
-            else:
-                attr, delta = IntegratedGradients(forward).attribute(
-                    tokens, baselines=torch.zeros_like(tokens), target=k, n_steps=steps,
-                    internal_batch_size=steps, return_convergence_delta=True)              # [1, S, d]
-                deltas.append(float(delta.sum()))
-            rows.append(attr[0].sum(dim=-1).detach().float().cpu().numpy())                # [S]
+        if method == "grad-x-input":
+            attr, delta = InputXGradient(forward).attribute(inputs, target=wanted), None   # [T, S, d]
+        else:
+            attr, delta = IntegratedGradients(forward).attribute(
+                inputs, baselines=torch.zeros_like(inputs), target=wanted, n_steps=steps,
+                internal_batch_size=IG_BATCH, return_convergence_delta=True)             # [T, S, d], [T]
     finally:
         if was_training:
             model.train()
-    matrix = np.stack(rows)                                                  # [T, S]
-    return (matrix, np.array(deltas)) if with_delta else matrix
+    matrix = attr.sum(dim=-1).detach().float().cpu().numpy()                # [T, S]
+    if with_delta:
+        return matrix, (delta.detach().float().cpu().numpy() if delta is not None else np.zeros(len(wanted)))
+    return matrix
 
 
 def attribution_matrix(model, mp: ModelPair, method: str, steps: int = IG_STEPS) -> np.ndarray:
