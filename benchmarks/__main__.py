@@ -1,4 +1,5 @@
-"""Dispatcher: `python -m benchmarks <name> [args...]` runs benchmarks.<name>.main(args);
+"""Dispatcher: `python -m benchmarks <name> [args...]` runs benchmarks.<name>.main(args) (`-` in a name
+stands for `_`: heads-load);
 `all` runs every benchmark module with its defaults; no name lists them."""
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(f"usage: python -m benchmarks {{{'|'.join(names + ['all'])}}} [args...]")
         return 0 if argv else 2
-    name, rest = argv[0], argv[1:]
+    name, rest = argv[0].replace("-", "_"), argv[1:]                # heads-load = heads_load
     if name == "all":
         status = 0
         for each in names:
+            module = importlib.import_module(f"benchmarks.{each}")
+            if not hasattr(module, "main"):           # a helper module (browser.py: the Chromium driver)
+                continue
             print(f"== {each} ==", flush=True)
-            status = max(status, int(importlib.import_module(f"benchmarks.{each}").main(rest) or 0))
+            status = max(status, int(module.main(rest) or 0))
         return status
     if name not in names:
         print(f"unknown benchmark {name!r}; choose one of {names + ['all']}", file=sys.stderr)
