@@ -4,10 +4,12 @@
         model(src, tgt_in)
     trace.arrays["decoder.layers.0.cross_attn.weights"]   # numpy [B, H, T, S]
 
-Hooks exist only inside `capture()`, which holds a lock (one capture at a time per process) and
-removes them in `finally`. A hook records only calls from the thread that opened the capture, so a
-thread that runs the shared model meanwhile never writes into someone else's trace.
-`intervene()` uses the same mechanism to *replace* a tensor (e.g. zero chosen heads).
+Hooks exist only inside `capture()`, which removes them in `finally`. Every hook belongs to the
+thread that opened the block (its `owner`): it records or edits only that thread's calls, and
+model.layers.hooked() counts it only for that thread, so several users' captures and ablations run on
+one shared model at once, each computing exactly what it would compute alone (no global lock: a user
+never waits for another's capture). `intervene()` uses the same mechanism to *replace* a tensor
+(e.g. zero chosen heads).
 """
 from __future__ import annotations
 
@@ -21,9 +23,6 @@ from torch import nn
 
 from explorer.model.layers import CapturePoint
 from explorer.inspection.trace import Trace
-
-_LOCK = threading.RLock()
-
 
 def capture_points(model: nn.Module) -> list[str]:
     """Every capture name of the model, in module order."""
@@ -43,21 +42,21 @@ def _hooked(model: nn.Module, names: list[str], make_hook: Callable[[str], Calla
     modules = dict(model.named_modules())
     owner = threading.get_ident()
     handles = []
-    with _LOCK:
-        try:
-            for name in names:
-                hook = make_hook(name)
+    try:
+        for name in names:
+            hook = make_hook(name)
 
-                def guarded(module, inputs, output, _hook=hook):
-                    if threading.get_ident() == owner:
-                        return _hook(output)
-                    return None
+            def guarded(module, inputs, output, _hook=hook):
+                if threading.get_ident() == owner:
+                    return _hook(output)
+                return None
 
-                handles.append(modules[name].register_forward_hook(guarded))
-            yield
-        finally:
-            for handle in handles:
-                handle.remove()
+            guarded.owner = owner                 # read by model.layers.hooked(): whose computation it watches
+            handles.append(modules[name].register_forward_hook(guarded))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 @contextmanager

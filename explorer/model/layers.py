@@ -9,6 +9,8 @@ the arithmetic is model/functional.py's, which the plain decoding path runs too.
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -16,12 +18,24 @@ from torch import nn
 from explorer.model import functional as fn
 
 
+def _applies(hook) -> bool:
+    """A hook counts for the calling thread unless it belongs to another one: inspection.hooks marks
+    its hooks with the thread that opened the capture (`owner`); any other hook counts for everyone."""
+    owner = getattr(hook, "owner", None)
+    return owner is None or owner == threading.get_ident()
+
+
 def _has_own_hooks(module: nn.Module) -> bool:
-    return bool(module._forward_hooks) or bool(module._forward_pre_hooks)
+    # tuple(): a copy taken in one step, so another thread adding or removing a hook meanwhile is harmless
+    hooks = tuple(module._forward_hooks.values()) + tuple(module._forward_pre_hooks.values())
+    return any(_applies(h) for h in hooks)
 
 
 def hooked(module: nn.Module) -> bool:
-    """Whether a forward (pre-)hook sits on `module` or on any module below it."""
+    """Whether a forward (pre-)hook that applies to this thread sits on `module` or any module below it.
+
+    Per thread, so that one user's capture never changes another user's computation path (the plain
+    decoder, the fused attention kernel): each thread gets the same numbers as if it ran alone."""
     return any(_has_own_hooks(m) for m in module.modules())
 
 
