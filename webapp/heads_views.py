@@ -1,24 +1,22 @@
 """The Heads page's parts: the head lab run in a background thread of the app's own process, its
 cached result file, and the views of that result (webapp/pages/heads.py stays thin).
 
-Jobs. One job per checkpoint weights + LabSettings at a time: _JOBS (guarded by _LOCK) maps the
-result file to its LabJob, and start() returns the running one instead of starting a second. The
-thread is a daemon; it loads its own copy of the checkpoint (the lab gates heads with hooks and
+Jobs (webapp.background, shared with the Alignment page). One job per checkpoint weights +
+LabSettings at a time: start() returns the running one instead of starting a second. The thread
+loads its own copy of the checkpoint (the lab gates heads with hooks and
 zeroes W^O columns, which must never touch the shared model interactive users decode with) and
 writes the JSON once, atomically, under runs_root()/heads/ (explorer.store.run_files.head_lab_file)
 — the only place the app writes it. Cancel sets the job's threading.Event; a cancelled or failed job
 writes nothing. The job runs at the torch thread count the app already uses ($EXPLORER_THREADS,
 default 1: torch.set_num_threads is process-wide, so the job cannot have its own); interactive
-pages share the same cores meanwhile.
+pages share the same cores meanwhile (`python -m benchmarks heads-load`: head switches ~1.35x slower).
 
 Cache: an existing result file for the same weights and settings is shown at once, never recomputed.
 """
 from __future__ import annotations
 
 import json
-import threading
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -28,38 +26,10 @@ from explorer.heads.job import STAGES, LabSettings
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_files as rf
+from webapp import background
 
 MAX_SENTENCES = 500
 MAX_SEEDS = 10
-
-
-@dataclass
-class LabJob:
-    path: Path
-    settings: LabSettings
-    cancel: threading.Event = field(default_factory=threading.Event)
-    stage: str = "loading"
-    done: int = 0
-    total: int = 0
-    state: str = "running"            # running | finished | cancelled | failed
-    error: str = ""
-    started: float = field(default_factory=time.time)
-    thread: threading.Thread | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
-
-    def fraction(self) -> float:
-        """Overall progress: each stage an equal share (the stages' costs differ by checkpoint)."""
-        if self.stage not in STAGES:
-            return 0.0
-        part = self.done / self.total if self.total else 0.0
-        return min(1.0, (STAGES.index(self.stage) + part) / len(STAGES))
-
-
-_JOBS: dict[str, LabJob] = {}
-_LOCK = threading.Lock()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -84,49 +54,23 @@ def read_result(path: Path) -> dict | None:
     return data if isinstance(data, dict) and all(k in data for k in needed) else None
 
 
-def job_for(path: Path) -> LabJob | None:
-    with _LOCK:
-        return _JOBS.get(str(path))
+def job_for(path: Path) -> background.Job | None:
+    return background.job_for(path)
 
 
-def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> LabJob:
+def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> background.Job:
     """Start the lab for these weights and settings, or return the job already running them."""
-    path = result_path(sha, settings)
-    with _LOCK:
-        job = _JOBS.get(str(path))
-        if job is not None and job.active:
-            return job
-        job = LabJob(path=path, settings=settings)
-        job.thread = threading.Thread(target=_run, args=(job, ckpt_path, device), daemon=True,
-                                      name=f"head-lab-{path.stem}")
-        _JOBS[str(path)] = job
-        job.thread.start()
-    return job
-
-
-def _run(job: LabJob, ckpt_path: str, device) -> None:
-    from explorer.evaluation.scores import held_out_pairs
-    from explorer.heads.job import run_to_file
-    from explorer.heads.stats import Cancelled
-    from explorer.store.checkpoint import load_checkpoint
-
-    def progress(stage: str, done: int, total: int) -> bool:
-        job.stage, job.done, job.total = stage, done, total
-        return not job.cancel.is_set()
-
-    try:
+    def work(job: background.Job) -> None:
+        from explorer.evaluation.scores import held_out_pairs
+        from explorer.heads.job import run_to_file
+        from explorer.store.checkpoint import load_checkpoint
         ckpt = load_checkpoint(ckpt_path, device=device)          # a private copy, see the module docstring
         ckpt.model.eval()
         pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-        if job.cancel.is_set():
-            raise Cancelled()
-        run_to_file(ckpt.model, ckpt.tokenizer, pairs, job.settings, job.path, meta=ckpt.meta,
-                    progress=progress, cancel=job.cancel)
-        job.state = "finished"
-    except Cancelled:
-        job.state = "cancelled"
-    except Exception as err:  # noqa: BLE001 - a failed job ends in a message on the page, never a traceback
-        job.state, job.error = "failed", f"{type(err).__name__}: {err}"
+        run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, job.path, meta=ckpt.meta,
+                    progress=job.progress, cancel=job.cancel)
+
+    return background.start(result_path(sha, settings), STAGES, "Head lab", work)
 
 
 # ---- views of a result --------------------------------------------------------------------------
@@ -200,24 +144,4 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
 
 def show_job(path: str) -> None:
     """The running job's progress and Cancel button (an st.fragment re-runs this every 2 s)."""
-    job = job_for(Path(path))
-    if job is None:
-        return
-    if job.active:
-        stage = job.stage if job.stage in STAGES else "loading the checkpoint"
-        st.progress(job.fraction(), text=f"Head lab running: {stage} {job.done}/{job.total or '?'} "
-                                         f"({time.time() - job.started:.0f} s)")
-        if job.cancel.is_set():
-            st.caption("Cancelling…")
-        elif st.button("Cancel", key="heads_cancel"):
-            job.cancel.set()
-            st.caption("Cancelling…")
-        return
-    if job.state == "failed":
-        st.error(f"The head lab failed: {job.error}")
-    elif job.state == "cancelled":
-        st.info("The head lab was cancelled; nothing was written.")
-    seen = (path, job.state, job.started)
-    if st.session_state.get("_heads_seen") != seen:   # the job just ended: the whole page once, to draw the
-        st.session_state["_heads_seen"] = seen          # result and stop this fragment's 2 s refresh
-        st.rerun()
+    background.show_job(path, "heads")
