@@ -157,3 +157,15 @@ def test_cancel_leaves_no_file(runs):
     assert any("cancelled" in i.value for i in at.info)
     assert not target.exists()
     assert not any((runs / "heads").glob("*")) if (runs / "heads").exists() else True
+
+
+def test_lab_settings_live_in_the_url(runs):
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "20", "lab_seeds": "1", "lab_forced": "output"})
+    no_exception(at)
+    assert (at.session_state["heads_n"], at.session_state["heads_seeds"], at.session_state["heads_forced"]) == \
+        (20, 1, "output")
+    at.number_input(key="heads_n").set_value(7).run()
+    assert at.query_params["lab_n"] == ["7"] or at.query_params["lab_n"] == "7"
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "9999", "lab_seeds": "x"})    # hostile: defaults
+    no_exception(at)
+    assert (at.session_state["heads_n"], at.session_state["heads_seeds"]) == (200, 3)

@@ -34,15 +34,17 @@ except DataError as err:            # no test.tsv and no training corpus to take
     st.stop()
 
 defaults = LabSettings()
-state.remembered("heads_n", range(1, views.MAX_SENTENCES + 1), defaults.sentences)
-state.remembered("heads_forced", FORCED, defaults.forced)
-state.remembered("heads_seeds", range(0, views.MAX_SEEDS + 1), defaults.seeds)
+state.remembered("heads_n", range(1, views.MAX_SENTENCES + 1), defaults.sentences, "lab_n", int)
+state.remembered("heads_forced", FORCED, defaults.forced, "lab_forced")
+state.remembered("heads_seeds", range(0, views.MAX_SEEDS + 1), defaults.seeds, "lab_seeds", int)
 col1, col2, col3 = st.columns(3)
 n = col1.number_input("Sentences (the first N test pairs)", 1, views.MAX_SENTENCES, key="heads_n")
 forced = col2.radio("Teacher-force", FORCED, key="heads_forced", horizontal=True,
                     format_func={"reference": "the reference", "output": "the model's own output"}.get)
 seeds = col3.number_input("Random removal orders (pruning baseline)", 0, views.MAX_SEEDS, key="heads_seeds")
 state.remember("heads_n", "heads_forced", "heads_seeds")
+state.url_set(lab_n=None if n == defaults.sentences else int(n), lab_forced=None if forced == defaults.forced else forced,
+              lab_seeds=None if seeds == defaults.seeds else int(seeds))     # a reload or a shared link keeps them
 settings = LabSettings(sentences=int(n), forced=forced, seeds=int(seeds))
 out = views.result_path(sha, settings)
 result = views.read_result(out)
