@@ -124,8 +124,9 @@ class HeadRemover:
     returns BLEU/chrF; results are kept per set of removed heads, so curves that share a point
     (nothing removed, everything removed) decode it once."""
 
-    def __init__(self, model: nn.Module, tokenizer, sents: SentenceSet):
+    def __init__(self, model: nn.Module, tokenizer, sents: SentenceSet, stop: Callable[[], bool] | None = None):
         self.model = copy.deepcopy(model).eval()
+        self.stop = stop                          # asked before each decoding batch (Cancel within one batch)
         self.tokenizer, self.sents = tokenizer, sents
         self.d_head = model.cfg.d_model // model.cfg.n_heads
         self.originals = {(kind, layer): self._w_o(kind, layer).detach().clone()
@@ -153,7 +154,7 @@ class HeadRemover:
 
     def texts(self, removed: Iterable[Head]) -> list[str]:
         self.apply(removed)
-        return greedy_texts(self.model, self.tokenizer, self.sents)
+        return greedy_texts(self.model, self.tokenizer, self.sents, stop=self.stop)
 
     def scores(self, removed: Iterable[Head]) -> dict[str, float]:
         key = frozenset(removed)

@@ -111,7 +111,7 @@ def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict |
     stats = head_statistics(model, sents, counts, settings.batch_size, ticker.stage("statistics", len(sents)))
     raw = gradient_importance(model, sents, settings.batch_size, ticker.stage("importance", len(sents)))
     normalized = {kind: normalize_per_layer(v) for kind, v in raw.items()}
-    remover = HeadRemover(model, tokenizer, sents)
+    remover = HeadRemover(model, tokenizer, sents, stop=cancel.is_set if cancel is not None else None)
     heads = all_heads(model)
     tick = ticker.stage("single-head removal", len(heads))
     t1 = time.time()

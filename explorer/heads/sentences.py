@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -19,6 +19,7 @@ from torch import nn
 from explorer.config import DecodeConfig
 from explorer.decoding.core import special_ids
 from explorer.decoding.translate import decode
+from explorer.evaluation.progress import Cancelled
 from explorer.text.encoding import output_ids, source_ids
 
 FORCED = ("reference", "output")          # what the decoder is forced to read in the teacher-forced passes
@@ -81,13 +82,16 @@ def _pad(rows: list[list[int]], pad: int) -> torch.Tensor:
 
 @torch.no_grad()
 def greedy_ids(model: nn.Module, src: Sequence[Sequence[int]], ablate: Iterable[Sequence] = (),
-               batch_size: int = 32) -> list[list[int]]:
+               batch_size: int = 32, stop: Callable[[], bool] | None = None) -> list[list[int]]:
     """Greedy output ids (no EOS) of each source in input order, with `ablate` heads removed
-    ((kind, layer, head), 0-based) through decoding's own ablation."""
+    ((kind, layer, head), 0-based) through decoding's own ablation. `stop()` is asked before each
+    batch (a cancelled job stops within one batch, not one whole decode of the set)."""
     heads = list(ablate)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))
     out: list[list[int]] = [[] for _ in src]
     for first in range(0, len(order), batch_size):
+        if stop is not None and stop():
+            raise Cancelled()
         idx = order[first:first + batch_size]
         for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], GREEDY, ablate=heads)):
             out[i] = d.best.output_ids
@@ -95,9 +99,9 @@ def greedy_ids(model: nn.Module, src: Sequence[Sequence[int]], ablate: Iterable[
 
 
 def greedy_texts(model: nn.Module, tokenizer, sents: SentenceSet, ablate: Iterable[Sequence] = (),
-                 batch_size: int = 32) -> list[str]:
+                 batch_size: int = 32, stop: Callable[[], bool] | None = None) -> list[str]:
     """Detokenized greedy translations of the set's sources (heads in `ablate` removed)."""
-    return [tokenizer.decode(ids, side="tgt") for ids in greedy_ids(model, sents.src, ablate, batch_size)]
+    return [tokenizer.decode(ids, side="tgt") for ids in greedy_ids(model, sents.src, ablate, batch_size, stop)]
 
 
 def token_counts(tokenizer, texts: Iterable[str], side: str) -> Counter:

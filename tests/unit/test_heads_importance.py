@@ -121,3 +121,13 @@ def test_orders_and_how_many_heads_can_go():
     assert random_order(heads, 0) == random_order(heads, 0) and sorted(random_order(heads, 3)) == sorted(heads)
     curve = Curve("all", "importance", None, heads, [0, 2, 4, 6], bleu=[30.0, 29.5, 28.0, 29.9])
     assert removable(curve) == 2
+
+
+def test_a_cancelled_remover_stops_before_its_next_decoding_batch(model):
+    from explorer.evaluation.progress import Cancelled
+    asked = []
+    remover = HeadRemover(model, IdTokenizer(), sentences(), stop=lambda: asked.append(1) or len(asked) > 1)
+    remover.scores(())                                           # first batch: not cancelled yet
+    with pytest.raises(Cancelled):
+        remover.scores([("cross", 0, 0)])
+    assert len(asked) == 2
