@@ -76,7 +76,7 @@ def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS,
     inputs = tokens.expand(len(wanted), -1, -1).contiguous()                 # [T, S, d]
     try:
         if method == "grad-x-input":
-            attr, delta = InputXGradient(forward).attribute(inputs, target=wanted), None   # [T, S, d]
+            attr, delta = InputXGradient(forward).attribute(inputs.requires_grad_(), target=wanted), None  # [T, S, d]
         else:
             attr, delta = IntegratedGradients(forward).attribute(
                 inputs, baselines=torch.zeros_like(inputs), target=wanted, n_steps=steps,

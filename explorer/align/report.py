@@ -29,9 +29,13 @@ def report(result: dict) -> str:
     band = ", ".join(f"{k} {v}" for k, v in result["published_de_en"].items())
     lines.append(f"published German-English AER % (awesome-align README), for scale: {band}")
     ig = result.get("integrated_gradients", {})
-    if "relative_delta_median" in ig:
-        lines.append(f"integrated gradients ({ig['steps']} steps, {ig['pairs']} pairs): completeness gap |sum - "
-                     f"(F(x) - F(0))| / |F(x) - F(0)| median {100 * ig['relative_delta_median']:.2f}%, "
-                     f"95th percentile {100 * ig['relative_delta_p95']:.2f}%, max {100 * ig['relative_delta_max']:.2f}%")
+    if "absolute_gap_median" in ig:
+        line = (f"integrated gradients ({ig['steps']} steps, {ig['pairs']} pairs, {ig['targets']} targets): completeness "
+                f"gap |sum - (F(x) - F(0))| median {ig['absolute_gap_median']:.4f} nats, max {ig['absolute_gap_max']:.3f}")
+        if "relative_delta_median" in ig:
+            line += (f"; relative to F(x) - F(0) (the {ig['relative_targets']} targets that move >= 0.5 nats): median "
+                     f"{100 * ig['relative_delta_median']:.2f}%, 95th percentile {100 * ig['relative_delta_p95']:.2f}%, "
+                     f"max {100 * ig['relative_delta_max']:.2f}%")
+        lines.append(line)
     lines.append(f"{result['seconds']} s")
     return "\n".join(lines)

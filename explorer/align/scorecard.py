@@ -105,7 +105,7 @@ def run_scorecard(model, tokenizer, gold: Sequence[GoldPair], settings: AlignSet
             if method == "integrated-gradients":
                 pieces, delta = piece_attributions(model, mp, method, settings.ig_steps, with_delta=True)
                 change = pieces.sum(axis=1) - delta                           # F(x) - F(baseline) per target
-                deltas += list(np.abs(delta) / np.maximum(np.abs(change), 1e-9))
+                deltas += [(abs(d), abs(c)) for d, c in zip(delta, change)]
             else:
                 pieces = piece_attributions(model, mp, method)
             tally.add((method,), i, word_matrix(pieces, mp.tgt_groups, mp.src_groups), absolute=True)
@@ -165,9 +165,18 @@ def _eflomal(tally: Tally, settings: AlignSettings, train_pairs, ticker: Ticker,
             "directions": list(links)}
 
 
-def _spread(values: Iterable[float]) -> dict:
-    v = np.array([x for x in values if math.isfinite(x)])
-    if not len(v):
+def _spread(gaps: Iterable[tuple[float, float]]) -> dict:
+    """Completeness of integrated gradients: |sum of attributions - (F(x) - F(0))| per target, in nats
+    and relative to |F(x) - F(0)| (relative only where that change is at least 0.5 nats: a target whose
+    log-prob hardly moves from the baseline makes any gap look huge relative to it)."""
+    pairs = [(g, c) for g, c in gaps if math.isfinite(g) and math.isfinite(c)]
+    if not pairs:
         return {}
-    return {"relative_delta_median": float(np.median(v)), "relative_delta_p95": float(np.percentile(v, 95)),
-            "relative_delta_max": float(v.max())}
+    absolute = np.array([g for g, _ in pairs])
+    relative = np.array([g / c for g, c in pairs if c >= 0.5])
+    out = {"targets": len(pairs), "absolute_gap_median": float(np.median(absolute)),
+           "absolute_gap_max": float(absolute.max())}
+    if relative.size:
+        out.update({"relative_targets": int(relative.size), "relative_delta_median": float(np.median(relative)),
+                    "relative_delta_p95": float(np.percentile(relative, 95)), "relative_delta_max": float(relative.max())})
+    return out
