@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.align.scorecard import AlignSettings
     from explorer.data import DataError
     from explorer.evaluation.scores import held_out_pairs
+    from explorer.evaluation.progress import printer
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     try:
@@ -46,16 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, GoldError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    last = [0.0]
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if time.time() - last[0] > 10 or done == total:
-            last[0] = time.time()
-            print(f"  {stage}: {done}/{total}", file=sys.stderr, flush=True)
-
     result = run_to_file(ckpt.model, ckpt.tokenizer, gold, settings, args.out, meta=ckpt.meta, gold_name=name,
                          held_out=held_out_share(gold, held) if held else None,
-                         train_pairs=lambda: training_pairs(ckpt.meta, held), progress=progress,
+                         train_pairs=lambda: training_pairs(ckpt.meta, held), progress=printer(),
                          log=lambda line: print(line, flush=True))
     print(report(result))
     print(f"written: {args.out}")

@@ -6,7 +6,9 @@ threading.Event being set, cancels it: the job raises `Cancelled` at its next ch
 """
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from typing import Callable
 
 Progress = Callable[[str, int, int], "bool | None"]     # (stage, done, total) -> False to cancel
@@ -36,3 +38,15 @@ class Ticker:
         """tick(done), raising Cancelled when it says stop."""
         if not tick(done):
             raise Cancelled()
+
+
+def printer(every: float = 10.0) -> Progress:
+    """A Progress for command lines: `  stage: done/total` on stderr, at most every `every` seconds
+    and at the end of each stage."""
+    last = [0.0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if time.time() - last[0] > every or done == total:
+            last[0] = time.time()
+            print(f"  {stage}: {done}/{total}", file=sys.stderr, flush=True)
+    return progress

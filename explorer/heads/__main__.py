@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from explorer.heads.sentences import FORCED
 
@@ -28,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.evaluation.scores import held_out_pairs
     from explorer.heads.job import LabSettings, run_to_file
     from explorer.heads.report import report
+    from explorer.evaluation.progress import printer
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     try:
@@ -37,15 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    last = [0.0]
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if time.time() - last[0] > 10 or done == total:
-            last[0] = time.time()
-            print(f"  {stage}: {done}/{total}", file=sys.stderr, flush=True)
-
     result = run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta,
-                         progress=progress, log=lambda line: print(line, flush=True))
+                         progress=printer(), log=lambda line: print(line, flush=True))
     print(report(result))
     print(f"written: {args.out}")
     return 0

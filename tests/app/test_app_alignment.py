@@ -9,21 +9,13 @@ import time
 
 import pytest
 
-from support.app_support import ROOT, has_chart, no_exception, open_app
+from support.app_support import ROOT, has_chart, no_exception, open_app, runs  # noqa: F401
 
 NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 PAGE = "webapp/pages/alignment.py"
 TEXT = "three hundred and fourteen"
 
 pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs checkpoints/numbers-en-de")
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
-    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
-    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
 
 
 def test_opens_on_the_numbers_gold_with_one_sentence_and_the_cost(runs):

@@ -13,21 +13,13 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from support.app_support import ROOT, array, chart, has_chart, no_exception, open_app
+from support.app_support import ROOT, array, chart, has_chart, no_exception, open_app, runs  # noqa: F401
 
 NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 TEXT = "three hundred and twenty one"
 PAGE = "webapp/pages/heads.py"
 
 pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs checkpoints/numbers-en-de")
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
-    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
-    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
 
 
 def open_heads(**session):

@@ -90,6 +90,15 @@ def default_roots(monkeypatch):
     monkeypatch.delenv("EXPLORER_RUNS_DIR", raising=False)
 
 
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    """The shipped checkpoints, and a temporary runs directory (where the app writes analyses and runs)."""
+    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
 def info_for(path: Path):
     """(CheckpointInfo, a sentence in its source language)."""
     info = next((i for i in list_checkpoints(path.parent) if i.path == path), None)
