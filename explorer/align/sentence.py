@@ -23,7 +23,7 @@ class Method:
     """One aligner for one sentence: `kind` is "attention", "value-norm" or an ATTRIBUTIONS name."""
 
     kind: str
-    variant: str = "shift"            # naive | shift (attention kinds only)
+    variant: str = "naive"            # naive | shift (attention kinds only)
     layer: int | None = None          # 0-based; None = mean over layers
     head: int | None = None           # 0-based; None = mean over the layer's heads
 

@@ -53,8 +53,10 @@ kind = c1.selectbox("Aligner", ("attention", "value-norm") + ATTRIBUTIONS, key="
                     format_func={"attention": "cross-attention", "value-norm": "value-norm attention",
                                  "grad-x-input": "gradient × input",
                                  "integrated-gradients": "integrated gradients"}.get)
-variant = c2.radio("Row", ("shift", "naive"), key="align_variant", horizontal=True,
-                   disabled=kind in ATTRIBUTIONS)
+variant = c2.radio("Row read", ("naive", "shift"), key="align_variant", horizontal=True,
+                   disabled=kind in ATTRIBUTIONS, format_func={"naive": "where predicted", "shift": "Shift-Att"}.get,
+                   help="Naive: the decoder step that predicts the word. Shift-Att (Chen et al. 2020): the step "
+                        "that reads it as its input, one later.")
 layer = c3.selectbox("Layer", [None] + list(range(n_layers)), key="align_layer", disabled=kind in ATTRIBUTIONS,
                      format_func=lambda v: "mean of all" if v is None else str(v + 1))
 head = c4.selectbox("Head", [None] + list(range(n_heads)), key="align_head",
