@@ -34,12 +34,39 @@ def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
 
     The wrapper has `.cache` (the cachetools.LRUCache: .currsize, .maxsize) and `.clear()`.
     Exceptions are not cached. Thread-safe: the cache is touched under a lock, the function runs
-    outside it (two sessions asking for the same new result may both compute it).
+    outside it, and once per key at a time: sessions asking for a result that is being computed
+    wait for it instead of computing it again (a class opening the app at once computes the
+    opening example once, not once per student). If the computation fails, or its result is too
+    large to keep, the next waiter computes it itself.
     """
     def decorate(fn: Callable) -> Callable:
         cache = cachetools.LRUCache(maxsize=max_bytes, getsizeof=pickled_size)
         lock = threading.Lock()
-        memo = cachetools.cached(cache, key=_key, lock=lock)(fn)
+        computing: dict[str, threading.Event] = {}
+
+        def memo(*args: Any, **kwargs: Any) -> Any:
+            key = _key(*args, **kwargs)
+            while True:
+                with lock:
+                    if key in cache:
+                        return cache[key]
+                    pending = computing.get(key)
+                    if pending is None:
+                        computing[key] = done = threading.Event()
+                        break
+                pending.wait()                    # someone else is computing it: wait, then look again
+            try:
+                value = fn(*args, **kwargs)
+                with lock:
+                    try:
+                        cache[key] = value
+                    except ValueError:            # larger than the whole bound: returned, not kept
+                        pass
+                return value
+            finally:
+                with lock:
+                    computing.pop(key, None)
+                done.set()
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import streamlit as st
 
@@ -20,6 +21,7 @@ from explorer.store import run_files as rf
 from explorer.store.checkpoint import TEST_SPLIT, WEIGHTS, CheckpointError, load_checkpoint
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
 from explorer.config import DecodeConfig, resolve_device
+from webapp.compute_queue import QUEUE
 from webapp.result_cache import bounded_cache
 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
@@ -265,14 +267,35 @@ def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
 
 
 # ---- cached library calls -------------------------------------------------------------------
+@contextmanager
+def model_slot() -> Iterator[None]:
+    """Hold a place in the model's queue (webapp.compute_queue) while computing; a user who has to wait
+    sees how many requests are ahead. A full queue raises QueueFull, a RuntimeError that friendly() and
+    the pages turn into a message."""
+    notice = st.empty()
+
+    def on_wait(ahead: int) -> None:
+        if ahead < 0:
+            notice.empty()
+        else:
+            notice.info(f"The model is busy with other users' requests: {ahead + 1} ahead of you. "
+                        "Yours starts as soon as a place is free…", icon=":material/hourglass_top:")
+    try:
+        with QUEUE.slot(on_wait):
+            yield
+    finally:
+        notice.empty()
+
+
 @bounded_cache(TRANSLATION_CACHE_BYTES)
 def translate(ckpt_path: str, sha: str, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),
               trace: bool = True):
     from explorer.decoding import translate as run
 
     ckpt = load(ckpt_path)
-    return run(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
-               ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")
+    with model_slot():
+        return run(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
+                   ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")
 
 
 @bounded_cache(TRACE_CACHE_BYTES)
@@ -281,7 +304,8 @@ def attention(ckpt_path: str, sha: str, src_ids: tuple, tgt_ids: tuple, ablate: 
     from explorer.decoding import attention_trace
 
     ckpt = load(ckpt_path)
-    return attention_trace(ckpt.model, ckpt.tokenizer, list(src_ids), list(tgt_ids), ablate=list(ablate))
+    with model_slot():
+        return attention_trace(ckpt.model, ckpt.tokenizer, list(src_ids), list(tgt_ids), ablate=list(ablate))
 
 
 @bounded_cache(SCORE_CACHE_BYTES)
@@ -290,7 +314,8 @@ def score(ckpt_path: str, sha: str, text: str, target: str, cfg: dict, ablate: t
     from explorer.decoding import score_text
 
     ckpt = load(ckpt_path)
-    return score_text(ckpt.model, ckpt.tokenizer, text, target, DecodeConfig(**cfg), ablate=list(ablate))
+    with model_slot():
+        return score_text(ckpt.model, ckpt.tokenizer, text, target, DecodeConfig(**cfg), ablate=list(ablate))
 
 
 @bounded_cache(SCORE_CACHE_BYTES)
@@ -299,7 +324,8 @@ def side_by_side(ckpt_path: str, sha: str, text: str, reference: str | None, cfg
     from explorer.decoding.side_by_side import side_by_side as run
 
     ckpt = load(ckpt_path)
-    return run(ckpt.model, ckpt.tokenizer, text, reference, DecodeConfig(**cfg))
+    with model_slot():
+        return run(ckpt.model, ckpt.tokenizer, text, reference, DecodeConfig(**cfg))
 
 
 @st.cache_data(max_entries=16, show_spinner="Choosing a test sentence this model translates well…")

@@ -99,8 +99,10 @@ def compare(healthy) -> None:
     if not text.strip():
         st.info("Type a sentence to compare the two checkpoints on it.")
         return
-    ta = state.translate(str(a.path), a.sha256, text, GREEDY, trace=False)
-    tb = state.translate(str(b.path), b.sha256, text, GREEDY, trace=False)
+    ta = state.friendly(state.translate, str(a.path), a.sha256, text, GREEDY, trace=False, what="Translating with A")
+    tb = state.friendly(state.translate, str(b.path), b.sha256, text, GREEDY, trace=False, what="Translating with B")
+    if ta is None or tb is None:
+        return
     if ta.best is None or tb.best is None:
         st.warning(ta.reason or tb.reason or "Nothing was decoded.")
         return
@@ -135,8 +137,10 @@ def compare(healthy) -> None:
         view = c3.radio("Show", ["A", "B", "B − A"], index=2, horizontal=True, key="ck_view")
         out = (ta if whose == "A" else tb).best.ids
         src = ta.src_ids
-        tr_a = state.attention(str(a.path), a.sha256, tuple(src), tuple(out))
-        tr_b = state.attention(str(b.path), b.sha256, tuple(src), tuple(out))
+        tr_a = state.friendly(state.attention, str(a.path), a.sha256, tuple(src), tuple(out), what="Tracing A")
+        tr_b = state.friendly(state.attention, str(b.path), b.sha256, tuple(src), tuple(out), what="Tracing B")
+        if tr_a is None or tr_b is None:
+            return
         y, x = tr_a.axes(kind)
         try:
             data = {"A": tr_a.stack(kind), "B": tr_b.stack(kind)}
@@ -205,12 +209,17 @@ def scrubber(healthy) -> None:
     ckpt = _load(ckpts[pos])
     if ckpt is None:
         return
-    t = state.translate(str(ckpt.path), ckpt.sha256, text, GREEDY, trace=False)
+    t = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, text, GREEDY, trace=False, what="The translation")
+    if t is None:
+        return
     if t.best is None:
         st.warning(t.reason or "Nothing was decoded.")
         return
     st.markdown(f"**Step {steps[pos]}:** {state.md_escape(t.text)}")
-    tr = state.attention(str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids))
+    tr = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids),
+                        what="Tracing")
+    if tr is None:
+        return
     if layer > tr.n_layers(kind) or head > tr.attention(kind, layer - 1).shape[1]:
         st.warning("This checkpoint has fewer layers or heads than the first one of the run.")
         return
