@@ -7,7 +7,8 @@ thread is a daemon; `work(job)` does the computing and writes the result file on
 the end (both analyses use write_json_atomic), reporting through job.progress and stopping when
 job.cancel is set (explorer.evaluation.progress: it raises Cancelled, and nothing is written). A job
 that fails ends in a message on the page, never a traceback. Jobs run at the torch thread count the
-app already uses ($EXPLORER_THREADS: torch.set_num_threads is process-wide).
+app already uses ($EXPLORER_THREADS: torch.set_num_threads is process-wide), at a lower CPU priority
+than the threads serving users (training.priority: nice is per thread on Linux).
 """
 from __future__ import annotations
 
@@ -76,6 +77,8 @@ def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job],
 
 
 def _run(job: Job, work: Callable[[Job], None]) -> None:
+    from explorer.training.priority import lower_priority
+    lower_priority(threading.get_native_id())         # this thread only: users' own requests come first
     try:
         work(job)
         job.state = "finished"

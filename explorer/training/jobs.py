@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from explorer.store import run_files as rf
+from explorer.training.priority import lower_priority
 from explorer.config import TrainConfig
 
 FINAL = ("finished", "failed", "stopped")
@@ -292,6 +293,7 @@ def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> Job:
         log.flush()
         proc = subprocess.Popen(argv, cwd=rf.REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+    lower_priority(proc.pid)
     _PROCS[str(run_dir)] = proc
     deadline = time.monotonic() + LAUNCH_WAIT
     while proc.poll() is None and not _lock_held(run_dir) and time.monotonic() < deadline:
