@@ -212,3 +212,25 @@ def test_the_command_line_says_what_to_do_offline(tmp_path):
 def test_a_source_that_is_not_a_model_directory_is_named(source, message):
     with pytest.raises(hf_source.SourceError, match=message):
         hf_source.locate(source)
+
+
+def test_the_alignment_scorecard_runs_on_an_imported_model_with_a_users_gold_file(marian, tmp_path):
+    """Any checkpoint with a gold file in the project's format: here an imported Marian model (its own
+    vocabulary, separate sentencepiece models) scored by `python -m explorer.align --gold`."""
+    from explorer.align.__main__ import main as align_main
+    lines = []
+    for text in TEST_SOURCES[:3]:
+        words = text.split()[:6]
+        links = " ".join(f"{i}-{len(words) - 1 - i}" for i in range(len(words)))
+        lines.append(f"{' '.join(words)} ||| {' '.join(reversed(words))} ||| {links}")
+    gold = tmp_path / "mine.align"
+    gold.write_text("# a user's gold set\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "scorecard.json"
+    _, _, ckpt_dir = marian
+    assert align_main([str(ckpt_dir), "--gold", str(gold),
+                       "--attribution-pairs", "1", "--ig-steps", "4", "--no-eflomal", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["gold"]["pairs"] == 3 and result["gold"]["name"] == "mine.align"
+    rows = {r["aligner"]: r for r in result["rows"]}
+    assert {"cross-attention (naive): best head", "integrated-gradients"} <= set(rows)
+    assert len(result["grid"]["attention"]["naive"]) == load_checkpoint(ckpt_dir).config.n_decoder_layers
