@@ -1,6 +1,7 @@
 """Dispatcher: `python -m benchmarks <name> [args...]` runs benchmarks.<name>.main(args) (`-` in a name
-stands for `_`: heads-load);
-`all` runs every benchmark module with its defaults; no name lists them."""
+stands for `_`: heads-load); e.g. `python -m benchmarks load` (N students at once, benchmarks/load.py);
+`all` runs every benchmark module with its defaults; no name lists them. Helper modules (the Chromium
+driver, the Streamlit protocol client) are not benchmarks."""
 from __future__ import annotations
 
 import importlib
@@ -9,9 +10,12 @@ import sys
 
 import benchmarks as package
 
+HELPERS = ("browser", "streamlit_client")      # used by benchmarks (and tests/browser), not run themselves
+
 
 def available() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__)
+                  if not m.name.startswith("_") and m.name not in HELPERS)
 
 
 def main(argv: list[str] | None = None) -> int:
