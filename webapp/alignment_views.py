@@ -19,7 +19,7 @@ import streamlit as st
 
 from explorer.align.gold import GoldError, GoldPair, format_gold, parse_gold
 from explorer.align.scorecard import STAGES, AlignSettings
-from explorer.align.sentence import Method, align_sentence
+from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method, align_sentence
 from explorer.plots import alignment as plots
 from explorer.store import run_files as rf
 from webapp import background
@@ -103,7 +103,15 @@ def sentence(ckpt_path: str, sha: str, pair: GoldPair, methods: tuple[Method, ..
     return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), has_gold, ig_steps)
 
 
-def show_sentence(found, chosen: str) -> None:
+def count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def show_sentence(found, chosen: str, why_key: str) -> None:
     pair = found.gold
     st.plotly_chart(plots.links_figure(pair.src, pair.tgt, set(pair.sure), set(pair.possible),
                                        found.links.get(chosen, set()), found.matrices.get(chosen),
@@ -113,11 +121,11 @@ def show_sentence(found, chosen: str) -> None:
         from explorer.align.metrics import score_links
         s = score_links([pair], [found.links[chosen]])
         st.caption(f"This sentence: precision {100 * s.precision:.1f}%, recall {100 * s.recall:.1f}%, "
-                   f"AER {100 * s.aer:.1f}%. Dots: each target word's highest-scoring source word; squares: "
-                   "gold (dark: sure, light: possible).")
+                   f"AER {100 * s.aer:.1f}%. Dots: each target word's highest-scoring source word (green where gold "
+                   "has the link, red where it does not); squares: gold (black: sure, grey: possible).")
     if not pair.tgt:
         return
-    t = st.selectbox("Why this word? A target word", range(len(pair.tgt)), key="align_why",
+    t = st.selectbox("Why this word? A target word", range(len(pair.tgt)), key=why_key,
                      format_func=lambda j: f"{j + 1}: {pair.tgt[j]}")
     rows = {label: m[t] for label, m in found.matrices.items() if m.shape[0] > t}
     st.plotly_chart(plots.why_figure(pair.src, rows, pair.tgt[t]), key="align_why_fig", width="stretch")
@@ -127,7 +135,8 @@ def show_sentence(found, chosen: str) -> None:
 def scorecard_table(result: dict) -> pd.DataFrame:
     rows = []
     for r in result["rows"]:
-        rows.append({"aligner": r["aligner"], "layer": r.get("layer"), "head": r.get("head"),
+        name = r["aligner"].replace("(naive)", f"({VARIANT_NAMES['naive']})").replace("(shift)", f"({VARIANT_NAMES['shift']})")
+        rows.append({"aligner": KIND_NAMES.get(name, name), "layer": r.get("layer") or "", "head": r.get("head") or "",
                      "pairs": r.get("pairs"), "precision %": 100 * r["precision"], "recall %": 100 * r["recall"],
                      "AER %": 100 * r["aer"],
                      "AER % (mutual argmax)": None if r.get("aer_mutual") is None else 100 * r["aer_mutual"]})
@@ -136,11 +145,14 @@ def scorecard_table(result: dict) -> pd.DataFrame:
 
 def show_result(result: dict) -> None:
     g = result["gold"]
-    held = "" if g.get("held_out") is None else f"; {g['held_out']} of the gold pairs are held out for this model"
-    st.caption(f"Gold: {g['name']}, {g['pairs']} pairs ({g['sure']} sure and {g['possible']} possible-only links)"
-               f"{held}; computed in {result.get('seconds', '?')} s. Best head and best layer are chosen on this "
-               "gold set itself.")
-    st.dataframe(scorecard_table(result), hide_index=True, key="align_scorecard",
+    held = "" if g.get("held_out") is None else \
+        f"; {g['held_out']:,} pairs of the whole gold set are among this model's held-out test pairs"
+    st.caption(f"Scored on {count(g['pairs'], 'gold pair')} from {g['name']} ({g['sure']:,} sure and {g['possible']:,} "
+               f"possible-only links){held}; computed in {result.get('seconds', '?')} s. Best head and best layer are "
+               "chosen on this gold set itself. AER % (mutual argmax): only links that are also the best target word "
+               "of their source word.")
+    table = scorecard_table(result)
+    st.dataframe(table, hide_index=True, key="align_scorecard", height=36 * (len(table) + 1) + 3,
                  column_config={c: st.column_config.NumberColumn(format="%.1f")
                                 for c in ("precision %", "recall %", "AER %", "AER % (mutual argmax)")})
     band = ", ".join(f"{k} {v}" for k, v in result.get("published_de_en", {}).items())
@@ -149,14 +161,15 @@ def show_result(result: dict) -> None:
         st.caption(f"eflomal could not run here ({eflomal['error']}).")
     elif "corpus" in eflomal:
         st.caption(f"eflomal learned from {eflomal['corpus']} ({eflomal['training_pairs']:,} pairs) plus the gold pairs.")
-    st.caption(f"For scale, published German–English AER % (awesome-align's README): {band}.")
+    st.caption(f"For scale only (another language pair and corpus), published German–English AER % "
+               f"(awesome-align's README): {band}.")
     c1, c2 = st.columns(2)
     method = c1.radio("Heatmap of", ("attention", "value-norm"), horizontal=True, key="align_grid_method",
                       format_func={"attention": "cross-attention", "value-norm": "value-norm attention"}.get)
-    variant = c2.radio("Row read", ("naive", "shift"), horizontal=True, key="align_grid_variant",
-                       format_func={"naive": "where the word is predicted (naive)",
-                                    "shift": "where it is read (Shift-Att)"}.get)
+    variant = c2.radio("Row read", tuple(VARIANT_NAMES), horizontal=True, key="align_grid_variant",
+                       format_func=VARIANT_NAMES.get)
     grid = result["grid"].get(method, {}).get(variant)
     if grid and np.size(grid):
-        st.plotly_chart(plots.aer_grid(grid, f"AER per cross-attention head ({variant}; lower is better)"),
+        what = "cross-attention" if method == "attention" else "value-norm attention"
+        st.plotly_chart(plots.aer_grid(grid, f"AER per head: {what}, {VARIANT_NAMES[variant]} (lower is better)"),
                         key="align_grid", width="stretch")

@@ -18,6 +18,11 @@ from explorer.align.metrics import extract_links
 from explorer.align.pairs import model_pair
 
 
+KIND_NAMES = {"attention": "cross-attention", "value-norm": "value-norm attention",
+              "grad-x-input": "gradient × input", "integrated-gradients": "integrated gradients"}
+VARIANT_NAMES = {"naive": "where predicted", "shift": "Shift-Att"}
+
+
 @dataclass(frozen=True)
 class Method:
     """One aligner for one sentence: `kind` is "attention", "value-norm" or an ATTRIBUTIONS name."""
@@ -28,11 +33,12 @@ class Method:
     head: int | None = None           # 0-based; None = mean over the layer's heads
 
     def label(self) -> str:
+        """The method's name as the page's selectors write it."""
         if self.kind in ATTRIBUTIONS:
-            return self.kind
+            return KIND_NAMES[self.kind]
         where = ("all layers" if self.layer is None else
                  f"layer {self.layer + 1}" + ("" if self.head is None else f" head {self.head + 1}"))
-        return f"{'cross-attention' if self.kind == 'attention' else 'value-norm'} ({self.variant}), {where}"
+        return f"{KIND_NAMES[self.kind]} ({VARIANT_NAMES[self.variant]}), {where}"
 
 
 @dataclass
@@ -64,7 +70,8 @@ def align_sentence(model, tokenizer, pair: GoldPair, methods: list[Method], has_
     for m in methods:
         if m.kind in ATTRIBUTIONS:
             out.matrices[m.label()] = attribution_matrix(model, mp, m.kind, ig_steps)
+    gradient = {m.label() for m in methods if m.kind in ATTRIBUTIONS}
     for label, matrix in out.matrices.items():
-        scores = np.abs(matrix) if label in ATTRIBUTIONS else matrix
+        scores = np.abs(matrix) if label in gradient else matrix      # attributions: the size counts, not the sign
         out.links[label] = extract_links(scores, "target")
     return out

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from explorer.plots.style import WEIGHTS_SCALE, label, token_axis
 
 HIT, MISS = "#1a9850", "#d73027"
-SURE, POSSIBLE = "rgba(40,40,40,0.85)", "rgba(40,40,40,0.35)"
+SURE, POSSIBLE = "rgba(20,20,20,0.9)", "rgba(120,120,120,0.75)"
 
 
 def links_figure(src_words: Sequence[str], tgt_words: Sequence[str], sure: set, possible: set,
@@ -32,7 +32,7 @@ def links_figure(src_words: Sequence[str], tgt_words: Sequence[str], sure: set, 
     for links, colour, name in ((possible - sure, POSSIBLE, "gold: possible"), (sure, SURE, "gold: sure")):
         if links:
             fig.add_trace(go.Scatter(x=[i for i, _ in links], y=[j for _, j in links], mode="markers", name=name,
-                                     marker=dict(symbol="square-open", size=18, line=dict(width=3, color=colour)),
+                                     marker=dict(symbol="square-open", size=18, color=colour, line=dict(width=3)),
                                      hoverinfo="skip"))
     hits = {link for link in predicted if link in possible}
     for links, colour, name in ((hits, HIT, "predicted: hit"), (predicted - hits, MISS, "predicted: miss")):

@@ -18,11 +18,22 @@ TEXT = "three hundred and fourteen"
 pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs checkpoints/numbers-en-de")
 
 
+def pair_box(at):
+    """The gold-pair selector (its key names the gold set, so that another set starts afresh)."""
+    return next(s for s in at.selectbox if s.label.startswith("Sentence pair from"))
+
+
 def test_opens_on_the_numbers_gold_with_one_sentence_and_the_cost(runs):
     at = open_app("numbers-en-de", PAGE, TEXT)
     no_exception(at)
     assert at.title[0].value == "Alignment"
-    assert at.selectbox(key="align_pair").value == 0          # the current sentence is gold pair 1 (n=314)
+    assert pair_box(at).value == 0                             # the current sentence is gold pair 1 (n=314)
+    assert at.selectbox(key="align_layer").value == -1 and at.selectbox(key="align_head").value == -1
+    pair_box(at).set_value(2).run()                            # choosing a pair makes it the shared sentence
+    no_exception(at)
+    shown = at.query_params["text"]
+    assert (shown[0] if isinstance(shown, list) else shown) == "two thousand five hundred and ninety"
+    assert at.session_state["text"] == "two thousand five hundred and ninety"
     assert has_chart(at, "align_links") and has_chart(at, "align_why_fig")
     assert any("This sentence: precision" in c.value for c in at.caption)
     assert any("Not computed yet" in i.value for i in at.info)
@@ -47,7 +58,8 @@ def test_each_aligner_draws_and_a_started_job_writes_the_scorecard(runs):
     no_exception(at)
     assert len(at.dataframe) == 1 and has_chart(at, "align_grid")
     table = at.dataframe[0].value
-    assert "cross-attention (naive): best head" in set(table["aligner"]) and "integrated-gradients" in set(table["aligner"])
+    assert "cross-attention (where predicted): best head" in set(table["aligner"])
+    assert "integrated gradients" in set(table["aligner"])
 
 
 def test_a_bad_upload_gets_a_message(runs, monkeypatch):
@@ -65,6 +77,6 @@ def test_bible_checkpoint_opens_on_its_hand_aligned_gold(runs):
         pytest.skip("needs checkpoints/bible-es-en")
     at = open_app("bible-es-en", PAGE, "Entonces la serpiente dijo á la mujer: No moriréis;")
     no_exception(at)
-    assert at.selectbox(key="align_pair").value == 1          # the current sentence is gold pair 2
-    assert "bible-es-en.align" in at.selectbox(key="align_pair").label
+    assert pair_box(at).value == 1                             # the current sentence is gold pair 2
+    assert "bible-es-en.align" in pair_box(at).label
     assert has_chart(at, "align_links")

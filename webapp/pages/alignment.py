@@ -9,7 +9,7 @@ import streamlit as st
 from explorer.align.attribution import ATTRIBUTIONS
 from explorer.align.pairs import Unusable
 from explorer.align.scorecard import AlignSettings
-from explorer.align.sentence import Method
+from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
 from webapp import alignment_views as views
 from webapp import background, state
 
@@ -17,10 +17,13 @@ st.title("Alignment")
 state.learn(
     "Cross-attention is often drawn as a word alignment. Here it is **measured** as one: against gold links "
     "made by hand (or, for the numbers model, by the number grammar), with the **alignment error rate** of "
-    "Och & Ney 2003 (0 is perfect; *sure* links must be found, *possible* ones may be). Reading the row where "
-    "a word is the decoder's *input* rather than where it is predicted (Shift-Att, Chen et al. 2020) often "
-    "aligns much better; weighting attention by the size of what each source word sends (Kobayashi et al. "
-    "2020) and gradient attributions (gradient × input, integrated gradients) are other answers to *why this word?*",
+    "Och & Ney 2003 (0 is perfect; *sure* links must be found, *possible* ones may be). On large models, reading "
+    "the row where a word is the decoder's *input* rather than where it is predicted (Shift-Att, Chen et al. "
+    "2020) aligns much better; on the small models shipped here it is far worse, because their cross-attention "
+    "already looks at the source of the word being written (the scorecard measures both). Weighting attention by "
+    "the size of what each source word sends (Kobayashi et al. 2020) and gradient attributions (gradient × input, "
+    "integrated gradients; a link goes to the largest attribution in size, positive or negative) are other "
+    "answers to *why this word?*",
     r"\mathrm{AER} = 1 - \frac{|A \cap S| + |A \cap P|}{|A| + |S|}")
 
 ckpt = state.require_checkpoint()
@@ -32,7 +35,7 @@ upload = st.file_uploader("Your own gold file (one pair per line: source words |
 if upload is not None:
     found = views.uploaded_gold(upload.getvalue(), upload.name)
     if isinstance(found, str):
-        st.error(state.md_escape(found))
+        st.error(f"{state.md_escape(found)}. Remove the file (×) to go back to this checkpoint's own gold set.")
         st.stop()
     gold, gold_name, held_out = found[0], found[1], None
 elif isinstance(own, str):
@@ -45,25 +48,28 @@ else:
 st.subheader("One sentence")
 text = " ".join(state.current_text().split())
 match = next((k for k, p in enumerate(gold) if p.src_text == text), 0)
-k = st.selectbox(f"Sentence pair from {gold_name} ({len(gold)} pairs)", range(len(gold)), index=match,
-                 key="align_pair", format_func=lambda i: f"{i + 1}: {gold[i].src_text[:90]}")
+gold_id = f"{sha[:12]}_{views.gold_digest(gold)}"        # widgets of another gold set or model start afresh
+pair_key = f"align_pair_{gold_id}"
+k = st.selectbox(f"Sentence pair from {gold_name}: {views.count(len(gold), 'pair')}", range(len(gold)), index=match,
+                 key=pair_key, format_func=lambda i: f"{i + 1}: {views.cut(gold[i].src_text, 90)}",
+                 on_change=lambda: state.set_text(gold[st.session_state[pair_key]].src_text))
 n_layers, n_heads = ckpt.model.cfg.n_decoder_layers, ckpt.model.cfg.n_heads
+MEAN = -1                                                  # "mean" in the Layer and Head boxes (None reads as unset)
 c1, c2, c3, c4 = st.columns(4)
-kind = c1.selectbox("Aligner", ("attention", "value-norm") + ATTRIBUTIONS, key="align_kind",
-                    format_func={"attention": "cross-attention", "value-norm": "value-norm attention",
-                                 "grad-x-input": "gradient × input",
-                                 "integrated-gradients": "integrated gradients"}.get)
-variant = c2.radio("Row read", ("naive", "shift"), key="align_variant", horizontal=True,
-                   disabled=kind in ATTRIBUTIONS, format_func={"naive": "where predicted", "shift": "Shift-Att"}.get,
-                   help="Naive: the decoder step that predicts the word. Shift-Att (Chen et al. 2020): the step "
-                        "that reads it as its input, one later.")
-layer = c3.selectbox("Layer", [None] + list(range(n_layers)), key="align_layer", disabled=kind in ATTRIBUTIONS,
-                     format_func=lambda v: "mean of all" if v is None else str(v + 1))
-head = c4.selectbox("Head", [None] + list(range(n_heads)), key="align_head",
-                    disabled=kind in ATTRIBUTIONS or layer is None,
-                    format_func=lambda v: "mean of the layer" if v is None else str(v + 1))
-chosen = Method(kind) if kind in ATTRIBUTIONS else Method(kind, variant, layer, None if layer is None else head)
-methods = [chosen] + [m for m in (Method("attention", variant, layer), Method("value-norm", variant, layer),
+kind = c1.selectbox("Aligner", tuple(KIND_NAMES), key="align_kind", format_func=KIND_NAMES.get)
+variant = c2.radio("Row read", tuple(VARIANT_NAMES), key="align_variant", horizontal=True,
+                   disabled=kind in ATTRIBUTIONS, format_func=VARIANT_NAMES.get,
+                   help="Where predicted: the decoder step that writes the word. Shift-Att (Chen et al. 2020): the "
+                        "step that reads it as its input, one later.")
+layer = c3.selectbox("Layer", [MEAN] + list(range(n_layers)), key="align_layer", disabled=kind in ATTRIBUTIONS,
+                     format_func=lambda v: "mean of all" if v == MEAN else str(v + 1))
+head = c4.selectbox("Head", [MEAN] + list(range(n_heads)), key="align_head",
+                    disabled=kind in ATTRIBUTIONS or layer == MEAN,
+                    format_func=lambda v: "mean of the layer" if v == MEAN else str(v + 1))
+layer_or_mean = None if layer == MEAN else layer
+chosen = Method(kind) if kind in ATTRIBUTIONS else \
+    Method(kind, variant, layer_or_mean, None if layer == MEAN or head == MEAN else head)
+methods = [chosen] + [m for m in (Method("attention", variant, layer_or_mean), Method("value-norm", variant, layer_or_mean),
                                   Method("grad-x-input")) if m != chosen]
 if kind == "integrated-gradients" or st.toggle("Add integrated gradients to “why this word” (slower)",
                                                key="align_with_ig"):
@@ -74,7 +80,7 @@ try:
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:
-    views.show_sentence(found, chosen.label())
+    views.show_sentence(found, chosen.label(), f"align_why_{gold_id}_{k}")
 
 # ---- the scorecard --------------------------------------------------------------------------------
 st.subheader("Scorecard over the gold set")
@@ -88,9 +94,10 @@ result = views.read_result(out)
 if result is not None:
     views.show_result(result)
     st.stop()
-st.info(f"Not computed yet for these settings. It costs one teacher-forced pass per pair, then per target piece "
-        f"one backward pass (gradient × input) and {settings.ig_steps} (integrated gradients) for {int(n_attr)} "
-        "pairs, then eflomal on the training corpus (seconds to a minute).")
+gradients = (f", then per target piece one backward pass (gradient × input) and {settings.ig_steps} (integrated "
+             f"gradients) for {views.count(int(n_attr), 'pair')}") if n_attr else ""
+st.info(f"Not computed yet for these settings. It costs one teacher-forced pass per pair{gradients}, then eflomal "
+        "learning from the training corpus (about a minute for the Bible; Cancel takes effect when it is done).")
 job = background.job_for(out)
 if job is None or not job.active:
     if st.button("Compute the scorecard", key="align_start", type="primary"):
