@@ -263,6 +263,17 @@ MAX_BEAM = 64                     # beam_size and n_best
 MAX_DECODE_LEN = 4096             # max_len_b and min_len, in tokens
 
 
+def match_threads() -> None:
+    """Make the calling thread compute with torch's thread count.
+
+    torch.set_num_threads sets OpenMP's count only for the thread that calls it: a thread started
+    later (a Streamlit session, a worker) begins at the machine's default, and its products are
+    then split differently, so its numbers differ in the last bits from another thread's and it can
+    oversubscribe busy cores. Decoding sessions call this first (a few microseconds)."""
+    import torch
+    torch.set_num_threads(torch.get_num_threads())
+
+
 def resolve_device(name: str = "auto"):
     """The torch.device that a device setting names: "auto" is CUDA when this machine has it, else the
     CPU; anything else ("cpu", "cuda:1") as torch reads it. The one place "auto" is decided, for the

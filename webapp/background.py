@@ -79,6 +79,8 @@ def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job],
 def _run(job: Job, work: Callable[[Job], None]) -> None:
     from explorer.training.priority import lower_priority
     lower_priority(threading.get_native_id())         # this thread only: users' own requests come first
+    from explorer.config import match_threads
+    match_threads()                                    # the app's torch thread count, in this thread too
     try:
         work(job)
         job.state = "finished"

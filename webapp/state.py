@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import os
 import re
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import streamlit as st
 
 from explorer.store import run_files as rf
 from explorer.store.checkpoint import TEST_SPLIT, WEIGHTS, CheckpointError, load_checkpoint
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
-from explorer.config import DecodeConfig, resolve_device
-from webapp.compute_queue import QUEUE
-from webapp.result_cache import bounded_cache
+from explorer.config import resolve_device
 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
 MODELS_ENV = "EXPLORER_MODELS_DIR"     # a user's own models (imported ones): listed, never written
@@ -31,13 +28,11 @@ DEFAULT_CHECKPOINT = "bible-es-en"
 MAX_CHARS = 2000                      # longer input is truncated with a notice
 URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
 MAX_EXAMPLES = 300                    # examples offered from a checkpoint's test.tsv
-# Shared result caches, bounded in bytes (a maximal 2,000-character attention trace is ~43 MB, a
-# typical sentence's ~1-4 MB). Models: at most MAX_MODELS loaded at once (each about its weights in
-# float32, plus a decoder copy for fast decoding).
-TRACE_CACHE_BYTES = 256 << 20
-TRANSLATION_CACHE_BYTES = 128 << 20
-SCORE_CACHE_BYTES = 32 << 20
-MAX_MODELS = 4
+MAX_MODELS = 4                        # models loaded at once (each ~its float32 weights + a decoder copy)
+
+
+# The model's cached computations live in webapp.model_calls; pages call them through state, as before.
+from webapp.model_calls import attention, model_slot, score, side_by_side, translate  # noqa: E402,F401
 
 
 # ---- URL state ------------------------------------------------------------------------------
@@ -264,68 +259,6 @@ def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
     if length:
         st.warning(f"The text is {length:,} characters long; only the first {MAX_CHARS:,} are {verb}.")
     return clipped
-
-
-# ---- cached library calls -------------------------------------------------------------------
-@contextmanager
-def model_slot() -> Iterator[None]:
-    """Hold a place in the model's queue (webapp.compute_queue) while computing; a user who has to wait
-    sees how many requests are ahead. A full queue raises QueueFull, a RuntimeError that friendly() and
-    the pages turn into a message."""
-    notice = st.empty()
-
-    def on_wait(ahead: int) -> None:
-        if ahead < 0:
-            notice.empty()
-        else:
-            notice.info(f"The model is busy with other users' requests: {ahead + 1} ahead of you. "
-                        "Yours starts as soon as a place is free…", icon=":material/hourglass_top:")
-    try:
-        with QUEUE.slot(on_wait):
-            yield
-    finally:
-        notice.empty()
-
-
-@bounded_cache(TRANSLATION_CACHE_BYTES)
-def translate(ckpt_path: str, sha: str, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),
-              trace: bool = True):
-    from explorer.decoding import translate as run
-
-    ckpt = load(ckpt_path)
-    with model_slot():
-        return run(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
-                   ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")
-
-
-@bounded_cache(TRACE_CACHE_BYTES)
-def attention(ckpt_path: str, sha: str, src_ids: tuple, tgt_ids: tuple, ablate: tuple = ()):
-    """One teacher-forced forward inside capture(): every capture point, as numpy."""
-    from explorer.decoding import attention_trace
-
-    ckpt = load(ckpt_path)
-    with model_slot():
-        return attention_trace(ckpt.model, ckpt.tokenizer, list(src_ids), list(tgt_ids), ablate=list(ablate))
-
-
-@bounded_cache(SCORE_CACHE_BYTES)
-def score(ckpt_path: str, sha: str, text: str, target: str, cfg: dict, ablate: tuple = ()):
-    """Teacher-forced log-probabilities of a given translation (a reference, or an earlier output)."""
-    from explorer.decoding import score_text
-
-    ckpt = load(ckpt_path)
-    with model_slot():
-        return score_text(ckpt.model, ckpt.tokenizer, text, target, DecodeConfig(**cfg), ablate=list(ablate))
-
-
-@bounded_cache(SCORE_CACHE_BYTES)
-def side_by_side(ckpt_path: str, sha: str, text: str, reference: str | None, cfg: dict):
-    """Teacher-forced decoding of the reference (or of greedy's own output) next to greedy, step by step."""
-    from explorer.decoding.side_by_side import side_by_side as run
-
-    ckpt = load(ckpt_path)
-    with model_slot():
-        return run(ckpt.model, ckpt.tokenizer, text, reference, DecodeConfig(**cfg))
 
 
 @st.cache_data(max_entries=16, show_spinner="Choosing a test sentence this model translates well…")

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
-from explorer.config import DecodeConfig
+from explorer.config import DecodeConfig, match_threads
 from explorer.inspection.hooks import ablate_heads
 from explorer.inspection.trace import attention_kind
 from explorer.model.plain_decoder import plain_decoder_of
@@ -159,6 +159,7 @@ def decoding_session(model: nn.Module, ablate: Iterable[Sequence] = ()) -> Itera
     Ablation wraps the encoder pass too, so encoder-self heads can be knocked out as well.
     """
     heads = check_ablation(model, ablate)
+    match_threads()                                     # this thread computes with the process's thread count
     was_training = model.training
     if was_training:
         model.eval()

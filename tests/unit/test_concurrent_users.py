@@ -26,8 +26,18 @@ def user(model, tokenizer, text, ablate):
 
 @pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs checkpoints/numbers-en-de")
 def test_four_concurrent_users_each_get_their_single_user_result():
+    """At the app's torch thread count (1, set in the main thread: new threads must follow it)."""
+    import torch
     from explorer.store.checkpoint import load_checkpoint
-    ckpt = load_checkpoint(NUMBERS)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        check_users(load_checkpoint(NUMBERS))
+    finally:
+        torch.set_num_threads(before)
+
+
+def check_users(ckpt):
     alone = [user(ckpt.model, ckpt.tokenizer, s, a) for s, a in zip(SENTENCES, ABLATE)]
     assert alone[2][0] != user(ckpt.model, ckpt.tokenizer, SENTENCES[2], [])[0] or \
         alone[2][1] != user(ckpt.model, ckpt.tokenizer, SENTENCES[2], [])[1]          # the ablation matters

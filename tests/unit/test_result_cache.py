@@ -61,6 +61,7 @@ def test_the_apps_caches_are_bounded_in_bytes():
     from webapp import state
 
     bounds = {fn.__name__: fn.cache.maxsize for fn in (state.translate, state.attention, state.score)}
-    assert bounds == {"translate": state.TRANSLATION_CACHE_BYTES, "attention": state.TRACE_CACHE_BYTES,
-                      "score": state.SCORE_CACHE_BYTES}
+    from webapp import model_calls
+    assert bounds == {"translate": model_calls.TRANSLATION_CACHE_BYTES, "attention": model_calls.TRACE_CACHE_BYTES,
+                      "score": model_calls.SCORE_CACHE_BYTES}
     assert sum(bounds.values()) <= 512 * MIB
