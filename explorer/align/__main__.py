@@ -46,10 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, GoldError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    result = run_to_file(ckpt.model, ckpt.tokenizer, gold, settings, args.out, meta=ckpt.meta, gold_name=name,
-                         held_out=held_out_share(gold, held) if held else None,
-                         train_pairs=lambda: training_pairs(ckpt.meta, held), progress=printer(),
-                         log=lambda line: print(line, flush=True))
+    try:
+        result = run_to_file(ckpt.model, ckpt.tokenizer, gold, settings, args.out, meta=ckpt.meta, gold_name=name,
+                             held_out=held_out_share(gold, held) if held else None,
+                             train_pairs=lambda: training_pairs(ckpt.meta, held), progress=printer(),
+                             log=lambda line: print(line, flush=True))
+    except (ValueError, OSError) as err:           # no readable pair; an --out that cannot be written
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(report(result))
     print(f"written: {args.out}")
     return 0

@@ -37,8 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    result = run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta,
-                         progress=printer(), log=lambda line: print(line, flush=True))
+    try:
+        result = run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta,
+                             progress=printer(), log=lambda line: print(line, flush=True))
+    except (ValueError, OSError) as err:           # e.g. an --out that cannot be written
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(report(result))
     print(f"written: {args.out}")
     return 0

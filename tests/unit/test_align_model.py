@@ -151,3 +151,19 @@ def test_eflomal_aligns_numbers_from_their_corpus():
     links = eflomal_links(gold, corpus.train)
     sym = score_links(gold, links["grow-diag-final-and"])
     assert sym.aer < 0.3 and len(links["forward"]) == len(gold)
+
+
+def test_the_command_says_what_is_wrong_instead_of_a_traceback(tmp_path, capsys):
+    from explorer.align.__main__ import main
+    numbers = str(REPO_ROOT / "checkpoints" / "numbers-en-de")
+    unreadable = tmp_path / "long.align"
+    unreadable.write_text(" ".join(["palabra"] * 300) + " ||| word ||| 0-0\n", encoding="utf-8")
+    cases = [([numbers, "--gold", str(tmp_path / "missing.align")], "cannot be read"),
+             ([numbers, "--gold", str(unreadable), "--no-eflomal"], "no gold pair can be read"),
+             ([numbers, "--pairs", "0"], "pairs >= 1"),
+             ([numbers, "--pairs", "2", "--attribution-pairs", "0", "--no-eflomal", "--out",
+               str(tmp_path / "not-a-dir.txt" / "x.json")], "error")]
+    (tmp_path / "not-a-dir.txt").write_text("x")
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err
