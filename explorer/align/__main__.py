@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.align.scorecard import AlignSettings
     from explorer.data import DataError
     from explorer.evaluation.scores import held_out_pairs
-    from explorer.evaluation.progress import printer
+    from explorer.evaluation.progress import run_command
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     try:
@@ -46,17 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, GoldError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    try:
-        result = run_to_file(ckpt.model, ckpt.tokenizer, gold, settings, args.out, meta=ckpt.meta, gold_name=name,
-                             held_out=held_out_share(gold, held) if held else None,
-                             train_pairs=lambda: training_pairs(ckpt.meta, held), progress=printer(),
-                             log=lambda line: print(line, flush=True))
-    except (ValueError, OSError) as err:           # no readable pair; an --out that cannot be written
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(report(result))
-    print(f"written: {args.out}")
-    return 0
+    return run_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, gold, settings, args.out, meta=ckpt.meta,
+                               gold_name=name, held_out=held_out_share(gold, held) if held else None,
+                               train_pairs=lambda: training_pairs(ckpt.meta, held)), report, args.out)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
 from explorer.heads.sentences import FORCED
 
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.evaluation.scores import held_out_pairs
     from explorer.heads.job import LabSettings, run_to_file
     from explorer.heads.report import report
-    from explorer.evaluation.progress import printer
+    from explorer.evaluation.progress import run_command
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     try:
@@ -37,15 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    try:
-        result = run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta,
-                             progress=printer(), log=lambda line: print(line, flush=True))
-    except (ValueError, OSError) as err:           # e.g. an --out that cannot be written
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(report(result))
-    print(f"written: {args.out}")
-    return 0
+    return run_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta),
+                       report, args.out)
 
 
 if __name__ == "__main__":
