@@ -22,7 +22,11 @@ PENALTIES = ("gnmt", "average", "none")
 STRATEGIES = ("greedy", "beam", "sample")
 SAMPLES_CAP = 10
 DEFAULT_SAMPLES = 3
-DEFAULTS = DecodeConfig(strategy="beam", beam_size=5, n_best=5).to_dict()   # the app's starting settings
+TRACE_TOP_K = 8                  # alternatives a BeamTrace keeps per hypothesis: the Beam page's step table
+# The app's starting settings. Their trace width is the Beam page's, so the Beam page reuses the
+# translation the Translate and Attention pages made (one decode per student, not two: under a class's
+# load the second one was 12% of the server's CPU).
+DEFAULTS = DecodeConfig(strategy="beam", beam_size=5, n_best=5, trace_top_k=TRACE_TOP_K).to_dict()
 
 
 @dataclass(frozen=True)

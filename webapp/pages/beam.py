@@ -10,7 +10,7 @@ import hashlib
 import streamlit as st
 
 from explorer.plots import beams as plots
-from webapp import decode_form, downloads, presenter, state
+from webapp import decode_url, decode_form, downloads, presenter, state
 
 PENALTIES = decode_form.PENALTIES
 # Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
@@ -54,7 +54,7 @@ def settings() -> dict:
         alpha = cols[2].slider("α (GNMT exponent)", 0.0, decode_form.ALPHA_CAP, alpha, 0.1,
                                key="beam_alpha", disabled=penalty != "gnmt")
     return {**shared, "strategy": "beam", "beam_size": size, "length_penalty": penalty, "alpha": alpha,
-            "trace_top_k": max(int(shared.get("trace_top_k", 5)), 8)}
+            "trace_top_k": max(int(shared.get("trace_top_k", decode_url.TRACE_TOP_K)), decode_url.TRACE_TOP_K)}
 
 
 def step_slider(n_steps: int) -> int:
