@@ -18,8 +18,8 @@ from webapp.result_cache import bounded_cache
 
 # Shared result caches, bounded in bytes (a maximal 2,000-character attention trace is ~43 MB, a
 # typical sentence's ~1-4 MB).
-TRACE_CACHE_BYTES = 256 << 20
-TRANSLATION_CACHE_BYTES = 128 << 20
+TRACE_CACHE_BYTES = 96 << 20          # ~30 typical sentences' traces: a class's current sentences
+TRANSLATION_CACHE_BYTES = 64 << 20
 SCORE_CACHE_BYTES = 32 << 20
 
 
