@@ -18,6 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.align.gold import GoldError, GoldPair, format_gold, parse_gold
+from explorer.align.metrics import score_links
 from explorer.align.scorecard import STAGES, AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method, align_sentence
 from explorer.plots import alignment as plots
@@ -97,10 +98,10 @@ def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: lis
 
 # ---- one sentence -------------------------------------------------------------------------------
 @st.cache_data(max_entries=32, show_spinner=False)
-def sentence(ckpt_path: str, sha: str, pair: GoldPair, methods: tuple[Method, ...], has_gold: bool, ig_steps: int):
+def sentence(ckpt_path: str, sha: str, pair: GoldPair, methods: tuple[Method, ...], ig_steps: int):
     from webapp import state
     ckpt = state.load(ckpt_path)
-    return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), has_gold, ig_steps)
+    return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
 
 
 def count(n: int, noun: str) -> str:
@@ -115,16 +116,12 @@ def show_sentence(found, chosen: str, why_key: str) -> None:
     pair = found.gold
     st.plotly_chart(plots.links_figure(pair.src, pair.tgt, set(pair.sure), set(pair.possible),
                                        found.links.get(chosen, set()), found.matrices.get(chosen),
-                                       title=f"{chosen}" + ("" if found.has_gold else " (no gold for this sentence)")),
+                                       title=chosen),
                     key="align_links", width="stretch")
-    if found.has_gold:
-        from explorer.align.metrics import score_links
-        s = score_links([pair], [found.links[chosen]])
-        st.caption(f"This sentence: precision {100 * s.precision:.1f}%, recall {100 * s.recall:.1f}%, "
-                   f"AER {100 * s.aer:.1f}%. Dots: each target word's highest-scoring source word (green where gold "
-                   "has the link, red where it does not); squares: gold (black: sure, grey: possible).")
-    if not pair.tgt:
-        return
+    s = score_links([pair], [found.links[chosen]])
+    st.caption(f"This sentence: precision {100 * s.precision:.1f}%, recall {100 * s.recall:.1f}%, "
+               f"AER {100 * s.aer:.1f}%. Dots: each target word's highest-scoring source word (green where gold "
+               "has the link, red where it does not); squares: gold (black: sure, grey: possible).")
     t = st.selectbox("Why this word? A target word", range(len(pair.tgt)), key=why_key,
                      format_func=lambda j: f"{j + 1}: {pair.tgt[j]}")
     rows = {label: m[t] for label, m in found.matrices.items() if m.shape[0] > t}

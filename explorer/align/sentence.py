@@ -43,8 +43,7 @@ class Method:
 
 @dataclass
 class SentenceAlignment:
-    gold: GoldPair                                           # the pair (its links empty when it has no gold)
-    has_gold: bool
+    gold: GoldPair                                           # the pair and its gold links
     matrices: dict[str, np.ndarray] = field(default_factory=dict)   # method label -> [target words, source words]
     links: dict[str, set[Link]] = field(default_factory=dict)       # method label -> (source, target) links
 
@@ -57,11 +56,11 @@ class SentenceAlignment:
         return self.gold.tgt
 
 
-def align_sentence(model, tokenizer, pair: GoldPair, methods: list[Method], has_gold: bool = True,
+def align_sentence(model, tokenizer, pair: GoldPair, methods: list[Method],
                    ig_steps: int = IG_STEPS) -> SentenceAlignment:
     """Every method's word matrix and links for one pair (Unusable when the model cannot read it)."""
     mp = model_pair(model, tokenizer, pair)
-    out = SentenceAlignment(gold=pair, has_gold=has_gold)
+    out = SentenceAlignment(gold=pair)
     wanted = {(m.kind, m.variant, m.layer, m.head): m for m in methods if m.kind not in ATTRIBUTIONS}
     if wanted:
         for key, matrix in attention_matrices(model, mp):

@@ -28,7 +28,7 @@ from torch import nn
 from explorer.decoding.core import special_ids
 from explorer.evaluation.scores import corpus_scores
 from explorer.heads.sentences import SentenceSet, greedy_texts, teacher_batches
-from explorer.heads.stats import Cancelled
+from explorer.evaluation.progress import Cancelled
 from explorer.inspection.hooks import intervene
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS, attention_name
 

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from explorer.heads.importance import Head, HeadRemover
-from explorer.heads.stats import Cancelled
+from explorer.evaluation.progress import Cancelled
 from explorer.inspection.trace import KINDS
 
 SCOPES = KINDS + ("all",)

@@ -25,7 +25,7 @@ from torch import nn
 
 from explorer.decoding.core import special_ids
 from explorer.heads.sentences import SentenceSet, rarest_key, teacher_batches
-from explorer.evaluation.progress import Cancelled  # noqa: F401 (raised here; importers use it)
+from explorer.evaluation.progress import Cancelled
 from explorer.inspection.attention_stats import boundary_key, head_stats, key_share, offset_share
 from explorer.inspection.hooks import capture
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS, attention_name

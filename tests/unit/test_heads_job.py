@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from explorer.heads.job import LabSettings, estimate_cost, run_to_file
-from explorer.heads.stats import Cancelled
+from explorer.evaluation.progress import Cancelled
 from explorer.inspection.trace import KINDS
 
 

@@ -71,12 +71,12 @@ chosen = Method(kind) if kind in ATTRIBUTIONS else \
     Method(kind, variant, layer_or_mean, None if layer == MEAN or head == MEAN else head)
 methods = [chosen] + [m for m in (Method("attention", variant, layer_or_mean), Method("value-norm", variant, layer_or_mean),
                                   Method("grad-x-input")) if m != chosen]
-if kind == "integrated-gradients" or st.toggle("Add integrated gradients to “why this word” (slower)",
+if kind != "integrated-gradients" and st.toggle("Add integrated gradients to “why this word” (slower)",
                                                key="align_with_ig"):
-    methods += [] if kind == "integrated-gradients" else [Method("integrated-gradients")]
+    methods.append(Method("integrated-gradients"))
 try:
     with st.spinner("Aligning…"):
-        found = views.sentence(path, sha, gold[k], tuple(methods), True, 32)
+        found = views.sentence(path, sha, gold[k], tuple(methods), 32)
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:
