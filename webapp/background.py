@@ -80,7 +80,9 @@ def _run(job: Job, work: Callable[[Job], None]) -> None:
     from explorer.training.priority import lower_priority
     lower_priority(threading.get_native_id())         # this thread only: users' own requests come first
     from explorer.config import match_threads
+    from explorer.decoding.compute_queue import background_thread
     match_threads()                                    # the app's torch thread count, in this thread too
+    background_thread()                                # beside the users' queue, not in their places
     try:
         work(job)
         job.state = "finished"

@@ -2,7 +2,7 @@
 
 Each is memoised for every session in a cache bounded in bytes (webapp.result_cache: a result being
 computed is computed once, other sessions asking wait for it), and a cache miss waits for its place in
-the model's queue (webapp.compute_queue), showing the user how many requests are ahead. Pages call
+the model's queue (explorer.decoding.compute_queue), showing the user how many requests are ahead. Pages call
 them through webapp.state (state.translate, ...).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Iterator
 import streamlit as st
 
 from explorer.config import DecodeConfig
-from webapp.compute_queue import QUEUE
+from explorer.decoding.compute_queue import QUEUE
 from webapp.result_cache import bounded_cache
 
 # Shared result caches, bounded in bytes (a maximal 2,000-character attention trace is ~43 MB, a
@@ -25,7 +25,7 @@ SCORE_CACHE_BYTES = 32 << 20
 
 @contextmanager
 def model_slot() -> Iterator[None]:
-    """Hold a place in the model's queue (webapp.compute_queue) while computing; a user who has to wait
+    """Hold a place in the model's queue (explorer.decoding.compute_queue) while computing; a user who has to wait
     sees how many requests are ahead. A full queue raises QueueFull, a RuntimeError that friendly() and
     the pages turn into a message."""
     notice = st.empty()

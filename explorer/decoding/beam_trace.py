@@ -177,12 +177,13 @@ class TraceRecorder:
               limits: list[int]) -> list[BeamTrace]:
         """pool_step / pool_rank [B, K]: where each returned hypothesis (best first) ended."""
         n_prefix, k, two_k, cfg = len(self.prefix), self.k, 2 * self.k, self.cfg
-        stack = lambda key: np.stack([_np(s[key]) for s in self.steps])      # noqa: E731  -> [T, B, ...]
+        stack = lambda key: _np(torch.stack([s[key] for s in self.steps]))   # noqa: E731  -> [T, B, ...]
         score, token_lp = stack("score"), stack("token_lp")                   # [T, B, 2K]
         parent, token, pick, active = stack("parent"), stack("token"), stack("pick"), stack("active")
         n_steps = len(self.steps)
-        at_limit = np.stack([_np(s["at_limit"]) if s["at_limit"] is not None else np.zeros(self.batch, bool)
-                             for s in self.steps])                            # [T, B]
+        no_limit = torch.zeros(self.batch, dtype=torch.bool)
+        at_limit = _np(torch.stack([no_limit if s["at_limit"] is None else s["at_limit"].cpu()
+                                    for s in self.steps]))                    # [T, B]
         slot = np.full(score.shape, -1, dtype=np.int64)                       # [T, B, 2K]
         np.put_along_axis(slot, pick, np.broadcast_to(np.arange(k), pick.shape), axis=2)
         status = np.where(slot >= 0, np.where(at_limit[:, :, None], TRUNCATED, KEPT), PRUNED)   # [T, B, 2K]
@@ -224,9 +225,9 @@ class TraceRecorder:
 
     def _alternative_arrays(self, steps_abs: np.ndarray) -> dict[str, np.ndarray]:
         batch, k = self.batch, self.k
-        values = np.stack([_np(s["alt"][0]) for s in self.steps]).reshape(len(self.steps), batch, k, -1)
-        indices = np.stack([_np(s["alt"][1]) for s in self.steps]).reshape(values.shape)   # [T, B, K, k]
-        prev = np.stack([_np(s["prev_scores"]) for s in self.steps])          # [T, B, K]
+        values = _np(torch.stack([s["alt"][0] for s in self.steps])).reshape(len(self.steps), batch, k, -1)
+        indices = _np(torch.stack([s["alt"][1] for s in self.steps])).reshape(values.shape)   # [T, B, K, k]
+        prev = _np(torch.stack([s["prev_scores"] for s in self.steps]))       # [T, B, K]
         out = dict(values=values, indices=indices, scores=prev[..., None] + values, steps=steps_abs)
         if self.forced_alt is not None:
             out["forced_values"], out["forced_indices"] = _np(self.forced_alt.values), _np(self.forced_alt.indices)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from explorer.config import DecodeConfig, match_threads
+from explorer.decoding.compute_queue import QUEUE
 from explorer.inspection.hooks import ablate_heads
 from explorer.inspection.trace import attention_kind
 from explorer.model.plain_decoder import plain_decoder_of
@@ -154,21 +155,23 @@ def check_ablation(model: nn.Module, heads: Iterable[Sequence]) -> list[tuple[st
 
 @contextmanager
 def decoding_session(model: nn.Module, ablate: Iterable[Sequence] = ()) -> Iterator[None]:
-    """Eval mode (restored after), no autograd, and the chosen heads zeroed for the whole decode.
+    """A place in the compute queue (at most one computation per core runs at once: decoding.compute_queue
+    says why), eval mode (restored after), no autograd, and the chosen heads zeroed for the whole decode.
 
     Ablation wraps the encoder pass too, so encoder-self heads can be knocked out as well.
     """
     heads = check_ablation(model, ablate)
-    match_threads()                                     # this thread computes with the process's thread count
-    was_training = model.training
-    if was_training:
-        model.eval()
-    try:
-        with torch.inference_mode(), (ablate_heads(model, heads) if heads else nullcontext()):
-            yield
-    finally:
+    with QUEUE.slot():
+        match_threads()                                 # this thread computes with the process's thread count
+        was_training = model.training
         if was_training:
-            model.train()
+            model.eval()
+        try:
+            with torch.inference_mode(), (ablate_heads(model, heads) if heads else nullcontext()):
+                yield
+        finally:
+            if was_training:
+                model.train()
 
 
 # ------------------------------------------------------------------------------ lengths, scores

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from webapp.compute_queue import ComputeQueue, QueueFull
+from explorer.decoding.compute_queue import ComputeQueue, QueueFull
 from webapp.result_cache import bounded_cache
 
 
@@ -118,3 +118,67 @@ def test_a_failed_computation_is_not_cached_and_the_next_caller_retries():
     with pytest.raises(RuntimeError):
         flaky(1)
     assert flaky(1) == 1 and len(attempts) == 2
+
+
+def test_decodes_wait_for_a_place_in_the_library_queue(model, monkeypatch):
+    """Every decode takes a place in the process's queue: with one place taken, a decode in another
+    thread waits (in line, counted) until the place is free, then finishes."""
+    from explorer.decoding import compute_queue
+    from explorer.decoding.beam import beam_search
+    from explorer.config import DecodeConfig
+
+    queue = ComputeQueue(slots=1)
+    monkeypatch.setattr(compute_queue, "QUEUE", queue)
+    monkeypatch.setattr("explorer.decoding.core.QUEUE", queue)
+    done = threading.Event()
+
+    def decode():
+        beam_search(model, [[5, 6, 7, 2]], DecodeConfig(strategy="beam", beam_size=2, max_len_b=4))
+        done.set()
+
+    with queue.slot():                                  # this thread's computation holds the only place
+        worker = threading.Thread(target=decode)
+        worker.start()
+        deadline = time.monotonic() + 10
+        while queue.state() != (1, 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert queue.state() == (1, 1)                  # the decode waits in line ...
+        assert not done.wait(timeout=0.3)               # ... and does not run meanwhile
+    worker.join(timeout=30)
+    assert done.is_set() and queue.state() == (0, 0)
+
+
+def test_a_background_thread_does_not_queue():
+    from explorer.decoding.compute_queue import background_thread
+
+    queue = ComputeQueue(slots=1)
+    entered = threading.Event()
+
+    def analysis():
+        background_thread()
+        with queue.slot():
+            entered.set()
+
+    with queue.slot():
+        t = threading.Thread(target=analysis)
+        t.start()
+        assert entered.wait(timeout=10)                 # ran beside the held place, without waiting
+        t.join(timeout=10)
+    assert queue.state() == (0, 0)
+
+
+def test_default_places_follow_torch_threads(monkeypatch):
+    import os
+
+    import torch
+
+    from explorer.decoding.compute_queue import SLOTS_ENV, default_slots
+
+    monkeypatch.delenv(SLOTS_ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert default_slots() == 2                         # 4 cores, 2 torch threads per computation
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
+    assert default_slots() == 1
+    monkeypatch.setenv(SLOTS_ENV, "3")
+    assert default_slots() == 3
