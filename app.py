@@ -2,9 +2,10 @@
 the lecture order's "Next" link under it (webapp.lecture)."""
 import streamlit as st
 
-from webapp import lecture, sidebar
+from webapp import lecture, process_memory, sidebar
 
 st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide")
+process_memory.tune_allocator()                  # once per server process: memory flat over a lesson
 
 # Streamlit serves its default page at "/" only (its url_path reads ""), so /translate would say
 # "Page not found": a hidden second entry for the same script answers /translate. The default one

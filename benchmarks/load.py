@@ -34,14 +34,15 @@ the showcase sentence: the model loaded and the pages imported, as when a lectur
 (all threads, and the main thread: the event loop) and resident memory are read from /proc/<pid> of the
 streamlit process (sampled every 0.2 s). Then --churn sessions (default 200, --churn-concurrency at a
 time, each: open, translate its own sentence, Attention, leave) come and go on one more fresh server:
-resident memory after 10, 25, 50, 100, 150 and all of them, each read --settle s after the sessions so
-far have closed. Streamlit keeps a closed session (its state, its media files) for
-server.disconnectedSessionTTL (120 s; at most 128 of them), so with --after-ttl 130 (the default) memory
-is read once more after that.
+resident memory after 10, 25, 50, 100, 150 and all of them, each read twice: --settle s after the
+sessions so far have closed, and once more when they are past server.disconnectedSessionTTL (Streamlit
+keeps a closed session that long for a reconnect, .streamlit/config.toml sets it; it drops them when
+its storage is next touched, so one session opens and closes first). The second curve is a lesson's:
+students leave over an hour, not 200 in two minutes; the first shows what the grace period holds.
 
 Bounded: each interaction gives up after --timeout s (an error), no stage starts after --max-minutes
 and a stage that runs past the bound is cut (its unrun interactions are reported). A full run takes
-about 8-9 minutes on 2 cores (6-7 with --after-ttl 0).
+about 9-10 minutes on 2 cores (--no-past-ttl: 2-3 minutes less).
 """
 from __future__ import annotations
 
@@ -50,9 +51,11 @@ import asyncio
 import json
 import os
 import random
+import re
 import tempfile
 import threading
 import time
+import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,9 @@ from explorer.store.run_files import RUNS_ENV, shipped_root
 
 CHECKPOINT = "bible-es-en"
 PHASES = ("open", "translate", "attention", "head", "beam", "step")
+SESSION_TTL_S = float(tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml")
+                                    .read_text())["server"].get("disconnectedSessionTTL", 120))
+QUEUE_NOTICE = re.compile(r"(\d+) ahead of you")   # webapp.model_calls' notice while a request waits its turn
 GOALS = "N=16: translate p95 < 3 s, 0 errors, 0 mixed; N=32: 0 errors; RSS after 200 sessions within 20% of after 10"
 
 
@@ -97,6 +103,7 @@ class Record:
     sent: float | None = None     # seconds from the action to its message leaving for the server
     error: str | None = None
     seen: Any = None              # what the student saw (comparable text, JSON-able)
+    queued: int | None = None     # most requests ahead in a queue notice the student was shown (protocol client)
 
 
 def sentences(name: str, count: int) -> list[str]:
@@ -120,6 +127,19 @@ def sentences(name: str, count: int) -> list[str]:
 
 
 # ---- server: process, /proc readings -------------------------------------------------------------------
+def settled_rss_mb(pid: int, settle: float, samples: int = 5, every: float = 1.5) -> float:
+    """The median of `samples` readings `every` s apart, after `settle` s: the server frees what
+    closed sessions left at its own pace (webapp.process_memory: a collection every few seconds), so
+    one reading lands before or after a collection by chance (+-70 MB measured)."""
+    time.sleep(settle)
+    readings = []
+    for i in range(samples):
+        if i:
+            time.sleep(every)
+        readings.append(rss_mb(pid))
+    return sorted(readings)[len(readings) // 2]
+
+
 def rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -240,8 +260,9 @@ def _step_table(sess: Session, fwd):
     return None
 
 
-def protocol_action(sess: Session, step: Step, sentence: str, assets) -> tuple[float, float, float, Any]:
-    """Do one step of the lesson; (visible s, settled s, sent s, what was seen). Raises ClientError.
+def protocol_action(sess: Session, step: Step, sentence: str, assets) -> tuple[float, float, float, Any, int | None]:
+    """Do one step of the lesson; (visible s, settled s, sent s, what was seen, most requests ahead in a
+    queue notice shown meanwhile or None). Raises ClientError.
     assets: the static paths a first visit fetches (a list), True for the page's own list, False for none.
     The files of the page's download buttons are fetched after the run, as the frontend does."""
     t0 = time.perf_counter()
@@ -273,7 +294,8 @@ def protocol_action(sess: Session, step: Step, sentence: str, assets) -> tuple[f
         raise ClientError(f"the run ended without showing what {step.phase} waits for")
     if assets is not False:
         sess.fetch_media()
-    return lead + result.visible, lead + result.settled, lead, result.found
+    ahead = [int(m.group(1)) for text in result.notices for m in [QUEUE_NOTICE.search(text)] if m]
+    return lead + result.visible, lead + result.settled, lead, result.found, max(ahead) if ahead else None
 
 
 def _assets(args):
@@ -349,7 +371,8 @@ def protocol_student(i: int, url: str, sentence: str, plan: list[Step], args, sy
                 rec.error = "not run: session broken"
                 continue
             try:
-                rec.visible, rec.settled, rec.sent, rec.seen = protocol_action(sess, step, sentence, _assets(args))
+                rec.visible, rec.settled, rec.sent, rec.seen, rec.queued = protocol_action(sess, step, sentence,
+                                                                                           _assets(args))
             except ClientError as err:
                 rec.error = str(err)
                 broken = "websocket" in rec.error or "send failed" in rec.error or step.phase == "open"
@@ -577,7 +600,7 @@ def run_churn(texts: list[str], args, tmp: Path, deadline: float) -> Stage:
     few points after, and after all (each read once the sessions so far have closed, + --settle s)."""
     stage = Stage("churn", args.churn)
     plan = churn_lesson()
-    memory: dict[str, Any] = {"curve": []}
+    memory: dict[str, Any] = {"curve": [], "past_ttl": []}
     marks = sorted({m for m in (10, 25, 50, 100, 150) if m < args.churn} | {args.churn})
     with start_server(tmp, "churn") as server:
         warm_up(server.url, args.timeout)
@@ -606,15 +629,13 @@ def run_churn(texts: list[str], args, tmp: Path, deadline: float) -> Stage:
                 done = batch_end
                 time.sleep(args.settle)
                 memory["curve"].append((done, rss_mb(pid)))
+                if args.past_ttl and time.perf_counter() + SESSION_TTL_S + 2 < deadline:
+                    time.sleep(SESSION_TTL_S + 2)
+                    protocol_student(done, server.url, texts[done % len(texts)], [Step("open", 0, 0, False)],
+                                     args, None, deadline, [])
+                    memory["past_ttl"].append((done, settled_rss_mb(pid, args.settle)))
                 if time.perf_counter() > deadline:
                     break
-            if args.after_ttl and time.perf_counter() + args.after_ttl < deadline:
-                # disconnected sessions are dropped from Streamlit's storage only when it is next touched
-                time.sleep(args.after_ttl)
-                protocol_student(done, server.url, texts[done % len(texts)], [Step("open", 0, 0, False)],
-                                 args, None, deadline, [])
-                time.sleep(args.settle)
-                memory["after_ttl_mb"] = rss_mb(pid)
         stage.wall_s, stage.client_cpu_s = time.perf_counter() - t0, _own_cpu() - cpu0
         stage.server = monitor.summary()
         memory["sessions_done"] = done
@@ -757,6 +778,10 @@ def report(stages: list[Stage], ref: dict, args, load: tuple) -> dict:
             print(f"    differs: {json.dumps(ex, ensure_ascii=False)[:400]}")
         if stage.note:
             print(f"    note: {stage.note}")
+        queued = [r.queued for r in stage.records if r.queued is not None]
+        if stage.client != "browser":
+            print(f"    queue notices: {len(queued)} interaction(s) of {len({r.student for r in stage.records if r.queued is not None})} "
+                  f"student(s) were told they wait" + (f" (at most {max(queued)} ahead)" if queued else ""))
         students = max(stage.n if stage.client != "reference" else len({r.student for r in stage.records}), 1)
         main_share = srv['main_thread_cpu_s'] / max(srv['cpu_s'], 1e-9)
         print(f"    server CPU {srv['cpu_s'] / students:.2f} s per student ({main_share:.0%} "
@@ -768,17 +793,18 @@ def report(stages: list[Stage], ref: dict, args, load: tuple) -> dict:
         if stage.client == "churn":
             m, srv = stage.memory, stage.server
             errors = sum(1 for r in stage.records if r.error and not r.error.startswith("not run"))
-            curve = dict(m["curve"])
-            after10, after_all = curve.get(10), curve.get(m.get("sessions_done"))
-            ratio = f"{after_all / after10:.2f}x of after 10" if after10 and after_all else "-"
             print(f"memory: {m.get('sessions_done')} sessions came and went ({args.churn_concurrency} at a time: "
                   f"open, translate its own sentence, Attention, leave; {errors} errors; {stage.wall_s:.0f} s, server "
-                  f"CPU {srv['cpu_s']:.0f} s): RSS after the warm-up {m.get('after_warm_up_mb', 0):.0f} MB; after "
-                  + ", ".join(f"{k}: {v:.0f} MB" for k, v in m["curve"])
-                  + f" ({ratio}); peak {srv['rss_peak_mb']:.0f} MB"
-                  + (f"; {args.after_ttl:.0f} s later (closed sessions past Streamlit's TTL): "
-                     f"{m['after_ttl_mb']:.0f} MB"
-                     if "after_ttl_mb" in m else ""))
+                  f"CPU {srv['cpu_s']:.0f} s): RSS after the warm-up {m.get('after_warm_up_mb', 0):.0f} MB; "
+                  f"peak {srv['rss_peak_mb']:.0f} MB")
+            for key, label in (("curve", f"{args.settle:g} s after closing (closed sessions still kept)"),
+                               ("past_ttl", f"past the {SESSION_TTL_S:g} s session TTL (closed sessions freed)")):
+                curve = dict(m[key])
+                if not curve:
+                    continue
+                after10, after_all = curve.get(10), curve.get(m.get("sessions_done"))
+                ratio = f"{after_all / after10:.2f}x of after 10" if after10 and after_all else "-"
+                print(f"  {label}: " + ", ".join(f"{k}: {v:.0f} MB" for k, v in m[key]) + f" ({ratio})")
             out["stages"].append({**asdict(stage), "errors": errors})
     comparison(stages, ref)
     print(f"goals (measured later, not here): {GOALS}")
@@ -809,9 +835,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a student reads before the next phase (then all start together)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds before an interaction counts as an error")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds to wait before reading memory")
-    parser.add_argument("--after-ttl", type=float, default=130.0,
-                        help="churn: also read memory this many seconds after the last session closed (130 passes "
-                             "Streamlit's 120 s server.disconnectedSessionTTL); 0 skips")
+    parser.add_argument("--no-past-ttl", dest="past_ttl", action="store_false",
+                        help="churn: read memory only while closed sessions are still kept (skip the reads past "
+                             "the session TTL)")
     parser.add_argument("--no-assets", dest="assets", action="store_false",
                         help="protocol client: skip the HTTP requests of a first visit")
     parser.add_argument("--max-minutes", type=float, default=10.0,

@@ -30,6 +30,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 FINISHED = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY}
 ALERT_ERROR = 1                                  # streamlit.proto.Alert.Format.ERROR
+ALERT_INFO = 3                                   # streamlit.proto.Alert.Format.INFO
 ASSET = re.compile(r'(?:src|href)="\./(static/[^"]+)"')
 
 
@@ -54,6 +55,7 @@ class RunResult:
     settled: float | None = None
     found: Any = None
     errors: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)   # info messages drawn during the run, in order
     messages: int = 0
     bytes: int = 0
 
@@ -244,6 +246,8 @@ class Session:
                     result.errors.append(f"exception on the page: {proto.type}: {proto.message[:200]}")
                 elif etype == "alert" and proto.format == ALERT_ERROR:
                     result.errors.append(f"error message on the page: {proto.body[:200]}")
+                elif etype == "alert" and proto.format == ALERT_INFO:
+                    result.notices.append(proto.body)
                 elif etype == "download_button" and proto.url and proto.url not in self.media_seen:
                     self.media_seen.add(proto.url)
                     self.media_pending.append(proto.url)

@@ -17,10 +17,12 @@ from explorer.decoding.compute_queue import QUEUE
 from webapp.result_cache import bounded_cache
 
 # Shared result caches, bounded in bytes (a maximal 2,000-character attention trace is ~43 MB, a
-# typical sentence's ~1-4 MB).
-TRACE_CACHE_BYTES = 96 << 20          # ~30 typical sentences' traces: a class's current sentences
-TRANSLATION_CACHE_BYTES = 64 << 20
-SCORE_CACHE_BYTES = 32 << 20
+# typical sentence's ~1-4 MB). Small on purpose: a lesson's memory is these bounds plus the model, and
+# a result that fell out is cheap to make again (a typical trace ~15 ms, a beam-5 translation ~0.1 s);
+# what a cache must hold is a class's current sentences while the students click through their pages.
+TRACE_CACHE_BYTES = 24 << 20          # ~8-25 typical sentences' traces
+TRANSLATION_CACHE_BYTES = 16 << 20    # ~60 translations with their beam traces
+SCORE_CACHE_BYTES = 8 << 20           # each of the two scoring caches
 
 
 @contextmanager

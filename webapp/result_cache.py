@@ -2,14 +2,14 @@
 
 st.cache_data bounds a cache by its number of entries only: 256 attention traces of 2,000-character
 sentences (~43 MB each) would have been allowed ~11 GB. A `bounded_cache` is an LRU cache
-(cachetools) whose size is the sum of its entries' pickled sizes, so its bound is in bytes: the
-least recently used results go first, and a result larger than the whole bound is computed and
-returned but not kept. Each call gets its own deep copy, as with st.cache_data, so a page that
-changes a result in place cannot change what another user sees.
+(cachetools) of pickled results, so its bound is in bytes and exact: the memory a cache holds is
+the sum of its entries' lengths (a live result is larger: Python lists of floats take ~4x their
+pickle). The least recently used results go first, and a result larger than the whole bound is
+computed and returned but not kept. Each call gets its own copy (unpickled, as st.cache_data does),
+so a page that changes a result in place cannot change what another user sees.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import pickle
@@ -17,11 +17,6 @@ import threading
 from typing import Any, Callable
 
 import cachetools
-
-
-def pickled_size(value: Any) -> int:
-    """An entry's size: its pickle's length (numpy arrays pickle as their raw bytes)."""
-    return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _key(*args: Any, **kwargs: Any) -> str:
@@ -32,7 +27,7 @@ def _key(*args: Any, **kwargs: Any) -> str:
 def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
     """Memoise a function in an LRU cache of at most `max_bytes` (pickled sizes of the results).
 
-    The wrapper has `.cache` (the cachetools.LRUCache: .currsize, .maxsize) and `.clear()`.
+    The wrapper has `.cache` (the cachetools.LRUCache of pickles: .currsize, .maxsize) and `.clear()`.
     Exceptions are not cached. Thread-safe: the cache is touched under a lock, the function runs
     outside it, and once per key at a time: sessions asking for a result that is being computed
     wait for it instead of computing it again (a class opening the app at once computes the
@@ -40,7 +35,7 @@ def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
     large to keep, the next waiter computes it itself.
     """
     def decorate(fn: Callable) -> Callable:
-        cache = cachetools.LRUCache(maxsize=max_bytes, getsizeof=pickled_size)
+        cache = cachetools.LRUCache(maxsize=max_bytes, getsizeof=len)
         lock = threading.Lock()
         computing: dict[str, threading.Event] = {}
 
@@ -48,29 +43,29 @@ def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
             key = _key(*args, **kwargs)
             while True:
                 with lock:
-                    if key in cache:
-                        return cache[key]
-                    pending = computing.get(key)
-                    if pending is None:
+                    blob = cache.get(key)
+                    pending = computing.get(key) if blob is None else None
+                    if blob is None and pending is None:
                         computing[key] = done = threading.Event()
                         break
+                if blob is not None:
+                    return pickle.loads(blob)         # the caller's own copy
                 pending.wait()                    # someone else is computing it: wait, then look again
             try:
                 value = fn(*args, **kwargs)
+                blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 with lock:
                     try:
-                        cache[key] = value
+                        cache[key] = blob
                     except ValueError:            # larger than the whole bound: returned, not kept
                         pass
-                return value
+                return value                      # the cache holds only the pickle: this copy is the caller's
             finally:
                 with lock:
                     computing.pop(key, None)
                 done.set()
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return copy.deepcopy(memo(*args, **kwargs))
+        wrapper = functools.wraps(fn)(memo)
 
         def clear() -> None:
             with lock:

@@ -1,10 +1,12 @@
 """The app's shared result caches are bounded in bytes, not entries (webapp/result_cache.py)."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
-from webapp.result_cache import bounded_cache, pickled_size
+from webapp.result_cache import bounded_cache
 
 MIB = 1 << 20
 
@@ -35,7 +37,7 @@ def test_a_result_larger_than_the_bound_is_returned_but_not_kept():
     assert big(4 * MIB).shape == (4 * MIB,)
     assert big.cache.currsize == 0 and len(big.cache) == 0
     big(1000)
-    assert big.cache.currsize == pickled_size(np.zeros(1000, dtype=np.uint8))
+    assert big.cache.currsize == len(pickle.dumps(np.zeros(1000, dtype=np.uint8), protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def test_each_call_gets_its_own_copy_and_errors_are_not_cached():
