@@ -9,6 +9,7 @@ import torch
 
 from explorer.store.card import model_card, summary, versus_paper
 from explorer.store.catalog import CheckpointInfo
+from explorer.store.checkpoint import CheckpointError
 from webapp import presenter, state
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
@@ -38,7 +39,7 @@ def render() -> None:
     labels = _labels(infos)
     _keep_choice(by_path, labels)
     path = st.sidebar.selectbox("Checkpoint", list(by_path), key=PICK, format_func=lambda p: labels.get(p, str(p)),
-                                on_change=lambda: st.session_state.pop(GONE, None), help=PICKER_HELP)
+                                on_change=_picked, args=(by_path,), help=PICKER_HELP)
     info = by_path[path]
     st.session_state["checkpoint_path"] = path
     st.session_state[LISTED] = {p: (i.name, labels[p]) for p, i in by_path.items()}
@@ -64,6 +65,36 @@ def render() -> None:
     st.sidebar.caption(f"Device: {name}")
     st.sidebar.radio("Figure download format", ("png", "svg"), key="figure_format", horizontal=True,
                      format_func=str.upper, help="What the camera button in each figure's toolbar saves.")
+
+
+def _picked(by_path: dict[str, CheckpointInfo]) -> None:
+    """The user picked another checkpoint (runs before the page, while checkpoint_path is the old one)."""
+    st.session_state.pop(GONE, None)
+    old, new = by_path.get(st.session_state.get("checkpoint_path") or ""), by_path.get(st.session_state.get(PICK))
+    if old is not None and new is not None and old.path != new.path:
+        follow_sentence(old, new)
+
+
+def follow_sentence(old: CheckpointInfo, new: CheckpointInfo) -> None:
+    """When the sentence is one the app took from the old model's test set and the new model reads
+    another language, the new model's opening sentence replaces it (a Spanish verse is no input for
+    an English-reading model, and nobody typed it). A sentence the user typed, or one the new model
+    reads too, stays: comparing two models on one sentence is what switching is often for."""
+    text = st.session_state.get("text")
+    old_lang, new_lang = old.meta.get("src_lang"), new.meta.get("src_lang")
+    if not text or new.error or (old_lang and old_lang == new_lang):
+        return
+    if state.reference_for(old.path, text) is None or state.reference_for(new.path, text) is not None:
+        return                                           # typed by the user, or the new model's own
+    examples = state.examples(new.path)
+    if not examples:
+        return
+    try:
+        sha = state.load(new.path).sha256
+    except CheckpointError:                              # the page's own load says why
+        return
+    index = state.showcase_example(new.path, sha)
+    state.set_text(examples[index if index is not None else 0][1])
 
 
 def card_expander(info: CheckpointInfo) -> None:

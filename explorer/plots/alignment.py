@@ -41,8 +41,8 @@ def links_figure(src_words: Sequence[str], tgt_words: Sequence[str], sure: set, 
                                      marker=dict(symbol="circle", size=9, color=colour),
                                      text=[f"{label(tgt_words[j])} → {label(src_words[i])}" for i, j in links],
                                      hovertemplate="%{text}<extra>" + name + "</extra>"))
-    fig.update_xaxes(**token_axis([label(w) for w in src_words]), title_text="source words", side="top")
-    fig.update_yaxes(**token_axis([label(w) for w in tgt_words]), title_text="target words", autorange="reversed")
+    fig.update_xaxes(**token_axis(src_words), title_text="source words", side="top")     # escapes them
+    fig.update_yaxes(**token_axis(tgt_words), title_text="target words", autorange="reversed")
     size = 22
     fig.update_layout(title=title, height=max(320, 140 + size * len(tgt_words)),
                       legend=dict(orientation="h", y=-0.05), margin=dict(t=130, b=60))
@@ -65,13 +65,12 @@ def aer_grid(grid: Sequence[Sequence[float]], title: str) -> go.Figure:
 def why_figure(src_words: Sequence[str], rows: dict[str, np.ndarray], target: str) -> go.Figure:
     """rows: method label -> scores over the source words for one target word."""
     fig = go.Figure()
-    words = [label(w) for w in src_words]
     for name, values in rows.items():
         v = np.asarray(values, dtype=float)
         top = float(np.abs(v).max()) if v.size else 0.0
-        fig.add_trace(go.Bar(x=list(range(len(words))), y=v / top if top > 0 else v, name=name,
+        fig.add_trace(go.Bar(x=list(range(len(src_words))), y=v / top if top > 0 else v, name=name,
                              customdata=v, hovertemplate="%{customdata:.4f}<extra>" + name + "</extra>"))
-    fig.update_xaxes(**token_axis(words))
+    fig.update_xaxes(**token_axis(src_words))                               # escapes them
     fig.update_yaxes(title_text="score / its largest magnitude")
     fig.update_layout(barmode="group", title=f"Why “{label(target)}”: each method's scores over the source words",
                       height=380, legend=dict(orientation="h", y=-0.35), margin=dict(t=60, b=120))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.app_support import ROOT, copy, damage, no_exception, open_app, texts
+from support.app_support import ROOT, copy, damage, default_roots, no_exception, open_app, texts  # noqa: F401 - a fixture
 from webapp import state
 
 SOURCE = ROOT / "checkpoints" / "numbers-en-de"
@@ -206,3 +206,31 @@ def find(at, key: str, required: bool = True):
             return found[0]
     assert not required, f"no text box {key!r} on the page"
     return None
+
+
+def test_switching_language_brings_the_new_models_sentence_but_keeps_a_typed_one(default_roots):
+    """A test verse the app opened on is Spanish; after switching to the English-reading numbers
+    model, the box holds one of that model's own test sentences (on every page that shows it). A
+    sentence the user typed is theirs: it stays through the switch."""
+    bible, numbers = ROOT / "checkpoints" / "bible-es-en", ROOT / "checkpoints" / "numbers-en-de"
+    if not all((p / "model.safetensors").is_file() for p in (bible, numbers)):
+        pytest.skip("needs both shipped checkpoints")
+    state.refresh_checkpoints()
+    at = open_app("bible-es-en")                                  # a fresh visit: the showcase verse
+    opened = at.session_state["text"]
+    assert state.reference_for(bible, opened) is not None
+    picker(at).set_value(str(numbers)).run()
+    no_exception(at)
+    now = at.session_state["text"]
+    assert now != opened and state.reference_for(numbers, now) is not None
+    assert at.query_params["text"] == now and at.text_area(key="text_box").value == now
+    assert "numbers-en-de" == at.query_params["ckpt"]
+
+    picker(at).set_value(str(bible)).run()                        # and back: a Spanish verse again
+    assert state.reference_for(bible, at.session_state["text"]) is not None
+
+    typed = "Dios es amor, dijo el maestro."
+    at.text_area(key="text_box").set_value(typed).run()
+    picker(at).set_value(str(numbers)).run()
+    no_exception(at)
+    assert at.session_state["text"] == typed and at.text_area(key="text_box").value == typed

@@ -37,3 +37,34 @@ def test_signed_ranges_are_symmetric_and_never_empty():
     assert style.signed_range(np.array([1.0, -3.0, np.inf])) == 3.0
     assert style.signed_range(np.zeros(3)) == style.signed_range(np.array([-np.inf])) == 1.0
     assert style.label("<s>") == "&lt;s&gt;" and style.token_axis(["<s>", "a"])["ticktext"] == ["&lt;s&gt;", "a"]
+
+
+def test_every_token_label_is_escaped_exactly_once():
+    """A token with < or & shows as itself: escaped once for plotly (which decodes it), never twice
+    (the user would read `&lt;unk&gt;`), never raw (`<unk>` would vanish)."""
+    import json
+
+    from explorer.plots import alignment, architecture, forcing, training, translation
+    toks = ["<unk>", "a&b", "▁x"]
+    n = len(toks)
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet(np.ones(n), size=n)                                               # [n, n]
+    lp = [-0.1, -1.0, -2.0]
+    figures = {
+        "links": alignment.links_figure(toks, toks, {(0, 0)}, {(0, 0), (1, 1)}, {(0, 0), (2, 1)}, w),
+        "why": alignment.why_figure(toks, {"IG": np.array([0.1, -0.5, 0.2])}, toks[0]),
+        "head": attention.head_heatmap(w, toks, toks, "t"),
+        "delta": attention.logprob_delta_figure(toks, lp, lp[::-1], "t"),
+        "prefix": beams.prefix_attention_figure(w, toks, toks, "t"),
+        "step": beams.step_attention_figure(w[None].repeat(2, 0)[:, -1], toks, "t"),
+        "mask": forcing.causal_mask_figure(toks),
+        "rows": forcing.rows_figure(toks, toks, lp),
+        "probs": translation.token_probs_figure(toks, lp),
+        "norms": positions.norm_bars(toks, np.ones(n), np.ones(n)),
+        "logprob": training.logprob_figure(toks, lp, lp),
+        "keys": architecture.attention_figure(toks, np.log(w[-1]), w[-1], "t"),
+    }
+    for name, fig in figures.items():
+        shown = json.dumps(json.loads(fig.to_json()), ensure_ascii=False)          # every string the figure holds
+        assert "&amp;" not in shown.replace("a&amp;b", ""), name                     # nothing escaped twice
+        assert "&lt;unk&gt;" in shown and "<unk>" not in shown, name
