@@ -9,7 +9,6 @@ import torch
 
 from explorer.store.card import model_card, summary, versus_paper
 from explorer.store.catalog import CheckpointInfo
-from explorer.store.checkpoint import CheckpointError
 from webapp import presenter, state
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
@@ -86,15 +85,9 @@ def follow_sentence(old: CheckpointInfo, new: CheckpointInfo) -> None:
         return
     if state.reference_for(old.path, text) is None or state.reference_for(new.path, text) is not None:
         return                                           # typed by the user, or the new model's own
-    examples = state.examples(new.path)
-    if not examples:
-        return
-    try:
-        sha = state.load(new.path).sha256
-    except CheckpointError:                              # the page's own load says why
-        return
-    index = state.showcase_example(new.path, sha)
-    state.set_text(examples[index if index is not None else 0][1])
+    opening = state.opening_sentence(new.path)
+    if opening:
+        state.set_text(opening)
 
 
 def card_expander(info: CheckpointInfo) -> None:

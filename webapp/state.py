@@ -212,15 +212,30 @@ def require_checkpoint():
 
 # ---- the current sentence -------------------------------------------------------------------
 def current_text() -> str:
-    """The sentence being looked at; on a fresh session, the one in the URL (a shared link)."""
+    """The sentence being looked at; on a fresh session, the one in the URL (a shared link), else the
+    checkpoint's opening sentence (whichever page the visit starts on)."""
     if "text" not in st.session_state:
-        raw = url_get("text", "") or ""
+        raw = url_get("text", "") or opening_sentence(st.session_state.get("checkpoint_path"))
         st.session_state["text"], was_cut = clip_text(raw)
         if was_cut:                                          # require_text() says so while it is shown
             st.session_state["_text_cut"] = (st.session_state["text"], len(raw))
     text = st.session_state["text"]
     url_set(text=text[:URL_CHARS] if text else None)        # the URL always names the sentence shown
     return text
+
+
+def opening_sentence(ckpt_path: str | Path | None) -> str:
+    """The test sentence a first visit opens on (showcase_example), "" without a test set or a
+    checkpoint that loads."""
+    found = examples(ckpt_path) if ckpt_path else []
+    if not found:
+        return ""
+    try:
+        sha = load(ckpt_path).sha256
+    except CheckpointError:                                  # the page's own load says why
+        return ""
+    index = showcase_example(ckpt_path, sha)
+    return found[index if index is not None else 0][1]
 
 
 def set_text(text: str) -> None:
@@ -362,7 +377,13 @@ def learn(text: str, formula: str | None = None) -> None:
     with st.expander("Learn: what am I looking at?", expanded=True):
         st.markdown(text)
         if formula:
+            st.html(_WIDE_FORMULA_CSS)             # style only: takes no space
             st.latex(formula)
+
+
+# A formula wider than the page (a laptop at 1024 px, or presenter mode's large type) scrolls sideways
+# instead of being cut off at the right edge.
+_WIDE_FORMULA_CSS = "<style>.katex-display { overflow-x: auto; overflow-y: hidden; }</style>"
 
 
 def friendly(fn: Callable, *args, what: str = "This", **kwargs):

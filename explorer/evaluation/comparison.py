@@ -250,3 +250,27 @@ def runs_of(infos) -> list[RunGroup]:
         label = name if taken[name] == 1 else f"{name} ({key[1]})"       # a run folder and a shipped run alike named
         out.append(RunGroup(label, tuple(members), tuple(_step(i) for i in members)))
     return out
+
+
+
+def default_pair(infos, current: str | Path | None) -> tuple[int, int]:
+    """The indices into `infos` (healthy checkpoints) that a comparison opens on: A = the checkpoint in
+    use, B = the closest other one, so that the first comparison means something. Closest: an earlier
+    checkpoint of the same run (the latest such), else a later one of it, else one with the same
+    languages and shape (its attention can be subtracted), else the same languages, else the first."""
+    if len(infos) < 2:
+        return 0, 0
+    a = next((i for i, info in enumerate(infos) if str(info.path) == str(current)), 0)
+    here, here_meta = infos[a], infos[a].meta or {}
+    run = next((g for g in runs_of(infos) if any(str(c.path) == str(here.path) for c in g.checkpoints)), None)
+    run_paths = {str(c.path) for c in run.checkpoints} if run else set()
+
+    def distance(i: int) -> tuple:
+        other, meta = infos[i], infos[i].meta or {}
+        same_run = str(other.path) in run_paths
+        earlier = same_run and (_step(other) or 0) <= (_step(here) or 0)
+        same_langs = (meta.get("src_lang"), meta.get("tgt_lang")) == (here_meta.get("src_lang"), here_meta.get("tgt_lang"))
+        same_shape = same_langs and meta.get("model") == here_meta.get("model")
+        return (not earlier, not same_run, not same_shape, not same_langs, -(_step(other) or 0) if same_run else 0, i)
+
+    return a, min((i for i in range(len(infos)) if i != a), key=distance)

@@ -229,8 +229,53 @@ def test_switching_language_brings_the_new_models_sentence_but_keeps_a_typed_one
     picker(at).set_value(str(bible)).run()                        # and back: a Spanish verse again
     assert state.reference_for(bible, at.session_state["text"]) is not None
 
+    example = next(s for s in at.selectbox if s.label.startswith("Example from"))
+    example.set_value(5).run()                                    # a verse picked from the list
+    assert at.session_state["text"] == state.examples(bible)[5][1]
+    picker(at).set_value(str(numbers)).run()                      # the picker is the numbers model's now
+    example = next(s for s in at.selectbox if s.label.startswith("Example from"))
+    assert example.value is None and example.options[0].startswith(state.examples(numbers)[0][0])
+    at.text_area(key="text_box").set_value("twenty one").run()    # typing after the switch
+    no_exception(at)
+    assert at.session_state["text"] == "twenty one"
+    picker(at).set_value(str(bible)).run()
+
     typed = "Dios es amor, dijo el maestro."
     at.text_area(key="text_box").set_value(typed).run()
     picker(at).set_value(str(numbers)).run()
     no_exception(at)
     assert at.session_state["text"] == typed and at.text_area(key="text_box").value == typed
+
+
+def test_the_example_picker_lets_go_of_a_verse_once_the_sentence_is_typed(default_roots):
+    """Picked from the list, the verse shows in the picker; typed over, the picker shows none (it would
+    claim the box holds a test verse, and its reference would seem to apply)."""
+    bible = ROOT / "checkpoints" / "bible-es-en"
+    if not (bible / "model.safetensors").is_file():
+        pytest.skip("needs the shipped bible-es-en")
+    state.refresh_checkpoints()
+    at = open_app("bible-es-en")
+    example = next(s for s in at.selectbox if s.label.startswith("Example from"))
+    example.set_value(3).run()
+    no_exception(at)
+    assert next(s for s in at.selectbox if s.label.startswith("Example from")).value == 3
+    at.text_area(key="text_box").set_value("Dios es amor.").run()
+    no_exception(at)
+    assert next(s for s in at.selectbox if s.label.startswith("Example from")).value is None
+    assert at.session_state["text"] == "Dios es amor."
+
+
+@pytest.mark.parametrize("page", ["attention", "beam", "architecture", "training_vs_inference"])
+def test_a_first_visit_to_any_page_opens_on_the_models_sentence(default_roots, page):
+    """Not only the Translate page: a link straight to another page opens on the same test sentence
+    (an empty box and "Type a sentence" is a dead end for a student's first click)."""
+    bible = ROOT / "checkpoints" / "bible-es-en"
+    if not (bible / "model.safetensors").is_file():
+        pytest.skip("needs the shipped bible-es-en")
+    state.refresh_checkpoints()
+    at = open_app("bible-es-en", page=f"webapp/pages/{page}.py")
+    no_exception(at)
+    opened = at.session_state["text"]
+    assert opened == state.opening_sentence(str(bible)) and state.reference_for(bible, opened) is not None
+    assert "Type a sentence" not in texts(at.info)
+    assert at.query_params["text"] == opened

@@ -21,6 +21,11 @@ from webapp import state
 pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
 
 
+def example_picker(at):
+    """The Translate page's test-sentence picker (one per checkpoint: its key names the checkpoint)."""
+    return next(s for s in at.selectbox if s.label.startswith("Example from the held-out test set"))
+
+
 def translation_shown(at) -> str:
     """The text of the translation box (markdown '#### ...', escapes undone)."""
     shown = [m.value for m in at.markdown if m.value.startswith("#### ")]
@@ -81,7 +86,7 @@ def test_examples_carry_their_reference_and_scores(ckpt_path):
     assert at.session_state["text"] == examples[found.index][1] and examples[found.index][2].strip()
     assert translation_shown(at) == found.translation.replace("\\", "")
     assert float(next(m.value for m in at.metric if m.label == "chrF")) == pytest.approx(found.chrf, abs=0.051)
-    at.selectbox(key="example_pick").set_value(2).run()
+    example_picker(at).set_value(2).run()
     no_exception(at)
     ref, src, tgt = examples[2]
     assert at.session_state["text"] == src and at.text_area(key="text_box").value == src

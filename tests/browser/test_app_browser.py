@@ -151,3 +151,25 @@ def test_html_in_the_input_runs_nothing(visit):
     # The checks can fail: a real alert is seen by both the dialog handler and the flag.
     page.evaluate("() => alert('control')")
     assert visit.dialogs == ["alert: control"] and page.evaluate("() => window.__xss") is True
+
+
+def test_a_verse_picked_then_another_model_then_typing(visit):
+    """A test verse picked from the list, then the numbers model, then a typed sentence: the browser
+    still holds the first model's picker label, which must not reach the page as a choice (it did:
+    a traceback); the picker is the new model's, empty, and the typed sentence is translated."""
+    from browser_support import pick_checkpoint
+
+    page = open_app(visit, ckpt=BIBLE)
+    translation_on_screen(page)
+    examples = page.locator("[data-testid='stMain'] [data-testid='stSelectbox']").first
+    examples.click()
+    page.locator("[role='option']").nth(1).click()
+    idle(page)
+    assert "·" in examples.locator("input").input_value()                     # a verse is shown as picked
+    pick_checkpoint(page, NUMBERS)
+    no_exception(page)
+    assert examples.locator("input").input_value() == ""                      # the numbers model's picker, empty
+    shown = translate_page_shows(page, NUMBERS, "twenty one")
+    assert shown == squash(library_translation(NUMBERS, "twenty one"))
+    no_exception(page)
+    visit.assert_offline_and_quiet()

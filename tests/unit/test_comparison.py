@@ -1,6 +1,8 @@
 """Checkpoint comparison and training figures: the numbers equal the library's own computations."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import sacrebleu
@@ -160,3 +162,29 @@ def test_figures_carry_the_data():
     limit = float(np.abs(w - 0.5).max())
     assert (grid.layout.coloraxis.cmin, grid.layout.coloraxis.cmax) == pytest.approx((-limit, limit))
     assert plots.param_change_figure(["a", "b"], [0.1, 0.2]).data[0].y == (0.1, 0.2)
+
+
+def test_a_comparison_opens_on_the_checkpoint_in_use_and_its_closest_other():
+    from explorer.evaluation.comparison import default_pair
+    from explorer.store.catalog import CheckpointInfo
+
+    def info(name, src, tgt, d, run=None, step=None):
+        training = {"run": run, "step": step} if run else {}
+        return CheckpointInfo(name, Path("/ckpts") / name, meta={"src_lang": src, "tgt_lang": tgt,
+                                                                  "model": {"d_model": d}, "training": training})
+
+    bible = info("bible-es-en", "es", "en", 256, run="bible", step=3757)
+    imported = info("opus-es-en", "es", "en", 512)
+    numbers = info("numbers-en-de", "en", "de", 128, run="numbers", step=900)
+    n300 = info("numbers-step300", "en", "de", 128, run="numbers", step=300)
+    n600 = info("numbers-step600", "en", "de", 128, run="numbers", step=600)
+    n1200 = info("numbers-step1200", "en", "de", 128, run="numbers", step=1200)
+    small = info("numbers-small", "en", "de", 64)
+    listed = [bible, imported, n1200, n300, numbers, small, n600]
+    at = lambda c: str(c.path)  # noqa: E731
+    assert default_pair(listed, at(numbers)) == (4, 6)        # the latest earlier step of its own run
+    assert default_pair(listed, at(n300)) == (3, 2)           # none earlier: the run's latest
+    assert default_pair(listed, at(small)) == (5, 2)          # no run: same languages (same shape first)
+    assert default_pair(listed, at(bible)) == (0, 1)          # same languages, another shape
+    assert default_pair([bible, numbers], at(numbers)) == (1, 0)   # nothing close: the other one
+    assert default_pair(listed, "/not/listed")[0] == 0 and default_pair([bible], at(bible)) == (0, 0)

@@ -88,8 +88,9 @@ def compare(healthy) -> None:
         return
     label = lambda i: state.checkpoint_label(healthy[i])  # noqa: E731
     c1, c2 = st.columns(2)
-    ia = c1.selectbox("Checkpoint A", range(len(healthy)), index=0, format_func=label, key="ck_a")
-    ib = c2.selectbox("Checkpoint B", range(len(healthy)), index=len(healthy) - 1, format_func=label, key="ck_b")
+    first_a, first_b = cmp.default_pair(healthy, st.session_state.get("checkpoint_path"))   # the one in use vs its closest
+    ia = c1.selectbox("Checkpoint A", range(len(healthy)), index=first_a, format_func=label, key="ck_a")
+    ib = c2.selectbox("Checkpoint B", range(len(healthy)), index=first_b, format_func=label, key="ck_b")
     a, b = _load(healthy[ia]), _load(healthy[ib])
     if a is None or b is None:
         return

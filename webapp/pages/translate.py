@@ -26,25 +26,26 @@ path, sha = str(ckpt.path), ckpt.sha256
 src_lang, tgt_lang = ckpt.meta.get("src_lang") or "source", ckpt.meta.get("tgt_lang") or "target"
 examples = state.examples(path)
 
-# ---- input -----------------------------------------------------------------------------------
-if "text" not in st.session_state and not state.url_get("text") and examples:
-    # a fresh visit starts on a test sentence the model translates well (explorer.evaluation.showcase)
-    showcase = state.showcase_example(path, sha)
-    state.set_text(examples[showcase if showcase is not None else 0][1])
+# ---- input (a fresh visit opens on a test sentence the model translates well: state.opening_sentence) ---
+# One picker per checkpoint (its key names the examples' file): another checkpoint's picker is another
+# widget, so a choice made among one model's verses is never read as a choice among another's. (A
+# keyed selectbox keeps its identity when its options change, and the browser sends back the label
+# it shows; a label of another list comes back as a plain string.)
+PICK_KEY = "example_pick:" + path
 
 
 def _picked() -> None:
-    pick = st.session_state.get("example_pick")
-    if pick is not None:
+    pick = st.session_state.get(PICK_KEY)
+    if isinstance(pick, int) and 0 <= pick < len(examples):
         state.set_text(examples[pick][1])
 
 
-if st.session_state.get("_examples_for") != path:                # another checkpoint: other examples
-    st.session_state["_examples_for"] = path
-    st.session_state.pop("example_pick", None)
 if examples:
+    chosen = st.session_state.get(PICK_KEY)
+    if isinstance(chosen, int) and not (0 <= chosen < len(examples) and examples[chosen][1] == state.current_text()):
+        st.session_state[PICK_KEY] = None          # the sentence was typed since: the picker shows no verse
     st.selectbox(f"Example from the held-out test set ({len(examples)})", range(len(examples)), index=None,
-                 key="example_pick", on_change=_picked, placeholder="Pick a test sentence…",
+                 key=PICK_KEY, on_change=_picked, placeholder="Pick a test sentence…",
                  format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
 state.sentence_box("text_box", f"Sentence to translate ({src_lang} → {tgt_lang})", height=90,
                    placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
@@ -100,7 +101,7 @@ reference = state.current_reference(path, text)
 if reference:
     bleu = sacrebleu.sentence_bleu(result.text, [reference]).score
     chrf = sacrebleu.sentence_chrf(result.text, [reference]).score
-    c1, c2, c3 = st.columns([1, 1, 4])
+    c1, c2, c3 = st.columns([1, 1, 1.6] if presenter.on() else [1, 1, 4])    # room for "73.5" in large type
     c1.metric("BLEU", f"{bleu:.1f}", help="sacrebleu sentence BLEU against the reference (0-100)")
     c2.metric("chrF", f"{chrf:.1f}", help="character n-gram F-score against the reference (0-100)")
     c3.markdown("**Reference:** " + state.md_escape(reference))
