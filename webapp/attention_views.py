@@ -23,8 +23,8 @@ from explorer.text.encoding import output_ids
 from explorer.text.special import EOS_ID
 from webapp import bertviz_offline, downloads, state
 
-QUANTITIES = {"weights": "Weights (after softmax)", "scores": "Scores QKᵀ/√d_k (before softmax)",
-              "unscaled": "Unscaled scores QKᵀ", "unscaled_softmax": "Softmax without the 1/√d_k"}
+QUANTITIES = {"weights": "Weights (after softmax)", "scores": "Scores QKᵀ/√dₖ (before softmax)",
+              "unscaled": "Unscaled scores QKᵀ", "unscaled_softmax": "Softmax without the 1/√dₖ"}
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ ORDER = (                      # (url_path, why it comes next: one line)
     ("checkpoints", "compare what the model knew early and late in its training"),
 )
 CARRIED = ("ckpt", "text", presenter.URL_KEY) + decode_url.KEYS    # URL state shared by every page
-URL_TEXT = 1000                # the sentence carried is cut here, like the URL's (state.URL_CHARS)
+URL_TEXT = 1000                # the sentence carried is cut here, like the URL's (sentence.URL_CHARS)
 
 
 def next_step(url_path: str) -> tuple[str, str] | None:

@@ -9,7 +9,7 @@ import torch
 
 from explorer.store.card import model_card, summary, versus_paper
 from explorer.store.catalog import CheckpointInfo
-from webapp import presenter, state
+from webapp import presenter, sentence, state
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
 LISTED = "_ckpt_listed"   # the last run's listing, {path: (name, label)}
@@ -83,11 +83,11 @@ def follow_sentence(old: CheckpointInfo, new: CheckpointInfo) -> None:
     old_lang, new_lang = old.meta.get("src_lang"), new.meta.get("src_lang")
     if not text or new.error or (old_lang and old_lang == new_lang):
         return
-    if state.reference_for(old.path, text) is None or state.reference_for(new.path, text) is not None:
+    if sentence.reference_for(old.path, text) is None or sentence.reference_for(new.path, text) is not None:
         return                                           # typed by the user, or the new model's own
-    opening = state.opening_sentence(new.path)
+    opening = sentence.opening_sentence(new.path)
     if opening:
-        state.set_text(opening)
+        sentence.set_text(opening)
 
 
 def card_expander(info: CheckpointInfo) -> None:

@@ -18,7 +18,7 @@ from support.app_support import (array, chart, checkpoint_params, damage, has_ch
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, translate
-from webapp import state
+from webapp import sentence, state
 
 PAGE = "webapp/pages/attention.py"
 pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
@@ -118,7 +118,7 @@ def test_output_vs_reference(ckpt_path):
     info, text = info_for(ckpt_path)
     at = open_tab(open_app(info.name, PAGE, text=text), "Output vs reference")
     no_exception(at)
-    reference = state.reference_for(info.path, text)
+    reference = sentence.reference_for(info.path, text)
     if not reference:
         assert "Type a reference" in texts(at.info)
         _, result, _ = expected_trace(info, text)
@@ -191,7 +191,7 @@ def test_odd_and_long_input(ckpt_path, odd):
     assert has_chart(at, "attn_zoom")
     at.text_area(key="attn_text_box").set_value((text + " ") * 200).run()
     no_exception(at)
-    assert f"only the first {state.MAX_CHARS:,}" in texts(at.warning)
+    assert f"only the first {sentence.MAX_CHARS:,}" in texts(at.warning)
     assert has_chart(at, "attn_zoom")
 
 
@@ -200,8 +200,8 @@ def test_a_long_sentence_in_a_link_is_cut_with_a_notice(ckpt_path):
     long_text = ((text + " ") * 200)[:5000]
     at = open_app(info.name, PAGE, query={"text": long_text})                 # a shared link
     no_exception(at)
-    assert at.session_state["text"] == long_text[:state.MAX_CHARS]
-    assert f"The text is 5,000 characters long; only the first {state.MAX_CHARS:,}" in texts(at.warning)
+    assert at.session_state["text"] == long_text[:sentence.MAX_CHARS]
+    assert f"The text is 5,000 characters long; only the first {sentence.MAX_CHARS:,}" in texts(at.warning)
     at.text_area(key="attn_text_box").set_value(text).run()         # a new, short sentence: no notice
     assert "only the first" not in texts(at.warning)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from support.app_support import ROOT, copy, damage, default_roots, no_exception, open_app, texts  # noqa: F401 - a fixture
-from webapp import state
+from webapp import sentence, state
 
 SOURCE = ROOT / "checkpoints" / "numbers-en-de"
 
@@ -218,23 +218,23 @@ def test_switching_language_brings_the_new_models_sentence_but_keeps_a_typed_one
     state.refresh_checkpoints()
     at = open_app("bible-es-en")                                  # a fresh visit: the showcase verse
     opened = at.session_state["text"]
-    assert state.reference_for(bible, opened) is not None
+    assert sentence.reference_for(bible, opened) is not None
     picker(at).set_value(str(numbers)).run()
     no_exception(at)
     now = at.session_state["text"]
-    assert now != opened and state.reference_for(numbers, now) is not None
+    assert now != opened and sentence.reference_for(numbers, now) is not None
     assert at.query_params["text"] == now and at.text_area(key="text_box").value == now
     assert "numbers-en-de" == at.query_params["ckpt"]
 
     picker(at).set_value(str(bible)).run()                        # and back: a Spanish verse again
-    assert state.reference_for(bible, at.session_state["text"]) is not None
+    assert sentence.reference_for(bible, at.session_state["text"]) is not None
 
     example = next(s for s in at.selectbox if s.label.startswith("Example from"))
     example.set_value(5).run()                                    # a verse picked from the list
-    assert at.session_state["text"] == state.examples(bible)[5][1]
+    assert at.session_state["text"] == sentence.examples(bible)[5][1]
     picker(at).set_value(str(numbers)).run()                      # the picker is the numbers model's now
     example = next(s for s in at.selectbox if s.label.startswith("Example from"))
-    assert example.value is None and example.options[0].startswith(state.examples(numbers)[0][0])
+    assert example.value is None and example.options[0].startswith(sentence.examples(numbers)[0][0])
     at.text_area(key="text_box").set_value("twenty one").run()    # typing after the switch
     no_exception(at)
     assert at.session_state["text"] == "twenty one"
@@ -276,6 +276,6 @@ def test_a_first_visit_to_any_page_opens_on_the_models_sentence(default_roots, p
     at = open_app("bible-es-en", page=f"webapp/pages/{page}.py")
     no_exception(at)
     opened = at.session_state["text"]
-    assert opened == state.opening_sentence(str(bible)) and state.reference_for(bible, opened) is not None
+    assert opened == sentence.opening_sentence(str(bible)) and sentence.reference_for(bible, opened) is not None
     assert "Type a sentence" not in texts(at.info)
     assert at.query_params["text"] == opened

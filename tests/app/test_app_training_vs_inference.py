@@ -11,7 +11,7 @@ from support.app_support import array, chart, checkpoint_params, info_for, no_ex
 from explorer.config import DecodeConfig
 from explorer.decoding.side_by_side import side_by_side
 from explorer.store.checkpoint import load_checkpoint
-from webapp import state
+from webapp import sentence, state
 
 PAGE = "webapp/pages/training_vs_inference.py"
 pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
@@ -40,7 +40,7 @@ def test_free_text_forces_the_own_output_and_the_numbers_agree(ckpt_path):
 
 def test_a_test_sentence_forces_its_reference(ckpt_path):
     info, _ = info_for(ckpt_path)
-    examples = [e for e in state.examples(info.path) if e[2].strip()]
+    examples = [e for e in sentence.examples(info.path) if e[2].strip()]
     if not examples:
         pytest.skip(f"{info.name} has no test.tsv with references")
     _, src, ref = examples[0]

@@ -16,7 +16,7 @@ from explorer.config import DecodeConfig
 from explorer.decoding import translate
 from explorer.evaluation.showcase import best_translated
 from explorer.store.card import model_card
-from webapp import state
+from webapp import sentence, state
 
 pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
 
@@ -76,7 +76,7 @@ def test_settings_change_the_decoding(ckpt_path):
 
 def test_examples_carry_their_reference_and_scores(ckpt_path):
     info, _ = info_for(ckpt_path)
-    examples = state.examples(info.path)
+    examples = sentence.examples(info.path)
     if not examples:
         pytest.skip(f"{info.name} has no test.tsv")
     at = open_app(info.name)                         # a fresh visit opens on the best-translated example
@@ -130,7 +130,7 @@ def test_long_input_is_truncated_with_a_notice(ckpt_path):
     at = open_app(info.name, text=(text + " ") * 200)           # well over 5,000 characters
     no_exception(at)
     warnings = texts(at.warning)
-    assert f"only the first {state.MAX_CHARS:,}" in warnings
+    assert f"only the first {sentence.MAX_CHARS:,}" in warnings
     assert "longer than this model can read" in warnings      # and past the model's max_len
     assert translation_shown(at) is not None
 
@@ -157,6 +157,11 @@ def test_unknown_input_is_named_not_translated_silently(ckpt_path):
     assert all(f"“{p}”" in warning for p in parts), warning
     at.text_area(key="text_box").set_value(text).run()            # a sentence it knows: no notice
     assert "vocabulary" not in texts(at.warning)
+    for page in ("attention", "beam"):                            # every page that translates says so too
+        other = open_app(info.name, page=f"webapp/pages/{page}.py", text=odd)
+        no_exception(other)
+        shown = texts(other.warning).replace("\\", "")
+        assert "not in this model's vocabulary" in shown and all(f"“{p}”" in shown for p in parts), (page, shown)
 
 
 def test_typing_changes_the_translation(ckpt_path):

@@ -10,7 +10,7 @@ from browser_support import LONG, NUMBERS, _model, idle, no_exception, open_app,
 TEXT = "three hundred and twenty one"
 ABLATE = "cross.1.1,decoder.2.2"                   # decoder layer 2 head 2 changes this sentence's translation
 HEADS = [("cross", 0, 0), ("decoder", 1, 1)]
-SHOW = "Scores QKᵀ/√d_k (before softmax)"
+SHOW = "Scores QKᵀ/√dₖ (before softmax)"
 
 
 def library(ablate=()) -> str:

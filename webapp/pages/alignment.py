@@ -10,7 +10,7 @@ from explorer.align.attribution import ATTRIBUTIONS
 from explorer.align.pairs import Unusable
 from explorer.align.scorecard import AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
-from webapp import alignment_views as views
+from webapp import alignment_views as views, sentence
 from webapp import background, state
 
 st.title("Alignment")
@@ -46,13 +46,13 @@ else:
 
 # ---- one sentence ---------------------------------------------------------------------------------
 st.subheader("One sentence")
-text = " ".join(state.current_text().split())
+text = " ".join(sentence.current_text().split())
 match = next((k for k, p in enumerate(gold) if p.src_text == text), 0)
 gold_id = f"{sha[:12]}_{views.gold_digest(gold)}"        # widgets of another gold set or model start afresh
 pair_key = f"align_pair_{gold_id}"
 k = st.selectbox(f"Sentence pair from {gold_name}: {views.count(len(gold), 'pair')}", range(len(gold)), index=match,
                  key=pair_key, format_func=lambda i: f"{i + 1}: {views.cut(gold[i].src_text, 90)}",
-                 on_change=lambda: state.set_text(gold[st.session_state[pair_key]].src_text))
+                 on_change=lambda: sentence.set_text(gold[st.session_state[pair_key]].src_text))
 n_layers, n_heads = ckpt.model.cfg.n_decoder_layers, ckpt.model.cfg.n_heads
 MEAN = -1                                                  # "mean" in the Layer and Head boxes (None reads as unset)
 c1, c2, c3, c4 = st.columns(4)

@@ -10,7 +10,7 @@ import streamlit as st
 from explorer.config import paper_config
 from explorer.inspection import parameters
 from explorer.plots import architecture as plots
-from webapp import architecture_views as views
+from webapp import architecture_views as views, sentence
 from webapp import downloads, state
 
 st.title("Architecture")
@@ -57,7 +57,7 @@ if ckpt is None:
     st.info("Pick a working checkpoint in the sidebar to see its numbers (the diagram shows the paper's base model).")
     st.stop()
 
-text = state.sentence_box("arch_text_box", "Sentence", widget=st.text_input,
+text = sentence.sentence_box("arch_text_box", "Sentence", widget=st.text_input,
                           placeholder="Type a sentence, or pick one on the Translate page.")
 
 
@@ -66,7 +66,7 @@ def block_numbers() -> None:
     if not text.strip():
         st.info("Type a sentence above (or pick an example on the Translate page) to see the numbers of each block.")
         return
-    clipped = state.require_text(text, "", "used")
+    clipped = sentence.require_text(text, "", "used")
     result = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, clipped, state.decode_settings(),
                             what="The translation")
     if result is None:

@@ -8,13 +8,13 @@ import streamlit as st
 
 from explorer.inspection.attention_stats import stats_rows
 from explorer.inspection.trace import KIND_LABELS, attention_kind
-from webapp import attention_views as views
+from webapp import attention_views as views, sentence
 from webapp import downloads, state
 
 st.title("Attention")
 state.learn(
     "Each head compares every query position with every key position (a dot product of learned "
-    "projections), scales by 1/√d_k so the softmax does not saturate, and turns each row into weights "
+    "projections), scales by $1/\\sqrt{d_k}$ so the softmax does not saturate, and turns each row into weights "
     "that sum to 1. Encoder self-attention looks over the source, the decoder's masked self-attention only "
     "at earlier target positions (the causal mask sets later ones to −∞), and cross-attention lets each "
     "target position look at the source. Rows are queries, columns keys.",
@@ -23,14 +23,15 @@ state.learn(
 
 ckpt = state.require_checkpoint()
 path, sha, cfg = str(ckpt.path), ckpt.sha256, state.decode_settings()
-text = state.sentence_box("attn_text_box", "Sentence", height=68,
+text = sentence.sentence_box("attn_text_box", "Sentence", height=68,
                           placeholder="Type a sentence, or pick one on the Translate page.")
-clipped = state.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
+clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
 result = state.friendly(state.translate, path, sha, clipped, cfg, what="The translation")
 if result is None:
     st.stop()
 if result.truncated:
     st.warning(f"The sentence is longer than this model can read: {result.reason}.")
+sentence.warn_unknown(ckpt.tokenizer, clipped)
 if not result.hypotheses:
     st.info(f"Nothing to show: {result.reason or 'the text produced no tokens'}.")
     st.stop()
@@ -84,7 +85,7 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
             views.alignment_tab(trace, view, name)
     with tabs[3]:
         if tabs[3].open:
-            views.compare_tab(ckpt, trace, view, state.current_reference(path, text), text, name)
+            views.compare_tab(ckpt, trace, view, sentence.current_reference(path, text), text, name)
     with tabs[4]:
         if tabs[4].open:
             views.ablation_tab(ckpt, clipped, cfg, result, trace, view, name)

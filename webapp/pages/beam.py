@@ -10,7 +10,7 @@ import hashlib
 import streamlit as st
 
 from explorer.plots import beams as plots
-from webapp import decode_url, decode_form, downloads, presenter, state
+from webapp import decode_form, decode_url, downloads, presenter, sentence, state
 
 PENALTIES = decode_form.PENALTIES
 # Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
@@ -28,12 +28,12 @@ state.learn(
     r"lp_{\mathrm{GNMT}}(n) = \left(\frac{5 + n}{6}\right)^{\alpha},\; lp_{\mathrm{avg}}(n) = n")
 
 
-def sentence() -> str:
-    """The shared sentence, editable here too; cut to state.MAX_CHARS with a notice."""
-    current = state.sentence_box("beam_text", "Sentence (shared with the Translate page)", widget=st.text_input)
-    text, cut = state.clip_text(current)
+def sentence_input() -> str:
+    """The shared sentence, editable here too; cut to sentence.MAX_CHARS with a notice."""
+    current = sentence.sentence_box("beam_text", "Sentence (shared with the Translate page)", widget=st.text_input)
+    text, cut = sentence.clip_text(current)
     if cut:
-        st.warning(f"The sentence is longer than {state.MAX_CHARS} characters: only the start is used.")
+        st.warning(f"The sentence is longer than {sentence.MAX_CHARS} characters: only the start is used.")
     return text
 
 
@@ -145,7 +145,7 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
 
 def main() -> None:
     ckpt = state.require_checkpoint()
-    text = sentence()
+    text = sentence_input()
     cfg = settings()
     if not text.strip():
         st.info("Type a sentence above (or on the Translate page) to watch beam search translate it.")
@@ -155,6 +155,7 @@ def main() -> None:
         return
     if result.truncated:
         st.warning(result.reason)
+    sentence.warn_unknown(ckpt.tokenizer, text)
     trace = result.beam_trace
     if not result.hypotheses or trace is None or trace.n_steps == 0:
         st.info(result.reason or "No beam trace: beam search is needed to show one (greedy and sampling keep none).")

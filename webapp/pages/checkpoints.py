@@ -16,7 +16,7 @@ from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
 from explorer.plots.attention import head_heatmap
 from explorer.plots.style import head_grid
-from webapp import downloads, state
+from webapp import downloads, sentence, state
 
 GREEDY = DecodeConfig(strategy="greedy").to_dict()
 
@@ -94,9 +94,9 @@ def compare(healthy) -> None:
     a, b = _load(healthy[ia]), _load(healthy[ib])
     if a is None or b is None:
         return
-    text = st.text_input("Sentence", value=state.current_text() or "", key="ck_text",
+    text = st.text_input("Sentence", value=sentence.current_text() or "", key="ck_text",
                          placeholder="Type a sentence in the source language")
-    text, _ = state.clip_text(text)
+    text, _ = sentence.clip_text(text)
     if not text.strip():
         st.info("Type a sentence to compare the two checkpoints on it.")
         return
@@ -190,8 +190,8 @@ def scrubber(healthy) -> None:
                        key="ck_run", help="Checkpoints saved by one training run: a run's folder under runs/, or "
                        "shipped checkpoints whose config.json names the same run.")
     ckpts = list(runs[run].checkpoints)
-    text = st.text_input("Sentence", value=state.current_text() or "", key="ck_scrub_text")
-    text, _ = state.clip_text(text)
+    text = st.text_input("Sentence", value=sentence.current_text() or "", key="ck_scrub_text")
+    text, _ = sentence.clip_text(text)
     first = _load(ckpts[0])
     if first is None:
         return

@@ -12,7 +12,7 @@ import streamlit as st
 
 from explorer.inspection import positions as pe
 from explorer.plots import positions as plots
-from webapp import downloads, state
+from webapp import downloads, sentence, state
 
 D_MODELS = (16, 32, 64, 128, 256, 512, 768, 1024)
 BASES = (100.0, 1000.0, 10000.0, 100000.0)
@@ -93,7 +93,7 @@ def sentence_section(ckpt) -> None:
     if ckpt is None:
         st.info("Pick a working checkpoint in the sidebar to compare norms on a sentence.")
         return
-    text, _ = state.clip_text(state.current_text())
+    text, _ = sentence.clip_text(sentence.current_text())
     if not text.strip():
         st.info("Type a sentence on the Translate page (or add ?text=… to the URL) to see its norms.")
         return

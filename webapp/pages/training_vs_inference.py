@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.plots.forcing import causal_mask_figure, rows_figure
-from webapp import downloads, state
+from webapp import downloads, sentence, state
 
 SAME_WITHIN = 1e-5             # the largest difference still called "the same numbers" (float rounding)
 PREFIX_SHOWN = 8               # pieces of the step-by-step input shown per step (the rest as …)
@@ -25,11 +25,11 @@ state.learn(
 
 ckpt = state.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
-text = state.sentence_box("tvi_text_box", "Sentence (shared with the Translate page)", height=68,
+text = sentence.sentence_box("tvi_text_box", "Sentence (shared with the Translate page)", height=68,
                           placeholder="Type a sentence, or pick a test example on the Translate page.")
-clipped = state.require_text(text, "Type a sentence above (or pick an example on the Translate page) to compare "
+clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to compare "
                                    "training and inference on it.", "used")
-reference = state.current_reference(path, text)
+reference = sentence.current_reference(path, text)
 FORCED = {"reference": "the reference translation", "own": "the model's own greedy output"}
 options = list(FORCED) if reference else ["own"]
 if st.session_state.get("tvi_forced") not in options:

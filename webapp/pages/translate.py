@@ -9,7 +9,7 @@ import streamlit as st
 from explorer.plots.translation import token_probs_figure
 from explorer.store.card import model_card
 from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
-from webapp import decode_form, downloads, presenter, state
+from webapp import decode_form, downloads, presenter, sentence, state
 
 st.title("Translate")
 state.learn(
@@ -24,9 +24,9 @@ state.learn(
 ckpt = state.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
 src_lang, tgt_lang = ckpt.meta.get("src_lang") or "source", ckpt.meta.get("tgt_lang") or "target"
-examples = state.examples(path)
+examples = sentence.examples(path)
 
-# ---- input (a fresh visit opens on a test sentence the model translates well: state.opening_sentence) ---
+# ---- input (a fresh visit opens on a test sentence the model translates well: sentence.opening_sentence) ---
 # One picker per checkpoint (its key names the examples' file): another checkpoint's picker is another
 # widget, so a choice made among one model's verses is never read as a choice among another's. (A
 # keyed selectbox keeps its identity when its options change, and the browser sends back the label
@@ -37,17 +37,17 @@ PICK_KEY = "example_pick:" + path
 def _picked() -> None:
     pick = st.session_state.get(PICK_KEY)
     if isinstance(pick, int) and 0 <= pick < len(examples):
-        state.set_text(examples[pick][1])
+        sentence.set_text(examples[pick][1])
 
 
 if examples:
     chosen = st.session_state.get(PICK_KEY)
-    if isinstance(chosen, int) and not (0 <= chosen < len(examples) and examples[chosen][1] == state.current_text()):
+    if isinstance(chosen, int) and not (0 <= chosen < len(examples) and examples[chosen][1] == sentence.current_text()):
         st.session_state[PICK_KEY] = None          # the sentence was typed since: the picker shows no verse
     st.selectbox(f"Example from the held-out test set ({len(examples)})", range(len(examples)), index=None,
                  key=PICK_KEY, on_change=_picked, placeholder="Pick a test sentence…",
                  format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
-state.sentence_box("text_box", f"Sentence to translate ({src_lang} → {tgt_lang})", height=90,
+sentence.sentence_box("text_box", f"Sentence to translate ({src_lang} → {tgt_lang})", height=90,
                    placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
 card = model_card(ckpt.card)                       # card.json is untrusted: never raises
 domain = card.domain if card is not None else None
@@ -62,10 +62,10 @@ with st.expander("Reference translation (optional)", expanded=False):
     typed = st.text_input("Your reference, for BLEU/chrF when the sentence is not a test example",
                           key="manual_reference")
 
-text = state.current_text()
+text = sentence.current_text()
 st.session_state["typed_reference"] = (text, typed)
 state.remember("manual_reference")
-clipped = state.require_text(text, "Type a sentence above (or pick an example) to see its translation.", "translated")
+clipped = sentence.require_text(text, "Type a sentence above (or pick an example) to see its translation.", "translated")
 
 # ---- decode (cached per checkpoint, text and settings) ------------------------------------------
 seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sample" else [cfg["seed"]]
@@ -79,11 +79,7 @@ if cfg["strategy"] == "sample":
 result = runs[seeds.index(hyps[0][0])] if hyps and cfg["strategy"] == "sample" else runs[0]
 if result.truncated:
     st.warning(f"The sentence is longer than this model can read: {result.reason}.")
-unknown = ckpt.tokenizer.unknown(clipped) if hasattr(ckpt.tokenizer, "unknown") else []
-if unknown:
-    shown = ", ".join(f"“{state.md_escape(u)}”" for u in unknown[:10]) + (" …" if len(unknown) > 10 else "")
-    st.warning(f"{len(unknown)} part(s) of the sentence are not in this model's vocabulary and were read as "
-               f"the unknown token: {shown}. The translation cannot use them.")
+sentence.warn_unknown(ckpt.tokenizer, clipped)
 if not result.hypotheses:
     st.info(f"Nothing to translate: {result.reason or 'the text produced no tokens'}.")
     st.stop()
@@ -97,7 +93,7 @@ if cfg["strategy"] == "sample" and len(seeds) > 1:
 if not result.best.finished:
     st.caption("The output was cut at the length limit before the model ended it.")
 
-reference = state.current_reference(path, text)
+reference = sentence.current_reference(path, text)
 if reference:
     bleu = sacrebleu.sentence_bleu(result.text, [reference]).score
     chrf = sacrebleu.sentence_chrf(result.text, [reference]).score
