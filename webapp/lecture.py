@@ -59,11 +59,18 @@ def carried_query() -> dict[str, str]:
     return out
 
 
+# A page link is one line cut at the page's width; the lecture's sentence wraps instead (on a laptop,
+# or in presenter mode's large type, "why" would otherwise stop mid-word).
+WRAP_CSS = ("<style>.st-key-lecture_footer a span, .st-key-lecture_footer a div, .st-key-lecture_footer a p "
+            "{ white-space: normal; }</style>")
+
+
 def footer(current, pages: Sequence) -> None:
     """The "Next: <page> — <why>" link under page `current` (an st.Page of `pages`)."""
     by_path = {p.url_path: p for p in pages}
     step = next_step(current.url_path)
     st.divider()
+    st.html(WRAP_CSS)                      # style only: takes no space
     if step is None:
         if current.url_path == ORDER[-1][0]:
             first, why = ORDER[0]

@@ -14,7 +14,8 @@ from explorer.plots.style import (MASK_COLOUR, SEQUENTIAL_SCALE, SIGNED_SCALE, W
                                   signed_range, token_axis)
 
 LABEL_PX = 7            # about the width of one tick-label character at plotly's default 12 px font
-UPRIGHT_KEYS = 12       # more key tokens than this: their labels are drawn vertically
+NARROW_PX = 240         # a heatmap beside another on a laptop: key labels longer than this together are drawn
+                        # vertically (side by side they would run into each other)
 
 
 def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str, *,
@@ -52,7 +53,7 @@ def head_heatmap(matrix: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
     side = max(320, min(900, 110 + 24 * max(q, k)))
     y_title = "query" if predicts is None else "query (step that writes)"
     y_labels = q_tokens if predicts is None else predicts
-    upright = k > UPRIGHT_KEYS                                                # key labels drawn vertically
+    upright = LABEL_PX * sum(len(str(t)) + 1 for t in k_tokens) > NARROW_PX   # key labels drawn vertically
     left = 45 + LABEL_PX * max((len(str(t)) for t in y_labels), default=1)
     bottom = 45 + (LABEL_PX * max((len(str(t)) for t in k_tokens), default=1) if upright else 20)
     fig.update_layout(title=title, height=(height or side) + bottom, margin=dict(l=left, r=10, t=50, b=bottom),

@@ -101,6 +101,8 @@ def test_head_heatmap_margins_fit_the_labels():
     long = plots.head_heatmap(np.ones((2, 30)) / 30, ["▁a", "▁extraordinarily"], many_keys, "t")
     assert not short.layout.xaxis.automargin and not short.layout.yaxis.automargin
     assert short.layout.xaxis.tickangle == 0 and long.layout.xaxis.tickangle == -90   # many keys: upright
+    sentence = ["▁El", "▁perro", "▁come", "▁pan", "▁en", "▁la", "▁casa", "▁.", "</s>"]   # 9 keys, too long side by side
+    assert plots.head_heatmap(np.eye(9), sentence, sentence, "t").layout.xaxis.tickangle == -90
     assert long.layout.margin.l > short.layout.margin.l + 7 * (len("▁extraordinarily") - len("▁a")) - 1
     assert long.layout.margin.b >= 7 * len("▁key29")                                 # room for upright keys
 
