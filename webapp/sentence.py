@@ -47,6 +47,23 @@ def opening_sentence(ckpt_path: str | Path | None) -> str:
     return found[index if index is not None else 0][1]
 
 
+def follow_checkpoint(old, new) -> None:
+    """Another checkpoint was picked (old, new: CheckpointInfo; the sidebar calls this). When the
+    sentence is one the app took from the old model's test set and the new model reads another
+    language, the new model's opening sentence replaces it (a Spanish verse is no input for
+    an English-reading model, and nobody typed it). A sentence the user typed, or one the new model
+    reads too, stays: comparing two models on one sentence is what switching is often for."""
+    text = st.session_state.get("text")
+    old_lang, new_lang = old.meta.get("src_lang"), new.meta.get("src_lang")
+    if not text or new.error or (old_lang and old_lang == new_lang):
+        return
+    if reference_for(old.path, text) is None or reference_for(new.path, text) is not None:
+        return                                           # typed by the user, or the new model's own
+    opening = opening_sentence(new.path)
+    if opening:
+        set_text(opening)
+
+
 def set_text(text: str) -> None:
     st.session_state["text"] = text
     state.url_set(text=text[:URL_CHARS] if text else None)

@@ -71,23 +71,7 @@ def _picked(by_path: dict[str, CheckpointInfo]) -> None:
     st.session_state.pop(GONE, None)
     old, new = by_path.get(st.session_state.get("checkpoint_path") or ""), by_path.get(st.session_state.get(PICK))
     if old is not None and new is not None and old.path != new.path:
-        follow_sentence(old, new)
-
-
-def follow_sentence(old: CheckpointInfo, new: CheckpointInfo) -> None:
-    """When the sentence is one the app took from the old model's test set and the new model reads
-    another language, the new model's opening sentence replaces it (a Spanish verse is no input for
-    an English-reading model, and nobody typed it). A sentence the user typed, or one the new model
-    reads too, stays: comparing two models on one sentence is what switching is often for."""
-    text = st.session_state.get("text")
-    old_lang, new_lang = old.meta.get("src_lang"), new.meta.get("src_lang")
-    if not text or new.error or (old_lang and old_lang == new_lang):
-        return
-    if sentence.reference_for(old.path, text) is None or sentence.reference_for(new.path, text) is not None:
-        return                                           # typed by the user, or the new model's own
-    opening = sentence.opening_sentence(new.path)
-    if opening:
-        sentence.set_text(opening)
+        sentence.follow_checkpoint(old, new)
 
 
 def card_expander(info: CheckpointInfo) -> None:

@@ -252,7 +252,6 @@ def runs_of(infos) -> list[RunGroup]:
     return out
 
 
-
 def default_pair(infos, current: str | Path | None) -> tuple[int, int]:
     """The indices into `infos` (healthy checkpoints) that a comparison opens on: A = the checkpoint in
     use, B = the closest other one, so that the first comparison means something. Closest: an earlier

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from support.app_support import ROOT, copy, damage, default_roots, no_exception, open_app, texts  # noqa: F401 - a fixture
+from support.app_support import (ROOT, copy, damage, default_roots, example_picker, no_exception,  # noqa: F401 - a fixture
+                                  open_app, texts)
 from webapp import sentence, state
 
 SOURCE = ROOT / "checkpoints" / "numbers-en-de"
@@ -229,11 +230,11 @@ def test_switching_language_brings_the_new_models_sentence_but_keeps_a_typed_one
     picker(at).set_value(str(bible)).run()                        # and back: a Spanish verse again
     assert sentence.reference_for(bible, at.session_state["text"]) is not None
 
-    example = next(s for s in at.selectbox if s.label.startswith("Example from"))
+    example = example_picker(at)
     example.set_value(5).run()                                    # a verse picked from the list
     assert at.session_state["text"] == sentence.examples(bible)[5][1]
     picker(at).set_value(str(numbers)).run()                      # the picker is the numbers model's now
-    example = next(s for s in at.selectbox if s.label.startswith("Example from"))
+    example = example_picker(at)
     assert example.value is None and example.options[0].startswith(sentence.examples(numbers)[0][0])
     at.text_area(key="text_box").set_value("twenty one").run()    # typing after the switch
     no_exception(at)
@@ -255,13 +256,13 @@ def test_the_example_picker_lets_go_of_a_verse_once_the_sentence_is_typed(defaul
         pytest.skip("needs the shipped bible-es-en")
     state.refresh_checkpoints()
     at = open_app("bible-es-en")
-    example = next(s for s in at.selectbox if s.label.startswith("Example from"))
+    example = example_picker(at)
     example.set_value(3).run()
     no_exception(at)
-    assert next(s for s in at.selectbox if s.label.startswith("Example from")).value == 3
+    assert example_picker(at).value == 3
     at.text_area(key="text_box").set_value("Dios es amor.").run()
     no_exception(at)
-    assert next(s for s in at.selectbox if s.label.startswith("Example from")).value is None
+    assert example_picker(at).value is None
     assert at.session_state["text"] == "Dios es amor."
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from support.app_support import (array, chart, checkpoint_params, copy, damage, info_for, no_exception, open_app, texts)
+from support.app_support import (array, chart, checkpoint_params, copy, damage, example_picker, info_for, no_exception,
+                                  open_app, texts)
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
@@ -19,11 +20,6 @@ from explorer.store.card import model_card
 from webapp import sentence, state
 
 pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
-
-
-def example_picker(at):
-    """The Translate page's test-sentence picker (one per checkpoint: its key names the checkpoint)."""
-    return next(s for s in at.selectbox if s.label.startswith("Example from the held-out test set"))
 
 
 def translation_shown(at) -> str:

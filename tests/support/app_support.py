@@ -125,6 +125,11 @@ def open_app(ckpt_name: str | None, page: str | None = None, text: str | None = 
     return at.run()
 
 
+def example_picker(at: AppTest):
+    """The Translate page's test-sentence picker (one per checkpoint: its key names the checkpoint)."""
+    return next(s for s in at.selectbox if s.label.startswith("Example from the held-out test set"))
+
+
 def charts(at: AppTest) -> list:
     return list(at.get("plotly_chart"))
 

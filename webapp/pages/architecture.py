@@ -58,7 +58,7 @@ if ckpt is None:
     st.stop()
 
 text = sentence.sentence_box("arch_text_box", "Sentence", widget=st.text_input,
-                          placeholder="Type a sentence, or pick one on the Translate page.")
+                             placeholder="Type a sentence, or pick one on the Translate page.")
 
 
 def block_numbers() -> None:

@@ -24,7 +24,7 @@ state.learn(
 ckpt = state.require_checkpoint()
 path, sha, cfg = str(ckpt.path), ckpt.sha256, state.decode_settings()
 text = sentence.sentence_box("attn_text_box", "Sentence", height=68,
-                          placeholder="Type a sentence, or pick one on the Translate page.")
+                             placeholder="Type a sentence, or pick one on the Translate page.")
 clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
 result = state.friendly(state.translate, path, sha, clipped, cfg, what="The translation")
 if result is None:

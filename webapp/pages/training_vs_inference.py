@@ -26,9 +26,9 @@ state.learn(
 ckpt = state.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
 text = sentence.sentence_box("tvi_text_box", "Sentence (shared with the Translate page)", height=68,
-                          placeholder="Type a sentence, or pick a test example on the Translate page.")
+                             placeholder="Type a sentence, or pick a test example on the Translate page.")
 clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to compare "
-                                   "training and inference on it.", "used")
+                                      "training and inference on it.", "used")
 reference = sentence.current_reference(path, text)
 FORCED = {"reference": "the reference translation", "own": "the model's own greedy output"}
 options = list(FORCED) if reference else ["own"]

@@ -48,7 +48,7 @@ if examples:
                  key=PICK_KEY, on_change=_picked, placeholder="Pick a test sentence…",
                  format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
 sentence.sentence_box("text_box", f"Sentence to translate ({src_lang} → {tgt_lang})", height=90,
-                   placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
+                      placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
 card = model_card(ckpt.card)                       # card.json is untrusted: never raises
 domain = card.domain if card is not None else None
 st.caption("**What this model knows:** " + (state.md_escape(domain) if domain else
