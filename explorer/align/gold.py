@@ -26,7 +26,11 @@ SEPARATOR = " ||| "
 MAX_BYTES = 32 * 1024 * 1024     # a gold file larger than this is refused before it is read
 MAX_PAIRS = 20_000
 MAX_WORDS = 400                  # words per side of one pair
-_LINK = re.compile(r"^(\d{1,4})([-?])(\d{1,4})$")
+# Indices are ASCII digits: \d and int() also take Arabic-Indic, Devanagari, full-width... digits, which
+# would let a link that reads as something else name a word.
+_LINK = re.compile(r"^([0-9]{1,4})([-?])([0-9]{1,4})$")
+_ANY_DIGITS_LINK = re.compile(r"^(\d+)[-?](\d+)$")
+BOM = "\ufeff"
 
 Link = tuple[int, int]           # (source word, target word), 0-based
 
@@ -76,6 +80,8 @@ def parse_links(text: str, n_src: int, n_tgt: int, where: str = "") -> tuple[fro
     for item in items:
         m = _LINK.match(item)
         if not m:
+            if _ANY_DIGITS_LINK.match(item) and not item.isascii():
+                raise GoldError(f"{where}link {item[:20]!r}: word indices are written with the digits 0-9 only")
             raise GoldError(f"{where}link {item[:20]!r} is not 'i-j' (sure) or 'i?j' (possible)")
         i, kind, j = int(m.group(1)), m.group(2), int(m.group(3))
         if i >= n_src or j >= n_tgt:
@@ -100,9 +106,10 @@ def parse_line(line: str, where: str = "") -> GoldPair:
 
 
 def parse_gold(text: str, name: str = "gold") -> list[GoldPair]:
-    """All pairs of a gold file's text (GoldError names the line of the first problem)."""
+    """All pairs of a gold file's text (GoldError names the line of the first problem). A leading byte
+    order mark, as Windows editors save UTF-8, is not part of line 1."""
     pairs = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.removeprefix(BOM).splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if len(pairs) >= MAX_PAIRS:

@@ -63,6 +63,25 @@ def test_bad_gold_lines_are_refused_with_the_line_named(line, why):
     assert "g.align line 2" in str(err.value)
 
 
+def test_gold_file_saved_with_a_bom_is_read_as_without_one(tmp_path):
+    """Windows editors save UTF-8 with a byte order mark: it is not part of the first line's words or
+    comment, so a file with one reads exactly as the same file without it, from disk or uploaded."""
+    text = "# a comment\nla casa ||| the house ||| 0-0 1-1\n"
+    (tmp_path / "bom.align").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert read_gold(tmp_path / "bom.align") == parse_gold(text)
+    first_line_a_pair = parse_gold("\ufeffla casa ||| the house ||| 0-0 1-1\n")
+    assert first_line_a_pair[0].src == ["la", "casa"]
+
+
+@pytest.mark.parametrize("link", ["\u0661-\u0660", "1-\u0660", "\u0661?0", "\u0967-0", "\uff11-0", "\U0001d7cf-0"])
+def test_link_indices_are_ascii_digits_only(link):
+    """Python's int() reads Arabic-Indic, Devanagari, full-width and mathematical digits as numbers, so
+    a link written in them would silently name a word; the format's indices are 0-9 only."""
+    with pytest.raises(GoldError, match="0-9") as err:
+        parse_gold("# ok\na b ||| c d ||| 0-0 " + link, "g.align")
+    assert "g.align line 2" in str(err.value)
+
+
 def test_gold_file_size_checked_before_reading(tmp_path, monkeypatch):
     import explorer.align.gold as gold
     path = tmp_path / "big.align"
