@@ -24,15 +24,24 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--src-lang", help="source language code, when the source does not state it")
     imp.add_argument("--tgt-lang", help="target language code, when the source does not state it")
     imp.add_argument("--domain", help="what text the model was trained on (shown in the model card)")
+    _overwrite(imp)
     hf = sub.add_parser("to-hf", help="export a checkpoint as a Hugging Face Marian directory")
     hf.add_argument("checkpoint")
     hf.add_argument("out")
     hf.add_argument("--dtype", choices=DTYPES, default="float32")
+    _overwrite(hf)
     ct2 = sub.add_parser("to-ct2", help="export a checkpoint as a CTranslate2 model (needs the ct2 extra)")
     ct2.add_argument("checkpoint")
     ct2.add_argument("out")
     ct2.add_argument("--quantization", default=None, help="e.g. int8, int8_float32, float16 (default: float32)")
+    _overwrite(ct2)
     return p
+
+
+def _overwrite(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--overwrite", action="store_true",
+                     help="replace an earlier output of this converter even if it was edited since (never a "
+                          "directory holding files the converter did not write)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,11 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "from-hf":
             out = import_marian(args.source, args.out, dtype=getattr(torch, args.dtype), name=args.name,
-                                src_lang=args.src_lang, tgt_lang=args.tgt_lang, domain=args.domain)
+                                src_lang=args.src_lang, tgt_lang=args.tgt_lang, domain=args.domain,
+                                overwrite=args.overwrite)
         elif args.command == "to-hf":
-            out = export_marian(args.checkpoint, args.out, dtype=getattr(torch, args.dtype))
+            out = export_marian(args.checkpoint, args.out, dtype=getattr(torch, args.dtype), overwrite=args.overwrite)
         else:
-            out = export_ct2(args.checkpoint, args.out, quantization=args.quantization)
+            out = export_ct2(args.checkpoint, args.out, quantization=args.quantization, overwrite=args.overwrite)
     except (ValueError, CheckpointError, OSError, RuntimeError) as exc:   # ConversionError/SourceError are ValueErrors
         print(f"explorer.convert {args.command}: {exc}", file=sys.stderr)
         return 2

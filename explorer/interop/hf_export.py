@@ -8,7 +8,9 @@ layout). It needs neither transformers nor torch beyond what loading our checkpo
 `export_ct2` writes a CTranslate2 model (explorer.interop.ct2; ctranslate2 is the `ct2` extra).
 
 Both write into a hidden temporary sibling and rename it into place, so `out` is either absent,
-the old directory, or the whole new one.
+the old directory, or the whole new one; `out` is checked before the checkpoint is read, and only a
+new or empty directory or an earlier output of the same command is replaced
+(explorer.store.output_dirs: `overwrite` for one edited since).
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ import torch
 from safetensors.torch import save_file
 
 from explorer.interop.marian import check_exportable, hf_config, hf_generation_config, state_to_hf
-from explorer.store.atomic import recover, write_directory
+from explorer.store.atomic import recover
+from explorer.store.output_dirs import check_output_dir, write_output_dir
 from explorer.store.card import ModelCard, model_card
 
 
@@ -43,10 +46,15 @@ def marian_tokenizer_files(tokenizer) -> dict[str, bytes]:
             "target_vocab.json": vocab("tgt", tokenizer.tgt_vocab_size)}
 
 
-def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype = torch.float32) -> Path:
+TO_HF, TO_CT2 = "explorer.convert to-hf", "explorer.convert to-ct2"
+
+
+def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype = torch.float32,
+                  overwrite: bool = False) -> Path:
     """Write checkpoint `checkpoint` as a Hugging Face Marian directory at `out`; returns its path."""
     from explorer.store.checkpoint import load_checkpoint
 
+    check_output_dir(out, TO_HF, overwrite=overwrite, inputs=[checkpoint])   # before anything is read
     loaded = load_checkpoint(checkpoint)
     check_exportable(loaded.config)                       # before anything is written
     files = marian_tokenizer_files(loaded.tokenizer)
@@ -67,30 +75,32 @@ def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype
         for name, data in texts.items():
             (tmp / name).write_text(json.dumps(data, indent=2, ensure_ascii=False))
         (tmp / "README.md").write_text(_readme(loaded))
-    return _write_whole(Path(out), write)
+    return _write_whole(Path(out), TO_HF, write, overwrite, checkpoint)
 
 
-def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | None = None) -> Path:
+def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | None = None,
+               overwrite: bool = False) -> Path:
     """A CTranslate2 model of `checkpoint` at `out` (quantization: None keeps float32; "int8", ...),
     built by explorer.interop.ct2 from the loaded model."""
     from explorer.interop import ct2
     from explorer.store.checkpoint import load_checkpoint
 
+    check_output_dir(out, TO_CT2, overwrite=overwrite, inputs=[checkpoint])
     try:
         import ctranslate2  # noqa: F401  (fail before loading anything)
     except ImportError:
         raise RuntimeError("to-ct2 needs ctranslate2: pip install -e '.[ct2]'") from None
     loaded = load_checkpoint(checkpoint)
-    return _write_whole(Path(out), lambda tmp: ct2.convert(loaded.model, loaded.tokenizer, tmp, quantization))
+    return _write_whole(Path(out), TO_CT2, lambda tmp: ct2.convert(loaded.model, loaded.tokenizer, tmp, quantization),
+                        overwrite, checkpoint)
 
 
-def _write_whole(target: Path, write) -> Path:
-    """Run write(tmp) on a hidden sibling directory, fsync it, and swap it in for `target`."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    recover(target)
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"{target} exists and is not a directory")
-    return write_directory(target, write)
+def _write_whole(target: Path, tool: str, write, overwrite: bool, checkpoint) -> Path:
+    """Finish what an interrupted export left (explorer.store.atomic.recover), then write(tmp) on a
+    hidden sibling directory, fsync it, and swap it in for `target` if it still may be replaced."""
+    if target.parent.is_dir():
+        recover(target)
+    return write_output_dir(target, tool, write, overwrite=overwrite, inputs=[checkpoint])
 
 
 def _readme(loaded) -> str:

@@ -17,23 +17,28 @@ from explorer.interop.marian import LOGITS_BIAS, ConversionError, model_config_f
 from explorer.model import Transformer
 from explorer.model.skeleton import model_skeleton
 from explorer.store.card import ModelCard, with_model_card
+from explorer.store.output_dirs import check_output_dir
 
 
 TOOL = "explorer.convert from-hf"
 
 
 def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.float16, name: str | None = None,
-                  src_lang: str | None = None, tgt_lang: str | None = None, domain: str | None = None) -> Path:
+                  src_lang: str | None = None, tgt_lang: str | None = None, domain: str | None = None,
+                  overwrite: bool = False) -> Path:
     """Convert `source` (a local Marian directory or a hub id) into a checkpoint at `out`; returns its path.
 
     Checks, in order, before the model is built: config.json, the tokenizer files, and every
     tensor's name and shape against the config (so a file cannot make it allocate what it does
-    not hold). The checkpoint is written atomically (explorer.store.checkpoint.save_checkpoint).
+    not hold). `out` is checked first: only a new or empty directory or an earlier import is replaced
+    (explorer.store.output_dirs). The checkpoint is written atomically
+    (explorer.store.checkpoint.save_checkpoint).
     """
     from explorer.store.checkpoint import save_checkpoint
     from explorer.text.vocab_tokenizer import VocabTokenizer
 
     directory, provenance = src.locate(source)
+    check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
     hf = src.read_json(directory / "config.json")
     try:
         tokenizer = VocabTokenizer.load(directory)
@@ -64,4 +69,5 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
         converted=datetime.now(timezone.utc).isoformat(timespec="seconds"), tool=TOOL))
     meta = {"name": name or Path(out).name, "src_lang": src_lang, "tgt_lang": tgt_lang,
             "training": {"imported_from": provenance}}
-    return save_checkpoint(out, model, tokenizer, meta=meta, dtype=dtype, card=card)
+    return save_checkpoint(out, model, tokenizer, meta=meta, dtype=dtype, card=card, output_of=TOOL,
+                           overwrite=overwrite, inputs=(directory,))

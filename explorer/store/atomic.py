@@ -62,10 +62,13 @@ def write_files(directory: str | os.PathLike, files: Mapping[str, bytes]) -> lis
     return sorted(files)
 
 
-def write_directory(target: Path, write: Callable[[Path], None]) -> Path:
+def write_directory(target: Path, write: Callable[[Path], None],
+                    before_swap: Callable[[], object] | None = None) -> Path:
     """Build a directory whole and swap it in for `target`: write(tmp) fills a hidden sibling, every
-    file in it and the directory are fsynced, then swap_in. On any failure the sibling is removed
-    and `target` is as it was. Checkpoints and exports are written this way."""
+    file in it and the directory are fsynced, then (once before_swap(), a last check, has not raised)
+    swap_in. On any failure the sibling is removed and `target` is as it was. Checkpoints and exports
+    are written this way; swap_in removes what `target` held, so callers decide first whether it may
+    go (explorer.store.output_dirs)."""
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
@@ -74,6 +77,8 @@ def write_directory(target: Path, write: Callable[[Path], None]) -> Path:
             if f.is_file():
                 fsync_file(f)
         fsync_dir(tmp)
+        if before_swap is not None:
+            before_swap()
         swap_in(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

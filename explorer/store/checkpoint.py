@@ -35,6 +35,7 @@ from explorer.model import Transformer
 from explorer.store import weights as wf
 from explorer.store.atomic import asides, fsync_dir, recover, write_directory, write_json_atomic
 from explorer.store.errors import CheckpointError
+from explorer.store.output_dirs import check_output_dir, mark_output
 
 FORMAT_VERSION = 1
 CONFIG, WEIGHTS, CARD, TRAINER_STATE = "config.json", "model.safetensors", "card.json", "trainer_state.pt"
@@ -58,8 +59,14 @@ class LoadedCheckpoint:
 
 def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer: Any, *, meta: dict,
                     dtype: torch.dtype = torch.float32, trainer_state: dict | None = None,
-                    card: dict | None = None) -> Path:
-    """Write a whole checkpoint to `directory` atomically; returns its path."""
+                    card: dict | None = None, output_of: str | None = None, overwrite: bool = False,
+                    inputs: tuple = ()) -> Path:
+    """Write a whole checkpoint to `directory` atomically; returns its path.
+
+    An existing `directory` is replaced only if it is a checkpoint of this format. A command that writes
+    where its user says (output_of: its name, e.g. "explorer.convert from-hf") goes further: only a new
+    or empty directory or that command's own earlier output is replaced (explorer.store.output_dirs;
+    `overwrite`, `inputs` as there). The trainer writes its own run directory and passes neither."""
     unknown = sorted(set(meta) - set(META_KEYS))
     if unknown:
         raise ValueError(f"unknown meta key(s) {unknown}; allowed: {list(META_KEYS)}")
@@ -68,7 +75,9 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     recover(target)
-    if target.exists() and not (target / CONFIG).is_file() and any(target.iterdir()):
+    if output_of is not None:
+        check_output_dir(target, output_of, overwrite=overwrite, inputs=inputs)
+    elif target.exists() and any(target.iterdir()) and not _is_checkpoint(target):
         raise ValueError(f"{target} exists and is not a checkpoint; refusing to replace it")
 
     def write(tmp: Path) -> None:
@@ -92,7 +101,20 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         (tmp / CONFIG).write_text(json.dumps(config, indent=2))   # written last: marks tmp complete
-    return write_directory(target, write)
+        if output_of is not None:
+            mark_output(tmp, output_of)
+    last_check = None if output_of is None else \
+        (lambda: check_output_dir(target, output_of, overwrite=overwrite, inputs=inputs))
+    return write_directory(target, write, before_swap=last_check)
+
+
+def _is_checkpoint(directory: Path) -> bool:
+    """A config.json of this format (any other file of that name belongs to something else)."""
+    try:
+        meta = json.loads((directory / CONFIG).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format_version") == FORMAT_VERSION
 
 
 def _weights_to_save(model: Transformer, dtype: torch.dtype) -> dict[str, torch.Tensor]:

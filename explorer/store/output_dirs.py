@@ -1,0 +1,139 @@
+"""Output directories a command is allowed to replace: a new one, an empty one, or one that holds exactly
+what the same command wrote there before. Nothing else, ever, is renamed aside and removed.
+
+Why: a directory is written whole by building a hidden sibling and swapping it in
+(explorer.store.atomic.write_directory), and the swap removes whatever the target held. Pointed at a
+user's folder (`convert to-hf model ~/thesis`), at the Hugging Face source being imported, at a shipped
+checkpoint or at the working directory's parent, that removal is data loss. So every output directory
+carries a marker (MARKER: the command that wrote it and each file's size and sha256), and a command
+may replace a directory only when:
+
+* it is missing, or empty;
+* its marker names the same command and the files are exactly those the marker lists (unchanged);
+* with `overwrite`: its marker lists every file in it (an earlier output of one of our commands,
+  edited since); a file the marker does not list means the user put it there, and it is refused
+  even then.
+
+Whatever the marker says, a command never replaces a symlink, a non-directory, the working directory
+or one of its ancestors, this project's own directory or one of its ancestors, or one of the command's
+inputs (or a directory holding one). The check runs before anything is computed and again just before
+the swap, so a refusal costs nothing and a directory filled meanwhile is not lost either.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable, Iterable
+
+from explorer.store.atomic import write_directory
+
+MARKER = ".explorer-output.json"
+PROJECT = Path(__file__).resolve().parents[2]      # the repository (or installed tree) holding explorer/
+
+
+class OutputRefused(ValueError):
+    """The output directory may not be replaced; the message says why and what to do."""
+
+
+def _digest(path: Path) -> str:
+    from explorer.store.weights import sha256
+    return sha256(path)
+
+
+def _files(directory: Path) -> list[Path]:
+    """Every entry under `directory` except the marker: files, and symlinks and other non-directories
+    as they are (never followed)."""
+    found = []
+    for root, dirs, names in os.walk(directory, followlinks=False):
+        base = Path(root)
+        found += [base / n for n in names]
+        found += [base / d for d in dirs if (base / d).is_symlink()]
+    return sorted(p for p in found if p.relative_to(directory).as_posix() != MARKER)
+
+
+def _listing(directory: Path, files: list[Path]) -> dict[str, dict]:
+    return {p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "sha256": _digest(p)}
+            for p in files if p.is_file() and not p.is_symlink()}
+
+
+def mark_output(directory: Path, tool: str) -> None:
+    """Write the marker listing every file now in `directory` as written by `tool`."""
+    directory = Path(directory)
+    record = {"tool": tool, "files": _listing(directory, _files(directory))}
+    (directory / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True))
+
+
+def _read_marker(directory: Path) -> dict | None:
+    try:
+        record = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(record, dict) and isinstance(record.get("tool"), str) and isinstance(record.get("files"), dict)
+    return record if ok else None
+
+
+def _is_within(path: Path, other: Path) -> bool:
+    """`path` is `other` or one of its ancestors."""
+    return path == other or path in other.parents
+
+
+def _never(target: Path, resolved: Path, inputs: Iterable[str | os.PathLike]) -> str | None:
+    """Why `target` may never be replaced, whatever its contents; None if it may be, given them."""
+    if target.is_symlink():
+        return f"{target} is a symbolic link; name the directory itself or a new path"
+    if target.exists() and not target.is_dir():
+        return f"{target} exists and is not a directory"
+    if _is_within(resolved, Path.cwd().resolve()):
+        return f"{target} is the working directory or one of its ancestors"
+    if _is_within(resolved, PROJECT):
+        return f"{target} is this project's directory or one of its ancestors"
+    for given in inputs:
+        if _is_within(resolved, Path(given).resolve()):
+            return f"{target} is this command's input ({given}) or holds it"
+    return None
+
+
+def check_output_dir(target: str | os.PathLike, tool: str, *, overwrite: bool = False,
+                     inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """`target` if `tool` may write it (see the module's rules); otherwise OutputRefused saying why."""
+    target = Path(target)
+    resolved = target.resolve()
+    never = _never(target, resolved, list(inputs))
+    if never:
+        raise OutputRefused(f"{never}; refusing to replace it")
+    if not target.exists():
+        return target
+    if not any(target.iterdir()):
+        return target                                                 # empty: nothing to lose
+    files = _files(target)
+    marker = _read_marker(target)
+    listed = set(marker["files"]) if marker else set()
+    foreign = [p.relative_to(target).as_posix() for p in files if p.relative_to(target).as_posix() not in listed]
+    if marker is None and not foreign:                                # only (empty) folders: still the user's
+        foreign = sorted(p.name for p in target.iterdir())
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputRefused(f"{target} holds files {tool} did not write ({shown}); refusing to replace it "
+                            "(even with --overwrite): choose a new or empty directory")
+    if overwrite or (marker["tool"] == tool and _listing(target, files) == marker["files"]):
+        return target
+    why = (f"was written by {marker['tool']}" if marker["tool"] != tool
+           else "was changed since it was written")
+    raise OutputRefused(f"{target} {why}; pass --overwrite to replace it, or choose a new directory")
+
+
+def write_output_dir(target: str | os.PathLike, tool: str, write: Callable[[Path], None], *,
+                     overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """write(tmp) fills a new directory that is marked and swapped in for `target` (atomically: see
+    explorer.store.atomic.write_directory), checked as check_output_dir before and just before the swap."""
+    inputs = list(inputs)
+    target = check_output_dir(target, tool, overwrite=overwrite, inputs=inputs)
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+    def write_marked(tmp: Path) -> None:
+        write(tmp)
+        mark_output(tmp, tool)
+
+    return write_directory(target, write_marked,
+                           before_swap=lambda: check_output_dir(target, tool, overwrite=overwrite, inputs=inputs))
