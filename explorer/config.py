@@ -109,10 +109,24 @@ class ModelConfig:
 
 # Upper bounds on what a config (a checkpoint's config.json included) may describe, checked before
 # anything is allocated. Far above any translation model in use (the paper's big model: d_model
-# 1024, d_ff 4096, 16 heads, 6+6 layers; NLLB's vocabulary: 256k), far below what takes a server down.
+# 1024, d_ff 4096, 16 heads, 6+6 layers; NLLB's vocabulary: 256k). Each size alone is bounded here;
+# what they add up to in memory is bounded by MAX_MODEL_BYTES.
 MODEL_LIMITS = {"src_vocab_size": 1 << 20, "tgt_vocab_size": 1 << 20, "d_model": 16384, "n_heads": 256,
                 "d_ff": 65536, "n_encoder_layers": 128, "n_decoder_layers": 128, "max_len": 65536}
 MAX_POSITION_VALUES = 1 << 24     # max_len * d_model: the sinusoidal table (64 MiB in float32)
+# The memory one model's load (or import) may take at its peak, counted from the config and the weights'
+# header before anything is allocated (explorer.store.weights.load_bytes): OPUS-MT base (74M parameters)
+# needs ~0.3 GiB to load, the paper's big model ~0.8 GiB; a server keeps up to 4 models, plus private
+# copies for background analyses. $EXPLORER_MAX_MODEL_BYTES sets another bound (a number of bytes).
+MAX_MODEL_BYTES = 2 << 30
+MAX_MODEL_BYTES_ENV = "EXPLORER_MAX_MODEL_BYTES"
+
+
+def max_model_bytes() -> int:
+    """MAX_MODEL_BYTES, or $EXPLORER_MAX_MODEL_BYTES when it holds a positive whole number."""
+    import os
+    given = os.environ.get(MAX_MODEL_BYTES_ENV, "").strip()
+    return int(given) if given.isascii() and given.isdigit() and int(given) > 0 else MAX_MODEL_BYTES
 # The choices of ModelConfig.activation and .pe_layout, named here so reading a config needs no torch;
 # model/functional.py holds their formulas (ACTIVATIONS, sinusoidal_table) and checks it has them all.
 ACTIVATION_NAMES = ("relu", "swish", "gelu")
@@ -284,6 +298,40 @@ def resolve_device(name: str = "auto"):
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+DEVICE_NAMES = "cpu, cuda, cuda:N, mps or auto"
+
+
+def check_device(name: str) -> str:
+    """`name` unchanged when this machine can run on it, else ValueError saying why, in one line.
+
+    For command lines, checked while their arguments are parsed: resolve_device takes any name torch
+    parses without asking whether the device is there, so "nonsense" or "cuda" without CUDA would
+    end in a traceback from deep inside loading, after the command's other work had begun."""
+    import torch
+
+    if name == "auto":
+        return name
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"unknown device {name!r}: use {DEVICE_NAMES}") from None
+    if device.type == "cpu":
+        return name
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            why = "this PyTorch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise ValueError(f"device {name!r}: {why} on this machine; use cpu or auto")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"device {name!r}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+        return name
+    if device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"device {name!r}: MPS (Apple GPU) is not available on this machine; use cpu or auto")
+        return name
+    raise ValueError(f"device {name!r}: not one this program runs on; use {DEVICE_NAMES}")
 
 
 def _is_int(value: Any) -> bool:

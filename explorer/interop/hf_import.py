@@ -18,6 +18,7 @@ from explorer.model import Transformer
 from explorer.model.skeleton import model_skeleton
 from explorer.store.card import ModelCard, with_model_card
 from explorer.store.output_dirs import check_output_dir
+from explorer.store.weights import check_memory, load_bytes
 
 
 TOOL = "explorer.convert from-hf"
@@ -46,11 +47,13 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
         raise ConversionError(f"{directory}: tokenizer: {exc}") from None
     get, weights_file = src.tensor_reader(directory)
     bias = get(LOGITS_BIAS)
-    logits_bias = bias is not None and bias.numel() < (1 << 24) and bool(bias.float().abs().max() > 0)
+    # all zeros (as Marian's exports often are) need no bias; NaN != 0, so a damaged one is kept and refused
+    logits_bias = bias is not None and bias.numel() < (1 << 24) and bool((bias != 0).any())
     cfg = model_config_from_hf(hf, tokenizer.special, logits_bias=logits_bias)
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise ConversionError(f"{directory}: the vocabulary has {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size} "
                               f"entries, config.json says {cfg.src_vocab_size}/{cfg.tgt_vocab_size}")
+    check_memory(str(weights_file), load_bytes(cfg, copies=2))     # the converted tensors beside the model
     shapes = {n: tuple(p.shape) for n, p in model_skeleton(cfg).state_dict().items()}
     try:
         state = state_from_hf(get, cfg, shapes)
@@ -58,6 +61,7 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
         raise ConversionError(f"{weights_file}: {exc}") from None
     model = Transformer(cfg)
     model.load_state_dict(state, strict=True)
+    del state
     model.eval()
 
     found_src, found_tgt = src.languages(directory, provenance)

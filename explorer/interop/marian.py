@@ -179,17 +179,29 @@ def halves_permutation(d_model: int) -> torch.Tensor:
 def state_from_hf(get: Callable[[str], torch.Tensor | None], cfg: ModelConfig,
                   shapes: Mapping[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
     """Our state dict (float32) from a Marian file's tensors: `get(hf_name)` returns one or None;
-    `shapes` are our parameters' shapes, checked before a tensor is used."""
+    `shapes` are our parameters' shapes, checked before a tensor is used.
+
+    A tensor several of our names share (the tied embeddings and output projection: Marian's
+    `model.shared.weight`) is read and converted once and the names hold that one tensor: three
+    float32 copies of a 58k-piece embedding would be ~360 MB for nothing. NaN or infinite values are
+    refused: the import must compute what its source computes, or say why it cannot."""
     out: dict[str, torch.Tensor] = {}
+    converted: dict[str, torch.Tensor] = {}
     for ours, theirs in name_map(cfg).items():
-        tensor = next((t for t in map(get, hf_aliases(theirs)) if t is not None), None)
-        if tensor is None:
-            raise ConversionError(f"the weights have no {theirs} (needed for {ours})")
-        if theirs == LOGITS_BIAS:
-            tensor = tensor.reshape(-1)                                          # [1, V] -> [V]
-        if tuple(tensor.shape) != tuple(shapes[ours]):
-            raise ConversionError(f"{theirs} has shape {tuple(tensor.shape)}, the config needs {tuple(shapes[ours])}")
-        out[ours] = tensor.to(torch.float32)
+        if theirs not in converted:
+            tensor = next((t for t in map(get, hf_aliases(theirs)) if t is not None), None)
+            if tensor is None:
+                raise ConversionError(f"the weights have no {theirs} (needed for {ours})")
+            if theirs == LOGITS_BIAS:
+                tensor = tensor.reshape(-1)                                      # [1, V] -> [V]
+            if tuple(tensor.shape) != tuple(shapes[ours]):
+                raise ConversionError(f"{theirs} has shape {tuple(tensor.shape)}, the config needs "
+                                      f"{tuple(shapes[ours])}")
+            tensor = tensor.to(torch.float32)
+            if not bool(torch.isfinite(tensor).all()):
+                raise ConversionError(f"{theirs} holds NaN or infinite values (a diverged or damaged model)")
+            converted[theirs] = tensor
+        out[ours] = converted[theirs]
     return out
 
 

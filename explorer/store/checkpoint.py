@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from explorer.config import ModelConfig, resolve_device
 from explorer.model import Transformer
@@ -196,27 +195,37 @@ def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "
     path = resolve(directory)
     meta, cfg = read_config(path)
     weights = path / WEIGHTS
-    expected = meta.get("weights_sha256")
-    sha = wf.sha256(weights) if weights.is_file() else None
     header = read_weights_header(path)              # missing, truncated, malformed header
     wf.check_size(cfg, header, weights)             # before anything the config sizes is allocated
+    expected = meta.get("weights_sha256")
+    sha = wf.sha256(weights)
     if expected is not None and sha != expected:
         raise CheckpointError(f"{weights}: content does not match the sha256 in config.json (corrupted file)")
     model = Transformer(cfg)
-    state = wf.checked_state(model, header, weights)
-    try:
-        loaded = load_file(str(weights), device="cpu")
-    except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
-        raise CheckpointError(f"{weights}: cannot read tensors: {exc}") from None
-    for name, tensor in loaded.items():
-        wf.check_finite(weights, name, tensor)
-    full = {name: loaded[stored].to(torch.float32) if loaded[stored].is_floating_point() else loaded[stored]
-            for name, stored in state.items()}
-    model.load_state_dict(full, strict=True)
+    _read_weights_into(model, wf.checked_state(model, header, weights), header, weights)
     model = model.to(resolve_device(str(device))).eval()
     tokenizer = _load_tokenizer(path, meta, cfg)
     return LoadedCheckpoint(model=model, tokenizer=tokenizer, config=cfg, meta=meta, card=read_card(path),
                             path=path, name=meta.get("name") or Path(directory).name, sha256=sha[:12])
+
+
+def _read_weights_into(model: Transformer, state: dict[str, str], header: dict[str, dict], weights: Path) -> None:
+    """Copy each stored tensor into the parameters it holds (tied ones share it), one tensor in memory
+    at a time: the peak is the model plus the largest tensor (weights.load_bytes), never a second
+    model's worth of float32 copies."""
+    params = model.state_dict()                     # the live tensors (shared storage)
+    holders: dict[str, list[str]] = {}
+    for name, stored in state.items():
+        holders.setdefault(stored, []).append(name)
+    try:
+        with torch.no_grad():
+            for stored, tensor in wf.read_tensors(weights, header, holders):
+                wf.check_finite(weights, stored, tensor)
+                for name in holders[stored]:
+                    params[name].copy_(tensor)      # float16 -> float32 in the copy
+                del tensor
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise CheckpointError(f"{weights}: cannot read tensors: {exc}") from None
 
 
 def load_trainer_state(directory: str | os.PathLike) -> dict:
@@ -248,10 +257,10 @@ def verify_contents(directory: str | os.PathLike, meta: dict, cfg: ModelConfig) 
     if expected is not None and wf.sha256(weights) != expected:
         raise CheckpointError(f"{weights}: content does not match the sha256 in config.json (corrupted file)")
     try:
-        with safe_open(str(weights), framework="pt") as f:
-            for name in f.keys():
-                wf.check_finite(weights, name, f.get_tensor(name))
-    except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
+        header = wf.read_header(weights)
+        for name, tensor in wf.read_tensors(weights, header, header):
+            wf.check_finite(weights, name, tensor)
+    except (OSError, RuntimeError, ValueError) as exc:
         raise CheckpointError(f"{weights}: cannot read tensors: {exc}") from None
     _load_tokenizer(path, meta, cfg)
 

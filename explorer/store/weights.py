@@ -2,7 +2,7 @@
 
 Everything here reads the safetensors header or streams values; nothing is sized by what a
 config.json claims until the header has been checked against the file's size (read_header) and
-against the config's parameter count (check_size). Saving shares alias_groups (tied matrices are
+against the config's parameter count and the memory the load will take (check_size). Saving shares alias_groups (tied matrices are
 stored once) and sha256 with loading.
 """
 from __future__ import annotations
@@ -11,12 +11,14 @@ import hashlib
 import json
 import math
 import struct
+import sys
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 import torch
 
-from explorer.config import ModelConfig
+from explorer.config import MAX_MODEL_BYTES_ENV, ModelConfig, max_model_bytes
 from explorer.model import Transformer, parameter_count
 from explorer.store.errors import CheckpointError
 
@@ -79,6 +81,33 @@ def check_size(cfg: ModelConfig, header: dict[str, dict], weights: Path) -> None
     if stored != expected:
         raise CheckpointError(f"{weights}: holds {stored:,} values, but config.json describes a model of "
                               f"{expected:,} parameters (damaged, or the wrong config)")
+    check_memory(str(weights), load_bytes(cfg, header))
+
+
+def load_bytes(cfg: ModelConfig, header: dict[str, dict] | None = None, *, copies: int = 1) -> int:
+    """The bytes a load holds at its peak, from the config and the header alone: `copies` float32 copies
+    of every parameter (load_checkpoint builds the model, then reads one stored tensor at a time into
+    it: 1; an import holds the converted tensors beside the model: 2), the positional tables (one
+    buffer per stack, none when positions are learned: they are parameters), and the largest stored
+    tensor as read (its own dtype) and as converted to float32.
+
+    A file's size on disk says nothing about this (a sparse file of 8 KB can claim a 1 GB tensor),
+    hence a bound in bytes of memory, checked before anything is allocated."""
+    tables = 0 if cfg.positions == "learned" else 2 * 4 * cfg.max_len * cfg.d_model
+    largest = 0
+    for info in (header or {}).values():
+        numel = math.prod(info["shape"])
+        largest = max(largest, numel * (_ST_DTYPES[info["dtype"]].itemsize + 4))
+    return copies * 4 * parameter_count(cfg) + tables + largest
+
+
+def check_memory(what: str, need: int) -> None:
+    """Refuse a load that would take more than the bound (explorer.config.max_model_bytes)."""
+    limit = max_model_bytes()
+    if need > limit:
+        raise CheckpointError(f"{what}: loading this model would take {need / 2**30:.2f} GiB of memory, more than "
+                              f"the {limit / 2**30:.2f} GiB one model may take here (MAX_MODEL_BYTES in "
+                              f"explorer/config.py; ${MAX_MODEL_BYTES_ENV} sets another bound)")
 
 
 def checked_state(model: Transformer, header: dict[str, dict], weights: Path) -> dict[str, str]:
@@ -99,6 +128,29 @@ def checked_state(model: Transformer, header: dict[str, dict], weights: Path) ->
     if unexpected:
         raise CheckpointError(f"{weights}: unexpected tensor(s) {unexpected[:5]} (wrong model config?)")
     return mapping
+
+
+def read_tensors(path: Path, header: dict[str, dict], names: Iterable[str]) -> Iterator[tuple[str, torch.Tensor]]:
+    """Each named tensor of a checked header (read_header), read from the file into memory of its
+    own, one at a time, in file order.
+
+    Not safetensors' safe_open: it maps the whole file, and every page a load touches stays counted in
+    the process's resident memory (a 100 MB file: 100 MB more at the load's peak than load_bytes says).
+    Here the peak is the tensor being read."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        for name in sorted(names, key=lambda k: header[k]["data_offsets"][0]):
+            info = header[name]
+            start, stop = info["data_offsets"]
+            f.seek(8 + n + start)
+            data = bytearray(stop - start)
+            if f.readinto(data) != len(data):
+                raise CheckpointError(f"{path}: truncated while reading {name!r}")
+            dtype = _ST_DTYPES[info["dtype"]]
+            tensor = torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
+            if sys.byteorder != "little":                                   # the format is little-endian
+                tensor = torch.from_numpy(tensor.numpy().byteswap())
+            yield name, tensor.reshape(info["shape"])
 
 
 def check_finite(weights: Path, name: str, tensor: torch.Tensor) -> None:
