@@ -3,31 +3,50 @@
 Scores every aligner (cross-attention heads and layers, naive and Shift-Att, value-norm weighted;
 gradient x input; integrated gradients; eflomal) against a gold set: the file given, else the one
 that ships for the checkpoint (explorer.align.gold_sets). Prints the table, writes the JSON atomically.
+The arguments, an --out that can be written and a --gold file that can be read (explorer.store.
+user_files) are checked before the checkpoint is loaded: a slip is refused at once, in one line.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from functools import partial
 
+from explorer.align.scorecard import RANGES
+from explorer.evaluation.arguments import ArgumentsError, CommandParser, count, device
+from explorer.store.user_files import UserFileError, check_output_file
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.align", description=__doc__.split("\n")[0])
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m explorer.align", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--gold", help="a gold file: source ||| target ||| links (i-j sure, i?j possible), "
                                        "one pair per line; default: the checkpoint's shipped gold set")
     parser.add_argument("--out", default="alignment.json", help="the JSON file to write (default alignment.json)")
-    parser.add_argument("--pairs", type=int, default=200, help="the first N gold pairs (default 200)")
-    parser.add_argument("--attribution-pairs", type=int, default=60,
-                        help="gradient methods on the first N of them (default 60; 0 skips them)")
-    parser.add_argument("--ig-steps", type=int, default=32, help="integrated-gradients path points (default 32)")
+    parser.add_argument("--pairs", type=count("pairs", *RANGES["pairs"]), default=200,
+                        help="the first N gold pairs (default 200, at most %d)" % RANGES["pairs"][1])
+    parser.add_argument("--attribution-pairs", type=count("attribution pairs", *RANGES["attribution_pairs"]),
+                        default=60, help="gradient methods on the first N of them (default 60; 0 skips them)")
+    parser.add_argument("--ig-steps", type=count("ig steps", *RANGES["ig_steps"]), default=32,
+                        help="integrated-gradients path points (default 32, %d to %d)" % RANGES["ig_steps"])
     parser.add_argument("--no-eflomal", action="store_true", help="leave out the statistical aligner")
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args(argv)
+    parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        check_output_file(args.out)
+    except ArgumentsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except UserFileError as err:
+        print(f"error: --out {err}", file=sys.stderr)
+        return 2
 
     from explorer.align.job import run_to_file, training_pairs
     from explorer.align.gold import GoldError
-    from explorer.align.gold_sets import gold_from, held_out_share
+    from explorer.align.gold_sets import default_gold, held_out_share, user_gold
     from explorer.align.report import report
     from explorer.align.scorecard import AlignSettings
     from explorer.data import DataError
@@ -35,15 +54,21 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.evaluation.progress import run_command
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
+    settings = AlignSettings(pairs=args.pairs, attribution_pairs=args.attribution_pairs,
+                             ig_steps=args.ig_steps, eflomal=not args.no_eflomal)
+    try:
+        gold, name = user_gold(args.gold) if args.gold else (None, "")
+    except GoldError as err:                        # read before the checkpoint is loaded
+        print(f"error: --gold {err}", file=sys.stderr)
+        return 2
     try:
         ckpt = load_checkpoint(args.checkpoint, device=args.device)
         try:
             held, _ = held_out_pairs(ckpt.path, ckpt.meta)
         except DataError:
             held = []
-        gold, name = gold_from(args.gold, ckpt.meta, held)
-        settings = AlignSettings(pairs=args.pairs, attribution_pairs=args.attribution_pairs,
-                                 ig_steps=args.ig_steps, eflomal=not args.no_eflomal)
+        if gold is None:
+            gold, name = default_gold(ckpt.meta, held)
     except (CheckpointError, GoldError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -15,9 +15,10 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from explorer.align.gold import GoldError, GoldPair, read_gold
+from explorer.align.gold import MAX_BYTES, GoldError, GoldPair, parse_gold, read_gold
 from explorer.align.numbers_gold import numbers_gold
 from explorer.store.run_files import REPO_ROOT
+from explorer.store.user_files import UserFileError, read_user_file
 
 GOLD_DIR = REPO_ROOT / "gold"
 SHIPPED = {("bible", "es", "en"): "bible-es-en.align"}     # (training dataset, source, target) -> file
@@ -50,8 +51,24 @@ def held_out_share(gold: Sequence[GoldPair], held_out: Sequence) -> int:
     return sum((_key(g.src_text), _key(g.tgt_text)) in held for g in gold)
 
 
+def user_gold(path: str | Path) -> tuple[list[GoldPair], str]:
+    """(pairs, file name) of a gold file the user names: anything may be named (/dev/zero, a FIFO),
+    so it is read through explorer.store.user_files (a regular file only, never blocking, at most
+    MAX_BYTES); GoldError says what is wrong."""
+    name = Path(path).name
+    try:
+        data = read_user_file(path, MAX_BYTES)
+    except UserFileError as err:
+        raise GoldError(str(err)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise GoldError(f"{name}: not UTF-8 text") from None
+    return parse_gold(text, name), name
+
+
 def gold_from(path: str | Path | None, meta: dict, held_out: Sequence) -> tuple[list[GoldPair], str]:
     """The user's gold file when given, else the checkpoint's default."""
     if path:
-        return read_gold(path), Path(path).name
+        return user_gold(path)
     return default_gold(meta, held_out)

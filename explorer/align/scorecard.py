@@ -21,7 +21,7 @@ import numpy as np
 
 from explorer.align.attention import METHODS, OFFSETS, attention_matrices
 from explorer.align.attribution import ATTRIBUTIONS, IG_STEPS, piece_attributions
-from explorer.align.gold import GoldPair, Link
+from explorer.align.gold import MAX_PAIRS, GoldPair, Link
 from explorer.align.metrics import EXTRACTIONS, AlignmentScore, extract_links, score_links
 from explorer.align.pairs import model_pairs
 from explorer.align.statistical import available as eflomal_available, eflomal_links
@@ -32,6 +32,12 @@ STAGES = ("attention", "grad-x-input", "integrated-gradients", "eflomal")
 # The band the issue asks for when eflomal cannot run: German-English AER (%) as reported in the
 # awesome-align README (Dou & Neubig 2021, "Word Alignment by Fine-tuning Embeddings on Parallel Corpora").
 PUBLISHED_DE_EN = {"fast_align": 27.0, "eflomal": 22.6, "GIZA++": 20.6, "awesome-align": 15.1}
+# What a run may ask for, checked by AlignSettings and by `python -m explorer.align` as it parses its
+# arguments: no more pairs than a gold file may hold (the app offers up to the gold set's size);
+# integrated-gradients steps up to twice the app's cap of 64 for one sentence (Sundararajan et al.
+# found 20 to 300 enough; each step is a forward and backward pass per target piece, ~5 s a Bible
+# verse at the default 32).
+RANGES = {"pairs": (1, MAX_PAIRS), "attribution_pairs": (0, MAX_PAIRS), "ig_steps": (2, 128)}
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,10 @@ class AlignSettings:
     eflomal: bool = True
 
     def __post_init__(self) -> None:
-        if self.pairs < 1 or self.attribution_pairs < 0 or not 2 <= self.ig_steps <= 512:
-            raise ValueError("pairs >= 1, attribution_pairs >= 0, 2 <= ig_steps <= 512")
+        for name, (low, high) in RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"{name} >= {low} and <= {high} required, not {value}")
 
 
 class Tally:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from explorer.config import DecodeConfig, resolve_device
+from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
 from explorer.evaluation.showcase import record
 
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
                                        "test split of the dataset it was trained on)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (CUDA when present)")
+    parser.add_argument("--device", type=device_argument, default="cpu",
+                        help="cpu, cuda, cuda:N, mps or auto (CUDA when present)")
     parser.add_argument("--no-write", action="store_true", help="do not update card.json")
     args = parser.parse_args(argv)
     try:

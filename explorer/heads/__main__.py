@@ -2,28 +2,48 @@
 
 Prints the estimated cost first, then the tables (explorer.heads.report), and writes the JSON
 (explorer.heads.job) atomically to --out (default: head_lab.json beside the current directory).
+Every argument is checked before the checkpoint is loaded: counts within explorer.heads.job.RANGES,
+a device this machine has, an --out that can be written (explorer.store.user_files), so a slip is
+refused at once in one line rather than after the run or with a traceback.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from functools import partial
 
+from explorer.evaluation.arguments import ArgumentsError, CommandParser, count, device
+from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
+from explorer.store.user_files import UserFileError, check_output_file
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.heads", description=__doc__.split("\n")[0])
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m explorer.heads", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
-    parser.add_argument("--sentences", type=int, default=200, help="the first N held-out pairs (default 200)")
+    parser.add_argument("--sentences", type=count("sentences", *RANGES["sentences"]), default=200,
+                        help="the first N held-out pairs (default 200, at most %d)" % RANGES["sentences"][1])
     parser.add_argument("--out", default="head_lab.json", help="the JSON file to write (default head_lab.json)")
     parser.add_argument("--forced", choices=FORCED, default="reference",
                         help="teacher-force the reference (default) or the model's own greedy output")
-    parser.add_argument("--seeds", type=int, default=3, help="random removal orders, the baseline (default 3)")
-    parser.add_argument("--points", type=int, default=3,
-                        help="scored points per kind's pruning curve after the first; all kinds together: 2x")
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args(argv)
+    parser.add_argument("--seeds", type=count("seeds", *RANGES["seeds"]), default=3,
+                        help="random removal orders, the baseline (default 3, at most %d)" % RANGES["seeds"][1])
+    parser.add_argument("--points", type=count("points", *RANGES["points"]), default=3,
+                        help="scored points per kind's pruning curve after the first; all kinds together: 2x "
+                             "(default 3, at most %d)" % RANGES["points"][1])
+    parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        check_output_file(args.out)
+    except ArgumentsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except UserFileError as err:
+        print(f"error: --out {err}", file=sys.stderr)
+        return 2
 
     from explorer.evaluation.scores import held_out_pairs
     from explorer.heads.job import LabSettings, run_to_file
@@ -32,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     try:
+        settings = LabSettings(sentences=args.sentences, forced=args.forced, seeds=args.seeds, points=args.points)
         ckpt = load_checkpoint(args.checkpoint, device=args.device)
         pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-        settings = LabSettings(sentences=args.sentences, forced=args.forced, seeds=args.seeds, points=args.points)
     except (CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

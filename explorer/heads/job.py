@@ -32,6 +32,13 @@ from explorer.inspection.trace import ATTENTION_KINDS, KINDS
 from explorer.store.atomic import write_json_atomic
 
 STAGES = ("statistics", "importance", "single-head removal", "pruning")
+# What a run may ask for, checked by LabSettings and by `python -m explorer.heads` as it parses its
+# arguments. The app's widgets stop at 500 sentences and 10 seeds; the command line goes to a whole
+# shipped test set (1000 Bible pairs). Far enough out for any real use, near enough that a slip (a
+# few extra zeros) is refused at once: plan_curves builds seeds x curves before anything is scored,
+# and a billion seeds filled 3 GB with nothing computed. A curve saturates at one point per head, so
+# more points than 32 only multiply greedy decodes of the set.
+RANGES = {"sentences": (1, 1000), "seeds": (0, 10), "points": (1, 32), "batch_size": (1, 256)}
 
 
 @dataclass(frozen=True)
@@ -45,8 +52,10 @@ class LabSettings:
     def __post_init__(self) -> None:
         if self.forced not in FORCED:
             raise ValueError(f"forced must be one of {FORCED}, not {self.forced!r}")
-        if self.sentences < 1 or self.seeds < 0 or self.points < 1:
-            raise ValueError("sentences and points must be >= 1, seeds >= 0")
+        for name, (low, high) in RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"{name} >= {low} and <= {high} required, not {value}")
 
     def curve_points(self) -> dict[str, int]:
         return {scope: self.points * (2 if scope == "all" else 1) for scope in SCOPES}

@@ -16,7 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from explorer.store import run_files as rf
-from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
+from explorer.config import PRESETS, ModelConfig, TrainConfig, check_device, preset
 from explorer.text.tokenizer import MODEL_TYPES
 
 # Upper limits: far above any setting that makes sense here (and above the app form's caps), low
@@ -92,6 +92,7 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
             data[f.name] = getattr(args, f.name)
     cfg = TrainConfig.from_dict(data)
     validate(cfg)
+    check_device(cfg.device)     # one this machine has: one line now, not a traceback from inside the trainer
     if not (args.resume or args.overwrite) and rf.holds_run(cfg.run_dir):
         # a fresh run's files would mix with the old ones (keep_last would prune by name across both)
         raise ValueError(f"{cfg.run_dir} already holds a run; use --resume to continue it "
