@@ -21,6 +21,8 @@ import numpy as np
 import torch
 
 from explorer.align.pairs import ModelPair
+from explorer.config import match_threads
+from explorer.decoding.compute_queue import QUEUE
 from explorer.decoding.core import as_batch, special_ids
 from explorer.inspection.attention_stats import word_matrix
 from explorer.inspection.hooks import intervene
@@ -28,7 +30,27 @@ from explorer.inspection.hooks import intervene
 ATTRIBUTIONS = ("grad-x-input", "integrated-gradients")
 TOKENS = "encoder.embed.tokens"
 IG_STEPS = 32                       # Gauss-Legendre points on the path (captum's default method)
-IG_BATCH = 512                      # sequences per forward + backward (targets x steps are split into these)
+# The memory one batch of rows (one row: one target piece at one step of the path) may take with its
+# backward pass. Rows per batch follow from row_bytes, so a 160-word pair costs what a short one does,
+# in more batches (one batch of every target at once grew with the square of the pair's length: a
+# 161-piece pair took 5.4 GB).
+ATTRIBUTION_BYTES = 192 << 20
+
+
+def row_bytes(cfg, src_len: int, tgt_len: int) -> int:
+    """An upper estimate of what one row of a batch holds through forward and backward (float32): per
+    layer and position the sublayers' inputs and outputs, the FFN's hidden layer and their gradients;
+    per head the attention maps (scores, weights and the weights' gradient); the generator at the
+    one position scored. Checked against measured peaks in tests/unit/test_attribution_memory.py."""
+    d, f, h = cfg.d_model, cfg.d_ff, cfg.n_heads
+    s, t = src_len, tgt_len
+    encoder = cfg.n_encoder_layers * (s * (8 * d + 2 * f) + 2 * h * s * s)
+    decoder = cfg.n_decoder_layers * (t * (12 * d + 2 * f) + 2 * h * (t * t + t * s))
+    return 4 * (encoder + decoder + 4 * cfg.tgt_vocab_size + 4 * s * d)
+
+
+def rows_per_batch(cfg, src_len: int, tgt_len: int, budget: int = ATTRIBUTION_BYTES) -> int:
+    return max(1, budget // row_bytes(cfg, src_len, tgt_len))
 
 
 def _teacher(model, mp: ModelPair) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -39,54 +61,77 @@ def _teacher(model, mp: ModelPair) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     return src, tgt_in, out
 
 
-def log_prob_function(model, mp: ModelPair) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:
-    """(F, e): F maps source token vectors [B, S, d] to the forced pieces' log-probs [B, T];
-    e [1, S, d] is the pair's own token vectors."""
+def log_prob_function(model, mp: ModelPair) -> tuple[Callable[[torch.Tensor, torch.Tensor], torch.Tensor], torch.Tensor]:
+    """(F, e): F(vectors [B, S, d], positions [B]) is each row's forced piece's log-prob at its own
+    target position [B]; e [1, S, d] is the pair's own token vectors.
+
+    Only the scored position goes through the generator: the full [B, T, V] log-softmax would be the
+    largest tensor of the pass, and every row reads one entry of it."""
     src, tgt_in, out = _teacher(model, mp)
     embed = model.encoder.embed
     with torch.no_grad():
         tokens = (embed.lookup(src) * embed.scale).detach()                   # [1, S, d]
 
-    def forward(vectors: torch.Tensor) -> torch.Tensor:                      # [B, S, d] -> [B, T]
+    def forward(vectors: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:   # [B, S, d], [B] -> [B]
         b = vectors.shape[0]
         with intervene(model, {TOKENS: lambda _: vectors}):
-            log_probs = model(src.expand(b, -1), tgt_in.expand(b, -1))       # [B, T, V]
-        return log_probs.gather(2, out.expand(b, -1).unsqueeze(2)).squeeze(2)  # [B, T]
+            memory, src_mask = model.encode(src.expand(b, -1))             # [B, S, d]
+            hidden = model.decode(tgt_in.expand(b, -1), memory, src_mask)     # [B, T, d]
+            rows = torch.arange(b, device=hidden.device)
+            log_probs = model.generator(hidden[rows, positions].unsqueeze(1))  # [B, 1, V]
+        return log_probs[:, 0].gather(1, out[0, positions].unsqueeze(1)).squeeze(1)   # [B]
 
     return forward, tokens
 
 
 def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS, with_delta: bool = False,
-                       targets: Sequence[int] | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+                       targets: Sequence[int] | None = None, budget: int = ATTRIBUTION_BYTES
+                       ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Attribution of each source piece to each forced piece: [T, S] (T = out_ids incl. EOS, or the
     `targets` positions only). With with_delta (integrated gradients): also captum's convergence
     delta per target [T]: sum of attributions - (F(x) - F(baseline)).
 
-    All targets go through captum as one batch: one row of inputs per target, each with its own
-    `target` column. The rows do not interact, so each row's gradient is its own target's, and a
-    few large products replace T small ones (several times faster on a shared CPU)."""
+    Targets go through captum in batches of rows (one row per target, and per step of the path for
+    integrated gradients) sized so that a batch takes at most `budget` bytes (row_bytes). The rows do
+    not interact, so each row's gradient is its own target's: batching changes the speed, not the
+    numbers (tested against one target at a time). A place in the compute queue is held throughout
+    (decoding.compute_queue: the app's users share the cores; background analyses do not queue)."""
     from captum.attr import InputXGradient, IntegratedGradients
 
     if method not in ATTRIBUTIONS:
         raise ValueError(f"attribution method must be one of {ATTRIBUTIONS}, not {method!r}")
-    was_training = model.training
-    model.eval()
-    forward, tokens = log_prob_function(model, mp)
     wanted = list(range(len(mp.out_ids)) if targets is None else targets)
-    inputs = tokens.expand(len(wanted), -1, -1).contiguous()                 # [T, S, d]
-    try:
-        if method == "grad-x-input":
-            attr, delta = InputXGradient(forward).attribute(inputs.requires_grad_(), target=wanted), None  # [T, S, d]
-        else:
-            attr, delta = IntegratedGradients(forward).attribute(
-                inputs, baselines=torch.zeros_like(inputs), target=wanted, n_steps=steps,
-                internal_batch_size=IG_BATCH, return_convergence_delta=True)             # [T, S, d], [T]
-    finally:
-        if was_training:
-            model.train()
-    matrix = attr.sum(dim=-1).detach().float().cpu().numpy()                # [T, S]
+    per_batch = rows_per_batch(model.cfg, len(mp.src_ids), len(mp.out_ids), budget)
+    chunk = per_batch if method == "grad-x-input" else max(1, min(len(wanted), per_batch))
+    rows, deltas = [], []
+    with QUEUE.slot():
+        match_threads()
+        was_training = model.training
+        model.eval()
+        forward, tokens = log_prob_function(model, mp)
+        try:
+            for first in range(0, len(wanted), chunk):
+                part = wanted[first:first + chunk]
+                positions = torch.tensor(part, dtype=torch.long, device=tokens.device)          # [k]
+                inputs = tokens.expand(len(part), -1, -1).contiguous()                         # [k, S, d]
+                if method == "grad-x-input":
+                    attr = InputXGradient(forward).attribute(inputs.requires_grad_(),
+                                                             additional_forward_args=(positions,))  # [k, S, d]
+                    delta = torch.zeros(len(part))
+                else:
+                    attr, delta = IntegratedGradients(forward).attribute(
+                        inputs, baselines=torch.zeros_like(inputs), additional_forward_args=(positions,),
+                        n_steps=steps, internal_batch_size=max(len(part), per_batch),
+                        return_convergence_delta=True)                                       # [k, S, d], [k]
+                rows.append(attr.sum(dim=-1).detach().float().cpu())                             # [k, S]
+                deltas.append(delta.detach().float().cpu())                                      # [k]
+                del attr
+        finally:
+            if was_training:
+                model.train()
+    matrix = torch.cat(rows).numpy() if rows else np.zeros((0, len(mp.src_ids)), dtype=np.float32)   # [T, S]
     if with_delta:
-        return matrix, (delta.detach().float().cpu().numpy() if delta is not None else np.zeros(len(wanted)))
+        return matrix, (torch.cat(deltas).numpy() if deltas else np.zeros(0, dtype=np.float32))
     return matrix
 
 

@@ -91,13 +91,16 @@ def test_gradient_x_input_equals_finite_differences():
     forward, tokens = log_prob_function(model, mp)
     eps, e = 3e-3, tokens[0]        # the log-probs come out in float32 (the generator casts), so not smaller
     expected = np.zeros_like(attr)
+    every = torch.arange(attr.shape[0])                                         # each target position
     with torch.no_grad():
         for s in range(e.shape[0]):
             for i in range(e.shape[1]):
                 up, down = e.clone(), e.clone()
                 up[s, i] += eps
                 down[s, i] -= eps
-                grad = (forward(up[None]) - forward(down[None]))[0] / (2 * eps)  # [T]
+                rows = len(every)
+                grad = (forward(up.expand(rows, -1, -1), every)
+                        - forward(down.expand(rows, -1, -1), every)) / (2 * eps)   # [T]
                 expected[:, s] += (grad * e[s, i]).numpy()
     np.testing.assert_allclose(attr, expected, rtol=1e-3, atol=5e-4)   # float32 rounding of F over 2 eps
 
@@ -111,8 +114,9 @@ def test_integrated_gradients_complete_on_the_shipped_model():
     attr, delta = piece_attributions(ckpt.model, mp, "integrated-gradients", steps=128, with_delta=True,
                                      targets=targets)
     forward, tokens = log_prob_function(ckpt.model, mp)
+    at, three = torch.tensor(targets), tokens.expand(len(targets), -1, -1)
     with torch.no_grad():
-        change = (forward(tokens) - forward(torch.zeros_like(tokens)))[0, targets].numpy()   # F(x) - F(0)
+        change = (forward(three, at) - forward(torch.zeros_like(three), at)).numpy()   # F(x) - F(0)
     assert np.all(np.abs(change) > 0.5)                       # a real difference to explain
     np.testing.assert_allclose(attr.sum(axis=1), change, rtol=0.01)
     np.testing.assert_allclose(attr.sum(axis=1) - delta, change, rtol=1e-4)   # captum's delta is that gap

@@ -1,0 +1,90 @@
+"""Attributions (gradient x input, integrated gradients) run in batches bounded in bytes, so their
+memory does not grow with the square of a pair's length, and several users asking at once share the
+compute queue's places instead of each holding a batch of every target.
+
+Batching must not change the numbers: each row's gradient is its own target's (checked against one
+row per batch). The memory bound is measured in a fresh process (its own peak, VmHWM).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer.align import attribution as A
+from explorer.align.gold import GoldPair
+from explorer.align.pairs import model_pair
+from support.decoding_helpers import StandInTokenizer, random_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("method", A.ATTRIBUTIONS)
+def test_batches_of_any_size_give_the_same_attributions(method):
+    model, tok = random_model(seed=3, d_model=16, n_heads=2, d_ff=32), StandInTokenizer()
+    mp = model_pair(model, tok, GoldPair(list("abcde"), list("dcbae"), frozenset()))
+    whole, whole_delta = A.piece_attributions(model, mp, method, steps=8, with_delta=True)
+    single, single_delta = A.piece_attributions(model, mp, method, steps=8, with_delta=True, budget=1)
+    assert A.rows_per_batch(model.cfg, len(mp.src_ids), len(mp.out_ids), budget=1) == 1
+    assert whole.shape == (len(mp.out_ids), len(mp.src_ids))
+    np.testing.assert_allclose(single, whole, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(single_delta, whole_delta, rtol=1e-4, atol=1e-5)
+    some = A.piece_attributions(model, mp, method, steps=8, targets=[4, 1], budget=1)
+    np.testing.assert_allclose(some, whole[[4, 1]], rtol=1e-5, atol=1e-6)
+
+
+def test_rows_per_batch_shrink_as_pairs_grow():
+    from explorer.config import preset
+    cfg = preset("small", src_vocab_size=8000, tgt_vocab_size=8000)
+    short, long = A.rows_per_batch(cfg, 25, 24), A.rows_per_batch(cfg, 190, 180)
+    assert short > 4 * long >= 4
+    assert long * A.row_bytes(cfg, 190, 180) <= A.ATTRIBUTION_BYTES
+
+
+PROBE = textwrap.dedent("""
+    import json, sys, threading
+    import torch
+    torch.set_num_threads(1)
+    from explorer.align import attribution as A
+    from explorer.align.gold import GoldPair, read_gold
+    from explorer.align.pairs import model_pair
+    from explorer.decoding.compute_queue import QUEUE
+    from explorer.store.checkpoint import load_checkpoint
+
+    def status(key):
+        return int(open("/proc/self/status").read().split(key + ":")[1].split()[0]) * 1024
+
+    budget, users = int(sys.argv[1]), int(sys.argv[2])
+    ck = load_checkpoint("checkpoints/bible-es-en")
+    gold = read_gold("gold/bible-es-en.align")
+    pairs = [GoldPair((g.src * 4)[:45], (g.tgt * 4)[:45], frozenset()) for g in gold[:users]]
+    mps = [model_pair(ck.model, ck.tokenizer, p) for p in pairs]
+    A.piece_attributions(ck.model, model_pair(ck.model, ck.tokenizer, gold[5]), "grad-x-input")   # warm
+    rows = max(A.rows_per_batch(ck.model.cfg, len(m.src_ids), len(m.out_ids), budget) for m in mps)
+    row = max(A.row_bytes(ck.model.cfg, len(m.src_ids), len(m.out_ids)) for m in mps)
+    before = status("VmRSS")
+    threads = [threading.Thread(target=A.piece_attributions, args=(ck.model, m, "grad-x-input"),
+                                kwargs={"budget": budget}) for m in mps]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps({"added": status("VmHWM") - before, "slots": QUEUE.slots, "rows": rows, "row": row}))
+""")
+
+
+def test_four_users_at_once_stay_within_the_queues_places_times_the_budget():
+    """Four users attributing 45-word pairs at once: at most `slots` batches exist at a time (the compute
+    queue), each at most the budget; the old single batch of every target took ~0.45 GB per such pair."""
+    budget = 48 << 20
+    run = subprocess.run([sys.executable, "-c", PROBE, str(budget), "4"], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT, env={**__import__("os").environ, "EXPLORER_COMPUTE_SLOTS": "2", "MALLOC_ARENA_MAX": "2"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found["slots"] == 2 and found["rows"] >= 2
+    assert found["added"] < found["slots"] * budget + (48 << 20), found
