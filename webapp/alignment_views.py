@@ -24,6 +24,7 @@ from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method, align_sen
 from explorer.plots import alignment as plots
 from explorer.store import run_files as rf
 from webapp import background
+from webapp.text_safety import md_escape
 
 UPLOAD_BYTES = 2 * 1024 * 1024
 MAX_SENTENCE_IG_STEPS = 64
@@ -99,9 +100,13 @@ def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: lis
 # ---- one sentence -------------------------------------------------------------------------------
 @st.cache_data(max_entries=32, show_spinner=False)
 def sentence(ckpt_path: str, sha: str, pair: GoldPair, methods: tuple[Method, ...], ig_steps: int):
+    """On the model every user shares: in the compute queue (a user who waits is told how many are ahead),
+    its attributions in batches bounded in bytes (explorer.align.attribution.ATTRIBUTION_BYTES)."""
     from webapp import state
+    from webapp.model_calls import model_slot
     ckpt = state.load(ckpt_path)
-    return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
+    with model_slot():
+        return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
 
 
 def count(n: int, noun: str) -> str:
@@ -144,20 +149,23 @@ def show_result(result: dict) -> None:
     g = result["gold"]
     held = "" if g.get("held_out") is None else \
         f"; {g['held_out']:,} pairs of the whole gold set are among this model's held-out test pairs"
-    st.caption(f"Scored on {count(g['pairs'], 'gold pair')} from {g['name']} ({g['sure']:,} sure and {g['possible']:,} "
-               f"possible-only links){held}; computed in {result.get('seconds', '?')} s. Best head and best layer are "
+    # the result file is read back from runs/align/: its strings are shown as text
+    st.caption(f"Scored on {count(g['pairs'], 'gold pair')} from {md_escape(g['name'])} ({g['sure']:,} sure and "
+               f"{g['possible']:,} possible-only links){held}; computed in {md_escape(result.get('seconds', '?'))} s. "
+               "Best head and best layer are "
                "chosen on this gold set itself. AER % (mutual argmax): only links that are also the best target word "
                "of their source word.")
     table = scorecard_table(result)
     st.dataframe(table, hide_index=True, key="align_scorecard", height=36 * (len(table) + 1) + 3,
                  column_config={c: st.column_config.NumberColumn(format="%.1f")
                                 for c in ("precision %", "recall %", "AER %", "AER % (mutual argmax)")})
-    band = ", ".join(f"{k} {v}" for k, v in result.get("published_de_en", {}).items())
+    band = md_escape(", ".join(f"{k} {v}" for k, v in result.get("published_de_en", {}).items()))
     eflomal = result.get("eflomal", {})
     if "error" in eflomal:
-        st.caption(f"eflomal could not run here ({eflomal['error']}).")
+        st.caption(f"eflomal could not run here ({md_escape(eflomal['error'])}).")
     elif "corpus" in eflomal:
-        st.caption(f"eflomal learned from {eflomal['corpus']} ({eflomal['training_pairs']:,} pairs) plus the gold pairs.")
+        st.caption(f"eflomal learned from {md_escape(eflomal['corpus'])} ({eflomal['training_pairs']:,} pairs) plus "
+                   "the gold pairs.")
     st.caption(f"For scale only (another language pair and corpus), published German–English AER % "
                f"(awesome-align's README): {band}.")
     c1, c2 = st.columns(2)

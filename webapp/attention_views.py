@@ -278,7 +278,7 @@ def bertviz_tab(trace, view: View) -> None:
             html, note = bertviz_offline.render(which, stacks, trace.src_tokens, trace.tgt_tokens,
                                                 layer=view.layer, kind=view.kind)
         except ValueError as err:
-            st.warning(str(err))
+            st.warning(state.md_escape(err))
             return
         except OSError as err:                                   # e.g. an install without static/
             st.error(f"The bertviz assets could not be read ({state.md_escape(err)}); "

@@ -68,7 +68,7 @@ def render() -> tuple[dict, int]:
     try:
         cfg = DecodeConfig(**cfg).to_dict()
     except (TypeError, ValueError) as err:
-        st.warning(f"Those settings cannot be used ({err}); using the defaults instead.")
+        st.warning(f"Those settings cannot be used ({state.md_escape(err)}); using the defaults instead.")
         cfg = dict(decode_url.DEFAULTS)
     st.session_state["decode_cfg"] = cfg
     state.url_set(**decode_url.to_query(cfg, samples))

@@ -27,6 +27,7 @@ from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_files as rf
 from webapp import background
+from webapp.text_safety import md_escape
 
 MAX_SENTENCES = 500
 MAX_SEEDS = 10
@@ -99,13 +100,14 @@ def roles_table(result: dict, carried: dict[str, str]) -> pd.DataFrame:
 
 
 def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
-    settings = result.get("settings", {})
+    settings = result.get("settings", {})        # read back from runs/heads/: its strings are shown as text
     full = result["pruning"].get("full", {})
-    st.caption(f"{settings.get('sentences', '?')} sentences, forced: {settings.get('forced', '?')}, "
-               f"{settings.get('seeds', '?')} random seeds; full model greedy BLEU "
+    st.caption(f"{md_escape(settings.get('sentences', '?'))} sentences, "
+               f"forced: {md_escape(settings.get('forced', '?'))}, "
+               f"{md_escape(settings.get('seeds', '?'))} random seeds; full model greedy BLEU "
                f"{full.get('bleu', float('nan')):.2f}, chrF {full.get('chrf', float('nan')):.2f}; "
-               f"computed in {result.get('seconds', '?')} s. Rare-word frequencies from "
-               f"{result.get('rare_frequencies', '?')}.")
+               f"computed in {md_escape(result.get('seconds', '?'))} s. Rare-word frequencies from "
+               f"{md_escape(result.get('rare_frequencies', '?'))}.")
     st.subheader("Confidence, entropy and importance per head")
     st.plotly_chart(plots.head_grids(result["stats"], "confidence", "Confidence: mean maximum attention weight"),
                     key="heads_confidence", width="stretch")
@@ -127,8 +129,8 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
                             format_func=lambda i: f"{KIND_LABELS.get(heads[i][0], heads[i][0])}, layer "
                                                   f"{heads[i][1]}, head {heads[i][2]}: {result['roles'][i]['role']}")
         kind, layer, head = heads[pick]
-        st.page_link(attention_page, label=f"Open {KIND_LABELS.get(kind, kind)} layer {layer} head {head} "
-                                           "on the Attention page", icon=":material/zoom_in:",
+        st.page_link(attention_page, label=md_escape(f"Open {KIND_LABELS.get(kind, kind)} layer {layer} head {head} "
+                                                     "on the Attention page"), icon=":material/zoom_in:",
                      query_params=zoom_query(kind, layer, head, carried))
     st.subheader("Removing one head")
     st.plotly_chart(plots.removal_histogram(result["single_head_removal"]), key="heads_removal",
@@ -139,7 +141,7 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
     within = result["pruning"].get("removable_within_1_bleu", {})
     if within:
         st.caption("Heads removable (least important first) before BLEU falls more than 1 point: " +
-                   ", ".join(f"{plots.SCOPE_LABELS.get(s, s)} {n}" for s, n in within.items()) + ".")
+                   md_escape(", ".join(f"{plots.SCOPE_LABELS.get(s, s)} {n}" for s, n in within.items())) + ".")
 
 
 def show_job(path: str) -> None:

@@ -55,9 +55,10 @@ def render() -> None:
         st.sidebar.error(f"Damaged checkpoint: {state.md_escape(info.error)}")
     else:
         train = info.meta.get("training") or {}
-        step = f"step {train['step']} · " if isinstance(train, dict) and "step" in train else ""  # imported: none
-        st.sidebar.caption(f"{info.meta.get('src_lang', '?')} → {info.meta.get('tgt_lang', '?')} · "
-                           f"{step}{info.size_bytes / 1e6:.0f} MB on disk")
+        step = f"step {state.md_escape(train['step'])} · " if isinstance(train, dict) and "step" in train \
+            else ""                                                                          # imported: none
+        langs = f"{info.meta.get('src_lang', '?')} → {info.meta.get('tgt_lang', '?')}"       # config.json's
+        st.sidebar.caption(f"{state.md_escape(langs)} · {step}{info.size_bytes / 1e6:.0f} MB on disk")
     card_expander(info)                                  # a damaged one's says "no model card"
     device = state.app_device()
     name = f"CUDA ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else device.type.upper()

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,6 +19,7 @@ from explorer.store import run_files as rf
 from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
 from explorer.config import resolve_device
+from webapp.text_safety import md_escape  # noqa: F401 - pages escape text from files as state.md_escape
 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
 MODELS_ENV = "EXPLORER_MODELS_DIR"     # a user's own models (imported ones): listed, never written
@@ -218,15 +218,6 @@ def decode_settings() -> dict:
 
 
 # ---- small shared widgets --------------------------------------------------------------------
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
-
-
-def md_escape(text: str) -> str:
-    """User or model text made inert for st.markdown: every markdown/HTML/LaTeX character is
-    backslash-escaped, so it shows literally (an `<img onerror>` stays text, `$x$` is no formula)."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", "  \n")
-
-
 def learn(text: str, formula: str | None = None) -> None:
     """The 'Learn' panel each page opens with: two or three sentences and the formula.
 

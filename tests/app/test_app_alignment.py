@@ -78,5 +78,5 @@ def test_bible_checkpoint_opens_on_its_hand_aligned_gold(runs):
     at = open_app("bible-es-en", PAGE, "Entonces la serpiente dijo á la mujer: No moriréis;")
     no_exception(at)
     assert pair_box(at).value == 1                             # the current sentence is gold pair 2
-    assert "bible-es-en.align" in pair_box(at).label
+    assert "bible-es-en.align" in pair_box(at).label.replace("\\", "")      # a file name: Markdown-escaped
     assert has_chart(at, "align_links")

@@ -4,6 +4,7 @@ state: finished, running (a live lock holder), failed, killed (stopped) and dama
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.training import jobs
 from support.training_fixtures import SENTENCE, build_runs, hold_lock, write_run
+from webapp.text_safety import JOINER
 
 TIMEOUT = 120
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -45,7 +47,13 @@ def open_page(page: str) -> AppTest:
 
 
 def texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
+    """The elements' text as shown: run names, errors and file names come Markdown-escaped
+    (webapp.text_safety), which the browser reads back to the characters."""
+    return "\n".join(shown(str(e.value)) for e in elements)
+
+
+def shown(markdown: str) -> str:
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace(JOINER, "")
 
 
 def charts(at) -> int:

@@ -50,7 +50,8 @@ text = " ".join(sentence.current_text().split())
 match = next((k for k, p in enumerate(gold) if p.src_text == text), 0)
 gold_id = f"{sha[:12]}_{views.gold_digest(gold)}"        # widgets of another gold set or model start afresh
 pair_key = f"align_pair_{gold_id}"
-k = st.selectbox(f"Sentence pair from {gold_name}: {views.count(len(gold), 'pair')}", range(len(gold)), index=match,
+k = st.selectbox(f"Sentence pair from {state.md_escape(gold_name)}: {views.count(len(gold), 'pair')}", range(len(gold)),
+                 index=match,
                  key=pair_key, format_func=lambda i: f"{i + 1}: {views.cut(gold[i].src_text, 90)}",
                  on_change=lambda: sentence.set_text(gold[st.session_state[pair_key]].src_text))
 n_layers, n_heads = ckpt.model.cfg.n_decoder_layers, ckpt.model.cfg.n_heads

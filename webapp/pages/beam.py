@@ -41,7 +41,7 @@ def settings() -> dict:
     """The shared decoding settings, with beam size / length penalty / alpha chosen here."""
     shared = state.decode_settings()
     if shared.get("strategy", "beam") != "beam":
-        st.info(f"The Translate page decodes with **{shared.get('strategy')}**, which keeps no search "
+        st.info(f"The Translate page decodes with **{state.md_escape(shared.get('strategy'))}**, which keeps no search "
                 "trace: beam search is needed to watch a search. This page runs beam search with the settings below.")
     cols = st.columns(3)
     default = min(max(int(shared.get("beam_size", 5)), 1), TREE_BEAM_CAP)

@@ -17,6 +17,7 @@ from explorer.plots import training as plots
 from explorer.plots.attention import head_heatmap
 from explorer.plots.style import head_grid
 from webapp import downloads, sentence, state
+from webapp.text_safety import plot_escape
 
 GREEDY = DecodeConfig(strategy="greedy").to_dict()
 
@@ -32,7 +33,7 @@ def _load(info):
     try:
         return state.load(info.path)
     except Exception as err:  # noqa: BLE001 - a damaged checkpoint is a message, never a traceback
-        st.error(f"{info.name} cannot be loaded: {err}")
+        st.error(f"{state.md_escape(info.name)} cannot be loaded: {state.md_escape(err)}")
         return None
 
 
@@ -150,7 +151,7 @@ def compare(healthy) -> None:
             downloads.chart(head_grid(data[view], f"{KIND_LABELS[kind]}: {view}", diverging=view == "B − A",
                                       q_tokens=y, k_tokens=x), downloads.file_stem(kind, view), key="ck_grid")
         except cmp.ComparisonError as err:
-            st.warning(str(err))
+            st.warning(state.md_escape(err))
 
     st.subheader("BLEU / chrF on a sample of the test set")
     c1, c2 = st.columns(2)
@@ -162,9 +163,10 @@ def compare(healthy) -> None:
         try:
             res = [_test(str(m.path), m.sha256, str(ref.path), ref.sha256, n) for m in (a, b)]
         except cmp.ComparisonError as err:
-            st.warning(str(err))
+            st.warning(state.md_escape(err))
         else:
-            st.caption(f"{res[0]['n']} sentences from {res[0]['where']}, greedy decoding, sacrebleu defaults.")
+            st.caption(f"{res[0]['n']} sentences from {state.md_escape(res[0]['where'])}, greedy decoding, "
+                       "sacrebleu defaults.")
             st.dataframe(pd.DataFrame([{"model": name, "BLEU": r["bleu"], "chrF": r["chrf"], "exact": r["exact"]}
                                        for name, r in zip("AB", res)]), hide_index=True)
 
@@ -174,7 +176,7 @@ def compare(healthy) -> None:
         downloads.chart(plots.param_change_figure([g for g, _ in change], [v for _, v in change]),
                         "parameter_change", key="ck_params")
     except cmp.ComparisonError as err:
-        st.info(str(err))
+        st.info(state.md_escape(err))
 
 
 def scrubber(healthy) -> None:
@@ -203,7 +205,8 @@ def scrubber(healthy) -> None:
     head = c3.number_input("Head", 1, cfg.n_heads, 1, key="ck_s_head")
     steps = [str(step) if step is not None else i.name for step, i in zip(runs[run].steps, ckpts)]
     pos = st.select_slider("Checkpoint (training step)", range(len(ckpts)), value=len(ckpts) - 1,
-                           format_func=lambda i: steps[i], key="ck_s_step") if len(ckpts) > 1 else 0
+                           format_func=lambda i: state.md_escape(steps[i]),           # options are Markdown
+                           key="ck_s_step") if len(ckpts) > 1 else 0
     if not text.strip():
         st.info("Type a sentence to watch its attention form over training.")
         return
@@ -216,7 +219,7 @@ def scrubber(healthy) -> None:
     if t.best is None:
         st.warning(t.reason or "Nothing was decoded.")
         return
-    st.markdown(f"**Step {steps[pos]}:** {state.md_escape(t.text)}")
+    st.markdown(f"**Step {state.md_escape(steps[pos])}:** {state.md_escape(t.text)}")       # or a checkpoint's name
     tr = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids),
                         what="Tracing")
     if tr is None:
@@ -226,7 +229,8 @@ def scrubber(healthy) -> None:
         return
     w = tr.attention(kind, layer - 1)[0, head - 1]                                  # [q, k]
     y, x = tr.axes(kind)
-    downloads.chart(head_heatmap(w, y, x, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, step {steps[pos]}"),
+    downloads.chart(head_heatmap(w, y, x, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, "
+                                          f"step {plot_escape(steps[pos])}"),
                     downloads.file_stem(kind, f"L{layer}", f"H{head}", f"step{steps[pos]}"), key="ck_s_fig")
 
 

@@ -39,7 +39,7 @@ def model_defaults(ckpt) -> tuple[int, float, int]:
         st.caption("No checkpoint loaded: showing the paper's d_model=512, base=10000.")
         return 512, 10000.0, 512
     cfg = ckpt.config
-    st.caption(f"Checkpoint **{ckpt.name}**: d_model={cfg.d_model}, base={cfg.pe_base:g}, "
+    st.caption(f"Checkpoint **{state.md_escape(ckpt.name)}**: d_model={cfg.d_model}, base={cfg.pe_base:g}, "
                f"positions={cfg.positions}, max_len={cfg.max_len}.")
     return cfg.d_model, float(cfg.pe_base), cfg.max_len
 

@@ -17,6 +17,7 @@ from explorer.plots import training as plots
 from explorer.training.args import planned_model_config
 from explorer.training.schedule import label_smoothing_target, noam_curve, noam_rate
 from webapp import downloads, state
+from webapp.text_safety import plot_escape
 
 ANNOTATED = ((512, 4000), (512, 8000), (256, 4000))     # the Annotated Transformer's three curves
 
@@ -59,7 +60,7 @@ else:
         cfg = TrainConfig.from_dict(job.config)
         run_d = planned_model_config(cfg).d_model
     except (TypeError, ValueError, CheckpointError) as err:
-        st.warning(f"The run's train_config.json cannot be read ({err}); showing the logged LR only.")
+        st.warning(f"The run's train_config.json cannot be read ({state.md_escape(err)}); showing the logged LR only.")
         cfg, run_d = None, None
     if not len(c.step):
         st.info("This run has not logged a training step yet.")
@@ -71,7 +72,7 @@ else:
                         noam_curve(xs, run_d, cfg.lr_factor, cfg.warmup))]
             err = float(np.nanmax(np.abs(c.lr - noam_curve(c.step, run_d, cfg.lr_factor, cfg.warmup))))
             st.caption(f"Largest difference between logged and planned LR: {err:.2e}.")
-        downloads.chart(plots.schedule_figure(planned, actual=(c.step, c.lr), title=f"{job.name}: LR"),
+        downloads.chart(plots.schedule_figure(planned, actual=(c.step, c.lr), title=f"{plot_escape(job.name)}: LR"),
                         downloads.file_stem(job.name, "lr"), key="sc_actual")
 
 st.header("Label smoothing")

@@ -25,6 +25,7 @@ from explorer.training.args import planned_model_config
 from explorer.training.schedule import (UNRECORDED_CEILING, UNRECORDED_PEAK, FineTune, fine_tune_schedule,
                                         noam_curve, noam_rate)
 from webapp import downloads, state
+from webapp.text_safety import md_cells
 
 DATASETS = {"numbers": "Number words, English → German (learns in minutes)",
             "bible": "Bible, Spanish → English (hours on CPU)", "upload": "My own TSV file (source<TAB>target)"}
@@ -77,7 +78,7 @@ def _dataset(choice: str) -> str | None:
         except DataError as err:
             cache[upload.file_id] = str(err)
     if isinstance(cache[upload.file_id], str):
-        st.error(f"File refused: {cache[upload.file_id]}")
+        st.error(f"File refused: {state.md_escape(cache[upload.file_id])}")
         return None
     path, report = cache[upload.file_id]
     size = f"{report.bytes / 1e6:.1f} MB" if report.bytes >= 100_000 else f"{report.bytes / 1e3:.1f} kB"
@@ -177,7 +178,7 @@ def new_job_form() -> None:
                           label_smoothing=float(smoothing), eval_every=int(eval_every), save_every=int(save_every),
                           keep_last=int(keep_last), eval_sentences=int(eval_sentences), threads=int(threads))
     except (TypeError, ValueError) as err:
-        st.error(f"Invalid settings: {err}")
+        st.error(f"Invalid settings: {state.md_escape(err)}")
         return
     d_model = _d_model(cfg)
     if recipe and d_model:
@@ -192,12 +193,12 @@ def new_job_form() -> None:
                 raise name_problem
             job = jobs.start(cfg, nproc=int(nproc))
         except jobs.JobError as err:
-            st.error(f"Not started: {err}")
+            st.error(f"Not started: {state.md_escape(err)}")
             return
         st.session_state["tr_pick"] = job.name
         del st.session_state[k + "name"]
         state.url_set(run=job.name)
-        st.success(f"Started **{job.name}**. Its progress is below.")
+        st.success(f"Started **{state.md_escape(job.name)}**. Its progress is below.")
 
 
 def jobs_table() -> None:
@@ -223,17 +224,18 @@ def job_panel(run_dir: str) -> None:
     """Status, progress, curves, samples and log of one job (refreshed on its own while active)."""
     job = jobs.poll(run_dir)
     curves = rf.read_curves(run_dir)
-    st.subheader(f"{job.name}: :{COLORS.get(job.state, 'gray')}[{job.state}]")
+    # the run's folder name and status.json are shown as text
+    st.subheader(f"{state.md_escape(job.name)}: :{COLORS.get(job.state, 'gray')}[{state.md_escape(job.state)}]")
     st.progress(job.fraction, text=f"step {job.step} of {job.total_steps or '?'}"
                 + (_eta(curves.eta_seconds(job.total_steps)) if job.active else ""))
     if job.state == "failed":
-        st.error(f"The job failed: {job.last_error or 'no error recorded'}")
+        st.error(f"The job failed: {state.md_escape(job.last_error or 'no error recorded')}")
     elif job.state == "stopped":
-        st.warning(f"Stopped at step {job.step}. " + (f"({job.note}) " if job.note else "")
+        st.warning(f"Stopped at step {job.step}. " + (f"({state.md_escape(job.note)}) " if job.note else "")
                    + ("Resume continues from its last checkpoint." if job.resumable
                       else "No checkpoint to resume from."))
     elif job.state == "unknown":
-        st.warning(f"This run directory looks damaged or incomplete: {job.note or 'no status'}.")
+        st.warning(f"This run directory looks damaged or incomplete: {state.md_escape(job.note or 'no status')}.")
     c1, c2, _ = st.columns([1, 1, 4])
     if job.active and c1.button("Stop", key="tr_stop"):
         with st.spinner("Asking the trainer to save and stop…"):
@@ -245,7 +247,7 @@ def job_panel(run_dir: str) -> None:
             jobs.resume(run_dir)
             st.rerun(scope="app")
         except jobs.JobError as err:
-            st.error(f"Not resumed: {err}")
+            st.error(f"Not resumed: {state.md_escape(err)}")
     seen = st.session_state.get("tr_seen", {})
     if seen.get(run_dir) not in (None, (job.state, len(job.checkpoints))):
         state.refresh_checkpoints()                          # new checkpoint or new state: refresh the page
@@ -262,7 +264,7 @@ def job_panel(run_dir: str) -> None:
         st.caption("No metrics yet.")
     if curves.samples:
         st.markdown("**Latest sample translations (dev set)**")
-        st.table(pd.DataFrame(curves.samples).rename(columns={"src": "source", "ref": "reference",
+        st.table(md_cells(pd.DataFrame(curves.samples)).rename(columns={"src": "source", "ref": "reference",
                                                                "hyp": "model output"}))
     with st.expander("Log (train.log)", expanded=job.state == "failed"):
         st.code(rf.log_tail(run_dir) or "(empty)", language=None)
@@ -289,7 +291,7 @@ with st.expander("New training job", expanded=not any(j.active for j in all_jobs
 all_jobs = jobs.list_jobs()                      # again: the form may have just started one
 st.header("Jobs")
 if not all_jobs:
-    st.info(f"No runs yet in {rf.runs_root()}.")
+    st.info(f"No runs yet in {state.md_escape(rf.runs_root())}.")
     st.stop()
 st.fragment(jobs_table, run_every=2 if any(j.active for j in all_jobs) else None)()
 names = [j.name for j in all_jobs]

@@ -47,7 +47,8 @@ if examples:
     st.selectbox(f"Example from the held-out test set ({len(examples)})", range(len(examples)), index=None,
                  key=PICK_KEY, on_change=_picked, placeholder="Pick a test sentence…",
                  format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
-sentence.sentence_box("text_box", f"Sentence to translate ({src_lang} → {tgt_lang})", height=90,
+languages = state.md_escape(f"{src_lang} → {tgt_lang}")       # config.json's: the box's label is Markdown
+sentence.sentence_box("text_box", f"Sentence to translate ({languages})", height=90,
                       placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
 card = model_card(ckpt.card)                       # card.json is untrusted: never raises
 domain = card.domain if card is not None else None
