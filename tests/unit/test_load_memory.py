@@ -184,3 +184,19 @@ def test_an_import_that_would_not_compute_what_its_source_computes_is_refused(ma
     assert convert(["from-hf", str(source), str(out)]) == 2
     assert "NaN" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_import_whose_config_describes_billions_of_parameters_is_refused_before_reading(marian_source, tmp_path,
+                                                                                              capsys):
+    """The weights are never read: the config alone (d_model 4096, FFN 16384: ~2.5B parameters) is too much."""
+    copy = tmp_path / "huge"
+    copy.mkdir()
+    for f in marian_source.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    config = json.loads((copy / "config.json").read_text())
+    config.update(d_model=4096, encoder_ffn_dim=16384, decoder_ffn_dim=16384, encoder_attention_heads=16,
+                  decoder_attention_heads=16, encoder_layers=8, decoder_layers=8)
+    (copy / "config.json").write_text(json.dumps(config))
+    assert convert(["from-hf", str(copy), str(tmp_path / "out")]) == 2
+    assert "GiB of memory" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
