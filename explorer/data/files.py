@@ -37,14 +37,14 @@ def _decode_lines(data: bytes, name: str) -> list[str]:
 
 
 def _read_bytes(path: str, max_bytes: int | None = None) -> bytes:
+    """A regular file's bytes, at most `max_bytes` (DEFAULT_MAX_BYTES when not given): a path may name
+    /dev/zero (endless, with a size of 0) or a FIFO (an open that waits forever); explorer.store.user_files
+    refuses both before reading."""
+    from explorer.store.user_files import UserFileError, read_user_file
     try:
-        size = os.path.getsize(path)
-        if max_bytes is not None and size > max_bytes:
-            raise DataError(f"{path}: {size:,} bytes is over the {max_bytes:,}-byte limit")
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+        return read_user_file(path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
+    except UserFileError as e:
+        raise DataError(str(e)) from None
 
 
 def parse_tsv(data: bytes, name: str = "<upload>") -> list[Pair]:

@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from explorer.config import DecodeConfig, resolve_device
+from explorer.config import MAX_BEAM, DecodeConfig, resolve_device
+from explorer.evaluation.arguments import count
 from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
 from explorer.evaluation.showcase import record
@@ -26,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoint")
     parser.add_argument("--test", help="TSV of src<TAB>tgt (default: the checkpoint's test.tsv, else the "
                                        "test split of the dataset it was trained on)")
-    parser.add_argument("--limit", type=int, default=0, help="only the first N sentences")
-    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--limit", type=count("limit", 0, 10_000_000), default=0,
+                        help="only the first N sentences (0: all)")
+    parser.add_argument("--beam", type=count("beam", 1, MAX_BEAM), default=5)
     parser.add_argument("--device", type=device_argument, default="cpu",
                         help="cpu, cuda, cuda:N, mps or auto (CUDA when present)")
     parser.add_argument("--no-write", action="store_true", help="do not update card.json")

@@ -276,3 +276,26 @@ def test_pad_batch():
 def test_parallel_corpus_sizes():
     c = ParallelCorpus("x", "a", "b", [Pair("s", "t")], [], [])
     assert c.sizes() == {"train": 1, "dev": 0, "test": 0}
+
+
+def test_a_corpus_path_that_is_not_a_regular_file_is_refused_without_reading_or_waiting(tmp_path):
+    """/dev/zero says 0 bytes and never ends; a FIFO's open waits for a writer forever."""
+    import os
+
+    from explorer.data.files import read_moses, read_tsv
+    from explorer.data.types import DataError
+    fifo = tmp_path / "pipe.tsv"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo), str(tmp_path)):
+        with pytest.raises(DataError, match="not a regular file|directory|FIFO|device"):
+            read_tsv(path)
+    with pytest.raises(DataError, match="FIFO"):
+        read_moses(str(fifo), "/dev/zero")
+
+
+@pytest.mark.parametrize("flag", [["--limit", "-3"], ["--beam", "0"], ["--beam", "100000"]])
+def test_evaluate_refuses_counts_out_of_range_before_loading(flag, capsys):
+    from explorer.evaluation.command import main
+    with pytest.raises(SystemExit) as stop:
+        main(["checkpoints/does-not-exist", *flag])
+    assert stop.value.code == 2 and flag[0] in capsys.readouterr().err
