@@ -27,7 +27,7 @@ run: setup
 test: setup system-deps
 	$(PY) -m pytest -q
 
-# The inner loop: unit tests and Streamlit AppTests (no trainer subprocesses, no browser), about 2 minutes.
+# The inner loop: unit tests and Streamlit AppTests (no trainer subprocesses, no browser), about two minutes.
 test-fast: setup
 	$(PY) -m pytest -q tests/unit tests/app
 
