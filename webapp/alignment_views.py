@@ -135,14 +135,19 @@ def show_sentence(found, chosen: str, why_key: str) -> None:
 
 # ---- the scorecard ------------------------------------------------------------------------------
 def scorecard_table(result: dict) -> pd.DataFrame:
+    """One row per aligner. Layer and head are 1-based numbers, missing (pd.NA in a nullable Int64 column)
+    where a row has none (a layer mean, all heads, attributions, eflomal): a column of numbers and "" is
+    one Arrow cannot type, and Streamlit logged a traceback each time it retyped it."""
     rows = []
     for r in result["rows"]:
         name = r["aligner"].replace("(naive)", f"({VARIANT_NAMES['naive']})").replace("(shift)", f"({VARIANT_NAMES['shift']})")
-        rows.append({"aligner": KIND_NAMES.get(name, name), "layer": r.get("layer") or "", "head": r.get("head") or "",
+        rows.append({"aligner": KIND_NAMES.get(name, name), "layer": r.get("layer"), "head": r.get("head"),
                      "pairs": r.get("pairs"), "precision %": 100 * r["precision"], "recall %": 100 * r["recall"],
                      "AER %": 100 * r["aer"],
                      "AER % (mutual argmax)": None if r.get("aer_mutual") is None else 100 * r["aer_mutual"]})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows, columns=["aligner", "layer", "head", "pairs", "precision %", "recall %", "AER %",
+                                        "AER % (mutual argmax)"])
+    return table.astype({"layer": "Int64", "head": "Int64", "AER % (mutual argmax)": "float64"})
 
 
 def show_result(result: dict) -> None:

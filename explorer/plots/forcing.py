@@ -3,6 +3,11 @@
 Pure builders (no Streamlit). The row figure puts what the decoder read at position i directly
 under what it was scored on at position i, so the shift is visible: each output moves one place
 to the right to become the next input.
+
+Its rows are one heatmap each (each its own colours) at y = 0, 1, 2 on a numeric axis whose ticks
+carry the row names. Not a categorical axis: plotly.js 4 (Streamlit's) fails on several one-row
+heatmaps sharing one categorical axis ("Cannot read properties of undefined (reading 'length')")
+and draws an empty box, which Python's plotly never notices.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from explorer.plots.style import MASK_COLOUR, PROBABILITY_SCALE, label, token_ax
 READS = "decoder reads"
 SCORED = "scored token"
 OWN_PICK = "model's own pick"
+ROWS = (READS, SCORED, OWN_PICK)       # bottom to top: row r is drawn at y = r
 
 
 def causal_mask_figure(inputs: Sequence[str], title: str = "Causal mask") -> go.Figure:
@@ -46,22 +52,24 @@ def rows_figure(inputs: Sequence[str], outputs: Sequence[str], logprobs: Sequenc
         raise ValueError("inputs, outputs, log-probabilities (and picks) must have one entry per position")
     x = list(range(n))
     probs = np.exp(np.asarray(logprobs, dtype=float))                          # [T]
-    traces = [go.Heatmap(x=x, y=[READS], z=[[0.0] * n], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
-                         colorscale=[[0, "#eeeeee"], [1, "#eeeeee"]], text=[[label(p) for p in inputs]],
-                         texttemplate="%{text}", hovertemplate="position %{x} reads %{text}<extra></extra>"),
-              go.Heatmap(x=x, y=[SCORED], z=[probs], zmin=0, zmax=1, colorscale=PROBABILITY_SCALE, xgap=2, ygap=2,
-                         text=[[label(p) for p in outputs]], texttemplate="%{text}", customdata=[list(logprobs)],
-                         colorbar=dict(title="p", len=0.8, thickness=12),
-                         hovertemplate="position %{x}: %{text}<br>p = %{z:.3f}<br>log p = %{customdata:.4f}"
-                                       "<extra></extra>")]
+
+    def row(name: str, z, pieces: Sequence[str], **style) -> go.Heatmap:
+        return go.Heatmap(x=x, y=[ROWS.index(name)], z=[list(z)], name=name, zmin=0, zmax=1, xgap=2, ygap=2,
+                          text=[[label(p) for p in pieces]], texttemplate="%{text}", **style)
+
+    traces = [row(READS, [0.0] * n, inputs, showscale=False, colorscale=[[0, "#eeeeee"], [1, "#eeeeee"]],
+                  hovertemplate="position %{x} reads %{text}<extra></extra>"),
+              row(SCORED, probs, outputs, colorscale=PROBABILITY_SCALE, customdata=[list(logprobs)],
+                  colorbar=dict(title="p", len=0.8, thickness=12),
+                  hovertemplate="position %{x}: %{text}<br>p = %{z:.3f}<br>log p = %{customdata:.4f}<extra></extra>")]
     if top is not None:
         ok = [1.0 if a else 0.0 for a in (agree or [True] * n)]
-        traces.append(go.Heatmap(x=x, y=[OWN_PICK], z=[ok], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
-                                 colorscale=[[0, "#f4a6a6"], [1, "#b7e4b0"]], text=[[label(p) for p in top]],
-                                 texttemplate="%{text}",
-                                 hovertemplate="position %{x}: the model would write %{text}<extra></extra>"))
+        traces.append(row(OWN_PICK, ok, top, showscale=False, colorscale=[[0, "#f4a6a6"], [1, "#b7e4b0"]],
+                          hovertemplate="position %{x}: the model would write %{text}<extra></extra>"))
+    shown = ROWS[:len(traces)]
     fig = go.Figure(traces)
     fig.update_layout(title=title, height=110 + 45 * len(traces), margin=dict(l=10, r=10, t=50, b=10),
                       xaxis=dict(title="position", tickmode="array", tickvals=x),
-                      yaxis=dict(categoryorder="array", categoryarray=[READS, SCORED, OWN_PICK][:len(traces)]))
+                      yaxis=dict(tickmode="array", tickvals=list(range(len(shown))), ticktext=list(shown),
+                                 range=[-0.5, len(shown) - 0.5], showgrid=False, zeroline=False))
     return fig

@@ -6,11 +6,18 @@ it), then that runs folder. Each test gets a fresh page (its own Streamlit sessi
 any request to a host other than 127.0.0.1 (the app must work with no internet), and records every
 JavaScript dialog (an alert would mean that text typed by a user ran as script). Screenshots go to
 test-artifacts/browser/. Without /usr/bin/chromium or Playwright the tests skip, saying why.
+
+The server's output (stdout and stderr, test-artifacts/browser/streamlit.log) must hold no Python
+traceback: a test whose time in the server logged one fails in its teardown, and what the server logs
+between tests or while it stops fails the session's end. An error the app shows as a message, or a
+warning Streamlit logs, is no traceback; an exception Streamlit caught and logged with its stack (a
+table it had to retype for Arrow, an uncaught page exception) is.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +27,46 @@ from benchmarks import browser as driver
 import browser_support
 from browser_support import ARTIFACTS, ROOT, timed
 PROBLEM = driver.chromium_problem()
+SERVER_LOG = ARTIFACTS / "streamlit.log"     # a copy of this session's server log, once the server stopped
+# The server writes its log in the session's temporary folder (another test session in the same checkout
+# has its own), and how far it has been checked for tracebacks.
+_log = {"path": None, "offset": 0}
+
+
+def tracebacks(text: str) -> list[str]:
+    """Each Python traceback in a log: the line before it (the logger's message), its stack, its exception."""
+    lines, found = text.splitlines(), []
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("Traceback (most recent call last)"):
+            end = i + 1
+            while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
+                end += 1
+            block = lines[max(0, i - 1):end + 1]
+            found.append("\n".join(block if len(block) <= 24 else block[:3] + ["  ..."] + block[-16:]))
+    return found
+
+
+def new_server_tracebacks() -> list[str]:
+    """Tracebacks the server logged since the last call."""
+    if _log["path"] is None:
+        return []
+    try:
+        with open(_log["path"], "rb") as log:
+            log.seek(_log["offset"])
+            data = log.read()
+    except OSError:
+        return []
+    data = data[:data.rfind(b"\n") + 1]           # a line still being written is read next time
+    _log["offset"] += len(data)
+    return tracebacks(data.decode("utf-8", errors="replace"))
+
+
+def fail_on_tracebacks(where: str) -> None:
+    found = new_server_tracebacks()
+    if found:
+        pytest.fail(f"the app server logged {len(found)} traceback(s) {where} ({_log['path']}, copied to "
+                    f"{SERVER_LOG} at the end):\n\n"
+                    + "\n\n".join(found[:3]), pytrace=False)
 
 
 def pytest_collection_modifyitems(items):
@@ -42,7 +89,7 @@ def more_checkpoints(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def app_url(runs_dir, more_checkpoints) -> str:
+def app_url(runs_dir, more_checkpoints, tmp_path_factory) -> str:
     """The URL of a `streamlit run app.py` started for this session; always terminated after."""
     if PROBLEM:
         pytest.skip(PROBLEM)
@@ -50,12 +97,15 @@ def app_url(runs_dir, more_checkpoints) -> str:
     roots = os.pathsep.join(str(p) for p in (ROOT / "checkpoints", more_checkpoints, runs_dir))
     env = {"EXPLORER_RUNS_DIR": str(runs_dir), "EXPLORER_CHECKPOINT_ROOTS": roots, "OMP_NUM_THREADS": "1",
            "EXPLORER_MAX_JOBS": "1"}
+    _log.update(path=tmp_path_factory.mktemp("server") / "streamlit.log", offset=0)
     with contextlib.ExitStack() as stack:
         with timed("streamlit run app.py: healthy"):
-            server = stack.enter_context(driver.streamlit_server("app.py", env=env, log=ARTIFACTS / "streamlit.log",
-                                                                 wait=240))
+            server = stack.enter_context(driver.streamlit_server("app.py", env=env, log=_log["path"], wait=240))
         browser_support.SERVER["pid"] = server.proc.pid
         yield server.url
+    with contextlib.suppress(OSError):
+        shutil.copyfile(_log["path"], SERVER_LOG)
+    fail_on_tracebacks("between tests or while stopping")          # the log is complete once the server stopped
 
 
 @pytest.fixture(scope="session")
@@ -117,3 +167,4 @@ def visit(context, app_url, request):
         except Exception:  # noqa: BLE001 - a screenshot is a bonus, never the failure
             pass
         page.close()
+    fail_on_tracebacks(f"during {request.node.name}")
