@@ -23,7 +23,7 @@ from explorer.align.scorecard import STAGES, AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method, align_sentence
 from explorer.plots import alignment as plots
 from explorer.store import run_files as rf
-from webapp import background
+from webapp import background, models
 from webapp.text_safety import md_escape
 
 UPLOAD_BYTES = 2 * 1024 * 1024
@@ -33,9 +33,8 @@ MAX_SENTENCE_IG_STEPS = 64
 def _held_out(ckpt_path: str) -> list:
     from explorer.data.types import DataError
     from explorer.evaluation.scores import held_out_pairs
-    from webapp import state
     try:
-        return list(held_out_pairs(ckpt_path, state.load(ckpt_path).meta)[0])
+        return list(held_out_pairs(ckpt_path, models.load(ckpt_path).meta)[0])
     except DataError:
         return []
 
@@ -44,10 +43,9 @@ def _held_out(ckpt_path: str) -> list:
 def shipped_gold(ckpt_path: str, sha: str) -> tuple[list[GoldPair], str, int | None] | str:
     """(pairs, name, how many are held out) of the checkpoint's own gold set, or why there is none."""
     from explorer.align.gold_sets import default_gold, held_out_share
-    from webapp import state
     held = _held_out(ckpt_path)
     try:
-        pairs, name = default_gold(state.load(ckpt_path).meta, held)
+        pairs, name = default_gold(models.load(ckpt_path).meta, held)
     except GoldError as err:
         return str(err)
     return pairs, name, held_out_share(pairs, held) if held else None
@@ -102,10 +100,8 @@ def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: lis
 def sentence(ckpt_path: str, sha: str, pair: GoldPair, methods: tuple[Method, ...], ig_steps: int):
     """On the model every user shares: in the compute queue (a user who waits is told how many are ahead),
     its attributions in batches bounded in bytes (explorer.align.attribution.ATTRIBUTION_BYTES)."""
-    from webapp import state
-    from webapp.model_calls import model_slot
-    ckpt = state.load(ckpt_path)
-    with model_slot():
+    ckpt = models.load(ckpt_path)
+    with models.model_slot():
         return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
 
 

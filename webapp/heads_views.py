@@ -26,7 +26,7 @@ from explorer.heads.job import STAGES, LabSettings
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_files as rf
-from webapp import background
+from webapp import background, models
 from webapp.text_safety import md_escape
 
 MAX_SENTENCES = 500
@@ -37,8 +37,7 @@ MAX_SEEDS = 10
 def test_pairs(ckpt_path: str, sha: str) -> list:
     """The checkpoint's held-out pairs (its test.tsv, else its dataset's test split); DataError if none."""
     from explorer.evaluation.scores import held_out_pairs
-    from webapp import state
-    return list(held_out_pairs(ckpt_path, state.load(ckpt_path).meta)[0])
+    return list(held_out_pairs(ckpt_path, models.load(ckpt_path).meta)[0])
 
 
 def result_path(sha: str, settings: LabSettings) -> Path:

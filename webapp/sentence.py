@@ -13,7 +13,7 @@ from typing import Callable
 import streamlit as st
 
 from explorer.store.checkpoint import TEST_SPLIT, CheckpointError
-from webapp import state
+from webapp import models, state
 
 MAX_CHARS = 2000                      # longer input is truncated with a notice
 URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
@@ -40,7 +40,7 @@ def opening_sentence(ckpt_path: str | Path | None) -> str:
     if not found:
         return ""
     try:
-        sha = state.load(ckpt_path).sha256
+        sha = models.load(ckpt_path).sha256
     except CheckpointError:                                  # the page's own load says why
         return ""
     index = showcase_example(ckpt_path, sha)
@@ -106,7 +106,7 @@ def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
 def _showcase(ckpt_path: str, sha: str, mtime: float) -> int | None:
     from explorer.evaluation.showcase import best_translated
 
-    ckpt = state.load(ckpt_path)
+    ckpt = models.load(ckpt_path)
     found = best_translated(ckpt.model, ckpt.tokenizer, [(src, tgt) for _, src, tgt in examples(ckpt_path)])
     return found.index if found is not None else None
 
@@ -124,7 +124,7 @@ def showcase_example(ckpt_path: str | Path, sha: str) -> int | None:
     from explorer.evaluation.showcase import from_card
 
     try:
-        recorded, index = from_card(state.load(ckpt_path).card, [(src, tgt) for _, src, tgt in examples(ckpt_path)], sha)
+        recorded, index = from_card(models.load(ckpt_path).card, [(src, tgt) for _, src, tgt in examples(ckpt_path)], sha)
     except Exception:  # noqa: BLE001 - a checkpoint that fails to load: the page's own load says why
         recorded, index = False, None
     if recorded:

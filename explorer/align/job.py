@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from explorer.align.scorecard import run_scorecard
-from explorer.store.atomic import write_json_atomic
+from explorer.files.atomic import write_json_atomic
 
 
 def training_pairs(meta: dict, held_out: Sequence) -> tuple[Sequence, str]:

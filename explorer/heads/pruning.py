@@ -20,8 +20,8 @@ from typing import Callable
 import numpy as np
 
 from explorer.heads.importance import Head, HeadRemover
-from explorer.evaluation.progress import Cancelled
 from explorer.inspection.trace import KINDS
+from explorer.runtime.progress import Cancelled
 
 SCOPES = KINDS + ("all",)
 

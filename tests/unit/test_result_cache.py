@@ -60,10 +60,9 @@ def test_each_call_gets_its_own_copy_and_errors_are_not_cached():
 
 
 def test_the_apps_caches_are_bounded_in_bytes():
-    from webapp import state
+    from webapp import models
 
-    bounds = {fn.__name__: fn.cache.maxsize for fn in (state.translate, state.attention, state.score)}
-    from webapp import model_calls
-    assert bounds == {"translate": model_calls.TRANSLATION_CACHE_BYTES, "attention": model_calls.TRACE_CACHE_BYTES,
-                      "score": model_calls.SCORE_CACHE_BYTES}
+    bounds = {fn.__name__: fn.cache.maxsize for fn in (models.translate, models.attention, models.score)}
+    assert bounds == {"translate": models.TRANSLATION_CACHE_BYTES, "attention": models.TRACE_CACHE_BYTES,
+                      "score": models.SCORE_CACHE_BYTES}
     assert sum(bounds.values()) <= 512 * MIB

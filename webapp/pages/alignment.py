@@ -10,7 +10,7 @@ from explorer.align.attribution import ATTRIBUTIONS
 from explorer.align.pairs import Unusable
 from explorer.align.scorecard import AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
-from webapp import alignment_views as views, sentence
+from webapp import alignment_views as views, models, sentence
 from webapp import background, state
 
 st.title("Alignment")
@@ -26,7 +26,7 @@ state.learn(
     "answers to *why this word?*",
     r"\mathrm{AER} = 1 - \frac{|A \cap S| + |A \cap P|}{|A| + |S|}")
 
-ckpt = state.require_checkpoint()
+ckpt = models.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
 
 own = views.shipped_gold(path, sha)
@@ -102,6 +102,6 @@ st.info(f"Not computed yet for these settings. It costs one teacher-forced pass 
 job = background.job_for(out)
 if job is None or not job.active:
     if st.button("Compute the scorecard", key="align_start", type="primary"):
-        views.start(path, state.app_device(), out, settings, gold, gold_name, held_out)
+        views.start(path, models.app_device(), out, settings, gold, gold_name, held_out)
 job = background.job_for(out)
 st.fragment(background.show_job, run_every=2 if job is not None and job.active else None)(str(out), "align")

@@ -1,7 +1,7 @@
 """Checkpoints: every checkpoint in a table, two of them compared on one input, and a run's
 attention scrubbed across its checkpoints.
 
-Thin: widgets -> cached state.translate / state.attention and explorer.evaluation.comparison (which reuses
+Thin: widgets -> cached models.translate / models.attention and explorer.evaluation.comparison (which reuses
 the library's own scoring, tracing and BLEU) -> explorer.plots.training.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
 from explorer.plots.attention import head_heatmap
 from explorer.plots.style import head_grid
-from webapp import downloads, sentence, state
+from webapp import downloads, models, sentence, state
 from webapp.text_safety import plot_escape
 
 GREEDY = DecodeConfig(strategy="greedy").to_dict()
@@ -31,7 +31,7 @@ state.learn(
 
 def _load(info):
     try:
-        return state.load(info.path)
+        return models.load(info.path)
     except Exception as err:  # noqa: BLE001 - a damaged checkpoint is a message, never a traceback
         st.error(f"{state.md_escape(info.name)} cannot be loaded: {state.md_escape(err)}")
         return None
@@ -39,20 +39,20 @@ def _load(info):
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _scores(path_a: str, sha_a: str, path_b: str, sha_b: str, source: str, output: str):
-    return cmp.score_under_both(state.load(path_a), state.load(path_b), source, output)
+    return cmp.score_under_both(models.load(path_a), models.load(path_b), source, output)
 
 
 @st.cache_data(max_entries=16, show_spinner="Translating the test sample with both models…")
 def _test(path: str, sha: str, pairs_from: str, sha_from: str, n: int) -> dict:
-    src = state.load(pairs_from)
+    src = models.load(pairs_from)
     pairs, where = cmp.test_pairs(pairs_from, src.meta, n)
-    ckpt = state.load(path)
+    ckpt = models.load(path)
     return {**cmp.test_scores(ckpt.model, ckpt.tokenizer, pairs), "where": where}
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _param_change(path_a: str, sha_a: str, path_b: str, sha_b: str):
-    return cmp.param_change(state.load(path_a).model, state.load(path_b).model)
+    return cmp.param_change(models.load(path_a).model, models.load(path_b).model)
 
 
 NUMBERS = {"step": "{:d}", "params (M)": "{:.2f}", "dev BLEU": "{:.2f}", "test BLEU": "{:.2f}"}
@@ -101,8 +101,8 @@ def compare(healthy) -> None:
     if not text.strip():
         st.info("Type a sentence to compare the two checkpoints on it.")
         return
-    ta = state.friendly(state.translate, str(a.path), a.sha256, text, GREEDY, trace=False, what="Translating with A")
-    tb = state.friendly(state.translate, str(b.path), b.sha256, text, GREEDY, trace=False, what="Translating with B")
+    ta = state.friendly(models.translate, str(a.path), a.sha256, text, GREEDY, trace=False, what="Translating with A")
+    tb = state.friendly(models.translate, str(b.path), b.sha256, text, GREEDY, trace=False, what="Translating with B")
     if ta is None or tb is None:
         return
     if ta.best is None or tb.best is None:
@@ -139,8 +139,8 @@ def compare(healthy) -> None:
         view = c3.radio("Show", ["A", "B", "B − A"], index=2, horizontal=True, key="ck_view")
         out = (ta if whose == "A" else tb).best.ids
         src = ta.src_ids
-        tr_a = state.friendly(state.attention, str(a.path), a.sha256, tuple(src), tuple(out), what="Tracing A")
-        tr_b = state.friendly(state.attention, str(b.path), b.sha256, tuple(src), tuple(out), what="Tracing B")
+        tr_a = state.friendly(models.attention, str(a.path), a.sha256, tuple(src), tuple(out), what="Tracing A")
+        tr_b = state.friendly(models.attention, str(b.path), b.sha256, tuple(src), tuple(out), what="Tracing B")
         if tr_a is None or tr_b is None:
             return
         y, x = tr_a.axes(kind)
@@ -213,14 +213,14 @@ def scrubber(healthy) -> None:
     ckpt = _load(ckpts[pos])
     if ckpt is None:
         return
-    t = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, text, GREEDY, trace=False, what="The translation")
+    t = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, GREEDY, trace=False, what="The translation")
     if t is None:
         return
     if t.best is None:
         st.warning(t.reason or "Nothing was decoded.")
         return
     st.markdown(f"**Step {state.md_escape(steps[pos])}:** {state.md_escape(t.text)}")       # or a checkpoint's name
-    tr = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids),
+    tr = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids),
                         what="Tracing")
     if tr is None:
         return

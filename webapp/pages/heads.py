@@ -10,7 +10,7 @@ import streamlit as st
 from explorer.data.types import DataError
 from explorer.heads.job import LabSettings, estimate_cost
 from explorer.heads.sentences import FORCED
-from webapp import heads_views as views
+from webapp import heads_views as views, models
 from webapp import lecture, state
 
 st.title("Heads")
@@ -23,7 +23,7 @@ state.learn(
     r"I_h = \mathbb{E}_{x}\left|\frac{\partial \mathcal{L}(x)}{\partial \xi_h}\right|,\qquad"
     r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\xi_1 \mathrm{head}_1, \dots, \xi_H \mathrm{head}_H)\,W^O")
 
-ckpt = state.require_checkpoint()
+ckpt = models.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
 try:
     pairs = views.test_pairs(path, sha)
@@ -59,6 +59,6 @@ st.info(f"Not computed yet for these settings. Cost: {cost.text()}.")
 job = views.job_for(out)
 if job is None or not job.active:
     if st.button("Start the head lab", key="heads_start", type="primary"):
-        views.start(path, state.app_device(), sha, settings)
+        views.start(path, models.app_device(), sha, settings)
 job = views.job_for(out)
 st.fragment(views.show_job, run_every=2 if job is not None and job.active else None)(str(out))
