@@ -15,7 +15,6 @@ Cache: an existing result file for the same weights and settings is shown at onc
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -42,20 +41,6 @@ def test_pairs(ckpt_path: str, sha: str) -> list:
 
 def result_path(sha: str, settings: LabSettings) -> Path:
     return rf.head_lab_file(sha, asdict(settings))
-
-
-def read_result(path: Path) -> dict | None:
-    """The result JSON, or None when missing or unreadable (a damaged file is recomputed, not shown)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    needed = ("stats", "roles", "importance", "single_head_removal", "pruning")
-    return data if isinstance(data, dict) and all(k in data for k in needed) else None
-
-
-def job_for(path: Path) -> background.Job | None:
-    return background.job_for(path)
 
 
 def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> background.Job:

@@ -23,9 +23,6 @@ from explorer.runtime.modes import eval_mode
 from explorer.text.special import DEFAULT_IDS, EOS_ID, SpecialIds
 
 NEG_INF = float("-inf")
-# The defaults (this project's ids); decoding a model uses its own: special_ids(model).never_output
-NEVER_OUTPUT = DEFAULT_IDS.never_output             # ids no decoder ever writes (PAD, the start id)
-BEFORE_MIN_LEN = DEFAULT_IDS.before_min_len        # ... nor, before min_len output tokens, EOS
 
 
 def special_ids(model: nn.Module) -> SpecialIds:

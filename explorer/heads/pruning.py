@@ -78,11 +78,6 @@ def plan_curves(normalized: dict[str, np.ndarray], seeds: int, points: dict[str,
     return curves
 
 
-def distinct_points(curves: list[Curve]) -> int:
-    """How many different head sets the curves score (what they cost in decodes)."""
-    return len({frozenset(c.heads[:n]) for c in curves for n in c.removed})
-
-
 def score_curves(curves: list[Curve], remover: HeadRemover, tick: Callable[[int], bool] | None = None) -> list[Curve]:
     """Fill each curve's bleu/chrf (in place; returned for chaining). tick(points done) may cancel."""
     done = 0

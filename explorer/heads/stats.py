@@ -33,17 +33,6 @@ from explorer.runtime.progress import Cancelled
 
 HEAD_STATS = ("entropy", "spread", "confidence", "to_prev", "to_self", "to_next", "to_eos", "to_rare",
               "diagonality")
-HEAD_STAT_LABELS = {
-    "entropy": "entropy (nats)",
-    "spread": "entropy / log(keys)",
-    "confidence": "confidence (mean max weight)",
-    "to_prev": "to previous position",
-    "to_self": "to own position",
-    "to_next": "to next position",
-    "to_eos": "to end-of-sentence",
-    "to_rare": "to the rarest token",
-    "diagonality": "diagonality",
-}
 
 
 @dataclass(frozen=True)

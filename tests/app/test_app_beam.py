@@ -124,7 +124,7 @@ def test_forcing_an_alternative_token_starts_the_output_with_it(checkpoint):
     assert forced["step"] == 1 and len(forced["prefix"]) == 2 and row is not None
     tokenizer = load_checkpoint(info.path, device="cpu").tokenizer
     piece = tokenizer.id_to_piece(forced["prefix"][1], "tgt")
-    assert choice.endswith(f"{piece}  (log p") or piece in choice
+    assert re.fullmatch(rf"{re.escape(piece)}  \(log p -?\d+\.\d\d\)", choice), (choice, piece)   # the token picked
     codes = [c.value for c in at.code]
     assert len(codes) == 2, codes                                            # original | forced
     expected = tokenizer.decode(forced["prefix"], side="tgt").strip()
