@@ -37,6 +37,8 @@ MAX_MODELS = 4                        # models loaded at once (each ~its float32
 TRACE_CACHE_BYTES = 24 << 20          # ~8-25 typical sentences' traces
 TRANSLATION_CACHE_BYTES = 16 << 20    # ~60 translations with their beam traces
 SCORE_CACHE_BYTES = 8 << 20           # each of the two scoring caches
+COMPARISON_CACHE_BYTES = 4 << 20      # each of the Checkpoints page's three (scores, test sample, weight change)
+ALIGNMENT_CACHE_BYTES = 8 << 20       # the Alignment page's one sentence under every aligner (~0.1-1 MB each)
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -166,3 +168,40 @@ def side_by_side(ckpt_path: str, sha: str, text: str, reference: str | None, cfg
     ckpt = load(ckpt_path)
     with model_slot():
         return run(ckpt.model, ckpt.tokenizer, text, reference, DecodeConfig(**cfg))
+
+
+# ---- the Checkpoints and Alignment pages -----------------------------------------------------------
+@bounded_cache(COMPARISON_CACHE_BYTES)
+def compare_scores(path_a: str, sha_a: str, path_b: str, sha_b: str, source: str, output: str):
+    """One output teacher-forced under both checkpoints (explorer.evaluation.comparison)."""
+    from explorer.evaluation import comparison as cmp
+    with model_slot():
+        return cmp.score_under_both(load(path_a), load(path_b), source, output)
+
+
+@bounded_cache(COMPARISON_CACHE_BYTES)
+def compare_test(path: str, sha: str, pairs_from: str, sha_from: str, n: int) -> dict:
+    """BLEU / chrF / exact of `path` on the first n test pairs of `pairs_from`."""
+    from explorer.evaluation import comparison as cmp
+    src = load(pairs_from)
+    pairs, where = cmp.test_pairs(pairs_from, src.meta, n)
+    ckpt = load(path)
+    with model_slot():
+        return {**cmp.test_scores(ckpt.model, ckpt.tokenizer, pairs), "where": where}
+
+
+@bounded_cache(COMPARISON_CACHE_BYTES)
+def param_change(path_a: str, sha_a: str, path_b: str, sha_b: str):
+    """How far each block's weights moved from checkpoint a to b."""
+    from explorer.evaluation import comparison as cmp
+    return cmp.param_change(load(path_a).model, load(path_b).model)
+
+
+@bounded_cache(ALIGNMENT_CACHE_BYTES)
+def align_one(ckpt_path: str, sha: str, pair, methods: tuple, ig_steps: int):
+    """One gold pair under every aligner (explorer.align.sentence); its attributions run in batches
+    bounded in bytes (explorer.align.attribution.ATTRIBUTION_BYTES)."""
+    from explorer.align.sentence import align_sentence
+    ckpt = load(ckpt_path)
+    with model_slot():
+        return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)

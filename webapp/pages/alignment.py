@@ -7,6 +7,7 @@ once when its JSON exists for the same weights, settings and gold (webapp.alignm
 import streamlit as st
 
 from explorer.align.attribution import ATTRIBUTIONS
+from explorer.align.job import read_result
 from explorer.align.pairs import Unusable
 from explorer.align.scorecard import AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
@@ -77,7 +78,7 @@ if kind != "integrated-gradients" and st.toggle("Add integrated gradients to “
     methods.append(Method("integrated-gradients"))
 try:
     with st.spinner("Aligning…"):
-        found = views.sentence(path, sha, gold[k], tuple(methods), 32)
+        found = models.align_one(path, sha, gold[k], tuple(methods), 32)
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:
@@ -91,7 +92,7 @@ n_attr = c2.number_input("Of them, scored with gradients (integrated gradients i
                          int(n_pairs), min(24, int(n_pairs)), key="align_attr")
 settings = AlignSettings(pairs=int(n_pairs), attribution_pairs=int(n_attr))
 out = views.result_path(sha, settings, views.gold_digest(gold))
-result = views.read_result(out)
+result = read_result(out)
 if result is not None:
     views.show_result(result)
     st.stop()

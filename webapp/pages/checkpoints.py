@@ -37,24 +37,6 @@ def _load(info):
         return None
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def _scores(path_a: str, sha_a: str, path_b: str, sha_b: str, source: str, output: str):
-    return cmp.score_under_both(models.load(path_a), models.load(path_b), source, output)
-
-
-@st.cache_data(max_entries=16, show_spinner="Translating the test sample with both models…")
-def _test(path: str, sha: str, pairs_from: str, sha_from: str, n: int) -> dict:
-    src = models.load(pairs_from)
-    pairs, where = cmp.test_pairs(pairs_from, src.meta, n)
-    ckpt = models.load(path)
-    return {**cmp.test_scores(ckpt.model, ckpt.tokenizer, pairs), "where": where}
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _param_change(path_a: str, sha_a: str, path_b: str, sha_b: str):
-    return cmp.param_change(models.load(path_a).model, models.load(path_b).model)
-
-
 NUMBERS = {"step": "{:d}", "params (M)": "{:.2f}", "dev BLEU": "{:.2f}", "test BLEU": "{:.2f}"}
 
 
@@ -115,7 +97,7 @@ def compare(healthy) -> None:
 
     st.subheader("Per-token log-probability of each output under both models")
     for name, t in (("A", ta), ("B", tb)):
-        s = _scores(str(a.path), a.sha256, str(b.path), b.sha256, text, t.text)
+        s = models.compare_scores(str(a.path), a.sha256, str(b.path), b.sha256, text, t.text)
         tot_a, tot_b = s.totals
         if s.aligned:
             title = f"{name}'s output: total log-prob {tot_a:.2f} under A, {tot_b:.2f} under B"
@@ -161,7 +143,8 @@ def compare(healthy) -> None:
         st.session_state["ck_scored"] = True
         ref = a if source == "A" else b
         try:
-            res = [_test(str(m.path), m.sha256, str(ref.path), ref.sha256, n) for m in (a, b)]
+            with st.spinner("Translating the test sample with both models…"):
+                res = [models.compare_test(str(m.path), m.sha256, str(ref.path), ref.sha256, n) for m in (a, b)]
         except cmp.ComparisonError as err:
             st.warning(state.md_escape(err))
         else:
@@ -172,7 +155,7 @@ def compare(healthy) -> None:
 
     st.subheader("How far the weights moved")
     try:
-        change = _param_change(str(a.path), a.sha256, str(b.path), b.sha256)
+        change = models.param_change(str(a.path), a.sha256, str(b.path), b.sha256)
         downloads.chart(plots.param_change_figure([g for g, _ in change], [v for _, v in change]),
                         "parameter_change", key="ck_params")
     except cmp.ComparisonError as err:
