@@ -184,3 +184,25 @@ def warn_unknown(tokenizer, text: str) -> None:
         shown = ", ".join(f"“{state.md_escape(u)}”" for u in unknown[:10]) + (" …" if len(unknown) > 10 else "")
         st.warning(f"{len(unknown)} part(s) of the sentence are not in this model's vocabulary and were read as "
                    f"the unknown token: {shown}. The translation cannot use them.")
+
+
+def notices(tokenizer, result, text: str) -> None:
+    """What every translating page says above its result: the sentence was cut to what the model reads
+    (result.truncated, with the reason), and which parts of it the model cannot read (warn_unknown)."""
+    if result.truncated:
+        st.warning(f"The sentence is longer than this model can read: {state.md_escape(result.reason)}.")
+    warn_unknown(tokenizer, text)
+
+
+def translated(ckpt, text: str, cfg: dict, *, what: str = "The translation", **kwargs):
+    """The preamble of a page that shows a translation: translate on the shared model (models.translate,
+    queued and cached), the notices, and None (after saying why) when there is nothing to show, so the
+    page stops or returns; else the Translation."""
+    result = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, cfg, what=what, **kwargs)
+    if result is None:
+        return None
+    notices(ckpt.tokenizer, result, text)
+    if not result.hypotheses:
+        st.info(f"Nothing to show: {state.md_escape(result.reason or 'the text produced no tokens')}.")
+        return None
+    return result

@@ -67,14 +67,8 @@ def block_numbers() -> None:
         st.info("Type a sentence above (or pick an example on the Translate page) to see the numbers of each block.")
         return
     clipped = sentence.require_text(text, "", "used")
-    result = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, clipped, state.decode_settings(),
-                            what="The translation")
+    result = sentence.translated(ckpt, clipped, state.decode_settings())
     if result is None:
-        return
-    if result.truncated:
-        st.warning(f"The sentence is longer than this model can read: {result.reason}.")
-    if not result.hypotheses:
-        st.info(f"Nothing to show: {result.reason or 'the text produced no tokens'}.")
         return
     trace = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
                            tuple(result.best.ids), what="Tracing the model")

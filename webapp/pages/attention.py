@@ -26,14 +26,8 @@ path, sha, cfg = str(ckpt.path), ckpt.sha256, state.decode_settings()
 text = sentence.sentence_box("attn_text_box", "Sentence", height=68,
                              placeholder="Type a sentence, or pick one on the Translate page.")
 clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
-result = state.friendly(models.translate, path, sha, clipped, cfg, what="The translation")
+result = sentence.translated(ckpt, clipped, cfg)
 if result is None:
-    st.stop()
-if result.truncated:
-    st.warning(f"The sentence is longer than this model can read: {result.reason}.")
-sentence.warn_unknown(ckpt.tokenizer, clipped)
-if not result.hypotheses:
-    st.info(f"Nothing to show: {result.reason or 'the text produced no tokens'}.")
     st.stop()
 trace = state.friendly(models.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids),
                        what="Tracing the attention")

@@ -150,14 +150,11 @@ def main() -> None:
     if not text.strip():
         st.info("Type a sentence above (or on the Translate page) to watch beam search translate it.")
         return
-    result = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, cfg, what="Beam search")
+    result = sentence.translated(ckpt, text, cfg, what="Beam search")
     if result is None:
         return
-    if result.truncated:
-        st.warning(result.reason)
-    sentence.warn_unknown(ckpt.tokenizer, text)
     trace = result.beam_trace
-    if not result.hypotheses or trace is None or trace.n_steps == 0:
+    if trace is None or trace.n_steps == 0:
         st.info(result.reason or "No beam trace: beam search is needed to show one (greedy and sampling keep none).")
         return
     piece = lambda t: ckpt.tokenizer.id_to_piece(int(t), "tgt")            # noqa: E731

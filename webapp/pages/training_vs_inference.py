@@ -45,8 +45,7 @@ result = state.friendly(models.side_by_side, path, sha, clipped, reference if fo
                         state.decode_settings(), what="Decoding")
 if result is None:
     st.stop()
-if result.truncated:
-    st.warning(f"The sentence is longer than this model can read: {result.reason}.")
+sentence.notices(ckpt.tokenizer, result, clipped)
 if result.forced is None:
     st.info(f"Nothing to decode: {result.reason or 'the text produced no tokens'}.")
     st.stop()

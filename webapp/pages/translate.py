@@ -78,9 +78,7 @@ hyps = [(s, h) for s, r in zip(seeds, runs) for h in r.hypotheses]
 if cfg["strategy"] == "sample":
     hyps = sorted({tuple(h.ids): (s, h) for s, h in hyps}.values(), key=lambda sh: -sh[1].normalized)
 result = runs[seeds.index(hyps[0][0])] if hyps and cfg["strategy"] == "sample" else runs[0]
-if result.truncated:
-    st.warning(f"The sentence is longer than this model can read: {result.reason}.")
-sentence.warn_unknown(ckpt.tokenizer, clipped)
+sentence.notices(ckpt.tokenizer, result, clipped)
 if not result.hypotheses:
     st.info(f"Nothing to translate: {result.reason or 'the text produced no tokens'}.")
     st.stop()
