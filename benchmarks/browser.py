@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Iterator
 from urllib.parse import urlsplit
 
-from explorer.store.run_files import REPO_ROOT as ROOT        # where `streamlit run app.py` starts
+from explorer.files.places import REPO_ROOT as ROOT        # where `streamlit run app.py` starts
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")   # Debian's; $CHROMIUM points elsewhere
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"]

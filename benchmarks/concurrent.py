@@ -6,7 +6,7 @@ with its BeamTrace, then a teacher-forced forward of the best output inside capt
 capture point; every other job removes a cross-attention head (ablation hooks). The same jobs run
 (a) one after another and (b) in N threads sharing the one loaded model; both at the same torch
 thread count. The threads are started all at once, as users' requests arrive; the library's compute
-queue (explorer.decoding.compute_queue) lets one per core compute at a time and the rest wait in line
+queue (explorer.runtime.compute_queue) lets one per core compute at a time and the rest wait in line
 ($EXPLORER_COMPUTE_SLOTS=8 shows what all 8 computing at once would do). Printed: wall time of each, the throughput ratio sequential / threaded (> 1: threads
 do more per second), and whether every threaded result (output ids, scores, every trace array) is
 identical to its sequential run. Interleaved rounds, medians; no timing goal is asserted anywhere.

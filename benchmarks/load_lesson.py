@@ -15,7 +15,7 @@ CHECKPOINT = "bible-es-en"
 PHASES = ("open", "translate", "attention", "head", "beam", "step")
 SESSION_TTL_S = float(tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml")
                                     .read_text())["server"].get("disconnectedSessionTTL", 120))
-QUEUE_NOTICE = re.compile(r"(\d+) ahead of you")   # webapp.model_calls' notice while a request waits its turn
+QUEUE_NOTICE = re.compile(r"(\d+) ahead of you")   # webapp.models' notice while a request waits its turn
 GOALS = "N=16: translate p95 < 3 s, 0 errors, 0 mixed; N=32: 0 errors; RSS after 200 sessions within 20% of after 10"
 
 

@@ -277,63 +277,6 @@ MAX_BEAM = 64                     # beam_size and n_best
 MAX_DECODE_LEN = 4096             # max_len_b and min_len, in tokens
 
 
-def match_threads() -> None:
-    """Make the calling thread compute with torch's thread count.
-
-    torch.set_num_threads sets OpenMP's count only for the thread that calls it: a thread started
-    later (a Streamlit session, a worker) begins at the machine's default, and its products are
-    then split differently, so its numbers differ in the last bits from another thread's and it can
-    oversubscribe busy cores. Decoding sessions call this first (a few microseconds)."""
-    import torch
-    torch.set_num_threads(torch.get_num_threads())
-
-
-def resolve_device(name: str = "auto"):
-    """The torch.device that a device setting names: "auto" is CUDA when this machine has it, else the
-    CPU; anything else ("cpu", "cuda:1") as torch reads it. The one place "auto" is decided, for the
-    trainer, checkpoint loading, the evaluate command and the app. torch is imported here, not at the
-    top, so reading a config never needs it."""
-    import torch
-
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-DEVICE_NAMES = "cpu, cuda, cuda:N, mps or auto"
-
-
-def check_device(name: str) -> str:
-    """`name` unchanged when this machine can run on it, else ValueError saying why, in one line.
-
-    For command lines, checked while their arguments are parsed: resolve_device takes any name torch
-    parses without asking whether the device is there, so "nonsense" or "cuda" without CUDA would
-    end in a traceback from deep inside loading, after the command's other work had begun."""
-    import torch
-
-    if name == "auto":
-        return name
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"unknown device {name!r}: use {DEVICE_NAMES}") from None
-    if device.type == "cpu":
-        return name
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            why = "this PyTorch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-            raise ValueError(f"device {name!r}: {why} on this machine; use cpu or auto")
-        count = torch.cuda.device_count()
-        if device.index is not None and device.index >= count:
-            raise ValueError(f"device {name!r}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
-        return name
-    if device.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise ValueError(f"device {name!r}: MPS (Apple GPU) is not available on this machine; use cpu or auto")
-        return name
-    raise ValueError(f"device {name!r}: not one this program runs on; use {DEVICE_NAMES}")
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 

@@ -9,7 +9,6 @@ gold set's content hash, so a different file never reuses another file's result.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -20,22 +19,20 @@ import streamlit as st
 from explorer.align.gold import GoldError, GoldPair, format_gold, parse_gold
 from explorer.align.metrics import score_links
 from explorer.align.scorecard import STAGES, AlignSettings
-from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method, align_sentence
+from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES
 from explorer.plots import alignment as plots
 from explorer.store import run_files as rf
-from webapp import background
+from webapp import background, models
 from webapp.text_safety import md_escape
 
 UPLOAD_BYTES = 2 * 1024 * 1024
-MAX_SENTENCE_IG_STEPS = 64
 
 
 def _held_out(ckpt_path: str) -> list:
     from explorer.data.types import DataError
     from explorer.evaluation.scores import held_out_pairs
-    from webapp import state
     try:
-        return list(held_out_pairs(ckpt_path, state.load(ckpt_path).meta)[0])
+        return list(held_out_pairs(ckpt_path, models.load(ckpt_path).meta)[0])
     except DataError:
         return []
 
@@ -44,10 +41,9 @@ def _held_out(ckpt_path: str) -> list:
 def shipped_gold(ckpt_path: str, sha: str) -> tuple[list[GoldPair], str, int | None] | str:
     """(pairs, name, how many are held out) of the checkpoint's own gold set, or why there is none."""
     from explorer.align.gold_sets import default_gold, held_out_share
-    from webapp import state
     held = _held_out(ckpt_path)
     try:
-        pairs, name = default_gold(state.load(ckpt_path).meta, held)
+        pairs, name = default_gold(models.load(ckpt_path).meta, held)
     except GoldError as err:
         return str(err)
     return pairs, name, held_out_share(pairs, held) if held else None
@@ -73,15 +69,6 @@ def result_path(sha: str, settings: AlignSettings, digest: str) -> Path:
     return rf.analysis_file(rf.ALIGN, sha, {**asdict(settings), "gold": digest})
 
 
-def read_result(path: Path) -> dict | None:
-    """The scorecard JSON, or None when missing or unreadable (a damaged file is recomputed, not shown)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and all(k in data for k in ("rows", "grid", "gold")) else None
-
-
 def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: list[GoldPair], gold_name: str,
           held_out: int | None) -> background.Job:
     """The scorecard for these weights, settings and gold pairs, on the app's own copy of the checkpoint."""
@@ -97,18 +84,7 @@ def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: lis
     return background.start(path, STAGES, "Alignment scorecard", work)
 
 
-# ---- one sentence -------------------------------------------------------------------------------
-@st.cache_data(max_entries=32, show_spinner=False)
-def sentence(ckpt_path: str, sha: str, pair: GoldPair, methods: tuple[Method, ...], ig_steps: int):
-    """On the model every user shares: in the compute queue (a user who waits is told how many are ahead),
-    its attributions in batches bounded in bytes (explorer.align.attribution.ATTRIBUTION_BYTES)."""
-    from webapp import state
-    from webapp.model_calls import model_slot
-    ckpt = state.load(ckpt_path)
-    with model_slot():
-        return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
-
-
+# ---- one sentence: webapp.models.align_one (the shared model, queued, byte-bounded cache) -------------
 def count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 

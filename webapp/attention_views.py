@@ -21,7 +21,7 @@ from explorer.plots import attention as plots
 from explorer.plots.style import head_grid
 from explorer.text.encoding import output_ids
 from explorer.text.special import EOS_ID
-from webapp import bertviz_offline, downloads, state
+from webapp import bertviz_offline, downloads, models, state
 
 QUANTITIES = {"weights": "Weights (after softmax)", "scores": "Scores QKᵀ/√dₖ (before softmax)",
               "unscaled": "Unscaled scores QKᵀ", "unscaled_softmax": "Softmax without the 1/√dₖ"}
@@ -178,7 +178,7 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
         st.info("Type a reference translation (or pick a test example on the Translate page) to compare.")
         return
     ids = output_ids(ckpt.tokenizer, ref, ckpt.config.max_len, ckpt.config.special)
-    forced = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(trace.meta["src_ids"]), tuple(ids),
+    forced = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(trace.meta["src_ids"]), tuple(ids),
                             what="Tracing the reference")
     if forced is None:
         return
@@ -237,8 +237,8 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
         return
     heads = tuple(sorted(picked))
     path, sha = str(ckpt.path), ckpt.sha256
-    ablated = state.friendly(state.translate, path, sha, text, cfg, ablate=heads, what="Re-translating")
-    forced = state.friendly(state.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids), ablate=heads,
+    ablated = state.friendly(models.translate, path, sha, text, cfg, ablate=heads, what="Re-translating")
+    forced = state.friendly(models.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids), ablate=heads,
                             what="Scoring the original output")
     if ablated is None or forced is None:
         return

@@ -5,10 +5,10 @@ _JOBS (guarded by _LOCK) maps a result file to its Job; start() returns the job 
 waiting for that file instead of starting a second one (two browser tabs asking for the same result
 share it). `work(job)` does the computing in a daemon thread and writes the result file once,
 atomically, at the end (both analyses use write_json_atomic), reporting through job.progress and
-stopping when job.cancel is set (explorer.evaluation.progress: it raises Cancelled, and nothing is
+stopping when job.cancel is set (explorer.runtime.progress: it raises Cancelled, and nothing is
 written). A job that fails ends in a message on the page, never a traceback. Jobs run at the torch
 thread count the app already uses ($EXPLORER_THREADS: torch.set_num_threads is process-wide), at a
-lower CPU priority than the threads serving users (training.priority: nice is per thread on Linux).
+lower CPU priority than the threads serving users (runtime.priority: nice is per thread on Linux).
 
 The caps, because each analysis loads its own copy of the checkpoint and computes for minutes (one
 browser started 8 head labs in 40 s: 10 more server threads, every page slower; three alignment
@@ -32,7 +32,7 @@ from typing import Callable
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from explorer.evaluation.progress import Cancelled
+from explorer.runtime.progress import Cancelled
 from webapp.text_safety import md_escape
 
 MAX_RUNNING_PER_KIND = 1      # per label, in the whole server: one copy of the checkpoint per kind at a time
@@ -71,7 +71,7 @@ class Job:
         return self.ended.wait(timeout)
 
     def progress(self, stage: str, done: int, total: int) -> bool:
-        """The explorer.evaluation.progress callback: records where the job is; False once cancelled."""
+        """The explorer.runtime.progress callback: records where the job is; False once cancelled."""
         self.stage, self.done, self.total = stage, done, total
         return not self.cancel.is_set()
 
@@ -189,10 +189,10 @@ def _next(label: str) -> None:
 
 def _run(job: Job, work: Callable[[Job], None]) -> None:
     try:
-        from explorer.training.priority import lower_priority
+        from explorer.runtime.priority import lower_priority
         lower_priority(threading.get_native_id())         # this thread only: users' own requests come first
-        from explorer.config import match_threads
-        from explorer.decoding.compute_queue import background_thread
+        from explorer.runtime.device import match_threads
+        from explorer.runtime.compute_queue import background_thread
         match_threads()                                    # the app's torch thread count, in this thread too
         background_thread()                                # beside the users' queue, not in their places
         work(job)

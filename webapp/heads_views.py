@@ -15,7 +15,6 @@ Cache: an existing result file for the same weights and settings is shown at onc
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from explorer.heads.job import STAGES, LabSettings
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_files as rf
-from webapp import background
+from webapp import background, models
 from webapp.text_safety import md_escape
 
 MAX_SENTENCES = 500
@@ -37,26 +36,11 @@ MAX_SEEDS = 10
 def test_pairs(ckpt_path: str, sha: str) -> list:
     """The checkpoint's held-out pairs (its test.tsv, else its dataset's test split); DataError if none."""
     from explorer.evaluation.scores import held_out_pairs
-    from webapp import state
-    return list(held_out_pairs(ckpt_path, state.load(ckpt_path).meta)[0])
+    return list(held_out_pairs(ckpt_path, models.load(ckpt_path).meta)[0])
 
 
 def result_path(sha: str, settings: LabSettings) -> Path:
     return rf.head_lab_file(sha, asdict(settings))
-
-
-def read_result(path: Path) -> dict | None:
-    """The result JSON, or None when missing or unreadable (a damaged file is recomputed, not shown)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    needed = ("stats", "roles", "importance", "single_head_removal", "pruning")
-    return data if isinstance(data, dict) and all(k in data for k in needed) else None
-
-
-def job_for(path: Path) -> background.Job | None:
-    return background.job_for(path)
 
 
 def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> background.Job:

@@ -2,8 +2,9 @@
 
 Why one place: a teacher walks a 50-minute lecture through the pages in the paper's order (the
 model, its positions, attention, decoding, training), and each page ends with a "Next" link to the
-following one with a one-line reason. The order and the reasons live here only; app.py draws the
-link under every page (run()), so pages carry no navigation code.
+following one with a one-line reason. The pages, their order, sections and reasons live here only
+(PAGES_TABLE): app.py builds the sidebar from it and draws the link under every page (run()), so
+pages carry no navigation code.
 
 The link is drawn before the page runs and drawn again after it: a page that ends early with
 st.stop() (no sentence, no training run yet) still ends with it, and one that finishes links with
@@ -13,25 +14,74 @@ mode), so the next page, also opened in a new tab, shows the same model, sentenc
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import streamlit as st
 
 from webapp import decode_url, presenter
 
-START = "translate"            # the landing page: it points at the lecture's first page
-ORDER = (                      # (url_path, why it comes next: one line)
-    ("architecture", "the whole model at a glance, the paper's Figure 1 with this sentence's numbers"),
-    ("positions", "attention alone ignores word order, so positions are added to the embeddings first"),
-    ("attention", "the paper's core: what each head of each layer looks at"),
-    ("heads", "over a whole test set: which heads have a job, and how many the model can lose"),
-    ("alignment", "is cross-attention a word alignment? measured against gold links, beside gradient attributions"),
-    ("beam", "how the decoder's scores for each next piece become a whole translation"),
-    ("training_vs_inference", "training reads the reference in one pass; decoding reads its own output"),
-    ("schedule", "how the paper trains: learning-rate warm-up and decay, label smoothing"),
-    ("train", "train a small model yourself and watch it learn"),
-    ("checkpoints", "compare what the model knew early and late in its training"),
+@dataclass(frozen=True)
+class PageEntry:
+    url_path: str
+    script: str                # under webapp/pages/
+    title: str
+    section: str               # the sidebar's heading above it
+    why: str                   # why it comes next in the lecture, one line ("" for the landing page)
+    icon: str | None = None
+
+
+# Every page, once: the sidebar (st.navigation, grouped by section), the lecture's Next links and the
+# tests read this table, so the sidebar's order is the lecture's. The landing page comes first; the
+# lecture then follows the paper: the model, its positions, attention, what heads do over a test set,
+# decoding, training. A new page goes where the lecture needs it, in a section that already says what
+# kind of question it answers.
+PAGES_TABLE = (
+    PageEntry("translate", "translate.py", "Translate", "Start", "", "🌐"),
+    PageEntry("architecture", "architecture.py", "Architecture", "The model",
+              "the whole model at a glance, the paper's Figure 1 with this sentence's numbers"),
+    PageEntry("positions", "positions.py", "Positional encoding", "The model",
+              "attention alone ignores word order, so positions are added to the embeddings first"),
+    PageEntry("attention", "attention.py", "Attention", "The model",
+              "the paper's core: what each head of each layer looks at"),
+    PageEntry("heads", "heads.py", "Heads", "Measure",
+              "over a whole test set: which heads have a job, and how many the model can lose"),
+    PageEntry("alignment", "alignment.py", "Alignment", "Measure",
+              "is cross-attention a word alignment? measured against gold links, beside gradient attributions"),
+    PageEntry("beam", "beam.py", "Beam search", "Decoding",
+              "how the decoder's scores for each next piece become a whole translation"),
+    PageEntry("training_vs_inference", "training_vs_inference.py", "Training vs inference", "Decoding",
+              "training reads the reference in one pass; decoding reads its own output"),
+    PageEntry("schedule", "schedule.py", "Schedule", "Training",
+              "how the paper trains: learning-rate warm-up and decay, label smoothing"),
+    PageEntry("train", "train.py", "Train", "Training", "train a small model yourself and watch it learn"),
+    PageEntry("checkpoints", "checkpoints.py", "Checkpoints", "Training",
+              "compare what the model knew early and late in its training"),
 )
+START = PAGES_TABLE[0].url_path          # the landing page: it points at the lecture's first page
+ORDER = tuple((p.url_path, p.why) for p in PAGES_TABLE[1:])      # (url_path, why it comes next)
+PAGES_DIR = "webapp/pages"
+
+
+def navigation_pages() -> dict[str, list]:
+    """The st.Page objects by section, in the table's order.
+
+    Streamlit serves its default page at "/" only (its url_path reads ""), so /translate would say
+    "Page not found": a hidden second entry for the landing script answers /translate. The default
+    one reserves "home" (a url_path must be unique), which therefore opens the landing page too."""
+    sections: dict[str, list] = {}
+    for entry in PAGES_TABLE:
+        script = f"{PAGES_DIR}/{entry.script}"
+        pages = sections.setdefault(entry.section, [])
+        if entry.url_path == START:
+            pages.append(st.Page(script, title=entry.title, icon=entry.icon, url_path="home", default=True))
+            pages.append(st.Page(script, title=entry.title, icon=entry.icon, url_path=entry.url_path,
+                                 visibility="hidden"))
+        else:
+            pages.append(st.Page(script, title=entry.title, icon=entry.icon, url_path=entry.url_path))
+    return sections
+
+
 CARRIED = ("ckpt", "text", presenter.URL_KEY) + decode_url.KEYS    # URL state shared by every page
 URL_TEXT = 1000                # the sentence carried is cut here, like the URL's (sentence.URL_CHARS)
 

@@ -13,7 +13,7 @@ from typing import Callable
 import streamlit as st
 
 from explorer.store.checkpoint import TEST_SPLIT, CheckpointError
-from webapp import state
+from webapp import models, state
 
 MAX_CHARS = 2000                      # longer input is truncated with a notice
 URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
@@ -40,7 +40,7 @@ def opening_sentence(ckpt_path: str | Path | None) -> str:
     if not found:
         return ""
     try:
-        sha = state.load(ckpt_path).sha256
+        sha = models.load(ckpt_path).sha256
     except CheckpointError:                                  # the page's own load says why
         return ""
     index = showcase_example(ckpt_path, sha)
@@ -106,7 +106,7 @@ def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
 def _showcase(ckpt_path: str, sha: str, mtime: float) -> int | None:
     from explorer.evaluation.showcase import best_translated
 
-    ckpt = state.load(ckpt_path)
+    ckpt = models.load(ckpt_path)
     found = best_translated(ckpt.model, ckpt.tokenizer, [(src, tgt) for _, src, tgt in examples(ckpt_path)])
     return found.index if found is not None else None
 
@@ -124,7 +124,7 @@ def showcase_example(ckpt_path: str | Path, sha: str) -> int | None:
     from explorer.evaluation.showcase import from_card
 
     try:
-        recorded, index = from_card(state.load(ckpt_path).card, [(src, tgt) for _, src, tgt in examples(ckpt_path)], sha)
+        recorded, index = from_card(models.load(ckpt_path).card, [(src, tgt) for _, src, tgt in examples(ckpt_path)], sha)
     except Exception:  # noqa: BLE001 - a checkpoint that fails to load: the page's own load says why
         recorded, index = False, None
     if recorded:
@@ -184,3 +184,25 @@ def warn_unknown(tokenizer, text: str) -> None:
         shown = ", ".join(f"“{state.md_escape(u)}”" for u in unknown[:10]) + (" …" if len(unknown) > 10 else "")
         st.warning(f"{len(unknown)} part(s) of the sentence are not in this model's vocabulary and were read as "
                    f"the unknown token: {shown}. The translation cannot use them.")
+
+
+def notices(tokenizer, result, text: str) -> None:
+    """What every translating page says above its result: the sentence was cut to what the model reads
+    (result.truncated, with the reason), and which parts of it the model cannot read (warn_unknown)."""
+    if result.truncated:
+        st.warning(f"The sentence is longer than this model can read: {state.md_escape(result.reason)}.")
+    warn_unknown(tokenizer, text)
+
+
+def translated(ckpt, text: str, cfg: dict, *, what: str = "The translation", **kwargs):
+    """The preamble of a page that shows a translation: translate on the shared model (models.translate,
+    queued and cached), the notices, and None (after saying why) when there is nothing to show, so the
+    page stops or returns; else the Translation."""
+    result = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, cfg, what=what, **kwargs)
+    if result is None:
+        return None
+    notices(ckpt.tokenizer, result, text)
+    if not result.hypotheses:
+        st.info(f"Nothing to show: {state.md_escape(result.reason or 'the text produced no tokens')}.")
+        return None
+    return result

@@ -9,7 +9,7 @@ import torch
 
 from explorer.store.card import model_card, summary, versus_paper
 from explorer.store.catalog import CheckpointInfo
-from webapp import presenter, sentence, state
+from webapp import models, presenter, sentence, state
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
 LISTED = "_ckpt_listed"   # the last run's listing, {path: (name, label)}
@@ -60,7 +60,7 @@ def render() -> None:
         langs = f"{info.meta.get('src_lang', '?')} → {info.meta.get('tgt_lang', '?')}"       # config.json's
         st.sidebar.caption(f"{state.md_escape(langs)} · {step}{info.size_bytes / 1e6:.0f} MB on disk")
     card_expander(info)                                  # a damaged one's says "no model card"
-    device = state.app_device()
+    device = models.app_device()
     name = f"CUDA ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else device.type.upper()
     st.sidebar.caption(f"Device: {name}")
     st.sidebar.radio("Figure download format", ("png", "svg"), key="figure_format", horizontal=True,

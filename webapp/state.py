@@ -1,10 +1,7 @@
-"""What every page shares: the chosen checkpoint, URL state and caches (the sentence: webapp.sentence).
+"""What every page shares besides the model: URL and session state, the checkpoint listing and its labels,
+the decoding settings, the Learn panel and friendly errors (the sentence: webapp.sentence; the shared model
+and its computations: webapp.models, which reads this module and is never read by it).
 
-- The model is loaded once per checkpoint (st.cache_resource, keyed by path + file hash) and is
-  shared read-only: nobody calls .train() on it, and hooks exist only inside explorer.inspection.hooks.capture.
-- Translations and traces are plain data memoised in caches bounded in bytes (result_cache.py;
-  the bounds are below), copied per call and keyed by (checkpoint hash, text, settings), so
-  concurrent users never share a mutable result and memory stays bounded over a lesson.
 - The URL carries the view (checkpoint, text, page, layer, head, kind, step) via st.query_params.
 """
 from __future__ import annotations
@@ -16,20 +13,13 @@ from typing import Any, Callable
 import streamlit as st
 
 from explorer.store import run_files as rf
-from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
-from explorer.config import resolve_device
+from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
 from webapp.text_safety import md_escape  # noqa: F401 - pages escape text from files as state.md_escape
 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
 MODELS_ENV = "EXPLORER_MODELS_DIR"     # a user's own models (imported ones): listed, never written
-DEVICE_ENV = "EXPLORER_DEVICE"           # the device the app's models run on (default: auto)
 DEFAULT_CHECKPOINT = "bible-es-en"
-MAX_MODELS = 4                        # models loaded at once (each ~its float32 weights + a decoder copy)
-
-
-# The model's cached computations live in webapp.model_calls; pages call them through state, as before.
-from webapp.model_calls import attention, model_slot, score, side_by_side, translate  # noqa: E402,F401
 
 
 # ---- URL state ------------------------------------------------------------------------------
@@ -139,72 +129,6 @@ def checkpoint_label(info: CheckpointInfo) -> str:
     extra = f", test BLEU {bleu:.1f}" if isinstance(bleu, (int, float)) else ""
     params = f", {info.n_params / 1e6:.1f}M params" if info.n_params else ""
     return f"{info.name} ({langs}{params}{extra})"
-
-
-def _fingerprint(path: Path) -> str:
-    weights = Path(path) / WEIGHTS
-    try:
-        stat = weights.stat()
-        return f"{stat.st_mtime_ns}-{stat.st_size}"
-    except OSError:
-        return "missing"
-
-
-def _limit_threads() -> None:
-    """One torch thread for the app unless $EXPLORER_THREADS says otherwise.
-
-    Interactive decoding is batch-1 work on small matrices, which gains little from a second
-    thread; and when the cores are busy (a background training job), OpenMP threads spin waiting
-    for each other: on 2 busy cores a 27-word beam-5 translation measured 0.48 s of CPU with one
-    thread and 21 s with two (95 s wall instead of 1.6 s).
-    """
-    import torch
-
-    wanted = os.environ.get("EXPLORER_THREADS", "1")
-    try:
-        torch.set_num_threads(max(1, int(wanted)))
-    except ValueError:
-        torch.set_num_threads(1)
-
-
-def app_device():
-    """Where the app runs its models: $EXPLORER_DEVICE (cpu, cuda, cuda:N), else "auto"."""
-    return resolve_device(os.environ.get(DEVICE_ENV, "auto"))
-
-
-@st.cache_resource(max_entries=MAX_MODELS, show_spinner="Loading the model…")
-def _load(path: str, fingerprint: str):
-    _limit_threads()
-    loaded = load_checkpoint(path, device=app_device())
-    loaded.model.eval()
-    return loaded
-
-
-def load(path: str | Path):
-    """The shared, read-only model of a checkpoint; raises CheckpointError with a clear message."""
-    return _load(str(path), _fingerprint(Path(path)))
-
-
-def current_checkpoint():
-    """The LoadedCheckpoint the sidebar picked, or None (the page then shows why and stops)."""
-    path = st.session_state.get("checkpoint_path")
-    if not path:
-        return None
-    try:
-        return load(path)
-    except CheckpointError as err:
-        st.error(f"This checkpoint cannot be used: {md_escape(err)}")
-    except Exception as err:  # noqa: BLE001 - any damage must end in a message, never a traceback
-        st.error(f"This checkpoint cannot be used: {type(err).__name__}: {md_escape(err)}")
-    return None
-
-
-def require_checkpoint():
-    ckpt = current_checkpoint()
-    if ckpt is None:
-        st.info("Pick a working checkpoint in the sidebar.")
-        st.stop()
-    return ckpt
 
 
 def decode_settings() -> dict:

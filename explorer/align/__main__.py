@@ -13,7 +13,7 @@ from functools import partial
 
 from explorer.align.scorecard import RANGES
 from explorer.evaluation.arguments import ArgumentsError, CommandParser, count, device
-from explorer.store.user_files import UserFileError, check_output_file
+from explorer.files.user_files import UserFileError, check_output_file
 
 
 def build_parser() -> CommandParser:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.align.scorecard import AlignSettings
     from explorer.data import DataError
     from explorer.evaluation.scores import held_out_pairs
-    from explorer.evaluation.progress import run_command
+    from explorer.runtime.progress import run_command
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     settings = AlignSettings(pairs=args.pairs, attribution_pairs=args.attribution_pairs,

@@ -29,6 +29,7 @@ from explorer.decoding.core import as_batch
 from explorer.decoding.teacher import capture_forward
 from explorer.inspection.attention_stats import word_matrix
 from explorer.inspection.trace import attention_kind, attention_name
+from explorer.runtime.modes import eval_mode
 
 OFFSETS = {"naive": 0, "shift": 1}
 METHODS = ("attention", "value-norm")   # per head; each also as a layer aggregate and over all layers
@@ -47,9 +48,7 @@ def cross_weights(model, mp: ModelPair) -> np.ndarray:
 def value_vectors(model, mp: ModelPair) -> np.ndarray:
     """f_h(x_j) for every cross-attention layer: [L, H, S, d], x_j = the encoder output (the memory
     every cross-attention layer reads)."""
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         src, _ = as_batch([mp.src_ids], model)                               # [1, S]
         memory, _ = model.encode(src)                                        # [1, S, d]
         out = []
@@ -59,9 +58,6 @@ def value_vectors(model, mp: ModelPair) -> np.ndarray:
             v = attn.w_v(memory[0]).view(-1, h, dh)                          # [S, H, dh]
             w_o = attn.w_o.weight.view(-1, h, dh)                            # [d, H, dh]
             out.append(torch.einsum("shk,dhk->hsd", v, w_o))                 # [H, S, d]
-    finally:
-        if was_training:
-            model.train()
     return torch.stack(out).float().cpu().numpy()                            # [L, H, S, d]
 
 

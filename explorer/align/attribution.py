@@ -21,11 +21,12 @@ import numpy as np
 import torch
 
 from explorer.align.pairs import ModelPair
-from explorer.config import match_threads
-from explorer.decoding.compute_queue import QUEUE
 from explorer.decoding.core import as_batch, special_ids
 from explorer.inspection.attention_stats import word_matrix
 from explorer.inspection.hooks import intervene
+from explorer.runtime.compute_queue import QUEUE
+from explorer.runtime.device import match_threads
+from explorer.runtime.modes import eval_mode
 
 ATTRIBUTIONS = ("grad-x-input", "integrated-gradients")
 TOKENS = "encoder.embed.tokens"
@@ -95,7 +96,7 @@ def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS,
     integrated gradients) sized so that a batch takes at most `budget` bytes (row_bytes). The rows do
     not interact, so each row's gradient is its own target's: batching changes the speed, not the
     numbers (tested against one target at a time). A place in the compute queue is held throughout
-    (decoding.compute_queue: the app's users share the cores; background analyses do not queue)."""
+    (runtime.compute_queue: the app's users share the cores; background analyses do not queue)."""
     from captum.attr import InputXGradient, IntegratedGradients
 
     if method not in ATTRIBUTIONS:
@@ -106,10 +107,8 @@ def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS,
     rows, deltas = [], []
     with QUEUE.slot():
         match_threads()
-        was_training = model.training
-        model.eval()
         forward, tokens = log_prob_function(model, mp)
-        try:
+        with eval_mode(model):
             for first in range(0, len(wanted), chunk):
                 part = wanted[first:first + chunk]
                 positions = torch.tensor(part, dtype=torch.long, device=tokens.device)          # [k]
@@ -126,9 +125,6 @@ def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS,
                 rows.append(attr.sum(dim=-1).detach().float().cpu())                             # [k, S]
                 deltas.append(delta.detach().float().cpu())                                      # [k]
                 del attr
-        finally:
-            if was_training:
-                model.train()
     matrix = torch.cat(rows).numpy() if rows else np.zeros((0, len(mp.src_ids)), dtype=np.float32)   # [T, S]
     if with_delta:
         return matrix, (torch.cat(deltas).numpy() if deltas else np.zeros(0, dtype=np.float32))

@@ -17,8 +17,8 @@ from typing import Sequence
 
 from explorer.align.gold import MAX_BYTES, GoldError, GoldPair, parse_gold, read_gold
 from explorer.align.numbers_gold import numbers_gold
-from explorer.store.run_files import REPO_ROOT
-from explorer.store.user_files import UserFileError, read_user_file
+from explorer.files.user_files import UserFileError, read_user_file
+from explorer.files.places import REPO_ROOT
 
 GOLD_DIR = REPO_ROOT / "gold"
 SHIPPED = {("bible", "es", "en"): "bible-es-en.align"}     # (training dataset, source, target) -> file
@@ -53,7 +53,7 @@ def held_out_share(gold: Sequence[GoldPair], held_out: Sequence) -> int:
 
 def user_gold(path: str | Path) -> tuple[list[GoldPair], str]:
     """(pairs, file name) of a gold file the user names: anything may be named (/dev/zero, a FIFO),
-    so it is read through explorer.store.user_files (a regular file only, never blocking, at most
+    so it is read through explorer.files.user_files (a regular file only, never blocking, at most
     MAX_BYTES); GoldError says what is wrong."""
     name = Path(path).name
     try:

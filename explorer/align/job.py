@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from explorer.align.scorecard import run_scorecard
-from explorer.store.atomic import write_json_atomic
+from explorer.files.atomic import read_json_object, write_json_atomic
 
 
 def training_pairs(meta: dict, held_out: Sequence) -> tuple[Sequence, str]:
@@ -33,3 +33,11 @@ def run_to_file(model, tokenizer, gold, settings, out: str | os.PathLike, **kwar
     result = run_scorecard(model, tokenizer, gold, settings, **kwargs)
     write_json_atomic(Path(out), result)
     return result
+
+
+RESULT_KEYS = ("rows", "grid", "gold")
+
+
+def read_result(path: str | os.PathLike) -> dict | None:
+    """The scorecard's result as run_to_file wrote it, or None when missing or damaged (computed again)."""
+    return read_json_object(Path(path), RESULT_KEYS)

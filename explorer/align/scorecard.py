@@ -7,7 +7,7 @@ eflomal trained on the checkpoint's training corpus + the gold pairs, symmetrise
 "Best head" and "best layer" are chosen on the gold set itself (an oracle choice, as when a paper
 reports its best layer): they say what the model holds, not what an aligner picked blind would get.
 
-Cancellable like the head lab (explorer.evaluation.progress); `settings` is the cache key.
+Cancellable like the head lab (explorer.runtime.progress); `settings` is the cache key.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from explorer.align.gold import MAX_PAIRS, GoldPair, Link
 from explorer.align.metrics import EXTRACTIONS, AlignmentScore, extract_links, score_links
 from explorer.align.pairs import model_pairs
 from explorer.align.statistical import available as eflomal_available, eflomal_links
-from explorer.evaluation.progress import Progress, Ticker
 from explorer.inspection.attention_stats import word_matrix
+from explorer.runtime.progress import Progress, Ticker
 
 STAGES = ("attention", "grad-x-input", "integrated-gradients", "eflomal")
 # The band the issue asks for when eflomal cannot run: German-English AER (%) as reported in the

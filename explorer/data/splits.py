@@ -14,7 +14,7 @@ import os
 import random
 
 from explorer.data.types import DataError, Pair, ParallelCorpus
-from explorer.store.run_files import REPO_ROOT
+from explorer.files.places import REPO_ROOT
 
 CACHE_VERSION = 2
 _SPLITS = ("train", "dev", "test")

@@ -13,17 +13,16 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
-from explorer.config import DecodeConfig, match_threads
-from explorer.decoding.compute_queue import QUEUE
+from explorer.config import DecodeConfig
 from explorer.inspection.hooks import ablate_heads
 from explorer.inspection.trace import attention_kind
 from explorer.model.plain_decoder import plain_decoder_of
+from explorer.runtime.compute_queue import QUEUE
+from explorer.runtime.device import match_threads
+from explorer.runtime.modes import eval_mode
 from explorer.text.special import DEFAULT_IDS, EOS_ID, SpecialIds
 
 NEG_INF = float("-inf")
-# The defaults (this project's ids); decoding a model uses its own: special_ids(model).never_output
-NEVER_OUTPUT = DEFAULT_IDS.never_output             # ids no decoder ever writes (PAD, the start id)
-BEFORE_MIN_LEN = DEFAULT_IDS.before_min_len        # ... nor, before min_len output tokens, EOS
 
 
 def special_ids(model: nn.Module) -> SpecialIds:
@@ -155,7 +154,7 @@ def check_ablation(model: nn.Module, heads: Iterable[Sequence]) -> list[tuple[st
 
 @contextmanager
 def decoding_session(model: nn.Module, ablate: Iterable[Sequence] = ()) -> Iterator[None]:
-    """A place in the compute queue (at most one computation per core runs at once: decoding.compute_queue
+    """A place in the compute queue (at most one computation per core runs at once: runtime.compute_queue
     says why), eval mode (restored after), no autograd, and the chosen heads zeroed for the whole decode.
 
     Ablation wraps the encoder pass too, so encoder-self heads can be knocked out as well.
@@ -163,15 +162,9 @@ def decoding_session(model: nn.Module, ablate: Iterable[Sequence] = ()) -> Itera
     heads = check_ablation(model, ablate)
     with QUEUE.slot():
         match_threads()                                 # this thread computes with the process's thread count
-        was_training = model.training
-        if was_training:
-            model.eval()
-        try:
+        with eval_mode(model):
             with torch.inference_mode(), (ablate_heads(model, heads) if heads else nullcontext()):
                 yield
-        finally:
-            if was_training:
-                model.train()
 
 
 # ------------------------------------------------------------------------------ lengths, scores

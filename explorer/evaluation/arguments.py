@@ -3,7 +3,7 @@ while they parse, before a checkpoint is loaded or anything is computed.
 
 Every count has a stated range (the library's RANGES beside the code that uses it), since an
 unbounded count is a way to fill memory before any result (a billion pruning seeds took 3 GB);
---device must name a device this machine has (explorer.config.check_device), since torch only
+--device must name a device this machine has (explorer.runtime.device.check_device), since torch only
 finds out deep inside loading. A bad argument ends the command with one line, `error: ...`, and
 exit status 2, as its other refusals do, not argparse's usage dump and SystemExit.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from explorer.config import check_device
+from explorer.runtime.device import check_device
 
 
 class ArgumentsError(ValueError):
@@ -42,7 +42,7 @@ def count(name: str, low: int, high: int) -> Callable[[str], int]:
 
 
 def device(text: str) -> str:
-    """An argparse type: a device this machine can run on (explorer.config.check_device)."""
+    """An argparse type: a device this machine can run on (explorer.runtime.device.check_device)."""
     try:
         return check_device(text)
     except ValueError as err:

@@ -11,17 +11,18 @@ import sys
 import time
 from pathlib import Path
 
-from explorer.config import MAX_BEAM, DecodeConfig, resolve_device
+from explorer.config import MAX_BEAM, DecodeConfig
 from explorer.evaluation.arguments import count
 from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
 from explorer.evaluation.showcase import record
+from explorer.runtime.device import resolve_device
 
 
 def main(argv: list[str] | None = None) -> int:
     from explorer.data.files import read_tsv
     from explorer.store.checkpoint import CheckpointError, load_checkpoint, read_card, write_card
-    from explorer.training.inputs import encode_pairs
+    from explorer.data.encoded import encode_pairs
 
     parser = argparse.ArgumentParser(prog="python -m explorer.evaluate", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")

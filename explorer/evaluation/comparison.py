@@ -15,8 +15,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from explorer.store import run_files as rf
 from explorer.config import DecodeConfig
+from explorer.store import run_files as rf
 
 
 
@@ -109,7 +109,7 @@ def test_pairs(ckpt_path: str | Path, meta: dict, n: int | None = None, data_dir
 def test_scores(model, tokenizer, pairs, cfg: DecodeConfig | None = None) -> dict:
     """BLEU / chrF / exact match of the model's translations of `pairs` (greedy unless cfg says)."""
     from explorer.evaluation.scores import corpus_scores, translate_ids
-    from explorer.training.inputs import encode_pairs
+    from explorer.data.encoded import encode_pairs
 
     split = encode_pairs(tokenizer, pairs, model.cfg.max_len, model.cfg.special)
     device = next(model.parameters()).device

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from explorer.config import DecodeConfig
 from explorer.data.batching import pad_batch
+from explorer.runtime.modes import eval_mode
 
 
 def corpus_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
@@ -51,9 +52,7 @@ def translate_ids(model, src_ids: list[list[int]], cfg: DecodeConfig, device, ba
 def evaluate_split(model, tokenizer, split, n_sentences: int, device, tgt_lang: str = "",
                    cfg: DecodeConfig | None = None) -> dict:
     """Dev loss on the whole split; BLEU/chrF/exact on its first `n_sentences` (greedy by default)."""
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         loss = teacher_forced_loss(model, split, device)
         n = min(n_sentences, len(split))
         cfg = cfg or DecodeConfig(strategy="greedy")
@@ -61,8 +60,6 @@ def evaluate_split(model, tokenizer, split, n_sentences: int, device, tgt_lang: 
         hyps = [tokenizer.decode(ids, side="tgt") for ids in hyps_ids]
         refs = split.tgt_text[:n]
         scores = corpus_scores(hyps, refs)
-    finally:
-        model.train(was_training)
     samples = [{"src": s, "ref": r, "hyp": h} for s, r, h in zip(split.src_text[:3], refs[:3], hyps[:3])]
     return {"dev_loss": loss, "dev_ppl": float(torch.tensor(loss).exp()), **scores, "n": n, "samples": samples}
 

@@ -3,7 +3,7 @@
 Prints the estimated cost first, then the tables (explorer.heads.report), and writes the JSON
 (explorer.heads.job) atomically to --out (default: head_lab.json beside the current directory).
 Every argument is checked before the checkpoint is loaded: counts within explorer.heads.job.RANGES,
-a device this machine has, an --out that can be written (explorer.store.user_files), so a slip is
+a device this machine has, an --out that can be written (explorer.files.user_files), so a slip is
 refused at once in one line rather than after the run or with a traceback.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 from functools import partial
 
 from explorer.evaluation.arguments import ArgumentsError, CommandParser, count, device
+from explorer.files.user_files import UserFileError, check_output_file
 from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
-from explorer.store.user_files import UserFileError, check_output_file
 
 
 def build_parser() -> CommandParser:
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.evaluation.scores import held_out_pairs
     from explorer.heads.job import LabSettings, run_to_file
     from explorer.heads.report import report
-    from explorer.evaluation.progress import run_command
+    from explorer.runtime.progress import run_command
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     try:

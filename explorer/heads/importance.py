@@ -28,9 +28,10 @@ from torch import nn
 from explorer.decoding.core import special_ids
 from explorer.evaluation.scores import corpus_scores
 from explorer.heads.sentences import SentenceSet, greedy_texts, teacher_batches
-from explorer.evaluation.progress import Cancelled
 from explorer.inspection.hooks import intervene
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS, attention_name
+from explorer.runtime.modes import eval_mode
+from explorer.runtime.progress import Cancelled
 
 Head = tuple[str, int, int]           # (kind, layer, head), 0-based
 
@@ -68,13 +69,11 @@ def gradient_importance(model: nn.Module, sents: SentenceSet, batch_size: int = 
                         tick: Callable[[int], bool] | None = None) -> dict[str, np.ndarray]:
     """Michel et al.'s I_h = mean over sentences of |dL/dxi_h|, per kind [L, H], not yet normalised.
     L is each sentence's mean teacher-forced token loss on sents.out."""
-    was_training = model.training
-    model.eval()
     pad = special_ids(model).pad
     n_heads = model.cfg.n_heads
     total = {kind: torch.zeros(ATTENTION_KINDS[kind].n_layers(model.cfg), n_heads) for kind in KINDS}
     done = 0
-    try:
+    with eval_mode(model):
         for idx, src, tgt_in, tgt_out in teacher_batches(model, sents, batch_size):
             gates = {kind: torch.ones(len(idx), t.shape[0], n_heads, requires_grad=True)  # [B, L, H]
                      for kind, t in total.items()}
@@ -86,8 +85,6 @@ def gradient_importance(model: nn.Module, sents: SentenceSet, batch_size: int = 
             done += len(idx)
             if tick is not None and tick(done) is False:
                 raise Cancelled()
-    finally:
-        model.train(was_training)
     return {kind: (t / len(sents)).numpy().astype(np.float64) for kind, t in total.items()}
 
 

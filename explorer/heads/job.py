@@ -23,13 +23,13 @@ import numpy as np
 
 from explorer.heads.importance import HeadRemover, all_heads, gradient_importance, normalize_per_layer, \
     single_head_removal
+from explorer.files.atomic import read_json_object, write_json_atomic
 from explorer.heads.pruning import SCOPES, plan_curves, removable, score_curves
 from explorer.heads.roles import label_heads
 from explorer.heads.sentences import FORCED, GREEDY, build_sentences, token_counts
-from explorer.evaluation.progress import Progress, Ticker
 from explorer.heads.stats import HEAD_STATS, head_statistics
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS
-from explorer.store.atomic import write_json_atomic
+from explorer.runtime.progress import Progress, Ticker
 
 STAGES = ("statistics", "importance", "single-head removal", "pruning")
 # What a run may ask for, checked by LabSettings and by `python -m explorer.heads` as it parses its
@@ -172,3 +172,11 @@ def run_to_file(model, tokenizer, pairs, settings: LabSettings, out: str | os.Pa
 def _num(value) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+RESULT_KEYS = ("stats", "roles", "importance", "single_head_removal", "pruning")
+
+
+def read_result(path: str | os.PathLike) -> dict | None:
+    """The head lab's result as run_to_file wrote it, or None when missing or damaged (computed again)."""
+    return read_json_object(Path(path), RESULT_KEYS)

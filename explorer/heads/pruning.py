@@ -20,8 +20,8 @@ from typing import Callable
 import numpy as np
 
 from explorer.heads.importance import Head, HeadRemover
-from explorer.evaluation.progress import Cancelled
 from explorer.inspection.trace import KINDS
+from explorer.runtime.progress import Cancelled
 
 SCOPES = KINDS + ("all",)
 
@@ -76,11 +76,6 @@ def plan_curves(normalized: dict[str, np.ndarray], seeds: int, points: dict[str,
         for seed in range(seeds):
             curves.append(Curve(scope, "random", seed, random_order(order, seed), removed))
     return curves
-
-
-def distinct_points(curves: list[Curve]) -> int:
-    """How many different head sets the curves score (what they cost in decodes)."""
-    return len({frozenset(c.heads[:n]) for c in curves for n in c.removed})
 
 
 def score_curves(curves: list[Curve], remover: HeadRemover, tick: Callable[[int], bool] | None = None) -> list[Curve]:

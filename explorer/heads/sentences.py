@@ -19,7 +19,7 @@ from torch import nn
 from explorer.config import DecodeConfig
 from explorer.decoding.core import special_ids
 from explorer.decoding.translate import decode
-from explorer.evaluation.progress import Cancelled
+from explorer.runtime.progress import Cancelled
 from explorer.text.encoding import output_ids, source_ids
 
 FORCED = ("reference", "output")          # what the decoder is forced to read in the teacher-forced passes

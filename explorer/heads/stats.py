@@ -25,24 +25,14 @@ from torch import nn
 
 from explorer.decoding.core import special_ids
 from explorer.heads.sentences import SentenceSet, rarest_key, teacher_batches
-from explorer.evaluation.progress import Cancelled
 from explorer.inspection.attention_stats import boundary_key, head_stats, key_share, offset_share
 from explorer.inspection.hooks import capture
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS, attention_name
+from explorer.runtime.modes import eval_mode
+from explorer.runtime.progress import Cancelled
 
 HEAD_STATS = ("entropy", "spread", "confidence", "to_prev", "to_self", "to_next", "to_eos", "to_rare",
               "diagonality")
-HEAD_STAT_LABELS = {
-    "entropy": "entropy (nats)",
-    "spread": "entropy / log(keys)",
-    "confidence": "confidence (mean max weight)",
-    "to_prev": "to previous position",
-    "to_self": "to own position",
-    "to_next": "to next position",
-    "to_eos": "to end-of-sentence",
-    "to_rare": "to the rarest token",
-    "diagonality": "diagonality",
-}
 
 
 @dataclass(frozen=True)
@@ -130,13 +120,11 @@ def head_statistics(model: nn.Module, sents: SentenceSet, counts: dict[str, Coun
     """Every kind's statistics over the set, teacher-forced on sents.out. counts: token frequencies
     per side ("src", "tgt") that define each sentence's rarest token. `tick(sentences done)` is
     called after each batch; it returning False stops early (explorer.heads.job's cancellation)."""
-    was_training = model.training
-    model.eval()
     per_sentence: list[dict] = [None] * len(sents)
     names = [attention_name(kind, layer) for kind in KINDS
              for layer in range(ATTENTION_KINDS[kind].n_layers(model.cfg))]
     done = 0
-    try:
+    with eval_mode(model):
         for idx, src, tgt_in, _ in teacher_batches(model, sents, batch_size):
             with capture(model, names) as trace:
                 model(src, tgt_in)                                            # [B, T, V]
@@ -152,8 +140,6 @@ def head_statistics(model: nn.Module, sents: SentenceSet, counts: dict[str, Coun
             done += len(idx)
             if tick is not None and tick(done) is False:
                 raise Cancelled()
-    finally:
-        model.train(was_training)
     return combine(per_sentence)
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from explorer.files.atomic import recover
 from explorer.interop.marian import check_exportable, hf_config, hf_generation_config, state_to_hf
-from explorer.store.atomic import recover
-from explorer.store.output_dirs import check_output_dir, write_output_dir
 from explorer.store.card import ModelCard, model_card
+from explorer.store.output_dirs import check_output_dir, write_output_dir
 
 
 def marian_tokenizer_files(tokenizer) -> dict[str, bytes]:
@@ -96,7 +96,7 @@ def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | N
 
 
 def _write_whole(target: Path, tool: str, write, overwrite: bool, checkpoint) -> Path:
-    """Finish what an interrupted export left (explorer.store.atomic.recover), then write(tmp) on a
+    """Finish what an interrupted export left (explorer.files.atomic.recover), then write(tmp) on a
     hidden sibling directory, fsync it, and swap it in for `target` if it still may be replaced."""
     if target.parent.is_dir():
         recover(target)

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from explorer.store.atomic import asides
+from explorer.files.atomic import asides
 from explorer.store.checkpoint import (CONFIG, WEIGHTS, CheckpointError, read_card, read_config,
                                        read_weights_header, resolve, verify_contents)
-from explorer.store.weights import check_size, checked_state
 from explorer.model import model_skeleton
+from explorer.store.weights import check_size, checked_state
 
 
 @dataclass

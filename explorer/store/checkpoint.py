@@ -29,10 +29,11 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from explorer.config import ModelConfig, resolve_device
+from explorer.config import ModelConfig
+from explorer.files.atomic import asides, fsync_dir, recover, write_directory, write_json_atomic
 from explorer.model import Transformer
+from explorer.runtime.device import resolve_device
 from explorer.store import weights as wf
-from explorer.store.atomic import asides, fsync_dir, recover, write_directory, write_json_atomic
 from explorer.store.errors import CheckpointError
 from explorer.store.output_dirs import check_output_dir, mark_output
 

@@ -2,7 +2,7 @@
 what the same command wrote there before. Nothing else, ever, is renamed aside and removed.
 
 Why: a directory is written whole by building a hidden sibling and swapping it in
-(explorer.store.atomic.write_directory), and the swap removes whatever the target held. Pointed at a
+(explorer.files.atomic.write_directory), and the swap removes whatever the target held. Pointed at a
 user's folder (`convert to-hf model ~/thesis`), at the Hugging Face source being imported, at a shipped
 checkpoint or at the working directory's parent, that removal is data loss. So every output directory
 carries a marker (MARKER: the command that wrote it and each file's size and sha256), and a command
@@ -26,10 +26,10 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from explorer.store.atomic import write_directory
+from explorer.files.atomic import write_directory
+from explorer.files.places import REPO_ROOT
 
 MARKER = ".explorer-output.json"
-PROJECT = Path(__file__).resolve().parents[2]      # the repository (or installed tree) holding explorer/
 
 
 class OutputRefused(ValueError):
@@ -86,7 +86,7 @@ def _never(target: Path, resolved: Path, inputs: Iterable[str | os.PathLike]) ->
         return f"{target} exists and is not a directory"
     if _is_within(resolved, Path.cwd().resolve()):
         return f"{target} is the working directory or one of its ancestors"
-    if _is_within(resolved, PROJECT):
+    if _is_within(resolved, REPO_ROOT):
         return f"{target} is this project's directory or one of its ancestors"
     for given in inputs:
         if _is_within(resolved, Path(given).resolve()):
@@ -126,7 +126,7 @@ def check_output_dir(target: str | os.PathLike, tool: str, *, overwrite: bool = 
 def write_output_dir(target: str | os.PathLike, tool: str, write: Callable[[Path], None], *,
                      overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """write(tmp) fills a new directory that is marked and swapped in for `target` (atomically: see
-    explorer.store.atomic.write_directory), checked as check_output_dir before and just before the swap."""
+    explorer.files.atomic.write_directory), checked as check_output_dir before and just before the swap."""
     inputs = list(inputs)
     target = check_output_dir(target, tool, overwrite=overwrite, inputs=inputs)
     target.parent.mkdir(parents=True, exist_ok=True)

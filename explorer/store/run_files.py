@@ -29,8 +29,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from explorer.store.atomic import DISK_FULL, rewrite_json_in_place
-from explorer.store.atomic import write_json_atomic  # noqa: F401  (re-exported: writers import it from here)
+from explorer.files.places import REPO_ROOT
+from explorer.files.atomic import DISK_FULL, rewrite_json_in_place
+from explorer.files.atomic import write_json_atomic  # noqa: F401  (re-exported: writers import it from here)
 from explorer.store.metrics import Curves, curves_from_records
 
 STATUS = "status.json"
@@ -43,7 +44,6 @@ CHECKPOINTS = "checkpoints"
 UPLOADS = "uploads"                      # a folder of the runs directory that is not a run
 HEADS = "heads"                          # neither: the head lab's results, <weights sha>-<settings hash>.json
 ALIGN = "align"                          # neither: the alignment scorecard's results, named as HEADS' are
-REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNS_ENV = "EXPLORER_RUNS_DIR"
 _STEP = re.compile(r"step_(\d+)")
 # What one training checkpoint takes per model parameter: float32 weights and Adam's two float32
@@ -293,7 +293,7 @@ def checkpoint_dirs(run_dir: Path) -> list[Path]:
     """Step checkpoints of a run, oldest first: the complete ones (config.json and weights present),
     and a step whose only whole copy a save killed mid-swap left renamed aside (`.step_000300.old-*`).
     That one is listed under its own name: load_checkpoint reads the aside copy, and the trainer's
-    resume renames it back (explorer.store.atomic.recover)."""
+    resume renames it back (explorer.files.atomic.recover)."""
     root = Path(run_dir) / CHECKPOINTS
     if not root.is_dir():
         return []

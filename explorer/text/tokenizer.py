@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
-from explorer.store.atomic import write_files
+from explorer.files.atomic import write_files
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 
 JOINT_FILE, SRC_FILE, TGT_FILE = "tokenizer.model", "src.model", "tgt.model"

@@ -24,7 +24,7 @@ from typing import Iterable
 
 import sentencepiece as spm
 
-from explorer.store.atomic import write_files
+from explorer.files.atomic import write_files
 from explorer.text.special import SpecialIds
 
 SRC_SPM, TGT_SPM, VOCAB_FILE, TGT_VOCAB_FILE = "source.spm", "target.spm", "vocab.json", "target_vocab.json"

@@ -15,8 +15,9 @@ import math
 from dataclasses import fields
 from pathlib import Path
 
+from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
+from explorer.runtime.device import check_device
 from explorer.store import run_files as rf
-from explorer.config import PRESETS, ModelConfig, TrainConfig, check_device, preset
 from explorer.text.tokenizer import MODEL_TYPES
 
 # Upper limits: far above any setting that makes sense here (and above the app form's caps), low

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from explorer.config import resolve_device
+from explorer.runtime.device import resolve_device
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Dist:
         return self.rank == 0
 
     def device(self, name: str) -> torch.device:
-        """The device `name` resolves to (explorer.config.resolve_device); a rank's plain CUDA is its own GPU."""
+        """The device `name` resolves to (explorer.runtime.device.resolve_device); a rank's plain CUDA is its own GPU."""
         device = resolve_device(name)
         if name in ("auto", "cuda") and device.type == "cuda":
             torch.cuda.set_device(self.local_rank)

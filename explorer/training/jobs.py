@@ -31,9 +31,9 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from explorer.store import run_files as rf
-from explorer.training.priority import lower_priority
 from explorer.config import TrainConfig
+from explorer.runtime.priority import lower_priority
+from explorer.store import run_files as rf
 
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component

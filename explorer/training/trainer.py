@@ -20,19 +20,20 @@ from pathlib import Path
 
 import torch
 
+from explorer.config import TrainConfig, preset
+from explorer.data import DataError, load_corpus
+from explorer.evaluation.scores import evaluate_split
+from explorer.files.atomic import DISK_FULL, recover
+from explorer.model import Transformer, parameter_count
+from explorer.runtime.device import resolve_device
 from explorer.store import run_files as rf
-from explorer.store.atomic import DISK_FULL, recover
 from explorer.store.card import fine_tuned_card
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
-from explorer.config import TrainConfig, preset, resolve_device
-from explorer.data import DataError, load_corpus
+from explorer.training.args import parse_command
 from explorer.training.distributed import Dist
-from explorer.evaluation.scores import evaluate_split
-from explorer.model import Transformer, parameter_count
+from explorer.training.inputs import BatchPlan, encode_pairs, prepare_tokenizer
 from explorer.training.memory import SetupRefused, check_batches
 from explorer.training.schedule import noam_rate
-from explorer.training.args import parse_command
-from explorer.training.inputs import BatchPlan, encode_pairs, prepare_tokenizer
 
 
 class Trainer:

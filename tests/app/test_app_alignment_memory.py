@@ -29,7 +29,7 @@ PROBE = textwrap.dedent("""
     from support.app_support import open_app, no_exception
     from explorer.align.attribution import ATTRIBUTION_BYTES
     from explorer.align.gold import read_gold
-    from explorer.decoding.compute_queue import QUEUE
+    from explorer.runtime.compute_queue import QUEUE
 
     def status(key):
         return int(open("/proc/self/status").read().split(key + ":")[1].split()[0]) * 1024

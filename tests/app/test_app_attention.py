@@ -18,6 +18,7 @@ from support.app_support import (array, chart, checkpoint_params, damage, has_ch
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, translate
+from explorer.inspection.attention_stats import word_alignment
 from webapp import sentence, state
 
 PAGE = "webapp/pages/attention.py"
@@ -103,7 +104,14 @@ def test_summary_and_alignment_tabs(ckpt_path):
     assert not np.allclose(array(chart(at, "stat_encoder")["data"][0]["z"]), entropy)
     at = open_tab(at, "Word alignment")
     no_exception(at)
-    assert has_chart(at, "align_mean") or "No words to align" in texts(at.info)
+    cross = trace.attention("cross", trace.n_layers("cross") - 1)[0]             # [H, T, S], the last layer
+    for stem, matrix in (("mean", cross.mean(axis=0)), ("H1", cross[0])):        # head 1 is the default
+        expected = word_alignment(matrix, trace.src_tokens, trace.meta.get("out_tokens") or [])
+        assert expected.tgt_words and expected.src_words, "the test sentence and its translation have words"
+        shown = array(chart(at, f"align_{stem}")["data"][0]["z"])
+        assert shown.shape == (len(expected.tgt_words), len(expected.src_words))
+        assert np.allclose(shown, np.round(expected.matrix, 4), atol=1.5e-4)   # one rounding step
+    assert "No words to align" not in texts(at.info)
 
 
 def test_url_restores_the_open_tab(ckpt_path):

@@ -11,15 +11,13 @@ job is to show whatever the model does.
 """
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from support.app_support import ROOT, chart, no_exception, open_app, texts
+from support.app_support import chart, no_exception, open_app, texts
 from support.base_model import IMPORTED, NAME, SENTENCE, VOCAB_SIZE, base_models_dir  # noqa: F401  (a session fixture)
-from webapp import state
+from webapp import lecture, state
 
-PAGES = list(dict.fromkeys(re.findall(r'st\.Page\("(webapp/pages/\w+\.py)"', (ROOT / "app.py").read_text())))
+PAGES = list(dict.fromkeys(f"{lecture.PAGES_DIR}/{entry.script}" for entry in lecture.PAGES_TABLE))
 ATTENTION = "webapp/pages/attention.py"
 BEAM = "webapp/pages/beam.py"
 TRANSLATE = "webapp/pages/translate.py"

@@ -66,8 +66,12 @@ def test_settings_change_the_decoding(ckpt_path):
     at.slider(key="dec_beam").set_value(2).run()
     at.slider(key="dec_nbest").set_value(2).run()
     no_exception(at)
-    assert len(at.dataframe[0].value) <= 2
     assert at.session_state["decode_cfg"]["beam_size"] == 2
+    ckpt = load_checkpoint(info.path)
+    expected = translate(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**at.session_state["decode_cfg"]))
+    nbest = at.dataframe[0].value
+    assert len(nbest) == len(expected.hypotheses) == 2                # min(n_best, beam_size), never empty
+    assert list(nbest["translation"]) == [h.text for h in expected.hypotheses]
 
 
 def test_examples_carry_their_reference_and_scores(ckpt_path):

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from explorer.config import resolve_device
 from explorer.data import load_corpus
+from explorer.data.encoded import encode_pairs
 from explorer.evaluation.scores import evaluate_split
+from explorer.runtime.device import resolve_device
 from explorer.store import run_files as rf
 from explorer.store.checkpoint import load_checkpoint
-from explorer.training.inputs import encode_pairs
 from explorer.training.schedule import fine_tune_schedule
 from support.train_helpers import REPO, run
 

@@ -127,7 +127,7 @@ def test_numbers_gold_follows_the_grammar():
 
 def test_numbers_gold_for_every_held_out_number_of_the_shipped_model():
     from explorer.data.files import read_tsv
-    from explorer.store.run_files import REPO_ROOT
+    from explorer.files.places import REPO_ROOT
     pairs = read_tsv(str(REPO_ROOT / "checkpoints" / "numbers-en-de" / "test.tsv"))
     for p in pairs:
         g = number_gold(int(p.ref[2:]))

@@ -14,8 +14,8 @@ from explorer.align.gold import GoldPair, read_gold
 from explorer.align.job import run_to_file
 from explorer.align.pairs import Unusable, model_pair, model_pairs
 from explorer.align.scorecard import AlignSettings, run_scorecard
-from explorer.evaluation.progress import Cancelled
-from explorer.store.run_files import REPO_ROOT
+from explorer.runtime.progress import Cancelled
+from explorer.files.places import REPO_ROOT
 from tests.support.decoding_helpers import StandInTokenizer, random_model, toy_pairs, train_reverse_model
 
 LETTERS = "abcdefghijklmnopqrst"

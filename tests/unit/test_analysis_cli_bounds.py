@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from explorer.align.__main__ import main as align_main
+from explorer.files.user_files import UserFileError, check_output_file, read_user_file
 from explorer.heads.__main__ import main as heads_main
 from explorer.store import checkpoint as checkpoint_store
-from explorer.store.run_files import REPO_ROOT
-from explorer.store.user_files import UserFileError, check_output_file, read_user_file
+from explorer.files.places import REPO_ROOT
 
 NUMBERS = str(REPO_ROOT / "checkpoints" / "numbers-en-de")
 COMMANDS = {"heads": (heads_main, ["--sentences", "2", "--seeds", "0", "--points", "1"]),
@@ -216,7 +216,7 @@ def test_a_device_the_machine_lacks_is_one_line(command, name, message, tmp_path
 
 
 def test_check_device_leaves_good_names_as_they_are(no_cuda):
-    from explorer.config import check_device
+    from explorer.runtime.device import check_device
 
     assert check_device("cpu") == "cpu" and check_device("auto") == "auto" and check_device("cpu:0") == "cpu:0"
     with pytest.raises(ValueError, match="unknown device"):

@@ -53,7 +53,7 @@ PROBE = textwrap.dedent("""
     from explorer.align import attribution as A
     from explorer.align.gold import GoldPair, read_gold
     from explorer.align.pairs import model_pair
-    from explorer.decoding.compute_queue import QUEUE
+    from explorer.runtime.compute_queue import QUEUE
     from explorer.store.checkpoint import load_checkpoint
 
     def status(key):

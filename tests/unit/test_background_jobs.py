@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.evaluation.progress import Cancelled
+from explorer.runtime.progress import Cancelled
 from webapp import background
 
 LAB, SCORECARD = "Head lab", "Alignment scorecard"

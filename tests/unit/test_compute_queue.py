@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from explorer.decoding.compute_queue import ComputeQueue, QueueFull
+from explorer.runtime.compute_queue import ComputeQueue, QueueFull
 from webapp.result_cache import bounded_cache
 
 
@@ -123,7 +123,7 @@ def test_a_failed_computation_is_not_cached_and_the_next_caller_retries():
 def test_decodes_wait_for_a_place_in_the_library_queue(model, monkeypatch):
     """Every decode takes a place in the process's queue: with one place taken, a decode in another
     thread waits (in line, counted) until the place is free, then finishes."""
-    from explorer.decoding import compute_queue
+    from explorer.runtime import compute_queue
     from explorer.decoding.beam import beam_search
     from explorer.config import DecodeConfig
 
@@ -149,7 +149,7 @@ def test_decodes_wait_for_a_place_in_the_library_queue(model, monkeypatch):
 
 
 def test_a_background_thread_does_not_queue():
-    from explorer.decoding.compute_queue import background_thread
+    from explorer.runtime.compute_queue import background_thread
 
     queue = ComputeQueue(slots=1)
     entered = threading.Event()
@@ -172,7 +172,7 @@ def test_default_places_follow_torch_threads(monkeypatch):
 
     import torch
 
-    from explorer.decoding.compute_queue import SLOTS_ENV, default_slots
+    from explorer.runtime.compute_queue import SLOTS_ENV, default_slots
 
     monkeypatch.delenv(SLOTS_ENV, raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))

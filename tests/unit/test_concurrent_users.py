@@ -8,7 +8,7 @@ import pytest
 
 from explorer.config import DecodeConfig
 from explorer.decoding.translate import attention_trace, translate
-from explorer.store.run_files import REPO_ROOT
+from explorer.files.places import REPO_ROOT
 
 NUMBERS = REPO_ROOT / "checkpoints" / "numbers-en-de"
 SENTENCES = ["three hundred and fourteen", "twenty one thousand and five", "nine hundred and ninety nine",

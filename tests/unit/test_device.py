@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.config import resolve_device
+from explorer.runtime.device import resolve_device
 from explorer.store.checkpoint import load_checkpoint, save_checkpoint
 from explorer.training.distributed import Dist
 from support.model_helpers import FakeTokenizer, make_model
@@ -42,11 +42,11 @@ def test_loading_with_auto_puts_the_model_where_auto_resolves(tmp_path, fake_tok
 
 
 def test_the_app_reads_its_device_from_the_environment(monkeypatch):
-    from webapp import state
+    from webapp import models
 
-    monkeypatch.setenv(state.DEVICE_ENV, "cpu")
-    assert state.app_device() == torch.device("cpu")
-    monkeypatch.setenv(state.DEVICE_ENV, "cuda:3")
-    assert state.app_device() == torch.device("cuda", 3)
-    monkeypatch.delenv(state.DEVICE_ENV)
-    assert state.app_device() == resolve_device("auto")
+    monkeypatch.setenv(models.DEVICE_ENV, "cpu")
+    assert models.app_device() == torch.device("cpu")
+    monkeypatch.setenv(models.DEVICE_ENV, "cuda:3")
+    assert models.app_device() == torch.device("cuda", 3)
+    monkeypatch.delenv(models.DEVICE_ENV)
+    assert models.app_device() == resolve_device("auto")

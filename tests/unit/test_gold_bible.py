@@ -4,7 +4,7 @@ from explorer.align.gold import read_gold
 from explorer.align.gold_sets import GOLD_DIR, default_gold, held_out_share
 from explorer.align.metrics import agreement
 from explorer.data.files import read_tsv
-from explorer.store.run_files import REPO_ROOT
+from explorer.files.places import REPO_ROOT
 
 import json
 

@@ -124,7 +124,7 @@ def test_orders_and_how_many_heads_can_go():
 
 
 def test_a_cancelled_remover_stops_before_its_next_decoding_batch(model):
-    from explorer.evaluation.progress import Cancelled
+    from explorer.runtime.progress import Cancelled
     asked = []
     remover = HeadRemover(model, IdTokenizer(), sentences(), stop=lambda: asked.append(1) or len(asked) > 1)
     remover.scores(())                                           # first batch: not cancelled yet

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from explorer.heads.job import LabSettings, estimate_cost, run_to_file
-from explorer.evaluation.progress import Cancelled
 from explorer.inspection.trace import KINDS
+from explorer.runtime.progress import Cancelled
 
 
 

@@ -2,7 +2,7 @@
 import os
 import threading
 
-from explorer.training.priority import lower_priority
+from explorer.runtime.priority import lower_priority
 
 
 def test_lowering_a_thread_leaves_the_rest_of_the_process_alone(monkeypatch):

@@ -60,10 +60,13 @@ def test_each_call_gets_its_own_copy_and_errors_are_not_cached():
 
 
 def test_the_apps_caches_are_bounded_in_bytes():
-    from webapp import state
+    from webapp import models
 
-    bounds = {fn.__name__: fn.cache.maxsize for fn in (state.translate, state.attention, state.score)}
-    from webapp import model_calls
-    assert bounds == {"translate": model_calls.TRANSLATION_CACHE_BYTES, "attention": model_calls.TRACE_CACHE_BYTES,
-                      "score": model_calls.SCORE_CACHE_BYTES}
+    computations = (models.translate, models.attention, models.score, models.side_by_side, models.compare_scores,
+                    models.compare_test, models.param_change, models.align_one)
+    bounds = {fn.__name__: fn.cache.maxsize for fn in computations}
+    assert bounds == {"translate": models.TRANSLATION_CACHE_BYTES, "attention": models.TRACE_CACHE_BYTES,
+                      "score": models.SCORE_CACHE_BYTES, "side_by_side": models.SCORE_CACHE_BYTES,
+                      "compare_scores": models.COMPARISON_CACHE_BYTES, "compare_test": models.COMPARISON_CACHE_BYTES,
+                      "param_change": models.COMPARISON_CACHE_BYTES, "align_one": models.ALIGNMENT_CACHE_BYTES}
     assert sum(bounds.values()) <= 512 * MIB

@@ -7,10 +7,11 @@ once when its JSON exists for the same weights, settings and gold (webapp.alignm
 import streamlit as st
 
 from explorer.align.attribution import ATTRIBUTIONS
+from explorer.align.job import read_result
 from explorer.align.pairs import Unusable
 from explorer.align.scorecard import AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
-from webapp import alignment_views as views, sentence
+from webapp import alignment_views as views, models, sentence
 from webapp import background, state
 
 st.title("Alignment")
@@ -26,7 +27,7 @@ state.learn(
     "answers to *why this word?*",
     r"\mathrm{AER} = 1 - \frac{|A \cap S| + |A \cap P|}{|A| + |S|}")
 
-ckpt = state.require_checkpoint()
+ckpt = models.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
 
 own = views.shipped_gold(path, sha)
@@ -77,7 +78,7 @@ if kind != "integrated-gradients" and st.toggle("Add integrated gradients to “
     methods.append(Method("integrated-gradients"))
 try:
     with st.spinner("Aligning…"):
-        found = views.sentence(path, sha, gold[k], tuple(methods), 32)
+        found = models.align_one(path, sha, gold[k], tuple(methods), 32)
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:
@@ -91,7 +92,7 @@ n_attr = c2.number_input("Of them, scored with gradients (integrated gradients i
                          int(n_pairs), min(24, int(n_pairs)), key="align_attr")
 settings = AlignSettings(pairs=int(n_pairs), attribution_pairs=int(n_attr))
 out = views.result_path(sha, settings, views.gold_digest(gold))
-result = views.read_result(out)
+result = read_result(out)
 if result is not None:
     views.show_result(result)
     st.stop()
@@ -102,6 +103,6 @@ st.info(f"Not computed yet for these settings. It costs one teacher-forced pass 
 job = background.job_for(out)
 if job is None or not job.active:
     if st.button("Compute the scorecard", key="align_start", type="primary"):
-        views.start(path, state.app_device(), out, settings, gold, gold_name, held_out)
+        views.start(path, models.app_device(), out, settings, gold, gold_name, held_out)
 job = background.job_for(out)
 st.fragment(background.show_job, run_every=2 if job is not None and job.active else None)(str(out), "align")

@@ -10,7 +10,7 @@ import streamlit as st
 from explorer.config import paper_config
 from explorer.inspection import parameters
 from explorer.plots import architecture as plots
-from webapp import architecture_views as views, sentence
+from webapp import architecture_views as views, models, sentence
 from webapp import downloads, state
 
 st.title("Architecture")
@@ -24,7 +24,7 @@ state.learn(
     r"\text{layer}(x) = \mathrm{LN}\big(h + \mathrm{FFN}(h)\big),\quad h = \mathrm{LN}\big(x + "
     r"\mathrm{MultiHead}(x, x, x)\big)")
 
-ckpt = state.current_checkpoint()
+ckpt = models.current_checkpoint()
 cfg = ckpt.config if ckpt is not None else paper_config("base")
 
 
@@ -67,16 +67,10 @@ def block_numbers() -> None:
         st.info("Type a sentence above (or pick an example on the Translate page) to see the numbers of each block.")
         return
     clipped = sentence.require_text(text, "", "used")
-    result = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, clipped, state.decode_settings(),
-                            what="The translation")
+    result = sentence.translated(ckpt, clipped, state.decode_settings())
     if result is None:
         return
-    if result.truncated:
-        st.warning(f"The sentence is longer than this model can read: {result.reason}.")
-    if not result.hypotheses:
-        st.info(f"Nothing to show: {result.reason or 'the text produced no tokens'}.")
-        return
-    trace = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
+    trace = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
                            tuple(result.best.ids), what="Tracing the model")
     if trace is None:
         return

@@ -8,7 +8,7 @@ import streamlit as st
 
 from explorer.inspection.attention_stats import stats_rows
 from explorer.inspection.trace import KIND_LABELS, attention_kind
-from webapp import attention_views as views, sentence
+from webapp import attention_views as views, models, sentence
 from webapp import downloads, state
 
 st.title("Attention")
@@ -21,21 +21,15 @@ state.learn(
     r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}} + M\right) V,"
     r"\qquad M_{ij} = -\infty \text{ if } j > i \text{ (decoder self-attention)}")
 
-ckpt = state.require_checkpoint()
+ckpt = models.require_checkpoint()
 path, sha, cfg = str(ckpt.path), ckpt.sha256, state.decode_settings()
 text = sentence.sentence_box("attn_text_box", "Sentence", height=68,
                              placeholder="Type a sentence, or pick one on the Translate page.")
 clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
-result = state.friendly(state.translate, path, sha, clipped, cfg, what="The translation")
+result = sentence.translated(ckpt, clipped, cfg)
 if result is None:
     st.stop()
-if result.truncated:
-    st.warning(f"The sentence is longer than this model can read: {result.reason}.")
-sentence.warn_unknown(ckpt.tokenizer, clipped)
-if not result.hypotheses:
-    st.info(f"Nothing to show: {result.reason or 'the text produced no tokens'}.")
-    st.stop()
-trace = state.friendly(state.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids),
+trace = state.friendly(models.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids),
                        what="Tracing the attention")
 if trace is None:
     st.stop()

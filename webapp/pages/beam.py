@@ -1,6 +1,6 @@
 """Beam search, step by step: the candidates of every step, the tree, attention, and forcing.
 
-Thin: widgets -> state.translate (cached, trace=True) / state.attention -> explorer.plots.beams.
+Thin: widgets -> models.translate (cached, trace=True) / models.attention -> explorer.plots.beams.
 The step lives in the URL (1-based, like the slider), so a view of step 7 can be shared by link.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import hashlib
 import streamlit as st
 
 from explorer.plots import beams as plots
-from webapp import decode_form, decode_url, downloads, presenter, sentence, state
+from webapp import decode_form, decode_url, downloads, models, presenter, sentence, state
 
 PENALTIES = decode_form.PENALTIES
 # Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
@@ -70,7 +70,7 @@ def step_slider(n_steps: int) -> int:
 def show_attention(ckpt, result, trace, row: int, piece):
     """Cross-attention of the chosen hypothesis at this step (teacher-forced over its prefix)."""
     tokens = trace.tokens(row)
-    attn = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids), tuple(tokens),
+    attn = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids), tuple(tokens),
                           what="The attention capture")
     if attn is None:
         return None
@@ -121,7 +121,7 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
     if not forced or forced["key"] != run_key:
         return
     prefix = forced["prefix"]
-    other = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, text, cfg, tuple(prefix),
+    other = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, cfg, tuple(prefix),
                            what="Re-decoding with the forced prefix")
     if other is None or other.best is None:
         return
@@ -144,20 +144,17 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
 
 
 def main() -> None:
-    ckpt = state.require_checkpoint()
+    ckpt = models.require_checkpoint()
     text = sentence_input()
     cfg = settings()
     if not text.strip():
         st.info("Type a sentence above (or on the Translate page) to watch beam search translate it.")
         return
-    result = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, text, cfg, what="Beam search")
+    result = sentence.translated(ckpt, text, cfg, what="Beam search")
     if result is None:
         return
-    if result.truncated:
-        st.warning(result.reason)
-    sentence.warn_unknown(ckpt.tokenizer, text)
     trace = result.beam_trace
-    if not result.hypotheses or trace is None or trace.n_steps == 0:
+    if trace is None or trace.n_steps == 0:
         st.info(result.reason or "No beam trace: beam search is needed to show one (greedy and sampling keep none).")
         return
     piece = lambda t: ckpt.tokenizer.id_to_piece(int(t), "tgt")            # noqa: E731

@@ -1,7 +1,7 @@
 """Checkpoints: every checkpoint in a table, two of them compared on one input, and a run's
 attention scrubbed across its checkpoints.
 
-Thin: widgets -> cached state.translate / state.attention and explorer.evaluation.comparison (which reuses
+Thin: widgets -> cached models.translate / models.attention and explorer.evaluation.comparison (which reuses
 the library's own scoring, tracing and BLEU) -> explorer.plots.training.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
 from explorer.plots.attention import head_heatmap
 from explorer.plots.style import head_grid
-from webapp import downloads, sentence, state
+from webapp import downloads, models, sentence, state
 from webapp.text_safety import plot_escape
 
 GREEDY = DecodeConfig(strategy="greedy").to_dict()
@@ -31,28 +31,10 @@ state.learn(
 
 def _load(info):
     try:
-        return state.load(info.path)
+        return models.load(info.path)
     except Exception as err:  # noqa: BLE001 - a damaged checkpoint is a message, never a traceback
         st.error(f"{state.md_escape(info.name)} cannot be loaded: {state.md_escape(err)}")
         return None
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _scores(path_a: str, sha_a: str, path_b: str, sha_b: str, source: str, output: str):
-    return cmp.score_under_both(state.load(path_a), state.load(path_b), source, output)
-
-
-@st.cache_data(max_entries=16, show_spinner="Translating the test sample with both models…")
-def _test(path: str, sha: str, pairs_from: str, sha_from: str, n: int) -> dict:
-    src = state.load(pairs_from)
-    pairs, where = cmp.test_pairs(pairs_from, src.meta, n)
-    ckpt = state.load(path)
-    return {**cmp.test_scores(ckpt.model, ckpt.tokenizer, pairs), "where": where}
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _param_change(path_a: str, sha_a: str, path_b: str, sha_b: str):
-    return cmp.param_change(state.load(path_a).model, state.load(path_b).model)
 
 
 NUMBERS = {"step": "{:d}", "params (M)": "{:.2f}", "dev BLEU": "{:.2f}", "test BLEU": "{:.2f}"}
@@ -101,8 +83,8 @@ def compare(healthy) -> None:
     if not text.strip():
         st.info("Type a sentence to compare the two checkpoints on it.")
         return
-    ta = state.friendly(state.translate, str(a.path), a.sha256, text, GREEDY, trace=False, what="Translating with A")
-    tb = state.friendly(state.translate, str(b.path), b.sha256, text, GREEDY, trace=False, what="Translating with B")
+    ta = state.friendly(models.translate, str(a.path), a.sha256, text, GREEDY, trace=False, what="Translating with A")
+    tb = state.friendly(models.translate, str(b.path), b.sha256, text, GREEDY, trace=False, what="Translating with B")
     if ta is None or tb is None:
         return
     if ta.best is None or tb.best is None:
@@ -115,7 +97,7 @@ def compare(healthy) -> None:
 
     st.subheader("Per-token log-probability of each output under both models")
     for name, t in (("A", ta), ("B", tb)):
-        s = _scores(str(a.path), a.sha256, str(b.path), b.sha256, text, t.text)
+        s = models.compare_scores(str(a.path), a.sha256, str(b.path), b.sha256, text, t.text)
         tot_a, tot_b = s.totals
         if s.aligned:
             title = f"{name}'s output: total log-prob {tot_a:.2f} under A, {tot_b:.2f} under B"
@@ -139,8 +121,8 @@ def compare(healthy) -> None:
         view = c3.radio("Show", ["A", "B", "B − A"], index=2, horizontal=True, key="ck_view")
         out = (ta if whose == "A" else tb).best.ids
         src = ta.src_ids
-        tr_a = state.friendly(state.attention, str(a.path), a.sha256, tuple(src), tuple(out), what="Tracing A")
-        tr_b = state.friendly(state.attention, str(b.path), b.sha256, tuple(src), tuple(out), what="Tracing B")
+        tr_a = state.friendly(models.attention, str(a.path), a.sha256, tuple(src), tuple(out), what="Tracing A")
+        tr_b = state.friendly(models.attention, str(b.path), b.sha256, tuple(src), tuple(out), what="Tracing B")
         if tr_a is None or tr_b is None:
             return
         y, x = tr_a.axes(kind)
@@ -161,7 +143,8 @@ def compare(healthy) -> None:
         st.session_state["ck_scored"] = True
         ref = a if source == "A" else b
         try:
-            res = [_test(str(m.path), m.sha256, str(ref.path), ref.sha256, n) for m in (a, b)]
+            with st.spinner("Translating the test sample with both models…"):
+                res = [models.compare_test(str(m.path), m.sha256, str(ref.path), ref.sha256, n) for m in (a, b)]
         except cmp.ComparisonError as err:
             st.warning(state.md_escape(err))
         else:
@@ -172,7 +155,7 @@ def compare(healthy) -> None:
 
     st.subheader("How far the weights moved")
     try:
-        change = _param_change(str(a.path), a.sha256, str(b.path), b.sha256)
+        change = models.param_change(str(a.path), a.sha256, str(b.path), b.sha256)
         downloads.chart(plots.param_change_figure([g for g, _ in change], [v for _, v in change]),
                         "parameter_change", key="ck_params")
     except cmp.ComparisonError as err:
@@ -213,14 +196,14 @@ def scrubber(healthy) -> None:
     ckpt = _load(ckpts[pos])
     if ckpt is None:
         return
-    t = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, text, GREEDY, trace=False, what="The translation")
+    t = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, GREEDY, trace=False, what="The translation")
     if t is None:
         return
     if t.best is None:
         st.warning(t.reason or "Nothing was decoded.")
         return
     st.markdown(f"**Step {state.md_escape(steps[pos])}:** {state.md_escape(t.text)}")       # or a checkpoint's name
-    tr = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids),
+    tr = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids),
                         what="Tracing")
     if tr is None:
         return

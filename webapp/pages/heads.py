@@ -8,10 +8,10 @@ it already exists for the same weights and settings -> explorer.plots.heads.
 import streamlit as st
 
 from explorer.data.types import DataError
-from explorer.heads.job import LabSettings, estimate_cost
+from explorer.heads.job import LabSettings, estimate_cost, read_result
 from explorer.heads.sentences import FORCED
-from webapp import heads_views as views
-from webapp import lecture, state
+from webapp import heads_views as views, models
+from webapp import background, lecture, state
 
 st.title("Heads")
 state.learn(
@@ -23,7 +23,7 @@ state.learn(
     r"I_h = \mathbb{E}_{x}\left|\frac{\partial \mathcal{L}(x)}{\partial \xi_h}\right|,\qquad"
     r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\xi_1 \mathrm{head}_1, \dots, \xi_H \mathrm{head}_H)\,W^O")
 
-ckpt = state.require_checkpoint()
+ckpt = models.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
 try:
     pairs = views.test_pairs(path, sha)
@@ -47,7 +47,7 @@ state.url_set(lab_n=None if n == defaults.sentences else int(n), lab_forced=None
               lab_seeds=None if seeds == defaults.seeds else int(seeds))     # a reload or a shared link keeps them
 settings = LabSettings(sentences=int(n), forced=forced, seeds=int(seeds))
 out = views.result_path(sha, settings)
-result = views.read_result(out)
+result = read_result(out)
 carried = lecture.carried_query()
 
 if result is not None:
@@ -56,9 +56,9 @@ if result is not None:
 
 cost = estimate_cost(ckpt.model, settings, min(int(n), len(pairs)))
 st.info(f"Not computed yet for these settings. Cost: {cost.text()}.")
-job = views.job_for(out)
+job = background.job_for(out)
 if job is None or not job.active:
     if st.button("Start the head lab", key="heads_start", type="primary"):
-        views.start(path, state.app_device(), sha, settings)
-job = views.job_for(out)
+        views.start(path, models.app_device(), sha, settings)
+job = background.job_for(out)
 st.fragment(views.show_job, run_every=2 if job is not None and job.active else None)(str(out))

@@ -1,7 +1,7 @@
 """Positional encoding: the table the model adds, its wavelengths and similarities, and its size
 next to the token embeddings of the current sentence.
 
-Thin: widgets -> explorer.inspection.positions (numpy) / cached state.translate + state.attention ->
+Thin: widgets -> explorer.inspection.positions (numpy) / cached models.translate + models.attention ->
 explorer.plots.positions. Works without a checkpoint too (paper defaults), since the sinusoidal
 table needs none; only the sentence section needs a model.
 """
@@ -12,7 +12,7 @@ import streamlit as st
 
 from explorer.inspection import positions as pe
 from explorer.plots import positions as plots
-from webapp import downloads, sentence, state
+from webapp import downloads, models, sentence, state
 
 D_MODELS = (16, 32, 64, 128, 256, 512, 768, 1024)
 BASES = (100.0, 1000.0, 10000.0, 100000.0)
@@ -97,13 +97,13 @@ def sentence_section(ckpt) -> None:
     if not text.strip():
         st.info("Type a sentence on the Translate page (or add ?text=… to the URL) to see its norms.")
         return
-    result = state.friendly(state.translate, str(ckpt.path), ckpt.sha256, text, state.decode_settings(),
+    result = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, state.decode_settings(),
                             what="Translating the sentence")
     if result is None or result.best is None:
         if result is not None:
             st.info(result.reason or "Nothing was translated.")
         return
-    trace = state.friendly(state.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
+    trace = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
                            tuple(result.best.ids), what="The capture")
     if trace is None:
         return
@@ -128,7 +128,7 @@ def sentence_section(ckpt) -> None:
 
 
 def main() -> None:
-    ckpt = state.current_checkpoint()
+    ckpt = models.current_checkpoint()
     d_default, base_default, max_len = model_defaults(ckpt)
     cols = st.columns(3)
     d_model = cols[0].select_slider("d_model", sorted({*D_MODELS, d_default}), value=d_default, key="pe_d")

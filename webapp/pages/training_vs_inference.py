@@ -1,13 +1,13 @@
 """Training vs inference: teacher forcing and step-by-step decoding of one sentence, side by side.
 
-Thin: the shared sentence and reference (state) -> state.side_by_side (explorer.decoding.side_by_side,
+Thin: the shared sentence and reference (state) -> models.side_by_side (explorer.decoding.side_by_side,
 cached) -> explorer.plots.forcing figures and one table with both runs by position.
 """
 import pandas as pd
 import streamlit as st
 
 from explorer.plots.forcing import causal_mask_figure, rows_figure
-from webapp import downloads, sentence, state
+from webapp import downloads, models, sentence, state
 
 SAME_WITHIN = 1e-5             # the largest difference still called "the same numbers" (float rounding)
 PREFIX_SHOWN = 8               # pieces of the step-by-step input shown per step (the rest as …)
@@ -23,7 +23,7 @@ state.learn(
     r"\text{training: } \mathcal{L} = -\sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x)\ \text{(all } t \text{ at once)}"
     r"\qquad \text{inference: } \hat y_t = \arg\max_{w} P(w \mid \hat y_{<t}, x)\ \text{(one } t \text{ per step)}")
 
-ckpt = state.require_checkpoint()
+ckpt = models.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
 text = sentence.sentence_box("tvi_text_box", "Sentence (shared with the Translate page)", height=68,
                              placeholder="Type a sentence, or pick a test example on the Translate page.")
@@ -41,12 +41,11 @@ if not reference:
     st.caption("This sentence has no reference (pick a test example on the Translate page, or type one there), "
                "so the model's own greedy output is forced.")
 
-result = state.friendly(state.side_by_side, path, sha, clipped, reference if forced_kind == "reference" else None,
+result = state.friendly(models.side_by_side, path, sha, clipped, reference if forced_kind == "reference" else None,
                         state.decode_settings(), what="Decoding")
 if result is None:
     st.stop()
-if result.truncated:
-    st.warning(f"The sentence is longer than this model can read: {result.reason}.")
+sentence.notices(ckpt.tokenizer, result, clipped)
 if result.forced is None:
     st.info(f"Nothing to decode: {result.reason or 'the text produced no tokens'}.")
     st.stop()

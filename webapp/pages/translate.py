@@ -1,6 +1,6 @@
 """Translate (home): type or pick a sentence, choose how to decode, see what the model produced.
 
-Thin: widgets -> cached library calls (state.translate) -> figures from explorer.plots.
+Thin: widgets -> cached library calls (models.translate) -> figures from explorer.plots.
 """
 import pandas as pd
 import sacrebleu
@@ -9,7 +9,7 @@ import streamlit as st
 from explorer.plots.translation import token_probs_figure
 from explorer.store.card import model_card
 from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
-from webapp import decode_form, downloads, presenter, sentence, state
+from webapp import decode_form, downloads, models, presenter, sentence, state
 
 st.title("Translate")
 state.learn(
@@ -21,7 +21,7 @@ state.learn(
     r"\log P(y \mid x) = \sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x), \qquad "
     r"\text{score}_{\text{GNMT}} = \frac{\log P(y \mid x)}{\left((5 + |y|)/6\right)^{\alpha}}")
 
-ckpt = state.require_checkpoint()
+ckpt = models.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
 src_lang, tgt_lang = ckpt.meta.get("src_lang") or "source", ckpt.meta.get("tgt_lang") or "target"
 examples = sentence.examples(path)
@@ -70,7 +70,7 @@ clipped = sentence.require_text(text, "Type a sentence above (or pick an example
 
 # ---- decode (cached per checkpoint, text and settings) ------------------------------------------
 seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sample" else [cfg["seed"]]
-runs = [state.friendly(state.translate, path, sha, clipped, dict(cfg, seed=s), what="The translation") for s in seeds]
+runs = [state.friendly(models.translate, path, sha, clipped, dict(cfg, seed=s), what="The translation") for s in seeds]
 if any(r is None for r in runs):
     st.stop()
 # every sample (or the n-best), best first; when sampling, the page shows the top-ranked sample's run
@@ -78,9 +78,7 @@ hyps = [(s, h) for s, r in zip(seeds, runs) for h in r.hypotheses]
 if cfg["strategy"] == "sample":
     hyps = sorted({tuple(h.ids): (s, h) for s, h in hyps}.values(), key=lambda sh: -sh[1].normalized)
 result = runs[seeds.index(hyps[0][0])] if hyps and cfg["strategy"] == "sample" else runs[0]
-if result.truncated:
-    st.warning(f"The sentence is longer than this model can read: {result.reason}.")
-sentence.warn_unknown(ckpt.tokenizer, clipped)
+sentence.notices(ckpt.tokenizer, result, clipped)
 if not result.hypotheses:
     st.info(f"Nothing to translate: {result.reason or 'the text produced no tokens'}.")
     st.stop()

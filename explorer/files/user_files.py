@@ -73,7 +73,7 @@ def read_user_file(path: str | os.PathLike, limit_bytes: int) -> bytes:
 
 
 def check_output_file(path: str | os.PathLike) -> Path:
-    """`path` as a Path when a file may be written there by a rename (explorer.store.atomic): an
+    """`path` as a Path when a file may be written there by a rename (explorer.files.atomic): an
     existing regular file (through a symlink too) that is writable, or a new name in an existing
     directory; the directory must be writable either way, since the temp file is made in it.
     UserFileError names what is wrong: a device, FIFO, socket or directory (or a symlink to one), a

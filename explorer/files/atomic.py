@@ -33,6 +33,16 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+def read_json_object(path: Path, keys: tuple[str, ...] = ()) -> dict | None:
+    """A JSON object written by write_json_atomic, or None when it is missing, unreadable, not an object
+    or without one of `keys` (a damaged result is computed again, never shown half)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and all(k in data for k in keys) else None
+
+
 def rewrite_json_in_place(path: Path, data: Any) -> None:
     """Overwrite an existing JSON file inside the blocks it already has: how to still update it when
     the disk is too full for write_json_atomic's new temp file.

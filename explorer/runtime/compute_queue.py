@@ -11,7 +11,7 @@ the throughput of running the same decodes one after another; 2 threads: 1.4x; m
 
 In the app every session's script runs in its own thread of the one server process: 30 students
 pressing "translate" together wait in line here and see how many requests are ahead of them
-(webapp.model_calls passes `on_wait`); past `max_waiting` waiting requests a new one is turned away
+(webapp.models passes `on_wait`); past `max_waiting` waiting requests a new one is turned away
 at once with a message (QueueFull) instead of hanging until a timeout. Background analyses (the head
 lab, the alignment scorecard) do not queue (`background_thread`): they run at a lower CPU priority
 beside the users instead of taking their places for minutes.
@@ -125,7 +125,7 @@ _EXEMPT = _Exempt()
 
 def background_thread() -> None:
     """Mark the calling thread as background work: its computations never wait in the queue (nor
-    count in it). For long analyses that run at a lower CPU priority (training.priority) beside the
+    count in it). For long analyses that run at a lower CPU priority (runtime.priority) beside the
     users; holding a user's place for minutes would be worse for them than sharing the cores."""
     _EXEMPT.flag = True
 

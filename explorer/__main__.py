@@ -1,0 +1,47 @@
+"""`python -m explorer <command> [arguments]` (or the `explorer` console script): one door to every command.
+
+Each command is its module's own main(argv), so `python -m explorer.train ...` and `python -m explorer
+train ...` are the same program; `python -m explorer` alone lists them.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> (module with main(argv), what it does); in the order a user meets them
+COMMANDS = {
+    "data": ("explorer.data.__main__", "build (or load) a corpus and summarise it: bible, numbers, a TSV"),
+    "train": ("explorer.training.trainer", "train a model (a run directory under runs/)"),
+    "evaluate": ("explorer.evaluation.command", "BLEU / chrF / exact match of a checkpoint, written to its card"),
+    "convert": ("explorer.interop.cli", "import an OPUS-MT (Marian) model; export to Hugging Face or CTranslate2"),
+    "heads": ("explorer.heads.__main__", "the head lab over a test set: roles, importance, pruning curves"),
+    "align": ("explorer.align.__main__", "the alignment scorecard: cross-attention and attributions against gold"),
+    "ship": ("explorer.store.ship", "turn a run's checkpoint into a shipped one (float16, with its test split)"),
+    "showcase": ("explorer.evaluation.showcase", "choose and record the test pair the app opens on"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items()]
+    return ("usage: python -m explorer <command> [arguments]   (or: explorer <command> ...)\n\ncommands:\n"
+            + "\n".join(lines) + "\n\n`python -m explorer <command> --help` says more about one.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"explorer: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    sys.argv = [f"python -m explorer {name}", *rest]          # for a parser that does not name its program
+    result = module.main(rest)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""`python -m explorer <command>`: one door to every command, each its module's own main(argv); the
+`explorer` console script is the same door."""
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from explorer.__main__ import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_is_a_main_that_answers_help(name, capsys):
+    module = importlib.import_module(COMMANDS[name][0])
+    assert callable(module.main)
+    with pytest.raises(SystemExit) as stop:
+        main([name, "--help"])
+    assert stop.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
+def test_no_command_lists_them_and_an_unknown_one_says_so(capsys):
+    assert main([]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in COMMANDS)
+    assert main(["nonsense"]) == 2
+    assert "unknown command 'nonsense'" in capsys.readouterr().err
+
+
+def test_the_door_runs_a_command_as_its_own_module_does(tmp_path):
+    """`python -m explorer data numbers` and `python -m explorer.data numbers` print the same summary."""
+    import os
+    env = {**os.environ, "EXPLORER_DATA_DIR": str(tmp_path)}
+    door = subprocess.run([sys.executable, "-m", "explorer", "data", "numbers"], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)
+    own = subprocess.run([sys.executable, "-m", "explorer.data", "numbers"], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=300)
+    assert door.returncode == own.returncode == 0, door.stderr[-2000:]
+    import re
+    untimed = [re.sub(r" in [0-9.]+ s,", ",", run.stdout) for run in (door, own)]     # the second reads the cache
+    assert untimed[0] == untimed[1] and "train 50,000" in untimed[0]
+
+
+def test_the_console_script_is_the_door():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"explorer": "explorer.__main__:main"}
