@@ -12,8 +12,7 @@ import sys
 from functools import partial
 
 from explorer.align.scorecard import RANGES
-from explorer.evaluation.arguments import ArgumentsError, CommandParser, count, device
-from explorer.files.user_files import UserFileError, check_output_file
+from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
 
 
 def build_parser() -> CommandParser:
@@ -34,14 +33,8 @@ def build_parser() -> CommandParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        check_output_file(args.out)
-    except ArgumentsError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except UserFileError as err:
-        print(f"error: --out {err}", file=sys.stderr)
+    args = parse_checked(build_parser(), argv)
+    if args is None:
         return 2
 
     from explorer.align.job import run_to_file, training_pairs

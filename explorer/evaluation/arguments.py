@@ -10,6 +10,7 @@ exit status 2, as its other refusals do, not argparse's usage dump and SystemExi
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Callable
 
 from explorer.runtime.device import check_device
@@ -47,3 +48,20 @@ def device(text: str) -> str:
         return check_device(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | None:
+    """The analysis commands' first step: parse `argv` and check that --out may be written
+    (explorer.files.user_files), before a checkpoint is loaded; None after printing `error: ...`
+    (the command then returns 2)."""
+    from explorer.files.user_files import UserFileError, check_output_file
+    try:
+        args = parser.parse_args(argv)
+        check_output_file(args.out)
+    except ArgumentsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None
+    except UserFileError as err:
+        print(f"error: --out {err}", file=sys.stderr)
+        return None
+    return args

@@ -11,8 +11,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-from explorer.evaluation.arguments import ArgumentsError, CommandParser, count, device
-from explorer.files.user_files import UserFileError, check_output_file
+from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
 from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
 
@@ -35,14 +34,8 @@ def build_parser() -> CommandParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        check_output_file(args.out)
-    except ArgumentsError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except UserFileError as err:
-        print(f"error: --out {err}", file=sys.stderr)
+    args = parse_checked(build_parser(), argv)
+    if args is None:
         return 2
 
     from explorer.evaluation.scores import held_out_pairs

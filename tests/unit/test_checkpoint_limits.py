@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ from explorer.store.checkpoint import CheckpointError, load_checkpoint, save_che
 from explorer.store.catalog import list_checkpoints
 from explorer.config import MODEL_LIMITS, ModelConfig, preset
 from explorer.model import model_skeleton, parameter_count
-from support.damage import ABSURD
+from support.damage import ABSURD, probe
 from support.model_helpers import FakeTokenizer, make_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,31 +81,6 @@ def test_listing_marks_a_damaged_config_and_loading_refuses_it(kind, tmp_path, f
         load_checkpoint(path)
 
 
-PROBE = textwrap.dedent("""
-    import json, resource, sys, time
-    sys.path.insert(0, {tests!r})
-    from support import model_helpers
-    from explorer.store import checkpoint
-    checkpoint._tokenizer_loader = lambda: model_helpers.FakeTokenizer.load
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
-    from explorer.store.catalog import list_checkpoints
-    t0 = time.perf_counter()
-    infos = list_checkpoints(sys.argv[1])
-    try:
-        load_checkpoint(infos[0].path)
-        loaded = "loaded"
-    except CheckpointError as err:
-        loaded = str(err)
-    print(json.dumps({{"error": infos[0].error, "load": loaded, "seconds": time.perf_counter() - t0,
-                      "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
-""")
-
-
-def probe(root: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE.format(tests=str(ROOT / "tests")), str(root)],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("kind", ["huge d_model", "huge max_len", "large dims, tiny weights", "large vocabulary"])

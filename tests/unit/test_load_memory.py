@@ -25,6 +25,7 @@ from explorer.interop.marian import state_from_hf
 from explorer.model import model_skeleton
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from explorer.store.weights import alias_groups, load_bytes
+from support.damage import probe
 from support.marian_helpers import random_marian
 from support.model_helpers import FakeTokenizer, make_model
 
@@ -55,30 +56,6 @@ def sparse_checkpoint(path: Path, **sizes) -> Path:
     return path
 
 
-PROBE = textwrap.dedent("""
-    import json, resource, sys
-    sys.path.insert(0, {tests!r})
-    from support import model_helpers
-    from explorer.store import checkpoint
-    checkpoint._tokenizer_loader = lambda: model_helpers.FakeTokenizer.load
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
-    from explorer.store.catalog import list_checkpoints
-    infos = list_checkpoints(sys.argv[1])
-    try:
-        load_checkpoint(infos[0].path)
-        loaded = "loaded"
-    except CheckpointError as err:
-        loaded = str(err)
-    print(json.dumps({{"error": infos[0].error, "load": loaded,
-                      "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
-""")
-
-
-def probe(root: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE.format(tests=str(ROOT / "tests")), str(root)],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_a_sparse_half_billion_parameter_model_is_refused_in_bounded_memory(tmp_path):
