@@ -20,7 +20,6 @@ from explorer.model import model_skeleton, parameter_count
 from support.damage import ABSURD, probe
 from support.model_helpers import FakeTokenizer, make_model
 
-ROOT = Path(__file__).resolve().parents[2]
 META = {"name": "tiny-test", "src_lang": "en", "tgt_lang": "de", "training": {"step": 5}}
 EXTRA_RSS = 120 << 20           # what listing + loading a damaged checkpoint may add to a healthy one's peak
 
