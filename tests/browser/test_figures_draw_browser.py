@@ -6,7 +6,7 @@ Why a browser: plotly.js can reject a figure that Python's plotly builds and ser
 figures empty boxes: "Cannot read properties of undefined (reading 'length')"). The AppTests never draw,
 so only a browser sees it.
 
-For each page listed in app.py (opened by URL, each a fresh Streamlit session, after its script run
+For each page of the app (webapp.lecture.PAGES_TABLE) (opened by URL, each a fresh Streamlit session, after its script run
 ends): every `.js-plotly-plot` has a non-zero size and at least one mark drawn with a non-zero size (a
 heatmap's <image> in its `.hm` group, a trace's paths, points or bars, or a shape of a shapes-only
 figure such as the Architecture diagram), the charts a page is known to draw on opening are there, and
@@ -36,9 +36,10 @@ import re
 import pytest
 
 from browser_support import ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, timed
+from webapp import lecture
 
-# The pages as app.py lists them ("home" is the Translate script again, at "/").
-PATHS = [p for p in re.findall(r'url_path="(\w+)"', (ROOT / "app.py").read_text()) if p != "home"]
+# Every page of the app, from its page table (app.py builds the sidebar from it).
+PATHS = [entry.url_path for entry in lecture.PAGES_TABLE]
 # Charts each page draws on opening (by widget key): the check cannot pass on a page that drew nothing.
 EXPECTED = {
     "translate": {"token_probs"},
@@ -149,7 +150,7 @@ def problems_on(page, path: str, errors: list[str], expected: set[str] | None = 
 def test_every_figure_on_every_page_draws(visit, name, query):
     if not (ROOT / "checkpoints" / query["ckpt"] / "model.safetensors").is_file():
         pytest.skip(f"needs checkpoints/{query['ckpt']}")
-    assert len(PATHS) >= 10 and "training_vs_inference" in PATHS, f"pages read from app.py: {PATHS}"
+    assert len(PATHS) >= 10 and "training_vs_inference" in PATHS, f"pages read from the page table: {PATHS}"
     page = visit.page
     errors = watch_console(page)
     problems, counts = [], {}
