@@ -103,14 +103,13 @@ def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS,
         raise ValueError(f"attribution method must be one of {ATTRIBUTIONS}, not {method!r}")
     wanted = list(range(len(mp.out_ids)) if targets is None else targets)
     per_batch = rows_per_batch(model.cfg, len(mp.src_ids), len(mp.out_ids), budget)
-    chunk = per_batch if method == "grad-x-input" else max(1, min(len(wanted), per_batch))
     rows, deltas = [], []
     with QUEUE.slot():
         match_threads()
         forward, tokens = log_prob_function(model, mp)
         with eval_mode(model):
-            for first in range(0, len(wanted), chunk):
-                part = wanted[first:first + chunk]
+            for first in range(0, len(wanted), per_batch):         # targets per batch (x steps for IG)
+                part = wanted[first:first + per_batch]
                 positions = torch.tensor(part, dtype=torch.long, device=tokens.device)          # [k]
                 inputs = tokens.expand(len(part), -1, -1).contiguous()                         # [k, S, d]
                 if method == "grad-x-input":
@@ -120,7 +119,7 @@ def piece_attributions(model, mp: ModelPair, method: str, steps: int = IG_STEPS,
                 else:
                     attr, delta = IntegratedGradients(forward).attribute(
                         inputs, baselines=torch.zeros_like(inputs), additional_forward_args=(positions,),
-                        n_steps=steps, internal_batch_size=max(len(part), per_batch),
+                        n_steps=steps, internal_batch_size=per_batch,
                         return_convergence_delta=True)                                       # [k, S, d], [k]
                 rows.append(attr.sum(dim=-1).detach().float().cpu())                             # [k, S]
                 deltas.append(delta.detach().float().cpu())                                      # [k]

@@ -35,7 +35,7 @@ from explorer.model import Transformer
 from explorer.runtime.device import resolve_device
 from explorer.store import weights as wf
 from explorer.store.errors import CheckpointError
-from explorer.store.output_dirs import check_output_dir, mark_output
+from explorer.store.output_dirs import write_output_dir
 
 FORMAT_VERSION = 1
 CONFIG, WEIGHTS, CARD, TRAINER_STATE = "config.json", "model.safetensors", "card.json", "trainer_state.pt"
@@ -75,9 +75,7 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     recover(target)
-    if output_of is not None:
-        check_output_dir(target, output_of, overwrite=overwrite, inputs=inputs)
-    elif target.exists() and any(target.iterdir()) and not _is_checkpoint(target):
+    if output_of is None and target.exists() and any(target.iterdir()) and not _is_checkpoint(target):
         raise ValueError(f"{target} exists and is not a checkpoint; refusing to replace it")
 
     def write(tmp: Path) -> None:
@@ -101,11 +99,9 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         (tmp / CONFIG).write_text(json.dumps(config, indent=2))   # written last: marks tmp complete
-        if output_of is not None:
-            mark_output(tmp, output_of)
-    last_check = None if output_of is None else \
-        (lambda: check_output_dir(target, output_of, overwrite=overwrite, inputs=inputs))
-    return write_directory(target, write, before_swap=last_check)
+    if output_of is not None:                  # checked, marked and checked again before the swap
+        return write_output_dir(target, output_of, write, overwrite=overwrite, inputs=inputs)
+    return write_directory(target, write)
 
 
 def _is_checkpoint(directory: Path) -> bool:
