@@ -42,9 +42,12 @@ def test_the_library_is_folders_with_few_modules_beside_them():
 
 # The library's floors, lowest first: a package imports only from its own floor or lower ones, so a new
 # analysis lands above what it uses and nothing below has to know it (the top-level config module
-# counts as a floor of its own; the command entries train.py, evaluate.py, convert.py sit on top).
+# counts as a floor of its own; the command entries train.py, evaluate.py, convert.py sit on top). The
+# analyses beside heads and align (contributions, lens, patching, contrastive) read the model, its
+# traces and the decoders, and nothing reads them but the plots and the app.
 FLOORS = ("runtime", "files", "text", "config", "model", "inspection", "decoding", "data", "store",
-          "evaluation", "training", "heads", "align", "interop", "plots")
+          "evaluation", "training", "heads", "align", "contributions", "lens", "patching", "contrastive",
+          "interop", "plots")
 ENTRIES = ("train", "evaluate", "convert", "__init__", "__main__")
 
 
