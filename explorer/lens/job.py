@@ -1,0 +1,115 @@
+"""Both lenses over a test set, as one JSON file: BLEU / chrF of the DecoderLens per encoder layer
+(embeddings first, the last layer last: that row is the model's own score) and the logit lens's
+top-1 agreement per decoder layer.
+
+A claim about what a layer "knows" is a claim about a set of sentences, so the command runs on a
+checkpoint's held-out pairs, like the head lab (explorer.heads, whose SentenceSet it reuses). The
+job reports progress and can be cancelled (explorer.runtime.progress); the file is written once at
+the end with write_json_atomic: whole, or not at all.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from explorer.config import DecodeConfig
+from explorer.evaluation.scores import corpus_scores
+from explorer.files.atomic import read_json_object, write_json_atomic
+from explorer.heads.sentences import FORCED, build_sentences
+from explorer.lens.decoder_lens import LENS_DECODING, decoder_lens, layer_label
+from explorer.lens.logit_lens import set_agreement
+from explorer.runtime.progress import Progress, Ticker
+
+# What a run may ask for (checked here and by `python -m explorer.lens` while it parses): a whole
+# shipped test set at most (1000 Bible pairs); a beam of at most 10 (each layer is a full decode).
+RANGES = {"sentences": (1, 1000), "beam": (1, 10), "batch_size": (1, 64)}
+RESULT_KEYS = ("decoder_lens", "logit_lens")
+
+
+def lens_decoding(beam: int) -> DecodeConfig:
+    """Greedy (beam 1) or beam search, both cut at 1.5 x source + 10 tokens, one best output."""
+    if beam == 1:
+        return LENS_DECODING
+    return DecodeConfig(strategy="beam", beam_size=beam, n_best=1, max_len_a=LENS_DECODING.max_len_a,
+                        max_len_b=LENS_DECODING.max_len_b)
+
+
+def check_settings(sentences: int, beam: int, forced: str, batch_size: int) -> None:
+    if forced not in FORCED:
+        raise ValueError(f"forced must be one of {', '.join(FORCED)}, not {forced!r}")
+    for name, value in (("sentences", sentences), ("beam", beam), ("batch_size", batch_size)):
+        low, high = RANGES[name]
+        if not low <= value <= high:
+            raise ValueError(f"{name} >= {low} and <= {high} required, not {value}")
+
+
+def run_lens(model, tokenizer, pairs, sentences: int = 200, beam: int = 1, forced: str = "output", *,
+             batch_size: int = 16, meta: dict | None = None, progress: Progress | None = None,
+             cancel: threading.Event | None = None, log: Callable[[str], None] = lambda _: None) -> dict:
+    """The DecoderLens and logit-lens tables over the first `sentences` pairs (JSON-ready)."""
+    check_settings(sentences, beam, forced, batch_size)
+    meta = meta or {}
+    t0 = time.time()
+    ticker = Ticker(progress, cancel)
+    sents = build_sentences(model, tokenizer, pairs, sentences, forced)
+    cfg = lens_decoding(beam)
+    depths = model.cfg.n_encoder_layers + 1
+    texts: list[list[str]] = [[""] * len(sents) for _ in range(depths)]
+    order = sorted(range(len(sents)), key=lambda i: len(sents.src[i]))          # similar lengths share a batch
+    tick = ticker.stage("decoder lens", len(sents))
+    for first in range(0, len(order), batch_size):
+        idx = order[first:first + batch_size]
+        for k, decoded in enumerate(decoder_lens(model, [sents.src[i] for i in idx], cfg)):
+            for i, d in zip(idx, decoded):
+                texts[k][i] = tokenizer.decode(d.best.output_ids, side="tgt")
+        ticker.check(tick, first + len(idx))
+    log(f"decoder lens: {depths} encoder depths x {len(sents)} sentences in {time.time() - t0:.1f} s")
+    tick = ticker.stage("logit lens", len(sents))
+    agreement = set_agreement(model, sents, batch_size, lambda done: ticker.check(tick, done))
+    return {
+        "settings": {"checkpoint": meta.get("name", ""), "weights_sha256": meta.get("weights_sha256", ""),
+                     "sentences": len(sents), "forced": forced, "decoding": cfg.to_dict(),
+                     "norm_first": bool(model.cfg.norm_first)},
+        "decoder_lens": [{"layer": k, "label": layer_label(k), **_rounded(corpus_scores(texts[k], sents.refs)),
+                          "translations": texts[k]} for k in range(depths)],
+        "logit_lens": [{"layer": i + 1, "top1_agreement": agreement["top1_agreement"][i],
+                        "final_logprob": agreement["final_logprob"][i], "final_rank": agreement["final_rank"][i]}
+                       for i in range(model.cfg.n_decoder_layers)],
+        "positions": agreement["positions"],
+        "seconds": round(time.time() - t0, 1),
+    }
+
+
+def _rounded(scores: dict) -> dict:
+    return {name: round(float(value), 4) for name, value in scores.items()}
+
+
+def run_to_file(model, tokenizer, pairs, out: str | os.PathLike, **kwargs) -> dict:
+    """run_lens, then the result written atomically to `out` (nothing written when cancelled)."""
+    result = run_lens(model, tokenizer, pairs, **kwargs)
+    write_json_atomic(Path(out), result)
+    return result
+
+
+def read_result(path: str | os.PathLike) -> dict | None:
+    """The lens result as run_to_file wrote it, or None when missing or damaged."""
+    return read_json_object(Path(path), RESULT_KEYS)
+
+
+def report(result: dict) -> str:
+    """The two tables as text (what the command prints)."""
+    s = result["settings"]
+    lines = [f"DecoderLens over {s['sentences']} sentences ({s['decoding']['strategy']}): the decoder reads encoder depth k",
+             f"  {'depth':12s} {'BLEU':>7s} {'chrF':>7s}  first translation"]
+    for row in result["decoder_lens"]:
+        first = row["translations"][0] if row["translations"] else ""
+        lines.append(f"  {row['label']:12s} {row['bleu']:7.2f} {row['chrf']:7.2f}  {first[:60]}")
+    lines.append(f"logit lens, forced on the {'model output' if s['forced'] == 'output' else 'references'} "
+                 f"({result['positions']} positions): top-1 agreement with the final prediction")
+    for row in result["logit_lens"]:
+        lines.append(f"  decoder layer {row['layer']}: {row['top1_agreement']:.3f}  (mean log p {row['final_logprob']:.2f},"
+                     f" mean rank {row['final_rank']:.1f})")
+    return "\n".join(lines)
