@@ -3,17 +3,19 @@
 Before this, a link carried the sentence but not the strategy, and every page fell back to beam
 search: a teacher's greedy example reopened as beam search. Here each setting the Translate page
 offers has a short URL key and the range its widget accepts (decode_form draws its widgets with
-these ranges). A URL value is untrusted: one of the wrong type or outside its widget's range
-falls back to the default for that setting alone, never to an error (a slider given a value
-outside its range would raise). Only the settings of the chosen strategy are written, so a
-greedy link stays short.
+these ranges). A URL value is untrusted: a number outside its widget's range is clamped into it
+(beam=100000 is the largest beam offered; every page writes the settings it decodes with back,
+lecture.run), one of the wrong type falls back to the default for that setting alone, never to an
+error (a slider given a value outside its range would raise). Only the settings of the chosen
+strategy are written, so a greedy link stays short.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from explorer.config import MAX_BEAM, MAX_DECODE_LEN, DecodeConfig
+from webapp.url_keys import UrlKey, integer
 
 BEAM_CAP = min(16, MAX_BEAM)     # the Translate page's cap on beam size and n-best (below MAX_BEAM: past
                                  # 16 a beam rarely changes the translation, and the tables grow with it)
@@ -30,48 +32,26 @@ DEFAULTS = DecodeConfig(strategy="beam", beam_size=5, n_best=5, trace_top_k=TRAC
 
 
 @dataclass(frozen=True)
-class Setting:
-    """One decoding setting: its DecodeConfig field (or "samples"), URL key, type and allowed values."""
-    field: str
-    key: str
-    cast: Callable[[str], Any]
-    low: float | None = None
-    high: float | None = None
-    choices: tuple = ()
+class Setting(UrlKey):
+    """One decoding setting: a URL key (webapp.url_keys: its type and range) and its DecodeConfig field
+    (or "samples"); parse() clamps a number into the widget's range, None for a malformed value."""
+    field: str = ""
     strategies: tuple = STRATEGIES          # written to the URL only for these strategies
-
-    def parse(self, raw: Any) -> Any:
-        """The value `raw` (a URL string) stands for, or None when it is not an allowed one."""
-        try:
-            value = self.cast(str(raw).strip())
-        except (TypeError, ValueError, OverflowError):
-            return None
-        if self.choices:
-            return value if value in self.choices else None
-        too_low = self.low is not None and value < self.low
-        too_high = self.high is not None and value > self.high
-        if value != value or too_low or too_high:
-            return None                                               # NaN, or out of the widget's range
-        return value
-
-
-def _int(text: str) -> int:
-    return int(text)                      # "2.5" and "1e3" are refused rather than guessed at
 
 
 SETTINGS = (
-    Setting("strategy", "dec", str, choices=STRATEGIES),
-    Setting("beam_size", "beam", _int, 1, BEAM_CAP, strategies=("beam",)),
-    Setting("n_best", "nbest", _int, 1, BEAM_CAP, strategies=("beam",)),
-    Setting("length_penalty", "lp", str, choices=PENALTIES, strategies=("beam",)),
-    Setting("alpha", "alpha", float, 0.0, ALPHA_CAP, strategies=("beam",)),
-    Setting("temperature", "temp", float, 0.1, 2.0, strategies=("sample",)),
-    Setting("top_k", "topk", _int, 0, 1000, strategies=("sample",)),
-    Setting("top_p", "topp", float, 0.05, 1.0, strategies=("sample",)),
-    Setting("seed", "seed", _int, 0, 2**31 - 1, strategies=("sample",)),
-    Setting("samples", "samples", _int, 1, SAMPLES_CAP, strategies=("sample",)),
-    Setting("min_len", "minlen", _int, 0, MAX_DECODE_LEN),
-    Setting("max_len_b", "maxlen", _int, 1, MAX_DECODE_LEN),
+    Setting("dec", str, choices=STRATEGIES, field="strategy"),
+    Setting("beam", integer, 1, BEAM_CAP, field="beam_size", strategies=("beam",)),
+    Setting("nbest", integer, 1, BEAM_CAP, field="n_best", strategies=("beam",)),
+    Setting("lp", str, choices=PENALTIES, field="length_penalty", strategies=("beam",)),
+    Setting("alpha", float, 0.0, ALPHA_CAP, field="alpha", strategies=("beam",)),
+    Setting("temp", float, 0.1, 2.0, field="temperature", strategies=("sample",)),
+    Setting("topk", integer, 0, 1000, field="top_k", strategies=("sample",)),
+    Setting("topp", float, 0.05, 1.0, field="top_p", strategies=("sample",)),
+    Setting("seed", integer, 0, 2**31 - 1, field="seed", strategies=("sample",)),
+    Setting("samples", integer, 1, SAMPLES_CAP, field="samples", strategies=("sample",)),
+    Setting("minlen", integer, 0, MAX_DECODE_LEN, field="min_len"),
+    Setting("maxlen", integer, 1, MAX_DECODE_LEN, field="max_len_b"),
 )
 BY_FIELD = {s.field: s for s in SETTINGS}
 KEYS = tuple(s.key for s in SETTINGS)
@@ -106,9 +86,6 @@ def to_query(cfg: Mapping[str, Any], samples: int) -> dict[str, str | None]:
         wanted = cfg.get("strategy") in setting.strategies
         if setting.field in ("min_len", "max_len_b"):
             wanted = value != DEFAULTS[setting.field]
-        out[setting.key] = _text(value) if wanted and value is not None else None
+        out[setting.key] = UrlKey.text(value) if wanted and value is not None else None
     return out
 
-
-def _text(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import streamlit as st
 
-from webapp import decode_url, presenter
+from webapp import decode_url, presenter, url_keys
 
 @dataclass(frozen=True)
 class PageEntry:
@@ -83,6 +83,7 @@ def navigation_pages() -> dict[str, list]:
 
 
 CARRIED = ("ckpt", "text", presenter.URL_KEY) + decode_url.KEYS    # URL state shared by every page
+RESTART = "translate another sentence, or the same one with other settings, and walk the pages again"
 URL_TEXT = 1000                # the sentence carried is cut here, like the URL's (sentence.URL_CHARS)
 
 
@@ -122,10 +123,9 @@ def footer(current, pages: Sequence) -> None:
     st.divider()
     st.html(WRAP_CSS)                      # style only: takes no space
     if step is None:
-        if current.url_path == ORDER[-1][0]:
-            first, why = ORDER[0]
-            st.page_link(by_path[first], icon=":material/replay:", query_params=carried_query(),
-                         label=f"End of the lecture. Back to the start: {by_path[first].title} — {why}")
+        if current.url_path == ORDER[-1][0] and START in by_path:
+            st.page_link(by_path[START], icon=":material/replay:", query_params=carried_query(),
+                         label=f"End of the lecture. Back to the start: {by_path[START].title} — {RESTART}")
         return
     target, why = step
     if target in by_path:
@@ -133,8 +133,23 @@ def footer(current, pages: Sequence) -> None:
                      icon=":material/arrow_forward:", query_params=carried_query())
 
 
+def tidy_url(url_path: str) -> None:
+    """The URL as page `url_path` reads it, before it runs: keys it does not read and the lecture does not
+    carry are dropped (webapp.url_keys), and the decoding settings a link named are written back as they
+    are used (clamped: beam=100000 is the largest beam offered)."""
+    url_keys.page_opened(url_path)
+    url_keys.drop_unknown(url_path, CARRIED)
+    if any(key in st.query_params for key in decode_url.KEYS):
+        from webapp import state                     # state reads the URL's settings on a fresh session
+
+        cfg = state.decode_settings()
+        samples = st.session_state.get("dec_samples", st.session_state.get("_dec_samples_url"))
+        state.url_set(**decode_url.to_query(cfg, samples if isinstance(samples, int) else decode_url.DEFAULT_SAMPLES))
+
+
 def run(current, pages: Sequence) -> None:
     """Run page `current` with the lecture's Next link under it (see the module docstring)."""
+    tidy_url(current.url_path)
     body, foot = st.container(), st.container(key="lecture_footer")
     slot = foot.empty()
     with slot.container():

@@ -15,6 +15,7 @@ import streamlit as st
 from explorer.store import run_files as rf
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
 from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
+from webapp import url_keys
 from webapp.text_safety import md_escape  # noqa: F401 - pages escape text from files as state.md_escape
 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
@@ -36,24 +37,20 @@ def url_get(key: str, default: Any = None, cast: Callable[[str], Any] = str) -> 
 
 def url_set(**values: Any) -> None:
     """Write values into the URL (None removes the key); only changed keys are written."""
-    for key, value in values.items():
-        if value is None:
-            if key in st.query_params:
-                del st.query_params[key]
-        elif st.query_params.get(key) != str(value):
-            st.query_params[key] = str(value)
+    url_keys.put(**values)
 
 
 def remembered(key: str, valid, default, url_key: str | None = None, cast: Callable[[str], Any] = str) -> None:
-    """Set widget `key`'s starting value before it is drawn: its current value, else the value it
-    had when this page was last shown (Streamlit forgets widgets that were not drawn, so remember()
-    keeps a copy under "_" + key), else the URL's (a shared link), else `default`."""
-    from_url = url_get(url_key, None, cast) if url_key else None
-    for candidate in (st.session_state.get(key), st.session_state.get("_" + key), from_url):
-        if candidate is not None and candidate in valid:
-            st.session_state[key] = candidate
-            return
-    st.session_state[key] = default
+    """Set widget `key`'s starting value before it is drawn (webapp.url_keys.seed): a value a link just
+    brought (the URL's `url_key`), else its current value, else the value it had when this page was
+    last shown (remember() keeps a copy under "_" + key), else `default`. `valid`: the widget's values;
+    a number outside a range of them (layer=999, head=-5) is clamped to its nearest end, and the page
+    writes that back into the URL."""
+    spec = url_keys.UrlKey(url_key or "", cast)
+    if isinstance(valid, range) and valid.step == 1 and len(valid):
+        url_keys.seed(spec, key, default, low=valid[0], high=valid[-1])
+    else:
+        url_keys.seed(spec, key, default, options=list(valid))
 
 
 def remember(*keys: str) -> None:

@@ -91,24 +91,29 @@ def test_the_attention_page_reopens_with_its_show_quantity_and_ablation(numbers)
     assert "ablate" not in at.query_params
 
 
-@pytest.mark.parametrize("query", [
-    {"dec": "bogus", "beam": "999", "nbest": "-1", "lp": "<script>", "alpha": "nan", "minlen": "1e3"},
-    {"dec": "sample", "temp": "50", "topk": "abc", "topp": "0", "seed": "9" * 5000, "samples": "0",
-     "maxlen": "0"},
-    {"dec": "beam", "beam": "2.5", "alpha": "inf", "samples": "11", "maxlen": "-3"},
+@pytest.mark.parametrize("query, expected", [
+    ({"dec": "bogus", "beam": "999", "nbest": "-1", "lp": "<script>", "alpha": "nan", "minlen": "1e3"},
+     {"strategy": "beam", "beam_size": 16, "n_best": 1}),
+    ({"dec": "sample", "temp": "50", "topk": "abc", "topp": "0", "seed": "9" * 5000, "samples": "0",
+      "maxlen": "0"}, {"strategy": "sample", "temperature": 2.0, "top_p": 0.05, "max_len_b": 1, "samples": 1}),
+    ({"dec": "beam", "beam": "2.5", "alpha": "inf", "samples": "11", "maxlen": "-3"},
+     {"strategy": "beam", "max_len_b": 1}),
 ])
-def test_hostile_decoding_values_fall_back_to_the_defaults(numbers, query):
+def test_hostile_decoding_values_are_clamped_or_fall_back_and_the_url_says_so(numbers, query, expected):
+    """A number outside its widget's range is the nearest allowed one, anything malformed the default;
+    the URL then holds the values decoded with."""
     info, _ = numbers
     at = open_app(info.name, text=TEXT, query=query)
     no_exception(at)
-    cfg, samples = at.session_state["decode_cfg"], at.slider(key="dec_samples").value \
-        if at.session_state["decode_cfg"]["strategy"] == "sample" else None
-    defaults = decode_url.DEFAULTS
+    cfg = dict(at.session_state["decode_cfg"])
+    if cfg["strategy"] == "sample":
+        cfg["samples"] = at.slider(key="dec_samples").value
     for field in ("beam_size", "n_best", "length_penalty", "alpha", "temperature", "top_k", "top_p", "seed",
-                  "min_len", "max_len_b"):
-        assert cfg[field] == defaults[field], field
-    assert cfg["strategy"] == (query["dec"] if query["dec"] in ("sample", "beam") else "beam")
-    assert samples in (None, decode_url.DEFAULT_SAMPLES)
+                  "min_len", "max_len_b", "strategy", "samples"):
+        if field in cfg:
+            assert cfg[field] == expected.get(field, decode_url.DEFAULTS.get(field, decode_url.DEFAULT_SAMPLES)), field
+    written = decode_url.to_query(at.session_state["decode_cfg"], cfg.get("samples", decode_url.DEFAULT_SAMPLES))
+    assert {k: at.query_params.get(k) for k in decode_url.KEYS} == written
     assert headline(at)
 
 

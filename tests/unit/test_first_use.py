@@ -120,7 +120,11 @@ def test_decoding_settings_url_form_round_trips_and_refuses_bad_values():
     assert query["beam"] is None and query["maxlen"] is None and query["minlen"] == "3"
     back, samples = decode_url.from_query({k: v for k, v in query.items() if v is not None})
     assert back == cfg and samples == 4
-    for key, bad in (("beam", "0"), ("beam", "17"), ("beam", "3.0"), ("temp", "nan"), ("temp", "0"),
-                     ("topp", "1.5"), ("lp", "GNMT"), ("dec", ""), ("seed", "-1"), ("seed", "9" * 5000),
-                     ("alpha", "inf"), ("samples", "11"), ("minlen", "x")):
+    for key, bad in (("beam", "3.0"), ("temp", "nan"), ("lp", "GNMT"), ("dec", ""), ("seed", "9" * 5000),
+                     ("alpha", "inf"), ("minlen", "x")):
         assert decode_url.from_query({key: bad}) == (decode_url.DEFAULTS, decode_url.DEFAULT_SAMPLES), (key, bad)
+    for key, far, field, nearest in (("beam", "0", "beam_size", 1), ("beam", "17", "beam_size", 16),
+                                     ("temp", "0", "temperature", 0.1), ("topp", "1.5", "top_p", 1.0),
+                                     ("seed", "-1", "seed", 0)):      # out of range: the nearest allowed value
+        assert decode_url.from_query({key: far})[0][field] == nearest, (key, far)
+    assert decode_url.from_query({"samples": "11"})[1] == decode_url.SAMPLES_CAP

@@ -1,0 +1,202 @@
+"""Every URL key the app reads, with its type and range, per page: one table and one way to use it.
+
+Why: a link is how a teacher shares a view, so every control that changes what a page shows keeps
+its value in the URL, and a link opened in a fresh session shows the same view. The URL is
+untrusted and hand-edited: a number outside its control's range is clamped into it (`layer=999` is
+the last layer, `head=-5` the first) and the page writes back the value it shows, so the address bar
+never carries a value the page is not showing; a malformed value or an unknown choice falls back to
+the control's default; a key that neither the page nor the lecture's shared state (lecture.CARRIED)
+reads is dropped before the page runs (drop_unknown), so a shared link carries nothing stale.
+
+A page uses it in two calls around each widget: seed() before the widget is drawn (its starting value:
+a link just followed, else the value it has or had on this page, else the default), write() after
+(the value shown, back into the URL). PAGE_KEYS lists each page's keys by url_path; the decoding
+settings' keys (webapp.decode_url) are UrlKeys too. Numbers shown to users are 1-based everywhere
+(positions, layers, heads, steps, ranks), so they are in the URL too.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+
+def integer(text: str) -> int:
+    return int(text)                       # "2.5" and "1e3" are refused rather than guessed at
+
+
+def _flag(text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ValueError(text)
+    return text == "1"
+
+
+@dataclass(frozen=True)
+class UrlKey:
+    """One URL key: its name, how its text reads (cast), and its range or choices."""
+    key: str
+    cast: Callable[[str], Any] = str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple = ()
+
+    def parse(self, raw: Any, low: float | None = None, high: float | None = None,
+              choices: Iterable | None = None) -> Any:
+        """The value `raw` (URL text) stands for: a number clamped into [low, high] (this key's range,
+        narrowed by the caller's: the model's layer count, say), a choice only if it is one, None when
+        it is malformed (not a number, NaN or infinite, not one of the choices)."""
+        try:
+            value = self.cast(str(raw).strip())
+        except (TypeError, ValueError, OverflowError):
+            return None
+        allowed = tuple(choices) if choices is not None else self.choices
+        if allowed:
+            return value if value in allowed else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        if not math.isfinite(value):
+            return None
+        lows = [b for b in (self.low, low) if b is not None]
+        highs = [b for b in (self.high, high) if b is not None]
+        if highs:
+            value = min(value, type(value)(min(highs)))
+        if lows:
+            value = max(value, type(value)(max(lows)))
+        return value
+
+    @staticmethod
+    def text(value: Any) -> str:
+        """The URL text of a value (1 / 0 for a switch, 0.6 rather than 0.6000000000000001)."""
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(value, float):
+            return f"{value:.6g}"
+        return str(value)
+
+
+# ---- the table: each page's keys, by url_path (webapp.lecture.PAGES_TABLE) --------------------------
+LAYER, HEAD = UrlKey("layer", integer, 1, 1000), UrlKey("head", integer, 1, 1000)     # 1-based; a model's count narrows
+STEP = UrlKey("step", integer, 1, 100_000)
+BEAM_SIZE, BEAM_LP = UrlKey("size", integer, 1, 16), UrlKey("penalty", str, choices=("gnmt", "average", "none"))
+BEAM_ALPHA, BEAM_RANK = UrlKey("a", float, 0.0, 2.0), UrlKey("rank", integer, 1, 100)
+BEAM_MARK = UrlKey("mark", _flag)
+PE_D, PE_BASE, PE_LEN = UrlKey("d", integer, 1, 100_000), UrlKey("base", float, 2.0, 1e9), UrlKey("n", integer, 8, 100_000)
+PE_SIDE = UrlKey("side", str, choices=("encoder", "decoder"))
+ALIGNER, ALIGN_ROW = UrlKey("aligner"), UrlKey("row")
+ALIGN_LAYER = UrlKey("layer", str)              # "mean", or a 1-based layer (checked against the model)
+ALIGN_HEAD = UrlKey("head", str)
+SC_D, SC_WARMUP = UrlKey("d", integer, 64, 1024), UrlKey("warmup", integer, 100, 20_000)
+SC_FACTOR, SC_STEPS = UrlKey("factor", float, 0.1, 5.0), UrlKey("steps", integer, 1000, 100_000)
+SC_OVERLAY, SC_EPS = UrlKey("overlay", _flag), UrlKey("eps", float, 0.0, 0.5)
+SC_VOCAB, SC_TARGET = UrlKey("vocab", integer, 2, 40), UrlKey("target", integer, 1, 40)
+SC_RUN, RUN = UrlKey("run"), UrlKey("run")
+CK_TAB, CK_A, CK_B = UrlKey("tab"), UrlKey("a"), UrlKey("b")
+CK_RUN, CK_KIND = UrlKey("run"), UrlKey("kind", str, choices=("encoder", "decoder", "cross"))
+CK_STEP = UrlKey("at")                          # the scrubber's checkpoint: its training step, or its name
+
+PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
+    "translate": (),                            # the landing page reads only the shared state
+    "architecture": (UrlKey("block"), UrlKey("token", integer, 1), LAYER, HEAD),
+    "positions": (PE_D, PE_BASE, PE_LEN, PE_SIDE),
+    "attention": (UrlKey("kind"), LAYER, HEAD, UrlKey("show"), UrlKey("ablate"), UrlKey("view")),
+    "heads": (UrlKey("lab_n", integer, 1), UrlKey("lab_forced"), UrlKey("lab_seeds", integer, 0)),
+    "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD),
+    "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER),
+    "training_vs_inference": (),
+    "schedule": (SC_D, SC_WARMUP, SC_FACTOR, SC_STEPS, SC_OVERLAY, SC_EPS, SC_VOCAB, SC_TARGET, SC_RUN),
+    "train": (RUN,),
+    "checkpoints": (CK_TAB, CK_A, CK_B, CK_RUN, CK_KIND, LAYER, HEAD, CK_STEP),
+}
+PAGE_KEYS[""] = PAGE_KEYS["home"] = PAGE_KEYS["translate"]     # the landing page's other paths
+
+
+def drop_unknown(url_path: str, carried: Iterable[str]) -> list[str]:
+    """Remove the URL keys that page `url_path` does not read and the lecture does not carry; the
+    keys removed. A page outside the table keeps its URL as it is."""
+    if url_path not in PAGE_KEYS:
+        return []
+    allowed = set(carried) | {k.key for k in PAGE_KEYS[url_path]}
+    dropped = []
+    for key in [k for k in st.query_params if k not in allowed]:
+        try:
+            del st.query_params[key]
+            dropped.append(key)
+        except (KeyError, StreamlitAPIException):      # bound to a widget: Streamlit keeps it in step
+            pass
+    return dropped
+
+
+# ---- a widget and its key ---------------------------------------------------------------------------
+WRITTEN = "_url_written"          # {URL key: the text this page last wrote}; emptied when another page opens
+
+
+def put(**values: Any) -> None:
+    """Write values into the URL (None removes the key); only changed keys are written. Each is
+    remembered as this page's own, so seed() tells it from a value a link brings."""
+    written = st.session_state.setdefault(WRITTEN, {})
+    for key, value in values.items():
+        text = None if value is None else UrlKey.text(value)
+        if text is None:
+            if key in st.query_params:
+                del st.query_params[key]
+        elif st.query_params.get(key) != text:
+            st.query_params[key] = text
+        written[key] = text
+
+
+def page_opened(url_path: str) -> None:
+    """Called before each page runs: on another page than the last run's, every URL value is new to
+    it (a link's), so seed() takes it over what its widgets held."""
+    if st.session_state.get("_url_page") != url_path:
+        st.session_state["_url_page"] = url_path
+        st.session_state[WRITTEN] = {}
+
+
+def _options(options: Mapping[str, Any] | Sequence | None) -> Mapping[str, Any] | None:
+    if options is None or isinstance(options, Mapping):
+        return options
+    return {UrlKey.text(v): v for v in options}
+
+
+def _allowed(spec: UrlKey, value: Any, low, high, options: Mapping[str, Any] | None) -> Any:
+    """`value` if the widget can show it (a number clamped into range), else None."""
+    if value is None:
+        return None
+    if options is not None:
+        return value if any(v == value and type(v) is type(value) for v in options.values()) else None
+    return spec.parse(UrlKey.text(value), low, high)
+
+
+def seed(spec: UrlKey, widget: str, default: Any, *, low: float | None = None, high: float | None = None,
+         options: Mapping[str, Any] | Sequence | None = None) -> Any:
+    """Set widget `widget`'s starting value before it is drawn, and return it.
+
+    The URL's value wins when it is not the one this page last wrote (a link just followed or typed,
+    a fresh session); otherwise the widget keeps its value, or the one it had when this page was last
+    shown (Streamlit forgets widgets that were not drawn; write() keeps a copy). `options`: the
+    widget's values, as a list (their URL text is str(value)) or as {URL text: value}; without them
+    the value is a number clamped into [low, high]. Anything else falls back to `default`."""
+    options = _options(options)
+    raw = st.query_params.get(spec.key) if spec.key else None
+    from_url = None
+    if raw is not None and raw != st.session_state.get(WRITTEN, {}).get(spec.key):
+        from_url = options.get(raw) if options is not None else spec.parse(raw, low, high)
+    for candidate in (from_url, st.session_state.get(widget), st.session_state.get("_" + widget)):
+        value = _allowed(spec, candidate, low, high, options)
+        if value is not None:
+            st.session_state[widget] = value
+            return value
+    st.session_state[widget] = default
+    return default
+
+
+def write(spec: UrlKey, widget: str, value: Any, options: Mapping[str, Any] | Sequence | None = None) -> None:
+    """Put the value widget `widget` shows into the URL (already within range: it is the widget's), and
+    keep a copy for the next visit to this page."""
+    options = _options(options)
+    text = next((t for t, v in options.items() if v == value), None) if options is not None else None
+    put(**{spec.key: text if text is not None else value})
+    st.session_state["_" + widget] = value
