@@ -40,7 +40,7 @@ def test_page_runs_and_shows_the_search(checkpoint):
     no_exception(at)
     assert not at.error, texts(at.error)
     table = at.dataframe[0].value
-    assert len(table) == 2 * 5 and list(table["rank"]) == list(range(10))   # 2k candidates, k = 5 by default
+    assert len(table) == 2 * 5 and list(table["rank"]) == list(range(1, 11))   # 2k candidates, k = 5; from 1
     assert set(table["status"]) <= {"kept", "pruned", "finished", "truncated"}
     assert tree_nodes(at) == n_steps(at) * 10
     assert "**Best:**" in texts(at.markdown)
@@ -131,6 +131,7 @@ def test_forcing_an_alternative_token_starts_the_output_with_it(checkpoint):
     assert codes[1].strip().startswith(expected), (codes[1], expected)
     assert any("original vs forced" in h.value for h in at.subheader)
     assert any(c.proto.id.endswith("-beam_compare") for c in at.get("plotly_chart"))
+    assert all(c.proto.wrap_lines for c in at.code)                         # a long sentence wraps, never cut off
 
 
 def test_forcing_a_typed_word(checkpoint):
@@ -195,3 +196,40 @@ def test_the_beam_page_reuses_the_translation_the_other_pages_made(default_roots
     no_exception(at)
     assert n_steps(at) > 1
     assert len(models.translate.cache) == 1            # a cache hit, not a second decode
+
+
+def test_the_whole_view_is_in_the_url_clamped_and_one_based(checkpoint):
+    """Beam size, step, rank, layer and the tree's marks come from a link and go back into the URL; out of
+    range they are clamped and the URL says so; a key the page does not read is dropped; the trace CSV
+    counts steps and ranks from 1, like the page."""
+    from webapp import downloads
+    info, text = checkpoint
+    at = open_page(info.name, text, size=3, step=2, rank=2, layer=1, mark=1, junk="x")
+    no_exception(at)
+    assert at.slider(key="beam_size").value == 3 and at.slider(key="beam_step").value == 2
+    assert at.selectbox(key="beam_layer").value == 1 and at.toggle(key="beam_follow").value is True
+    row = next(s for s in at.selectbox if s.key.startswith("beam_row_1_"))
+    assert row.format_func(row.value).startswith("rank 2: ")
+    assert {k: at.query_params[k] for k in ("size", "step", "rank", "layer", "mark")} == \
+        {"size": "3", "step": "2", "rank": "2", "layer": "1", "mark": "1"}
+    assert "junk" not in at.query_params
+    frame = at.dataframe[0].value
+    assert list(frame["rank"]) == list(range(1, 7))                         # 2k = 6 candidates, ranked from 1
+
+    far = open_page(info.name, text, size=999, step=9999, rank=-4, layer=77, mark="yes")
+    no_exception(far)
+    n_layers = far.selectbox(key="beam_layer").options[-1]
+    assert far.slider(key="beam_size").value == 12 and far.query_params["size"] == "12"      # TREE_BEAM_CAP
+    assert far.query_params["step"] == str(int(n_steps(far))) and far.query_params["layer"] == str(n_layers)
+    assert far.query_params["mark"] == "0"                                    # malformed: the default, written back
+    assert far.query_params["rank"] in [str(r) for r in far.dataframe[0].value["rank"]]
+    from explorer.decoding import translate
+    from webapp.numbering import one_based_trace
+    ckpt = load_checkpoint(info.path, device="cpu")
+    trace = translate(ckpt.model, ckpt.tokenizer, text, DecodeConfig(strategy="beam", beam_size=2, n_best=2,
+                                                                  trace_top_k=8), trace=True).beam_trace
+    raw, shown = trace.to_dataframe(), one_based_trace(trace.to_dataframe())       # what the CSV holds
+    assert (shown["step"] == raw["step"] + 1).all() and (shown["rank"] == raw["rank"] + 1).all()
+    assert shown["step"].min() == 1 and shown["rank"].min() == 1
+    kept = raw["slot"] >= 0
+    assert (shown["slot"][kept] == raw["slot"][kept] + 1).all() and shown["slot"][~kept].isna().all()

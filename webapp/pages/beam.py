@@ -1,7 +1,9 @@
 """Beam search, step by step: the candidates of every step, the tree, attention, and forcing.
 
 Thin: widgets -> models.translate (cached, trace=True) / models.attention -> explorer.plots.beams.
-The step lives in the URL (1-based, like the slider), so a view of step 7 can be shared by link.
+The view lives in the URL (webapp.url_keys: beam size, penalty and α, step, rank, layer, the tree's
+marks; all 1-based, like the widgets), so a view of step 7's third candidate can be shared by link.
+Steps, ranks and hypothesis slots count from 1 on the page and in its CSV.
 """
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import hashlib
 import streamlit as st
 
 from explorer.plots import beams as plots
-from webapp import decode_form, decode_url, downloads, models, presenter, sentence, state
+from webapp import decode_form, decode_url, downloads, models, numbering, presenter, sentence, state
+from webapp import url_keys as url
 
 PENALTIES = decode_form.PENALTIES
 # Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
@@ -45,25 +48,29 @@ def settings() -> dict:
                 "trace: beam search is needed to watch a search. This page runs beam search with the settings below.")
     cols = st.columns(3)
     default = min(max(int(shared.get("beam_size", 5)), 1), TREE_BEAM_CAP)
-    size = cols[0].slider("Beam size", 1, TREE_BEAM_CAP, default, key="beam_size")
+    url.seed(url.BEAM_SIZE, "beam_size", default, high=TREE_BEAM_CAP)
+    size = cols[0].slider("Beam size", 1, TREE_BEAM_CAP, key="beam_size")
+    url.write(url.BEAM_SIZE, "beam_size", size)
     penalty = shared.get("length_penalty", "gnmt")
     alpha = min(float(shared.get("alpha", 0.6)), decode_form.ALPHA_CAP)
     if presenter.advanced():                          # presenter mode: the Translate page's penalty and α
-        penalty = cols[1].selectbox("Length penalty", PENALTIES, index=PENALTIES.index(penalty)
-                                    if penalty in PENALTIES else 0, key="beam_lp")
-        alpha = cols[2].slider("α (GNMT exponent)", 0.0, decode_form.ALPHA_CAP, alpha, 0.1,
+        url.seed(url.BEAM_LP, "beam_lp", penalty if penalty in PENALTIES else PENALTIES[0], options=PENALTIES)
+        penalty = cols[1].selectbox("Length penalty", PENALTIES, key="beam_lp")
+        url.seed(url.BEAM_ALPHA, "beam_alpha", alpha, high=decode_form.ALPHA_CAP)
+        alpha = cols[2].slider("α (GNMT exponent)", 0.0, decode_form.ALPHA_CAP, step=0.1,
                                key="beam_alpha", disabled=penalty != "gnmt")
+        url.write(url.BEAM_LP, "beam_lp", penalty)
+        url.write(url.BEAM_ALPHA, "beam_alpha", alpha)
     return {**shared, "strategy": "beam", "beam_size": size, "length_penalty": penalty, "alpha": alpha,
             "trace_top_k": max(int(shared.get("trace_top_k", decode_url.TRACE_TOP_K)), decode_url.TRACE_TOP_K)}
 
 
 def step_slider(n_steps: int) -> int:
     """0-based step; the slider and the URL show it 1-based. Out-of-range values are clamped."""
-    wanted = st.session_state.get("beam_step", state.url_get("step", 1, int))
-    st.session_state["beam_step"] = min(max(int(wanted), 1), n_steps)
+    url.seed(url.STEP, "beam_step", 1, high=n_steps)
     if n_steps > 1:
         st.slider("Step", 1, n_steps, key="beam_step", help="Output position being chosen at this step")
-    state.url_set(step=st.session_state["beam_step"])
+    url.write(url.STEP, "beam_step", st.session_state["beam_step"])
     return st.session_state["beam_step"] - 1
 
 
@@ -75,7 +82,9 @@ def show_attention(ckpt, result, trace, row: int, piece):
     if attn is None:
         return None
     n_layers = attn.n_layers("cross")
-    layer = st.selectbox("Decoder layer", range(1, n_layers + 1), index=n_layers - 1, key="beam_layer")
+    url.seed(url.LAYER, "beam_layer", n_layers, high=n_layers)
+    layer = st.selectbox("Decoder layer", range(1, n_layers + 1), key="beam_layer")
+    url.write(url.LAYER, "beam_layer", layer)
     weights = attn.attention("cross", layer - 1)[0]                         # [H, T, S]
     out = [piece(t) for t in tokens]
     left, right = st.columns(2)
@@ -130,7 +139,7 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
     for col, name, res in ((left, "Original", result), (right, "Forced", other)):
         best = res.best
         col.markdown(f"**{name}**")
-        col.code(best.text or "(empty)", language=None)
+        col.code(best.text or "(empty)", language=None, wrap_lines=True)      # a long sentence wraps
         col.caption(f"score {best.score:.3f} · normalised {best.normalized:.3f} · {len(best.ids)} tokens"
                     + ("" if best.finished else " · not finished"))
     right.caption("Forced prefix: " + state.md_escape(" ".join(piece(t) for t in prefix)))
@@ -164,13 +173,15 @@ def main() -> None:
     st.markdown(f"**Why the search stopped:** {plots.stop_reason_text(trace.stop_reason)}.")
     run_key = (ckpt.sha256, text, tuple(sorted(cfg.items())))
     tag = hashlib.sha1(repr(run_key).encode()).hexdigest()[:8]             # per-search widget keys: rows differ
+    url.seed(url.BEAM_MARK, "beam_follow", False, options=(False, True))
     follow = st.toggle("Mark the step and hypothesis in the tree", key="beam_follow",
                        help="Draws a line at the chosen step and rings the chosen hypothesis. The browser then "
                             "redraws the whole tree on every step change, which is slow for long searches; off, "
                             "the tree stays as it is while you step through the candidates below.")
+    url.write(url.BEAM_MARK, "beam_follow", follow)
     if not follow:
         downloads.chart(plots.tree_figure(trace, piece), f"beam_tree_k{trace.beam_size}", key="beam_tree")
-    frame = trace.to_dataframe(piece).astype({"status": str})
+    frame = numbering.one_based_trace(trace.to_dataframe(piece).astype({"status": str}))
     downloads.table_csv_button(frame, "beam_trace", key="beam_csv", label="Whole trace as CSV")
     st.fragment(step_view)(ckpt, text, cfg, result, piece, frame, run_key, tag, follow)
 
@@ -184,11 +195,14 @@ def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, 
     trace = result.beam_trace
     step = step_slider(trace.n_steps)
     table = plots.step_table(trace, step, piece)
+    table["rank"] += 1                                                      # ranks count from 1, like steps
     best_rows = set(trace.best_path())
-    ranks = list(table["row"])
-    default = next((i for i, r in enumerate(ranks) if r in best_rows), 0)
-    row = st.selectbox("Hypothesis at this step", ranks, index=default, key=f"beam_row_{step}_{tag}",
-                       format_func=lambda r: _row_label(table, r))
+    rows = [int(r) for r in table["row"]]
+    by_rank = {str(int(k)): int(r) for k, r in zip(table["rank"], rows)}    # URL text (the rank) -> row
+    widget = f"beam_row_{step}_{tag}"
+    url.seed(url.BEAM_RANK, widget, next((r for r in rows if r in best_rows), rows[0]), options=by_rank)
+    row = st.selectbox("Hypothesis at this step", rows, key=widget, format_func=lambda r: _row_label(table, r))
+    url.write(url.BEAM_RANK, widget, row, options=by_rank)
     if follow:
         downloads.chart(plots.tree_figure(trace, piece, step=step, highlight=[row]),
                         f"beam_tree_k{trace.beam_size}", key="beam_tree")
