@@ -15,7 +15,7 @@ import streamlit as st
 from explorer.store import run_files as rf
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
 from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
-from webapp import url_keys
+from webapp import presenter, url_keys
 from webapp.text_safety import md_escape  # noqa: F401 - pages escape text from files as state.md_escape
 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
@@ -142,9 +142,10 @@ def decode_settings() -> dict:
 def learn(text: str, formula: str | None = None) -> None:
     """The 'Learn' panel each page opens with: two or three sentences and the formula.
 
-    Open by default so a student sees it first; one click folds it away.
+    Open by default so a student sees it first; one click folds it away. Folded in presenter mode, so
+    that the page's result is on the projector's first screen (the teacher opens it to talk about it).
     """
-    with st.expander("Learn: what am I looking at?", expanded=True):
+    with st.expander("Learn: what am I looking at?", expanded=not presenter.on()):
         st.markdown(text)
         if formula:
             st.html(_WIDE_FORMULA_CSS)             # style only: takes no space
