@@ -12,7 +12,8 @@ from typing import Callable
 
 import streamlit as st
 
-from explorer.store.checkpoint import TEST_SPLIT, CheckpointError
+from explorer.files.names import TEST_SPLIT
+from explorer.store.checkpoint import CheckpointError
 from webapp import models, state
 
 MAX_CHARS = 2000                      # longer input is truncated with a notice

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
 from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
 from webapp import presenter, url_keys
@@ -68,7 +68,7 @@ def checkpoint_roots() -> tuple[Path, ...]:
     if env:
         return tuple(Path(p).expanduser() for p in env.split(os.pathsep) if p.strip())
     mine = models_dir()
-    return (rf.shipped_root(),) + ((mine,) if mine else ()) + (rf.runs_root(),)
+    return (rp.shipped_root(),) + ((mine,) if mine else ()) + (rp.runs_root(),)
 
 
 def models_dir() -> Path | None:
