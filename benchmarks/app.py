@@ -39,7 +39,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from benchmarks import browser as driver
-from explorer.store.run_files import RUNS_ENV, shipped_root
+from explorer.store.run_paths import RUNS_ENV, shipped_root
 
 CHECKPOINT = "bible-es-en"
 GOALS = {"cold": 8.0, "controls": 5.0, "head": 0.5, "step": 0.5, "sentence": 1.0}
@@ -86,7 +86,8 @@ def sentence_and_shape(name: str) -> tuple[str, dict]:
     """The sentence the app opens on and the sizes the reference page copies (q, k, heads, steps)."""
     import torch
 
-    from explorer.store.checkpoint import TEST_SPLIT, load_checkpoint
+    from explorer.files.names import TEST_SPLIT
+    from explorer.store.checkpoint import load_checkpoint
     from explorer.config import DecodeConfig
     from explorer.decoding import translate
     from explorer.data.files import read_tsv
@@ -146,7 +147,7 @@ def step_switches(page, server, key: str, n: int) -> list[dict]:
 def sentences_of_about(words: int, n: int, path: Path) -> list[str]:
     """n held-out sentences of words +- 5 words (the Translate page's "~25-word sentence")."""
     from explorer.data.files import read_tsv
-    from explorer.store.checkpoint import TEST_SPLIT
+    from explorer.files.names import TEST_SPLIT
 
     pairs = read_tsv(str(path / TEST_SPLIT))
     return [p.src for p in pairs if abs(len(p.src.split()) - words) <= 5][1:n + 1]

@@ -36,7 +36,7 @@ from urllib.parse import urlencode
 
 from benchmarks import browser as driver
 from benchmarks.app import HEAD_DRAWN, STEP_SHOWN, head_switches, sentence_and_shape, step_switches
-from explorer.store.run_files import RUNS_ENV
+from explorer.store.run_paths import RUNS_ENV
 
 CHECKPOINT = "bible-es-en"
 GOAL_SECONDS, GOAL_RATIO = 1.0, 3.0

@@ -62,7 +62,7 @@ from benchmarks.load_report import fmt_s, phase_stats, reference_table, report
 from benchmarks.load_server import Monitor, rss_mb, settled_rss_mb, start_server
 from benchmarks.load_students import Sync, browser_class, protocol_student, record_assets, warm_up
 from benchmarks.streamlit_client import Session
-from explorer.store.run_files import shipped_root
+from explorer.store.run_paths import shipped_root
 
 
 # ---- stages --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explorer.store.run_files import shipped_root
+from explorer.store.run_paths import shipped_root
 
 
 CHECKPOINT = "bible-es-en"
@@ -56,7 +56,7 @@ class Record:
 def sentences(name: str, count: int) -> list[str]:
     """`count` distinct held-out verses of 10-30 words, in test.tsv order, skipping the showcase sentence."""
     from explorer.data.files import read_tsv
-    from explorer.store.checkpoint import TEST_SPLIT
+    from explorer.files.names import TEST_SPLIT
 
     path = shipped_root() / name
     pairs = read_tsv(str(path / TEST_SPLIT))

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from benchmarks import browser as driver
-from explorer.store.run_files import RUNS_ENV
+from explorer.store.run_paths import RUNS_ENV
 
 
 # ---- server: process, /proc readings -------------------------------------------------------------------

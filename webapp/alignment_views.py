@@ -21,7 +21,7 @@ from explorer.align.metrics import score_links
 from explorer.align.scorecard import STAGES, AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES
 from explorer.plots import alignment as plots
-from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from webapp import background, models
 from webapp.text_safety import md_escape
 
@@ -66,7 +66,7 @@ def gold_digest(pairs: list[GoldPair]) -> str:
 
 
 def result_path(sha: str, settings: AlignSettings, digest: str) -> Path:
-    return rf.analysis_file(rf.ALIGN, sha, {**asdict(settings), "gold": digest})
+    return rp.analysis_file(rp.ALIGN, sha, {**asdict(settings), "gold": digest})
 
 
 def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: list[GoldPair], gold_name: str,

@@ -24,7 +24,7 @@ import streamlit as st
 from explorer.heads.job import STAGES, LabSettings
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
-from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from webapp import background, models
 from webapp.text_safety import md_escape
 
@@ -40,7 +40,7 @@ def test_pairs(ckpt_path: str, sha: str) -> list:
 
 
 def result_path(sha: str, settings: LabSettings) -> Path:
-    return rf.head_lab_file(sha, asdict(settings))
+    return rp.head_lab_file(sha, asdict(settings))
 
 
 def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> background.Job:

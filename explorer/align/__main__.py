@@ -13,6 +13,7 @@ from functools import partial
 
 from explorer.align.scorecard import RANGES
 from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
+from explorer.files.names import ALIGNMENT_OUT
 
 
 def build_parser() -> CommandParser:
@@ -20,7 +21,7 @@ def build_parser() -> CommandParser:
     parser.add_argument("checkpoint")
     parser.add_argument("--gold", help="a gold file: source ||| target ||| links (i-j sure, i?j possible), "
                                        "one pair per line; default: the checkpoint's shipped gold set")
-    parser.add_argument("--out", default="alignment.json", help="the JSON file to write (default alignment.json)")
+    parser.add_argument("--out", default=ALIGNMENT_OUT, help=f"the JSON file to write (default {ALIGNMENT_OUT})")
     parser.add_argument("--pairs", type=count("pairs", *RANGES["pairs"]), default=200,
                         help="the first N gold pairs (default 200, at most %d)" % RANGES["pairs"][1])
     parser.add_argument("--attribution-pairs", type=count("attribution pairs", *RANGES["attribution_pairs"]),

@@ -14,6 +14,8 @@ import os
 import random
 
 from explorer.data.types import DataError, Pair, ParallelCorpus
+from explorer.files.atomic import replacing
+from explorer.files.names import DATA_META
 from explorer.files.places import REPO_ROOT
 
 CACHE_VERSION = 2
@@ -46,14 +48,12 @@ def split_held_out(pairs: list[Pair], seed: int = 1234, dev_size: int | None = N
 
 
 def _write_tsv(path: str, pairs: list[Pair]) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with replacing(path, "w", encoding="utf-8", newline="\n") as f:
         f.write("ref\tsrc\ttgt\n")
         for p in pairs:
             if any(c in s for s in p for c in "\t\n\r"):
                 raise DataError(f"pair {p.ref!r} contains a tab or newline; cannot cache it")
             f.write(f"{p.ref}\t{p.src}\t{p.tgt}\n")
-    os.replace(tmp, path)
 
 
 def _read_tsv(path: str) -> list[Pair]:
@@ -69,14 +69,14 @@ def save_cached(corpus: ParallelCorpus, directory: str, extra: dict | None = Non
         _write_tsv(os.path.join(directory, f"{split}.tsv"), getattr(corpus, split))
     meta = {"name": corpus.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
             "version": CACHE_VERSION, "sizes": corpus.sizes(), **(extra or {})}
-    with open(os.path.join(directory, "meta.json"), "w", encoding="utf-8") as f:
+    with replacing(os.path.join(directory, DATA_META), "w", encoding="utf-8") as f:   # last: it marks the cache whole
         json.dump(meta, f, indent=1, ensure_ascii=False)
 
 
 def load_cached(directory: str, key: str) -> ParallelCorpus | None:
     """The cached corpus if present and built with the same key; otherwise None."""
     try:
-        with open(os.path.join(directory, "meta.json"), encoding="utf-8") as f:
+        with open(os.path.join(directory, DATA_META), encoding="utf-8") as f:
             meta = json.load(f)
         if meta.get("version") != CACHE_VERSION or meta.get("key") != key:
             return None

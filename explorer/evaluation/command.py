@@ -16,6 +16,7 @@ from explorer.evaluation.arguments import count
 from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
 from explorer.evaluation.showcase import record
+from explorer.files.names import TEST_SPLIT
 from explorer.runtime.device import resolve_device
 
 
@@ -74,6 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         card = {**(old if isinstance(old, dict) else {}), "test": results,
                 "evaluated": time.strftime("%Y-%m-%d %H:%M:%S")}
         write_card(args.checkpoint, card)
-        if not args.test and not args.limit and (ckpt.path / "test.tsv").is_file():
+        if not args.test and not args.limit and (ckpt.path / TEST_SPLIT).is_file():
             record(args.checkpoint, args.device)
     return 0

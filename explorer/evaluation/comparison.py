@@ -17,6 +17,7 @@ import torch
 
 from explorer.config import DecodeConfig
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 
 
 
@@ -152,7 +153,7 @@ def _dev_bleu_by_step(run_dir: Path, cache: dict) -> dict[int, float | None]:
 
 def _short(path) -> str:
     """runs/numbers/checkpoints/step_000300 -> numbers@300; other paths -> their last part."""
-    run, step = rf.run_of(path), rf.step_of(path)
+    run, step = rp.run_of(path), rp.step_of(path)
     return f"{run.name}@{step}" if run is not None else Path(str(path)).name
 
 
@@ -186,13 +187,13 @@ def checkpoint_rows(infos) -> list[dict]:
         train = (info.meta or {}).get("training") or {}
         train = train if isinstance(train, dict) else {}
         step = train.get("step")
-        run_dir = rf.run_of(info.path)
+        run_dir = rp.run_of(info.path)
         dev = _dev_bleu_by_step(run_dir, cache).get(int(step)) if run_dir and isinstance(step, int) else None
         dev = dev if dev is not None else _recorded_dev_bleu(train)
         test_bleu = _test_bleu(info.card)
         dataset = train.get("dataset")
         rows.append({"checkpoint": info.name, "run": train.get("run") or (run_dir.name if run_dir else ""),
-                     "step": step, "data": rf.dataset_label(dataset) if isinstance(dataset, str) else dataset,
+                     "step": step, "data": rp.dataset_label(dataset) if isinstance(dataset, str) else dataset,
                      "preset": train.get("preset") if not train.get("init_from") else
                      f"fine-tuned from {_short(train['init_from'])}",
                      "params (M)": round(info.n_params / 1e6, 2) if info.n_params else None,
@@ -217,7 +218,7 @@ class RunGroup:
 def _step(info) -> int | None:
     train = (info.meta or {}).get("training")
     step = train.get("step") if isinstance(train, dict) else None
-    return step if isinstance(step, int) and not isinstance(step, bool) else rf.step_of(info.path)
+    return step if isinstance(step, int) and not isinstance(step, bool) else rp.step_of(info.path)
 
 
 def runs_of(infos) -> list[RunGroup]:
@@ -230,7 +231,7 @@ def runs_of(infos) -> list[RunGroup]:
     for info in infos:
         if getattr(info, "error", None):
             continue
-        run_dir = rf.run_of(info.path)
+        run_dir = rp.run_of(info.path)
         train = (info.meta or {}).get("training")
         recorded = train.get("run") if isinstance(train, dict) else None
         if run_dir is not None:

@@ -71,7 +71,7 @@ def held_out_pairs(ckpt_path: str | Path, meta: dict, data_dir: str | Path | Non
     checkpoint has neither, or that dataset cannot be built."""
     from explorer.data import DataError, load_corpus
     from explorer.data.files import read_tsv
-    from explorer.store.checkpoint import TEST_SPLIT
+    from explorer.files.names import TEST_SPLIT
 
     own = Path(ckpt_path) / TEST_SPLIT
     if own.is_file():

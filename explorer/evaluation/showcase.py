@@ -110,7 +110,8 @@ def record(checkpoint: str, device: str = "cpu") -> dict | None:
     """Compute the rule on a checkpoint's own test.tsv and write it into its card.json (other
     sections kept); returns the section, or None without a test.tsv."""
     from explorer.data.files import read_tsv
-    from explorer.store.checkpoint import TEST_SPLIT, load_checkpoint, read_card, write_card
+    from explorer.files.names import TEST_SPLIT
+    from explorer.store.checkpoint import load_checkpoint, read_card, write_card
 
     ckpt = load_checkpoint(checkpoint, device=device)
     test = ckpt.path / TEST_SPLIT

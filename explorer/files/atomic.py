@@ -11,26 +11,49 @@ import os
 import shutil
 import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import IO, Any, Callable, Iterator, Mapping
+
+from explorer.files import names
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # no space left, or over the user's quota
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so a reader sees the old or the new file, never half of one."""
+@contextmanager
+def replacing(path: str | os.PathLike, mode: str = "w", **open_args: Any) -> Iterator[IO]:
+    """Open a hidden temporary file beside `path` and, when the block ends without an error, fsync it
+    and rename it over `path`: a reader sees the old file or the new one, never half of one. On an
+    error the temporary file is removed and `path` is left as it was. The one tmp-then-rename of the
+    project: every file written whole goes through it.
+
+        with replacing(path) as f:
+            f.write(text)
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
+        with os.fdopen(fd, mode, **open_args) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` whole or not at all (replacing)."""
+    with replacing(path, "wb") as f:
+        f.write(data)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a reader sees the old or the new file, never half of one."""
+    with replacing(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
 
 
 def read_json_object(path: Path, keys: tuple[str, ...] = ()) -> dict | None:
@@ -61,14 +84,10 @@ def rewrite_json_in_place(path: Path, data: Any) -> None:
 
 
 def write_files(directory: str | os.PathLike, files: Mapping[str, bytes]) -> list[str]:
-    """Write each named file into `directory` through a temporary file and a rename (a reader sees
-    the old file or the new one); returns the names, sorted. Tokenizers save their files with it."""
-    os.makedirs(directory, exist_ok=True)
+    """Write each named file into `directory` whole (a reader sees the old file or the new one);
+    returns the names, sorted. Tokenizers save their files with it."""
     for name, data in files.items():
-        tmp = os.path.join(directory, name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, os.path.join(directory, name))
+        write_bytes_atomic(Path(directory) / name, data)
     return sorted(files)
 
 
@@ -128,7 +147,7 @@ def recover(target: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def asides(target: Path, marker: str = "config.json") -> list[Path]:
+def asides(target: Path, marker: str = names.CONFIG) -> list[Path]:
     """Whole old copies renamed aside by an interrupted swap, oldest first."""
     found = [p for p in target.parent.glob(f".{target.name}.old-*") if (p / marker).is_file()]
     return sorted(found, key=lambda p: p.stat().st_mtime)

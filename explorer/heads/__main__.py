@@ -12,6 +12,7 @@ import sys
 from functools import partial
 
 from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
+from explorer.files.names import HEAD_LAB_OUT
 from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
 
@@ -21,7 +22,7 @@ def build_parser() -> CommandParser:
     parser.add_argument("checkpoint")
     parser.add_argument("--sentences", type=count("sentences", *RANGES["sentences"]), default=200,
                         help="the first N held-out pairs (default 200, at most %d)" % RANGES["sentences"][1])
-    parser.add_argument("--out", default="head_lab.json", help="the JSON file to write (default head_lab.json)")
+    parser.add_argument("--out", default=HEAD_LAB_OUT, help=f"the JSON file to write (default {HEAD_LAB_OUT})")
     parser.add_argument("--forced", choices=FORCED, default="reference",
                         help="teacher-force the reference (default) or the model's own greedy output")
     parser.add_argument("--seeds", type=count("seeds", *RANGES["seeds"]), default=3,

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from explorer.files import names as n
 from explorer.files.atomic import recover
 from explorer.interop.marian import check_exportable, hf_config, hf_generation_config, state_to_hf
 from explorer.store.card import ModelCard, model_card
@@ -31,7 +32,7 @@ def marian_tokenizer_files(tokenizer) -> dict[str, bytes]:
     project's sentencepiece models, each model as source.spm/target.spm and its piece list as
     vocab.json (ids unchanged, so the special ids stay where the model has them)."""
     models = tokenizer.model_bytes()
-    if "vocab.json" in models:
+    if n.MARIAN_VOCAB in models:
         return dict(models)
 
     def vocab(side: str, size: int) -> bytes:
@@ -40,10 +41,10 @@ def marian_tokenizer_files(tokenizer) -> dict[str, bytes]:
 
     if tokenizer.joint:
         [data] = models.values()
-        return {"source.spm": data, "target.spm": data, "vocab.json": vocab("src", tokenizer.src_vocab_size)}
-    return {"source.spm": models["src.model"], "target.spm": models["tgt.model"],
-            "vocab.json": vocab("src", tokenizer.src_vocab_size),
-            "target_vocab.json": vocab("tgt", tokenizer.tgt_vocab_size)}
+        return {n.MARIAN_SRC_SPM: data, n.MARIAN_TGT_SPM: data, n.MARIAN_VOCAB: vocab("src", tokenizer.src_vocab_size)}
+    return {n.MARIAN_SRC_SPM: models[n.SRC_TOKENIZER], n.MARIAN_TGT_SPM: models[n.TGT_TOKENIZER],
+            n.MARIAN_VOCAB: vocab("src", tokenizer.src_vocab_size),
+            n.MARIAN_TGT_VOCAB: vocab("tgt", tokenizer.tgt_vocab_size)}
 
 
 TO_HF, TO_CT2 = "explorer.convert to-hf", "explorer.convert to-ct2"
@@ -61,20 +62,20 @@ def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype
     tensors = {name: t.to(dtype) for name, t in state_to_hf(loaded.model).items()}
     cfg = loaded.config
     texts = {
-        "config.json": {**hf_config(cfg), "torch_dtype": str(dtype).removeprefix("torch.")},
-        "generation_config.json": hf_generation_config(cfg),
-        "tokenizer_config.json": {"source_lang": loaded.meta.get("src_lang"), "target_lang": loaded.meta.get("tgt_lang"),
-                                  "model_max_length": cfg.max_len, "separate_vocabs": "target_vocab.json" in files,
+        n.HF_CONFIG: {**hf_config(cfg), "torch_dtype": str(dtype).removeprefix("torch.")},
+        n.HF_GENERATION_CONFIG: hf_generation_config(cfg),
+        n.HF_TOKENIZER_CONFIG: {"source_lang": loaded.meta.get("src_lang"), "target_lang": loaded.meta.get("tgt_lang"),
+                                  "model_max_length": cfg.max_len, "separate_vocabs": n.MARIAN_TGT_VOCAB in files,
                                   "tokenizer_class": "MarianTokenizer"},
     }
 
     def write(tmp: Path) -> None:
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_file(tensors, str(tmp / n.HF_WEIGHTS[0]), metadata={"format": "pt"})
         for name, data in files.items():
             (tmp / name).write_bytes(data)
         for name, data in texts.items():
             (tmp / name).write_text(json.dumps(data, indent=2, ensure_ascii=False))
-        (tmp / "README.md").write_text(_readme(loaded))
+        (tmp / n.HF_README).write_text(_readme(loaded))
     return _write_whole(Path(out), TO_HF, write, overwrite, checkpoint)
 
 

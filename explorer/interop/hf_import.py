@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from explorer.files import names
 from explorer.interop import hf_source as src
 from explorer.interop.marian import LOGITS_BIAS, ConversionError, model_config_from_hf, state_from_hf
 from explorer.model import Transformer
@@ -40,7 +41,7 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
 
     directory, provenance = src.locate(source)
     check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
-    hf = src.read_json(directory / "config.json")
+    hf = src.read_json(directory / names.HF_CONFIG)
     try:
         tokenizer = VocabTokenizer.load(directory)
     except (OSError, ValueError) as exc:

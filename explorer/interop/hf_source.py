@@ -20,11 +20,13 @@ from typing import Any, Callable
 
 import torch
 
+from explorer.files import names as n
+
 HUB_HOST = "huggingface.co"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json")
-WANTED = ("config.json", "generation_config.json", "README.md", *WEIGHT_FILES, *TOKENIZER_FILES)
+WEIGHT_FILES = n.HF_WEIGHTS
+TOKENIZER_FILES = (n.MARIAN_SRC_SPM, n.MARIAN_TGT_SPM, n.MARIAN_VOCAB, n.MARIAN_TGT_VOCAB, n.HF_TOKENIZER_CONFIG)
+WANTED = (n.HF_CONFIG, n.HF_GENERATION_CONFIG, n.HF_README, *WEIGHT_FILES, *TOKENIZER_FILES)
 MAX_JSON_BYTES = 1 << 20          # config.json, tokenizer_config.json, generation_config.json
 MAX_README_BYTES = 1 << 20
 REACH_TIMEOUT_S = 4.0
@@ -145,7 +147,7 @@ def _load_bin(path: Path, mmap: bool) -> Any:
 
 def readme_facts(directory: Path) -> dict[str, str]:
     """The licence and datasets a model card's YAML front matter states (`license: cc-by-4.0`), if any."""
-    path = directory / "README.md"
+    path = directory / n.HF_README
     if not path.is_file() or path.stat().st_size > MAX_README_BYTES:
         return {}
     text = path.read_text(encoding="utf-8", errors="replace")
@@ -165,7 +167,7 @@ def readme_facts(directory: Path) -> dict[str, str]:
 
 def languages(directory: Path, provenance: str) -> tuple[str | None, str | None]:
     """Source and target language: tokenizer_config.json's, else the opus-mt-xx-yy pattern of the name."""
-    tok = read_optional_json(directory / "tokenizer_config.json")
+    tok = read_optional_json(directory / n.HF_TOKENIZER_CONFIG)
     src, tgt = tok.get("source_lang"), tok.get("target_lang")
     if isinstance(src, str) and isinstance(tgt, str):
         return src, tgt

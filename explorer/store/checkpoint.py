@@ -31,6 +31,7 @@ from safetensors.torch import save_file
 
 from explorer.config import ModelConfig
 from explorer.files.atomic import asides, fsync_dir, recover, write_directory, write_json_atomic
+from explorer.files.names import CARD, CONFIG, TRAINER_STATE, WEIGHTS
 from explorer.model import Transformer
 from explorer.runtime.device import resolve_device
 from explorer.store import weights as wf
@@ -38,8 +39,6 @@ from explorer.store.errors import CheckpointError
 from explorer.store.output_dirs import write_output_dir
 
 FORMAT_VERSION = 1
-CONFIG, WEIGHTS, CARD, TRAINER_STATE = "config.json", "model.safetensors", "card.json", "trainer_state.pt"
-TEST_SPLIT = "test.tsv"
 META_KEYS = ("name", "src_lang", "tgt_lang", "training")
 
 

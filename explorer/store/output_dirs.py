@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from explorer.files.atomic import write_directory
+from explorer.files.names import OUTPUT_MARKER
 from explorer.files.places import REPO_ROOT
 
-MARKER = ".explorer-output.json"
+MARKER = OUTPUT_MARKER
 
 
 class OutputRefused(ValueError):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from explorer.store.checkpoint import TEST_SPLIT, CheckpointError, load_checkpoint, read_card, save_checkpoint
+from explorer.files.names import TEST_SPLIT
+from explorer.store.checkpoint import CheckpointError, load_checkpoint, read_card, save_checkpoint
 
 
 def ship(src: str | Path, dst: str | Path, name: str | None = None, test_tsv: str | Path | None = None,

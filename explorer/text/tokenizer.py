@@ -18,9 +18,9 @@ from typing import Iterable, Sequence
 import sentencepiece as spm
 
 from explorer.files.atomic import write_files
+from explorer.files.names import JOINT_TOKENIZER as JOINT_FILE, SRC_TOKENIZER as SRC_FILE, TGT_TOKENIZER as TGT_FILE
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 
-JOINT_FILE, SRC_FILE, TGT_FILE = "tokenizer.model", "src.model", "tgt.model"
 MODEL_TYPES = ("bpe", "unigram", "word")
 
 

@@ -25,9 +25,10 @@ from typing import Iterable
 import sentencepiece as spm
 
 from explorer.files.atomic import write_files
+from explorer.files.names import MARIAN_SRC_SPM as SRC_SPM, MARIAN_TGT_SPM as TGT_SPM
+from explorer.files.names import MARIAN_TGT_VOCAB as TGT_VOCAB_FILE, MARIAN_VOCAB as VOCAB_FILE
 from explorer.text.special import SpecialIds
 
-SRC_SPM, TGT_SPM, VOCAB_FILE, TGT_VOCAB_FILE = "source.spm", "target.spm", "vocab.json", "target_vocab.json"
 REQUIRED, OPTIONAL = (SRC_SPM, TGT_SPM, VOCAB_FILE), (TGT_VOCAB_FILE,)
 MAX_FILE_BYTES = 64 << 20                   # per file: far above OPUS-MT's (~1 MB spm, ~2 MB vocab)
 EOS_PIECE, UNK_PIECE, PAD_PIECE = "</s>", "<unk>", "<pad>"

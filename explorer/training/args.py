@@ -17,7 +17,7 @@ from pathlib import Path
 
 from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
 from explorer.runtime.device import check_device
-from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.text.tokenizer import MODEL_TYPES
 
 # Upper limits: far above any setting that makes sense here (and above the app form's caps), low
@@ -85,7 +85,7 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite contradict each other: continue the run or start over")
     data = _read_config_file(args.config) if args.config else {}
-    saved = Path(args.run_dir or TrainConfig.run_dir) / rf.CONFIG
+    saved = Path(args.run_dir or TrainConfig.run_dir) / rp.CONFIG
     if args.resume and not args.config and saved.is_file():
         data = _read_config_file(str(saved))
     for f in fields(TrainConfig):
@@ -94,7 +94,7 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
     cfg = TrainConfig.from_dict(data)
     validate(cfg)
     check_device(cfg.device)     # one this machine has: one line now, not a traceback from inside the trainer
-    if not (args.resume or args.overwrite) and rf.holds_run(cfg.run_dir):
+    if not (args.resume or args.overwrite) and rp.holds_run(cfg.run_dir):
         # a fresh run's files would mix with the old ones (keep_last would prune by name across both)
         raise ValueError(f"{cfg.run_dir} already holds a run; use --resume to continue it "
                          "or --overwrite to start over")

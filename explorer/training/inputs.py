@@ -5,16 +5,14 @@ replays exactly the batches an uninterrupted run would have seen.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from explorer.config import TrainConfig
 from explorer.data.batching import make_batches, pad_batch
-from explorer.data.encoded import EncodedSplit, encode_pairs  # noqa: F401  (the trainer's inputs)
-from explorer.text.encoding import source_ids, target_ids
-from explorer.text.special import DEFAULT_IDS, PAD_ID, SpecialIds
+from explorer.data.encoded import EncodedSplit
+from explorer.files.names import RUN_TOKENIZER
 from explorer.text.tokenizer import Tokenizer
 
 
@@ -22,7 +20,7 @@ def prepare_tokenizer(cfg: TrainConfig, corpus, run_dir: Path, init_tokenizer: T
     """Fine-tuning keeps the checkpoint's tokenizer; a fresh run trains one (once per run dir)."""
     if init_tokenizer is not None:
         return init_tokenizer
-    tok_dir = Path(run_dir) / "tokenizer"
+    tok_dir = Path(run_dir) / RUN_TOKENIZER
     try:
         return Tokenizer.load(tok_dir)
     except Exception:

@@ -32,14 +32,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from explorer.config import TrainConfig
+from explorer.files.names import LAUNCH_LOCK
 from explorer.runtime.priority import lower_priority
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-RESERVED_NAMES = (rf.UPLOADS, rf.HEADS, rf.ALIGN)                       # folders of the runs directory that are not runs
-LAUNCH_LOCK = ".launch.lock"
+RESERVED_NAMES = (rp.UPLOADS, rp.HEADS, rp.ALIGN)                       # folders of the runs directory that are not runs
 LAUNCH_WAIT = 60.0                         # seconds a launch waits for the new trainer to take its lock
 _PROCS: dict[str, subprocess.Popen] = {}      # jobs this process launched (reaped when polled)
 _LAUNCH = threading.Lock()                     # one launch at a time per app process
@@ -76,14 +77,14 @@ class Job:
 
 # ---- where runs live, limits -------------------------------------------------------------------
 def run_dir_for(name: str) -> Path:
-    """The run directory a run name from a form stands for: a folder directly under rf.runs_root().
+    """The run directory a run name from a form stands for: a folder directly under rp.runs_root().
 
     Refused (JobError naming the rule) when the name is not one plain path component ('..', '/',
     an absolute path, '.', a hidden name), is reserved (uploads/), or already exists as a symlink
     or anything else that resolves outside the runs directory: the trainer would write there.
     Creates nothing.
     """
-    name, root = str(name).strip(), rf.runs_root()
+    name, root = str(name).strip(), rp.runs_root()
     refused = JobError(f"run name {name!r}: use {NAME_RULE} (a folder directly under {root}, not a path)")
     if not NAME_RE.fullmatch(name) or name in RESERVED_NAMES:
         raise refused
@@ -97,9 +98,9 @@ def _own_run_dir(run_dir: str | os.PathLike) -> Path:
     """`run_dir` as an absolute path, if it is a run directory run_dir_for() accepts; else JobError."""
     path = Path(os.path.abspath(run_dir))                       # normalised, symlinks not followed
     given = os.fspath(run_dir)
-    if (os.path.normpath(given) != given.rstrip(os.sep) or path.parent.resolve() != rf.runs_root()
+    if (os.path.normpath(given) != given.rstrip(os.sep) or path.parent.resolve() != rp.runs_root()
             or Path(given).name != path.name):                  # "x/../y", "./y", "y/." are paths, not names
-        raise JobError(f"run name {str(run_dir)!r}: use {NAME_RULE} (a folder directly under {rf.runs_root()}, "
+        raise JobError(f"run name {str(run_dir)!r}: use {NAME_RULE} (a folder directly under {rp.runs_root()}, "
                        "not a path)")
     return run_dir_for(path.name)
 
@@ -128,7 +129,7 @@ def poll(run_dir: str | os.PathLike) -> Job:
     run_dir = Path(run_dir).resolve()
     status = rf.read_status(run_dir)
     job = Job(name=run_dir.name, run_dir=run_dir, state=str(status.get("state") or "unknown"),
-              config=rf.read_train_config(run_dir), checkpoints=rf.checkpoint_dirs(run_dir))
+              config=rf.read_train_config(run_dir), checkpoints=rp.checkpoint_dirs(run_dir))
     for key, cast in (("pid", int), ("step", int), ("total_steps", int), ("epoch", float),
                       ("started", float), ("updated", float), ("last_error", str)):
         with contextlib.suppress(TypeError, ValueError):
@@ -160,7 +161,7 @@ def poll(run_dir: str | os.PathLike) -> Job:
 
 def list_jobs(root: str | os.PathLike | None = None) -> list[Job]:
     """Every run directory under `root`, newest first (uploads/, heads/ and hidden folders skipped)."""
-    root = Path(root) if root else rf.runs_root()
+    root = Path(root) if root else rp.runs_root()
     try:
         dirs = [p for p in root.iterdir()
                 if p.is_dir() and not p.name.startswith(".") and p.name not in RESERVED_NAMES]
@@ -180,12 +181,12 @@ def _last_error_line(run_dir: Path) -> str:
 
 # ---- checks before launch -----------------------------------------------------------------------
 def needed_bytes(cfg: TrainConfig) -> int:
-    """Disk space the run needs (rf.disk_needed): its kept checkpoints, the best one kept beside them,
+    """Disk space the run needs (rp.disk_needed): its kept checkpoints, the best one kept beside them,
     and the one being written."""
     from explorer.model import parameter_count
     from explorer.training.args import planned_model_config
 
-    return rf.disk_needed(parameter_count(planned_model_config(cfg)), cfg.keep_last + 2)
+    return rp.disk_needed(parameter_count(planned_model_config(cfg)), cfg.keep_last + 2)
 
 
 def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
@@ -214,7 +215,7 @@ def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
             read_config(cfg.init_from)
         except CheckpointError as err:
             raise JobError(f"cannot fine-tune from this checkpoint: {err}") from None
-    need, free = needed_bytes(cfg), rf.free_bytes(run_dir)
+    need, free = needed_bytes(cfg), rp.free_bytes(run_dir)
     if free < need:
         raise JobError(f"not enough disk space: {free >> 20} MiB free under {run_dir.parent}, "
                        f"the run needs about {need >> 20} MiB")
@@ -223,12 +224,12 @@ def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
 def _check_new(run_dir: Path) -> None:
     """A new run needs a name no run has used: not even a launch that failed before the trainer wrote
     anything (it left train.log, which the trainer's own holds_run check leaves alone)."""
-    if rf.holds_run(run_dir) or (run_dir / rf.LOG).exists():
+    if rp.holds_run(run_dir) or (run_dir / rp.LOG).exists():
         raise JobError(f"a run named {run_dir.name!r} already exists; pick another name or resume it")
 
 
 def _check_capacity(run_dir: Path) -> None:
-    roots = {run_dir.parent, rf.runs_root()}
+    roots = {run_dir.parent, rp.runs_root()}
     running = [j for root in roots for j in list_jobs(root) if j.active]
     running += [j for j in (poll(p) for p in list(_PROCS) if Path(p).parent not in roots) if j.active]
     if any(j.run_dir == run_dir for j in running) or _lock_held(run_dir):
@@ -263,7 +264,7 @@ def _launch_slot():
     Held from the capacity check until the new trainer holds its run lock (see _launch), so a
     second app process that checks the limit meanwhile sees the new job as running.
     """
-    root = rf.runs_root()
+    root = rp.runs_root()
     with _LAUNCH:
         root.mkdir(parents=True, exist_ok=True)
         fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -288,10 +289,10 @@ def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> Job:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if cfg.threads:
         env["OMP_NUM_THREADS"] = str(cfg.threads)
-    with open(run_dir / rf.LOG, "ab") as log:
+    with open(run_dir / rp.LOG, "ab") as log:
         log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} launched: {' '.join(argv[1:])}\n".encode())
         log.flush()
-        proc = subprocess.Popen(argv, cwd=rf.REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen(argv, cwd=rp.REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     lower_priority(proc.pid)
     _PROCS[str(run_dir)] = proc
@@ -302,7 +303,7 @@ def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> Job:
 
 
 def start(cfg: TrainConfig, *, nproc: int = 1) -> Job:
-    """Validate and launch a new run in cfg.run_dir (a folder directly under rf.runs_root()); returns the job."""
+    """Validate and launch a new run in cfg.run_dir (a folder directly under rp.runs_root()); returns the job."""
     cfg = TrainConfig.from_dict({**cfg.to_dict(), "run_dir": str(_own_run_dir(cfg.run_dir))})
     if nproc > 1 and nproc > gpu_count():
         raise JobError(f"{nproc} processes asked for, but {gpu_count()} GPU(s) are present")
@@ -326,9 +327,9 @@ def resume(run_dir: str | os.PathLike, *, nproc: int = 1, **overrides) -> Job:
         try:
             cfg = TrainConfig.from_dict({**job.config, **overrides, "run_dir": str(run_dir)})
         except (TypeError, ValueError) as err:
-            raise JobError(f"{run_dir / rf.CONFIG}: cannot be used to resume ({err})") from None
+            raise JobError(f"{run_dir / rp.CONFIG}: cannot be used to resume ({err})") from None
         if not job.config:
-            raise JobError(f"{run_dir / rf.CONFIG} is missing or unreadable; cannot resume")
+            raise JobError(f"{run_dir / rp.CONFIG} is missing or unreadable; cannot resume")
         validate_settings(cfg, new_run=False)
         _check_capacity(run_dir)
         return _launch(cfg, command(cfg, resume=True, nproc=nproc), run_dir)

@@ -22,16 +22,19 @@ import torch
 
 from explorer.config import TrainConfig, preset
 from explorer.data import DataError, load_corpus
+from explorer.data.encoded import encode_pairs
 from explorer.evaluation.scores import evaluate_split
 from explorer.files.atomic import DISK_FULL, recover
 from explorer.model import Transformer, parameter_count
 from explorer.runtime.device import resolve_device
+from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.store.card import fine_tuned_card
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
 from explorer.training.args import parse_command
 from explorer.training.distributed import Dist
-from explorer.training.inputs import BatchPlan, encode_pairs, prepare_tokenizer
+from explorer.training.inputs import BatchPlan, prepare_tokenizer
 from explorer.training.memory import SetupRefused, check_batches
 from explorer.training.schedule import noam_rate
 
@@ -110,16 +113,16 @@ class Trainer:
                 rf.drop_metrics_after(self.run_dir, self.step)
         self.train_model = self.dist.wrap(self.model)
         if self.dist.is_main:
-            rf.write_json_atomic(self.run_dir / rf.CONFIG, cfg.to_dict())
+            write_json_atomic(self.run_dir / rp.CONFIG, cfg.to_dict())
 
     def _restore(self) -> None:
         if self.dist.is_main:       # the run's only writer finishes what an interrupted save left
-            for path in rf.checkpoint_dirs(self.run_dir):
+            for path in rp.checkpoint_dirs(self.run_dir):
                 recover(path)       # a copy left aside mid-swap is renamed back; debris removed
         self.dist.barrier()
-        ckpts = rf.checkpoint_dirs(self.run_dir)
+        ckpts = rp.checkpoint_dirs(self.run_dir)
         if not ckpts:
-            raise SystemExit(f"--resume: no checkpoint in {self.run_dir / rf.CHECKPOINTS}")
+            raise SystemExit(f"--resume: no checkpoint in {self.run_dir / rp.CHECKPOINTS}")
         last = ckpts[-1]
         loaded = load_checkpoint(last, device=str(self.device))
         self.model.load_state_dict(loaded.model.state_dict())
@@ -268,9 +271,9 @@ class Trainer:
         self.dist.barrier()
 
     def _check_disk(self) -> None:
-        """Room for the next checkpoint (rf.disk_needed), so a save does not fail half-written."""
-        need = rf.disk_needed(parameter_count(self.model_cfg), checkpoints=1)
-        free = rf.free_bytes(self.run_dir)
+        """Room for the next checkpoint (rp.disk_needed), so a save does not fail half-written."""
+        need = rp.disk_needed(parameter_count(self.model_cfg), checkpoints=1)
+        free = rp.free_bytes(self.run_dir)
         if free < need:
             raise OSError(f"disk nearly full: {free >> 20} MiB free in {self.run_dir}, need {need >> 20} MiB")
 
@@ -283,7 +286,7 @@ class Trainer:
                  "best_bleu": float(self.best["bleu"]), "best_step": self.best["step"]}
         if self.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state()
-        path = rf.checkpoint_dir(self.run_dir, self.step)
+        path = rp.checkpoint_dir(self.run_dir, self.step)
         meta = {"name": f"{self.run_dir.name}@{self.step}", "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
                 "training": {"step": self.step, "epoch": self.epoch, "dataset": self.cfg.dataset,
                              "preset": self.cfg.preset, "init_from": self.cfg.init_from,
@@ -298,9 +301,9 @@ class Trainer:
 
     def _prune(self) -> None:
         """Keep the last K checkpoints and the best by dev BLEU."""
-        ckpts = rf.checkpoint_dirs(self.run_dir)
+        ckpts = rp.checkpoint_dirs(self.run_dir)
         for old in ckpts[:-self.cfg.keep_last] if self.cfg.keep_last > 0 else []:
-            if rf.step_of(old) != self.best["step"]:
+            if rp.step_of(old) != self.best["step"]:
                 shutil.rmtree(old, ignore_errors=True)
 
     def _install_signals(self) -> None:
@@ -316,7 +319,7 @@ def _record_status(run_dir: Path, **fields) -> None:
     try:
         rf.write_status(run_dir, **fields)
     except OSError as err:
-        print(f"error: cannot record state {fields.get('state')!r} in {Path(run_dir) / rf.STATUS}: "
+        print(f"error: cannot record state {fields.get('state')!r} in {Path(run_dir) / rp.STATUS}: "
               f"{err.strerror or err}", file=sys.stderr, flush=True)
 
 

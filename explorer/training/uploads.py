@@ -14,7 +14,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from explorer.store import run_files as rf
+from explorer.files.atomic import write_bytes_atomic
+from explorer.store import run_paths as rp
 from explorer.training import jobs
 
 UPLOAD_MAX_BYTES = 50 * 1024 * 1024
@@ -29,20 +30,15 @@ def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX
     from explorer.data.files import validate_tsv
 
     report = validate_tsv(data, max_bytes=max_bytes, name=name)
-    folder = rf.runs_root() / rf.UPLOADS
+    folder = rp.runs_root() / rp.UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.tsv"
     if not path.is_file():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_bytes_atomic(path, data)
     else:
         os.utime(path)                                          # uploaded again: newest, pruned last
     with contextlib.suppress(OSError):                          # a missing name only shows the hash
-        label = rf.upload_name_file(path)
-        tmp = label.with_suffix(".name-tmp")
-        tmp.write_text(rf.clean_upload_name(name), encoding="utf-8")
-        os.replace(tmp, label)
+        write_bytes_atomic(rp.upload_name_file(path), rp.clean_upload_name(name).encode("utf-8"))
     _prune_uploads(folder, keep=path)
     return path, report
 
@@ -68,4 +64,4 @@ def _prune_uploads(folder: Path, keep: Path) -> None:
         with contextlib.suppress(OSError):
             f.unlink()
             count, total = count - 1, total - size
-            rf.upload_name_file(f).unlink(missing_ok=True)
+            rp.upload_name_file(f).unlink(missing_ok=True)

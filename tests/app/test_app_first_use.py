@@ -16,7 +16,9 @@ from support.app_support import ROOT, TIMEOUT, no_exception, numbers, open_app, 
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
 from explorer.decoding.beam import STOP_REASONS
+from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.training import uploads
 from support.training_fixtures import write_run
 
@@ -100,9 +102,9 @@ def test_an_upload_is_shown_by_its_own_name(tmp_path, monkeypatch):
     monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path))
     monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path))
     path, _ = uploads.save_upload(b"one\teins\ntwo\tzwei\nthree\tdrei\n", "C:\\Users\\me\\my corpus\x07.tsv")
-    assert path.parent == tmp_path / rf.UPLOADS and path.stem != "my corpus"      # kept by hash
+    assert path.parent == tmp_path / rp.UPLOADS and path.stem != "my corpus"      # kept by hash
     run = write_run(tmp_path / "mine", {"state": "finished"})
-    rf.write_json_atomic(run / rf.CONFIG, {**rf.read_json(run / rf.CONFIG), "dataset": str(path)})
+    write_json_atomic(run / rp.CONFIG, {**rf.read_json(run / rp.CONFIG), "dataset": str(path)})
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.run()
     at.switch_page("webapp/pages/train.py").run()

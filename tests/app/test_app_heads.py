@@ -27,10 +27,10 @@ def open_heads(**session):
 
 
 def lab_file(settings) -> Path:
-    from explorer.store import run_files as rf
+    from explorer.store import run_paths as rp
     from explorer.store.checkpoint import load_checkpoint
 
-    return rf.head_lab_file(load_checkpoint(NUMBERS).sha256, asdict(settings))
+    return rp.head_lab_file(load_checkpoint(NUMBERS).sha256, asdict(settings))
 
 
 @pytest.fixture(scope="module")

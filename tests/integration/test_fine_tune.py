@@ -17,6 +17,7 @@ from explorer.data.encoded import encode_pairs
 from explorer.evaluation.scores import evaluate_split
 from explorer.runtime.device import resolve_device
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.store.checkpoint import load_checkpoint
 from explorer.training.schedule import fine_tune_schedule
 from support.train_helpers import REPO, run
@@ -45,5 +46,5 @@ def test_the_fine_tune_recipe_keeps_dev_bleu_of_numbers_en_de(tmp_path):
     print(f"numbers-en-de dev BLEU ({DEV} sentences): {before:.2f} before, {after:.2f} after {STEPS} fine-tuning "
           f"steps (warm-up {recipe.warmup}, factor {recipe.lr_factor:.4f}, peak {recipe.peak:.2e})")
     assert after >= before - 1.0
-    saved = json.loads((rf.checkpoint_dirs(run_dir)[-1] / "config.json").read_text())["training"]
+    saved = json.loads((rp.checkpoint_dirs(run_dir)[-1] / "config.json").read_text())["training"]
     assert saved["warmup"] == recipe.warmup and saved["last_lr"] > 0       # the next fine-tune knows where this one ended

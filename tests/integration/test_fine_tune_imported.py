@@ -26,10 +26,12 @@ from explorer.data import load_corpus
 from explorer.evaluation import comparison as cmp
 from explorer.evaluation.scores import teacher_forced_loss
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.store.card import FINE_TUNE_TOOL, model_card
 from explorer.store.checkpoint import load_checkpoint
 from explorer.text.vocab_tokenizer import VocabTokenizer
-from explorer.training.inputs import BatchPlan, encode_pairs
+from explorer.data.encoded import encode_pairs
+from explorer.training.inputs import BatchPlan
 from explorer.training.schedule import UNRECORDED_PEAK, fine_tune_schedule
 from explorer.config import TrainConfig
 from support.marian_helpers import SRC_LINES, TGT_LINES, random_marian
@@ -55,7 +57,7 @@ def family(tmp_path_factory):
                 "--lr-factor", "0.03", "--label-smoothing", "0", "--eval-every", str(STEPS), "--eval-sentences", "2",
                 "--save-every", str(STEPS), "--log-every", "1", "--threads", "1", "--max-len", str(MAX_LEN)])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    child = rf.checkpoint_dirs(run_dir)[-1]
+    child = rp.checkpoint_dirs(run_dir)[-1]
     return {"parent": parent, "child": child, "models": parent.parent, "runs": run_dir.parent, "data": data,
             "run_dir": run_dir}
 

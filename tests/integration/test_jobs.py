@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from explorer.training import jobs, uploads
+from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from explorer.config import TrainConfig
 from explorer.data import DataError
@@ -77,7 +79,7 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
     jobs.stop(run)
     job = wait(run, lambda j: not j.active, "stop")
     assert job.state == "stopped" and job.resumable and 5 <= job.step < 40 and not job.note
-    assert rf.checkpoint_dirs(run)[-1].name == f"step_{job.step:06d}"          # saved where it stopped
+    assert rp.checkpoint_dirs(run)[-1].name == f"step_{job.step:06d}"          # saved where it stopped
     with pytest.raises(jobs.JobError, match="not running"):
         jobs.stop(run)
 
@@ -96,14 +98,14 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
     # resumed by another process that exits at once (like an app restart): the trainer lives on and
     # this process, which did not start it, finds it from the run directory alone
     subprocess.run([sys.executable, "-c", f"from explorer.training import jobs; jobs.resume({str(run)!r})"], check=True,
-                   cwd=rf.REPO_ROOT, timeout=LIMIT)
+                   cwd=rp.REPO_ROOT, timeout=LIMIT)
     assert str(run) not in jobs._PROCS
     job = wait(run, lambda j: j.active, "the trainer started elsewhere to be found")
     job = wait(run, lambda j: not j.active, "the resumed run to finish")
     assert job.state == "finished" and job.step == 40, rf.log_tail(run)
     c = rf.read_curves(run)
     assert c.step.tolist() == sorted(set(c.step.tolist())) and c.step[-1] == 40 and c.eval_step[-1] == 40
-    assert load_checkpoint(rf.checkpoint_dirs(run)[-1]).meta["training"]["step"] == 40
+    assert load_checkpoint(rp.checkpoint_dirs(run)[-1]).meta["training"]["step"] == 40
 
 
 def test_a_crashing_trainer_shows_failed_with_its_error(root, tmp_path):
@@ -137,7 +139,7 @@ def test_bad_dataset_file_and_full_disk_are_refused(root, tmp_path, monkeypatch)
     bad.write_text("one\teins\ntwo zwei\n")
     with pytest.raises(jobs.JobError, match="line 2"):
         jobs.start(numbers_cfg(root / "r", dataset=str(bad)))
-    monkeypatch.setattr(rf, "free_bytes", lambda path: 10 << 20)
+    monkeypatch.setattr(rp, "free_bytes", lambda path: 10 << 20)
     with pytest.raises(jobs.JobError, match="not enough disk space"):
         jobs.start(numbers_cfg(root / "r"))
     with pytest.raises(jobs.JobError, match="GPU"):
@@ -196,7 +198,7 @@ def test_states_of_finished_running_failed_killed_and_damaged_runs(root):
 
 
 def test_log_tail_keeps_the_latest_progress_bar_state(tmp_path):
-    (tmp_path / rf.LOG).write_text("start\n 10%|#  | 1/10\r 20%|## | 2/10\r\neval step 2\n" + "x\n" * 3)
+    (tmp_path / rp.LOG).write_text("start\n 10%|#  | 1/10\r 20%|## | 2/10\r\neval step 2\n" + "x\n" * 3)
     assert rf.log_tail(tmp_path, lines=5) == " 20%|## | 2/10\neval step 2\nx\nx\nx"
     assert rf.log_tail(tmp_path / "missing") == ""
 
@@ -231,7 +233,7 @@ def test_run_names_that_leave_the_runs_directory_are_refused_and_nothing_is_crea
         jobs.start(numbers_cfg(f"{root}{os.sep}{name}"))        # as a string: pathlib would drop "./" itself
     assert not any(root.iterdir())
     assert sorted(p.name for p in tmp_path.parent.iterdir()) == outside
-    assert target.exists() == existed and not (target / rf.LOG).exists()
+    assert target.exists() == existed and not (target / rp.LOG).exists()
 
 
 def test_a_run_name_that_resolves_elsewhere_is_refused(root, tmp_path_factory):
@@ -271,14 +273,14 @@ def test_the_job_limit_holds_across_app_processes(root, tokenizer_dir):
     runs = [seeded(root / f"race-{i}", tokenizer_dir) for i in (0, 1)]
     at = time.time() + 8                                           # both wait for the same moment
     procs = [subprocess.Popen([sys.executable, "-c", STARTER, json.dumps(numbers_cfg(run, max_steps=100000).to_dict()),
-                               str(at)], cwd=rf.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               str(at)], cwd=rp.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for run in runs]
     try:
         outputs = [p.communicate(timeout=LIMIT)[0] for p in procs]
         started = [run for run, out in zip(runs, outputs) if out.startswith("started")]
         assert len(started) == 1 and any("limit is 1" in o for o in outputs), outputs
         refused = next(run for run in runs if run not in started)
-        assert not (refused / rf.LOG).exists()                      # the refused one launched nothing
+        assert not (refused / rp.LOG).exists()                      # the refused one launched nothing
         wait(started[0], lambda j: j.state == "running", "the started job to run")
     finally:
         for run in runs:
@@ -295,7 +297,7 @@ def test_uploads_are_pruned_oldest_first_but_never_one_a_run_uses(root, monkeypa
         os.utime(paths[-1], (1000 + i, 1000 + i))               # distinct ages, oldest first
         if i == 0:                                              # the oldest one trains a run
             run = write_run(root / "uses-it", {"state": "finished"})
-            rf.write_json_atomic(run / rf.CONFIG, {**rf.read_json(run / rf.CONFIG), "dataset": str(paths[0])})
+            write_json_atomic(run / rp.CONFIG, {**rf.read_json(run / rp.CONFIG), "dataset": str(paths[0])})
     kept = sorted(p.name for p in (root / "uploads").glob("*.tsv"))
     assert paths[0].exists() and paths[-1].exists()
     assert len(kept) == 3 and not paths[1].exists() and not paths[2].exists()

@@ -13,7 +13,9 @@ import sys
 import pytest
 import torch
 
+from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.training import trainer as train
 from explorer.training.args import parse_config
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
@@ -54,7 +56,7 @@ def test_smoke_run_loss_falls_and_run_files_are_written(smoke):
 @pytest.mark.slow
 def test_config_file_values_and_flag_overrides_are_saved(smoke):
     run_dir, proc = smoke
-    saved = json.loads((run_dir / rf.CONFIG).read_text())
+    saved = json.loads((run_dir / rp.CONFIG).read_text())
     assert saved["max_steps"] == 30 and saved["keep_last"] == 2          # flags win
     assert saved["label_smoothing"] == 0.05 and saved["seed"] == 7         # the file's values
     assert saved["save_every"] == 10 and saved["log_every"] == 1
@@ -77,7 +79,7 @@ def test_keep_last_k_checkpoints_and_the_best(smoke):
 def test_prune_keeps_last_k_and_best(tmp_path):
     """The pruning rule alone, with the best checkpoint outside the last K."""
     for step in (10, 20, 30, 40, 50):
-        d = tmp_path / rf.CHECKPOINTS / f"step_{step:06d}"
+        d = tmp_path / rp.CHECKPOINTS / f"step_{step:06d}"
         d.mkdir(parents=True)
         (d / "config.json").write_text("{}")
         (d / "model.safetensors").write_text("")
@@ -85,7 +87,7 @@ def test_prune_keeps_last_k_and_best(tmp_path):
     trainer.run_dir, trainer.cfg = tmp_path, train.TrainConfig(keep_last=2)
     trainer.best = {"bleu": 12.0, "step": 20}
     trainer._prune()
-    assert [p.name for p in rf.checkpoint_dirs(tmp_path)] == ["step_000020", "step_000040", "step_000050"]
+    assert [p.name for p in rp.checkpoint_dirs(tmp_path)] == ["step_000020", "step_000040", "step_000050"]
 
 
 @pytest.mark.slow
@@ -169,7 +171,7 @@ def test_second_trainer_on_a_locked_run_dir_is_refused(tmp_path):
         holder.release()
     assert proc.returncode != 0
     assert "refused: another trainer holds" in proc.stderr and str(run_dir) in proc.stderr
-    assert not (run_dir / rf.STATUS).exists() and not (run_dir / rf.CONFIG).exists()
+    assert not (run_dir / rp.STATUS).exists() and not (run_dir / rp.CONFIG).exists()
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -217,7 +219,7 @@ def test_flags_override_the_file_and_resume_reads_the_saved_config(tmp_path):
     cfg, resume = parse_config(["--config", str(path), "--max-steps", "9", "--no-bf16",
                                       "--run-dir", str(tmp_path)])
     assert (cfg.max_steps, cfg.warmup, cfg.bf16, resume) == (9, 7, False, False)
-    rf.write_json_atomic(tmp_path / rf.CONFIG, cfg.to_dict())
+    write_json_atomic(tmp_path / rp.CONFIG, cfg.to_dict())
     cfg2, resume2 = parse_config(["--run-dir", str(tmp_path), "--resume", "--max-steps", "20"])
     assert resume2 and cfg2.warmup == 7 and cfg2.max_steps == 20
 

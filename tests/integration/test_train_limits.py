@@ -15,7 +15,9 @@ import time
 
 import pytest
 
+from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.training import memory
 from explorer.training import trainer as train
 from explorer.training import args as train_args
@@ -183,16 +185,16 @@ def _no_space(*args, **kwargs):
 
 def test_status_write_on_a_full_disk_rewrites_the_file_in_place(tmp_path, monkeypatch):
     rf.write_status(tmp_path, state="running", pid=123, step=19, total_steps=30, device="cpu", updated=1.5)
-    size = (tmp_path / rf.STATUS).stat().st_size
+    size = (tmp_path / rp.STATUS).stat().st_size
     monkeypatch.setattr(tempfile, "mkstemp", _no_space)          # no new file: the atomic write's temp file
     rf.write_status(tmp_path, state="failed", step=20, last_error="disk full")
     assert rf.read_status(tmp_path) == {"state": "failed", "pid": 123, "step": 20, "total_steps": 30,
                                         "device": "cpu", "updated": 1.5, "last_error": "disk full"}
-    assert (tmp_path / rf.STATUS).stat().st_size >= size          # never truncated (that frees blocks)
+    assert (tmp_path / rp.STATUS).stat().st_size >= size          # never truncated (that frees blocks)
     rf.write_status(tmp_path, last_error=None)                    # shorter: padded, still valid JSON
     assert rf.read_status(tmp_path)["last_error"] is None
-    assert (tmp_path / rf.STATUS).stat().st_size >= size
-    assert [p.name for p in tmp_path.iterdir()] == [rf.STATUS]
+    assert (tmp_path / rp.STATUS).stat().st_size >= size
+    assert [p.name for p in tmp_path.iterdir()] == [rp.STATUS]
 
 
 def test_status_write_falls_back_only_for_a_full_disk(tmp_path, monkeypatch):
@@ -202,7 +204,7 @@ def test_status_write_falls_back_only_for_a_full_disk(tmp_path, monkeypatch):
 
     def denied(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
-    (tmp_path / rf.STATUS).write_text('{"state": "running"}')
+    (tmp_path / rp.STATUS).write_text('{"state": "running"}')
     monkeypatch.setattr(tempfile, "mkstemp", denied)
     with pytest.raises(PermissionError):
         rf.write_status(tmp_path, state="failed")
@@ -262,8 +264,8 @@ def test_a_full_disk_during_a_save_fails_the_run_and_keeps_the_last_checkpoint(t
         assert st["state"] == "failed" and st["step"] == 20
         assert "disk full" in st["last_error"] and "No space left on device" in st["last_error"]
     assert checkpoint_steps(run_dir) == [10]
-    assert load_checkpoint(run_dir / rf.CHECKPOINTS / "step_000010").meta["training"]["step"] == 10
-    debris = [p.name for d in (run_dir, run_dir / rf.CHECKPOINTS) for p in d.iterdir() if p.name.startswith(".")]
+    assert load_checkpoint(run_dir / rp.CHECKPOINTS / "step_000010").meta["training"]["step"] == 10
+    debris = [p.name for d in (run_dir, run_dir / rp.CHECKPOINTS) for p in d.iterdir() if p.name.startswith(".")]
     assert debris == []
     assert not rf.RunLock(run_dir).is_held_by_other()
 
@@ -272,15 +274,15 @@ def test_a_full_disk_during_a_save_fails_the_run_and_keeps_the_last_checkpoint(t
 def _old_run(run_dir, tokenizer_dir, parts=("status", "checkpoints")):
     """A finished 30-step run as the trainer leaves it (checkpoints reduced to their marker files)."""
     seed_tokenizer(run_dir, tokenizer_dir)
-    (run_dir / rf.LOG).write_text("# launched: old run\nfinished: step 30/30\n")
-    (run_dir / rf.METRICS).write_text("".join(json.dumps({"kind": "train", "step": s, "loss": 1.0}) + "\n"
+    (run_dir / rp.LOG).write_text("# launched: old run\nfinished: step 30/30\n")
+    (run_dir / rp.METRICS).write_text("".join(json.dumps({"kind": "train", "step": s, "loss": 1.0}) + "\n"
                                               for s in (10, 20, 30)))
-    rf.write_json_atomic(run_dir / rf.CONFIG, TrainConfig(run_dir=str(run_dir), max_steps=30).to_dict())
+    write_json_atomic(run_dir / rp.CONFIG, TrainConfig(run_dir=str(run_dir), max_steps=30).to_dict())
     if "status" in parts:
         rf.write_status(run_dir, state="finished", step=30, last_checkpoint=str(run_dir / "checkpoints/step_000030"))
     if "checkpoints" in parts:
         for step in (20, 30):
-            d = run_dir / rf.CHECKPOINTS / f"step_{step:06d}"
+            d = run_dir / rp.CHECKPOINTS / f"step_{step:06d}"
             d.mkdir(parents=True)
             (d / "config.json").write_text("{}")
             (d / "model.safetensors").write_text("")
@@ -316,25 +318,25 @@ def test_resume_and_overwrite_together_are_refused(tmp_path, capsys, numbers_tok
 def test_a_directory_with_only_a_log_or_a_tokenizer_is_not_a_run(tmp_path, numbers_tokenizer):
     """The app writes train.log before it launches a new run; tests seed a tokenizer."""
     run_dir = seed_tokenizer(tmp_path / "x", numbers_tokenizer)
-    (run_dir / rf.LOG).write_text("# launched\n")
-    assert not rf.holds_run(run_dir)
+    (run_dir / rp.LOG).write_text("# launched\n")
+    assert not rp.holds_run(run_dir)
     assert parse_config(["--run-dir", str(run_dir)])[1] is False
 
 
 @pytest.mark.slow
 def test_overwrite_starts_over_and_keeps_the_log(tmp_path, numbers_tokenizer):
     run_dir = _old_run(tmp_path / "x", numbers_tokenizer)
-    log = (run_dir / rf.LOG).read_text()
+    log = (run_dir / rp.LOG).read_text()
     proc = run(trainer_cmd(run_dir, "--overwrite", "--max-steps", "10", "--save-every", "10"))
     assert proc.returncode == 0, proc.stderr
     assert checkpoint_steps(run_dir) == [10]
     assert [r["step"] for r in rf.read_metrics(run_dir)] == list(range(1, 11))
     st = status(run_dir)
     assert st["state"] == "finished" and st["step"] == 10 and st["total_steps"] == 10
-    assert st["last_checkpoint"] == str(run_dir / rf.CHECKPOINTS / "step_000010")
+    assert st["last_checkpoint"] == str(run_dir / rp.CHECKPOINTS / "step_000010")
     assert load_checkpoint(st["last_checkpoint"]).meta["training"]["step"] == 10
-    assert json.loads((run_dir / rf.CONFIG).read_text())["max_steps"] == 10
-    assert (run_dir / rf.LOG).read_text() == log
+    assert json.loads((run_dir / rp.CONFIG).read_text())["max_steps"] == 10
+    assert (run_dir / rp.LOG).read_text() == log
     assert (run_dir / "tokenizer").is_dir()                           # trained again for this run's settings
 
 
@@ -360,14 +362,14 @@ def _fake_checkpoint(path, complete=True):
 
 
 def test_checkpoint_dirs_lists_a_step_whose_only_whole_copy_is_aside(tmp_path):
-    root = tmp_path / rf.CHECKPOINTS
+    root = tmp_path / rp.CHECKPOINTS
     _fake_checkpoint(root / "step_000010")
     _fake_checkpoint(root / ".step_000020.old-4242-0badc0de")           # the swap's first rename, then a kill
     _fake_checkpoint(root / "step_000030")
     _fake_checkpoint(root / ".step_000030.old-4242-feedbeef")           # debris beside a whole target: once
     _fake_checkpoint(root / ".step_000040.old-4242-12345678", complete=False)   # not a whole copy
     _fake_checkpoint(root / ".step_000050.tmp-4242-12345678")           # an unfinished save
-    assert rf.checkpoint_dirs(tmp_path) == [root / "step_000010", root / "step_000020", root / "step_000030"]
+    assert rp.checkpoint_dirs(tmp_path) == [root / "step_000010", root / "step_000020", root / "step_000030"]
 
 
 @pytest.mark.slow
@@ -375,7 +377,7 @@ def test_resume_recovers_a_checkpoint_left_aside_and_continues_from_it(tmp_path,
     run_dir = seed_tokenizer(tmp_path / "run", numbers_tokenizer)
     proc = run(trainer_cmd(run_dir, "--max-steps", "20", "--save-every", "10"))
     assert proc.returncode == 0, proc.stderr
-    root = run_dir / rf.CHECKPOINTS
+    root = run_dir / rp.CHECKPOINTS
     aside = root / ".step_000020.old-99999-0badc0de"
     (root / "step_000020").rename(aside)                                 # killed between swap_in's renames
     proc = run(trainer_cmd(run_dir, "--resume", "--max-steps", "30", "--save-every", "10"))

@@ -83,7 +83,7 @@ def losses(run_dir: Path) -> dict[int, float]:
 
 
 def checkpoint_steps(run_dir: Path) -> list[int]:
-    from explorer.store.run_files import checkpoint_dirs
+    from explorer.store.run_paths import checkpoint_dirs
     return [int(p.name.split("_")[1]) for p in checkpoint_dirs(run_dir)]
 
 

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import torch
 
+from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.store.checkpoint import save_checkpoint
 from explorer.config import TrainConfig, preset
 from explorer.data.files import read_tsv
@@ -72,7 +74,7 @@ def perturbed(model: Transformer, scale: float, seed: int) -> Transformer:
 def save_step(run_dir: Path, step: int, model: Transformer, tokenizer: Tokenizer, test_tsv: bool = True) -> Path:
     meta = {"name": f"{run_dir.name}@{step}", "src_lang": "en", "tgt_lang": "de",
             "training": {"step": step, "epoch": 0, "dataset": "numbers", "preset": "tiny", "run": run_dir.name}}
-    path = save_checkpoint(run_dir / rf.CHECKPOINTS / f"step_{step:06d}", model, tokenizer, meta=meta)
+    path = save_checkpoint(run_dir / rp.CHECKPOINTS / f"step_{step:06d}", model, tokenizer, meta=meta)
     if test_tsv:
         shutil.copyfile(numbers_test_tsv(), path / "test.tsv")
     return path
@@ -82,11 +84,11 @@ def write_run(run_dir: Path, status: dict | str, metrics: list[dict] | str = "",
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = TrainConfig(run_dir=str(run_dir), dataset="numbers", preset="tiny", tokenizer_type="word", max_steps=20,
                       warmup=10, lr_factor=0.5, eval_every=10, save_every=10, threads=1)
-    rf.write_json_atomic(run_dir / rf.CONFIG, cfg.to_dict())
-    (run_dir / rf.STATUS).write_text(status if isinstance(status, str) else json.dumps(status))
+    write_json_atomic(run_dir / rp.CONFIG, cfg.to_dict())
+    (run_dir / rp.STATUS).write_text(status if isinstance(status, str) else json.dumps(status))
     text = metrics if isinstance(metrics, str) else "".join(json.dumps(m) + "\n" for m in metrics)
-    (run_dir / rf.METRICS).write_text(text)
-    (run_dir / rf.LOG).write_text(log)
+    (run_dir / rp.METRICS).write_text(text)
+    (run_dir / rp.LOG).write_text(log)
     return run_dir
 
 
@@ -104,7 +106,7 @@ def eval_record(step: int, bleu: float) -> dict:
 def hold_lock(run_dir: Path) -> subprocess.Popen:
     """A process that holds run_dir's trainer.lock like a live trainer (SIGTERM ends it)."""
     code = ("import fcntl, os, sys, time\n"
-            f"fd = os.open({str(run_dir / rf.LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
+            f"fd = os.open({str(run_dir / rp.LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
             "fcntl.flock(fd, fcntl.LOCK_EX)\nos.ftruncate(fd, 0)\nos.write(fd, str(os.getpid()).encode())\n"
             "print('locked', flush=True)\ntime.sleep(300)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -137,7 +139,7 @@ def build_runs(root: Path) -> dict:
     bad = save_step(damaged, 5, a, tok, test_tsv=False)
     weights = bad / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: os.path.getsize(weights) // 2])
-    (damaged / rf.CONFIG).write_text("not json")
+    (damaged / rp.CONFIG).write_text("not json")
     return {"root": root, "tokenizer": tok, "model_a": a, "model_b": b, "ck10": ck10, "ck20": ck20,
             "holder": holder, "finished": finished, "running": running, "failed": failed, "killed": killed,
             "damaged": damaged}

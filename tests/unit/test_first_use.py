@@ -13,7 +13,7 @@ import pytest
 from explorer.decoding.beam import STOP_REASONS
 from explorer.evaluation import comparison as cmp
 from explorer.plots.beams import STOP_WORDS, stop_reason_text
-from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.store.catalog import CheckpointInfo
 from webapp import bertviz_offline as bv
 from webapp import decode_url
@@ -98,20 +98,20 @@ def test_the_model_view_frame_holds_every_layer(layers, heads, tokens):
 
 
 def test_upload_names_are_cleaned_and_read_back_as_untrusted(tmp_path):
-    assert rf.clean_upload_name("../../etc/passwd") == "passwd"
-    assert rf.clean_upload_name("C:\\Users\\me\\corpus.tsv") == "corpus.tsv"
-    assert rf.clean_upload_name("\u202eevil\x00.tsv") == "evil .tsv"
-    assert rf.clean_upload_name("") == rf.clean_upload_name("..") == "upload.tsv"
-    long = rf.clean_upload_name("x" * 500 + ".tsv")
-    assert len(long) <= rf.UPLOAD_NAME_CHARS and long.endswith(".tsv")
-    folder = tmp_path / rf.UPLOADS
+    assert rp.clean_upload_name("../../etc/passwd") == "passwd"
+    assert rp.clean_upload_name("C:\\Users\\me\\corpus.tsv") == "corpus.tsv"
+    assert rp.clean_upload_name("\u202eevil\x00.tsv") == "evil .tsv"
+    assert rp.clean_upload_name("") == rp.clean_upload_name("..") == "upload.tsv"
+    long = rp.clean_upload_name("x" * 500 + ".tsv")
+    assert len(long) <= rp.UPLOAD_NAME_CHARS and long.endswith(".tsv")
+    folder = tmp_path / rp.UPLOADS
     folder.mkdir()
     tsv = folder / "0123abcd.tsv"
     tsv.write_text("a\tb\n")
-    assert rf.dataset_label(str(tsv)) == "0123abcd.tsv"                             # no name kept: the file's
-    rf.upload_name_file(tsv).write_bytes("my <b>data<b>\n\x1b[31m.tsv".encode() + b"\xff" * 3)
-    assert rf.dataset_label(str(tsv)) == "my <b>data<b> [31m.tsv\ufffd\ufffd\ufffd"   # one line, no escapes
-    assert rf.dataset_label("numbers") == "numbers" and rf.dataset_label("/data/x.tsv") == "x.tsv"
+    assert rp.dataset_label(str(tsv)) == "0123abcd.tsv"                             # no name kept: the file's
+    rp.upload_name_file(tsv).write_bytes("my <b>data<b>\n\x1b[31m.tsv".encode() + b"\xff" * 3)
+    assert rp.dataset_label(str(tsv)) == "my <b>data<b> [31m.tsv\ufffd\ufffd\ufffd"   # one line, no escapes
+    assert rp.dataset_label("numbers") == "numbers" and rp.dataset_label("/data/x.tsv") == "x.tsv"
 
 
 def test_decoding_settings_url_form_round_trips_and_refuses_bad_values():

@@ -11,44 +11,46 @@ import pytest
 
 from explorer.config import TrainConfig, preset
 from explorer.model import parameter_count
+from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.training import jobs
 from explorer.training.args import planned_model_config
 from explorer.training.trainer import Trainer
 
 
 def test_runs_root_is_the_repositorys_unless_the_environment_says(tmp_path, monkeypatch):
-    monkeypatch.delenv(rf.RUNS_ENV, raising=False)
-    assert rf.runs_root() == (rf.REPO_ROOT / "runs").resolve()
-    assert (rf.REPO_ROOT / "explorer" / "store" / "run_files.py").is_file()
-    assert rf.shipped_root() == rf.REPO_ROOT / "checkpoints"
+    monkeypatch.delenv(rp.RUNS_ENV, raising=False)
+    assert rp.runs_root() == (rp.REPO_ROOT / "runs").resolve()
+    assert (rp.REPO_ROOT / "explorer" / "store" / "run_files.py").is_file()
+    assert rp.shipped_root() == rp.REPO_ROOT / "checkpoints"
     (tmp_path / "real").mkdir()
     os.symlink(tmp_path / "real", tmp_path / "link")
-    monkeypatch.setenv(rf.RUNS_ENV, str(tmp_path / "link"))
-    assert rf.runs_root() == tmp_path / "real"                     # resolved: one name for one folder
+    monkeypatch.setenv(rp.RUNS_ENV, str(tmp_path / "link"))
+    assert rp.runs_root() == tmp_path / "real"                     # resolved: one name for one folder
 
 
 def test_checkpoint_names_round_trip_and_sort_by_step(tmp_path):
     run = tmp_path / "numbers"
-    paths = [rf.checkpoint_dir(run, step) for step in (1000, 20, 300)]
+    paths = [rp.checkpoint_dir(run, step) for step in (1000, 20, 300)]
     assert paths[1] == run / "checkpoints" / "step_000020"
-    assert [rf.step_of(p) for p in paths] == [1000, 20, 300]
-    assert sorted(paths) == [rf.checkpoint_dir(run, s) for s in (20, 300, 1000)]
-    assert {rf.run_of(p) for p in paths} == {run}
-    assert rf.step_of(rf.checkpoint_dir(run, 0)) == 0
-    for other in (rf.shipped_root() / "numbers-en-de", run / "checkpoints" / "step_x", run / "step_000020",
+    assert [rp.step_of(p) for p in paths] == [1000, 20, 300]
+    assert sorted(paths) == [rp.checkpoint_dir(run, s) for s in (20, 300, 1000)]
+    assert {rp.run_of(p) for p in paths} == {run}
+    assert rp.step_of(rp.checkpoint_dir(run, 0)) == 0
+    for other in (rp.shipped_root() / "numbers-en-de", run / "checkpoints" / "step_x", run / "step_000020",
                   run / "checkpoints" / ".step_000020.old-1-2"):
-        assert rf.run_of(other) is None
-    assert rf.step_of("step_12a") is None and rf.step_of(run / "step_000020") == 20
+        assert rp.run_of(other) is None
+    assert rp.step_of("step_12a") is None and rp.step_of(run / "step_000020") == 20
 
 
 def test_train_config_reader_never_raises(tmp_path):
     assert rf.read_train_config(tmp_path) == {}
-    (tmp_path / rf.CONFIG).write_text("{torn")
+    (tmp_path / rp.CONFIG).write_text("{torn")
     assert rf.read_train_config(tmp_path) == {}
-    (tmp_path / rf.CONFIG).write_text("[1, 2]")
+    (tmp_path / rp.CONFIG).write_text("[1, 2]")
     assert rf.read_train_config(tmp_path) == {}
-    rf.write_json_atomic(tmp_path / rf.CONFIG, TrainConfig(max_steps=7).to_dict())
+    write_json_atomic(tmp_path / rp.CONFIG, TrainConfig(max_steps=7).to_dict())
     assert rf.read_train_config(tmp_path)["max_steps"] == 7
     assert jobs.poll(tmp_path).config == rf.read_train_config(tmp_path)
 
@@ -58,7 +60,7 @@ def test_curves_are_read_from_the_run_and_a_torn_line_is_skipped(tmp_path):
     for step in (10, 20):
         rf.append_metrics(tmp_path, {"kind": "train", "step": step, "loss": 1.0 / step, "elapsed": step})
     rf.append_metrics(tmp_path, {"kind": "eval", "step": 20, "bleu": 12.5})
-    with open(tmp_path / rf.METRICS, "a") as f:
+    with open(tmp_path / rp.METRICS, "a") as f:
         f.write('{"kind": "train", "step": 30, "lo')                   # a kill mid-write
     curves = rf.read_curves(tmp_path)
     assert rf.has_metrics(tmp_path)
@@ -87,35 +89,35 @@ def test_the_lock_holder_pid_is_read_back(tmp_path):
 
 
 def test_a_launch_that_left_only_its_log_blocks_the_name_for_jobs_not_for_the_trainer(tmp_path):
-    assert not rf.holds_run(tmp_path)
+    assert not rp.holds_run(tmp_path)
     jobs._check_new(tmp_path)
-    (tmp_path / rf.LOG).write_text("launched\n")
-    assert not rf.holds_run(tmp_path)                                  # the trainer's own check
+    (tmp_path / rp.LOG).write_text("launched\n")
+    assert not rp.holds_run(tmp_path)                                  # the trainer's own check
     with pytest.raises(jobs.JobError, match="already exists"):
         jobs._check_new(tmp_path)
-    (tmp_path / rf.LOG).unlink()
-    (tmp_path / rf.STATUS).write_text(json.dumps({"state": "failed"}))
-    assert rf.holds_run(tmp_path)
+    (tmp_path / rp.LOG).unlink()
+    (tmp_path / rp.STATUS).write_text(json.dumps({"state": "failed"}))
+    assert rp.holds_run(tmp_path)
 
 
 def test_one_disk_estimate_for_the_launcher_and_the_trainer(tmp_path, monkeypatch):
     cfg = TrainConfig(run_dir=str(tmp_path / "run"), preset="tiny", vocab_size=1000, keep_last=3)
     params = parameter_count(planned_model_config(cfg))
     assert params == parameter_count(preset("tiny", src_vocab_size=1000, tgt_vocab_size=1000))
-    assert jobs.needed_bytes(cfg) == rf.disk_needed(params, cfg.keep_last + 2)
-    assert rf.disk_needed(params, 2) - rf.disk_needed(params, 1) == rf.CHECKPOINT_BYTES_PER_PARAMETER * params
+    assert jobs.needed_bytes(cfg) == rp.disk_needed(params, cfg.keep_last + 2)
+    assert rp.disk_needed(params, 2) - rp.disk_needed(params, 1) == rp.CHECKPOINT_BYTES_PER_PARAMETER * params
     # the trainer refuses to save with less free space than one checkpoint needs, and saves with that much
     trainer = SimpleNamespace(model_cfg=planned_model_config(cfg), run_dir=tmp_path)
-    one = rf.disk_needed(params, 1)
-    monkeypatch.setattr(rf, "free_bytes", lambda path: one - 1)
+    one = rp.disk_needed(params, 1)
+    monkeypatch.setattr(rp, "free_bytes", lambda path: one - 1)
     with pytest.raises(OSError, match="disk nearly full"):
         Trainer._check_disk(trainer)
-    monkeypatch.setattr(rf, "free_bytes", lambda path: one)
+    monkeypatch.setattr(rp, "free_bytes", lambda path: one)
     Trainer._check_disk(trainer)
 
 
 def test_free_bytes_asks_the_disk_of_the_nearest_existing_folder(tmp_path):
-    assert rf.free_bytes(tmp_path / "not" / "yet" / "made") == rf.free_bytes(tmp_path) > 0
+    assert rp.free_bytes(tmp_path / "not" / "yet" / "made") == rp.free_bytes(tmp_path) > 0
 
 
 def test_dev_bleu_of_a_run_checkpoint_comes_from_its_curves(tmp_path):
@@ -124,6 +126,6 @@ def test_dev_bleu_of_a_run_checkpoint_comes_from_its_curves(tmp_path):
     rf.append_metrics(tmp_path, {"kind": "eval", "step": 10, "bleu": 3.5})
     rf.append_metrics(tmp_path, {"kind": "eval", "step": 20, "bleu": "n/a"})
     assert _dev_bleu_by_step(tmp_path, {}) == {10: 3.5, 20: None}
-    assert _short(rf.checkpoint_dir(tmp_path / "numbers", 300)) == "numbers@300"
-    assert _short(rf.shipped_root() / "numbers-en-de") == "numbers-en-de"
+    assert _short(rp.checkpoint_dir(tmp_path / "numbers", 300)) == "numbers@300"
+    assert _short(rp.shipped_root() / "numbers-en-de") == "numbers-en-de"
     assert np.isfinite(rf.read_curves(tmp_path).bleu[0])

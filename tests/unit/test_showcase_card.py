@@ -5,8 +5,9 @@ import pytest
 
 from explorer.data.files import read_tsv
 from explorer.evaluation.showcase import RECORD_PAIRS, Showcase, best_translated, from_card, to_card
-from explorer.store.checkpoint import TEST_SPLIT, load_checkpoint
-from explorer.store.run_files import shipped_root
+from explorer.files.names import TEST_SPLIT
+from explorer.store.checkpoint import load_checkpoint
+from explorer.store.run_paths import shipped_root
 
 PAIRS = [("", "x"), ("uno", "one"), ("dos", ""), ("tres", "three")]
 

@@ -109,7 +109,8 @@ def test_training_pairs_use_the_models_ids():
     from types import SimpleNamespace
 
     from explorer.config import TrainConfig
-    from explorer.training.inputs import BatchPlan, encode_pairs
+    from explorer.data.encoded import encode_pairs
+    from explorer.training.inputs import BatchPlan
 
     marian = SpecialIds(pad=PAD, unk=1, start=PAD, eos=EOS)
     pairs = [SimpleNamespace(src="5 6 7", tgt="8 9"), SimpleNamespace(src="5", tgt="8")]

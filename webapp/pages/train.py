@@ -14,6 +14,7 @@ import streamlit as st
 
 from explorer.training import jobs, uploads
 from explorer.store import run_files as rf
+from explorer.store import run_paths as rp
 from explorer.store.checkpoint import CheckpointError
 from explorer.store.metrics import Curves
 from explorer.config import PRESETS, TrainConfig
@@ -82,7 +83,7 @@ def _dataset(choice: str) -> str | None:
         return None
     path, report = cache[upload.file_id]
     size = f"{report.bytes / 1e6:.1f} MB" if report.bytes >= 100_000 else f"{report.bytes / 1e3:.1f} kB"
-    st.success(f"{state.md_escape(rf.dataset_label(str(path)))}: {report.pairs:,} sentence pairs accepted "
+    st.success(f"{state.md_escape(rp.dataset_label(str(path)))}: {report.pairs:,} sentence pairs accepted "
                f"({size}).")
     st.dataframe(pd.DataFrame([{"source": p.src, "target": p.tgt} for p in report.sample]), hide_index=True)
     return str(path)
@@ -170,7 +171,7 @@ def new_job_form() -> None:
         try:                                   # the name as typed: a folder directly under runs/, or refused
             run_dir, name_problem = jobs.run_dir_for(name), None
         except jobs.JobError as err:
-            run_dir, name_problem = rf.runs_root() / "unnamed", err
+            run_dir, name_problem = rp.runs_root() / "unnamed", err
         cfg = TrainConfig(run_dir=str(run_dir), dataset=dataset or "", preset=preset_name,
                           init_from=init_from, tokenizer_type=tok, vocab_size=int(vocab),
                           max_steps=int(steps) if not by_epochs else 1, epochs=float(steps) if by_epochs else None,
@@ -205,7 +206,7 @@ def jobs_table() -> None:
     """Every run under runs/ (its own fragment: refreshed while any job is active)."""
     rows = [{"run": j.name, "state": j.state,
              "step": f"{j.step}/{j.total_steps or '?'}",
-             "data": rf.dataset_label(str(j.config.get("dataset", "?"))),
+             "data": rp.dataset_label(str(j.config.get("dataset", "?"))),
              "preset": j.config.get("preset") if not j.config.get("init_from") else "fine-tune",
              "checkpoints": len(j.checkpoints),
              "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(j.started)) if j.started else "",
@@ -291,7 +292,7 @@ with st.expander("New training job", expanded=not any(j.active for j in all_jobs
 all_jobs = jobs.list_jobs()                      # again: the form may have just started one
 st.header("Jobs")
 if not all_jobs:
-    st.info(f"No runs yet in {state.md_escape(rf.runs_root())}.")
+    st.info(f"No runs yet in {state.md_escape(rp.runs_root())}.")
     st.stop()
 st.fragment(jobs_table, run_every=2 if any(j.active for j in all_jobs) else None)()
 names = [j.name for j in all_jobs]

@@ -1,0 +1,63 @@
+"""Every file and folder name the project writes or reads by name, in one place.
+
+Why one module on the ground floor: a name is a fact shared by the code that writes a file and the code
+that reads it back, often in different packages (a trainer writes status.json, the app polls it; a
+converter writes config.json, the recovery of an interrupted swap looks for it). Written once here,
+a renamed file cannot leave a reader behind. Each group says which format it belongs to; the Hugging
+Face Marian names are that format's, not ours, and are listed because our export writes them and our
+import reads them.
+"""
+from __future__ import annotations
+
+# A checkpoint directory (explorer/store/checkpoint.py)
+CONFIG = "config.json"                   # the model's shape and the checkpoint's metadata
+WEIGHTS = "model.safetensors"
+CARD = "card.json"                       # the model card: data, licence, scores
+TRAINER_STATE = "trainer_state.pt"       # optimizer and schedule, for resuming
+TEST_SPLIT = "test.tsv"                  # the held-out pairs the checkpoint was scored on
+
+# The project's sentencepiece tokenizer (explorer/text/tokenizer.py): one joint model or one per side
+JOINT_TOKENIZER, SRC_TOKENIZER, TGT_TOKENIZER = "tokenizer.model", "src.model", "tgt.model"
+
+# A training run directory (explorer/store/run_files.py, explorer/training/)
+RUN_STATUS = "status.json"
+RUN_METRICS = "metrics.jsonl"
+RUN_CONFIG = "train_config.json"
+RUN_LOG = "train.log"
+RUN_LOCK = "trainer.lock"                # held by the trainer for as long as it runs
+RUN_TOKENIZER = "tokenizer"              # folder
+RUN_CHECKPOINTS = "checkpoints"          # folder of step_<N> checkpoint directories
+
+# The repository's folder of shipped checkpoints
+SHIPPED = "checkpoints"
+
+# The runs directory's folders that are not runs, and its own lock
+UPLOADS = "uploads"                      # uploaded training pairs, <hash>.tsv with <hash>.name
+HEADS = "heads"                          # the head lab's results, <weights sha>-<settings hash>.json
+ALIGN = "align"                          # the alignment scorecard's results, named as HEADS' are
+LAUNCH_LOCK = ".launch.lock"             # one trainer launch at a time across app processes
+UPLOAD_SUFFIX = ".tsv"
+UPLOAD_NAME_SUFFIX = ".name"             # beside an upload: the uploaded file's own name
+UPLOAD_DEFAULT_NAME = "upload.tsv"       # the name shown when an upload's own is unusable
+
+# A built corpus (explorer/data/splits.py)
+DATA_META = "meta.json"
+
+# What a command writes unless told otherwise
+HEAD_LAB_OUT = "head_lab.json"           # python -m explorer heads
+ALIGNMENT_OUT = "alignment.json"         # python -m explorer align
+CONTRIBUTIONS_OUT = "contributions.json" # python -m explorer contributions
+LENS_OUT = "lens.json"                   # python -m explorer lens
+PATCHING_OUT = "patching.json"           # python -m explorer patch
+
+# The marker a converter leaves in its output directory (explorer/store/output_dirs.py)
+OUTPUT_MARKER = ".explorer-output.json"
+
+# A Hugging Face Marian directory (explorer/interop/, explorer/text/vocab_tokenizer.py)
+HF_CONFIG = "config.json"
+HF_GENERATION_CONFIG = "generation_config.json"
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
+HF_README = "README.md"
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")         # preferred first
+MARIAN_SRC_SPM, MARIAN_TGT_SPM = "source.spm", "target.spm"
+MARIAN_VOCAB, MARIAN_TGT_VOCAB = "vocab.json", "target_vocab.json"
