@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from support.app_support import (array, chart, checkpoint, default_roots, only_a_broken_checkpoint,  # noqa: F401
+from support.app_support import (array, chart, checkpoint, default_roots, no_exception,  # noqa: F401
+                                  only_a_broken_checkpoint,
                                   open_app, texts)
 from explorer.store.checkpoint import load_checkpoint, save_checkpoint
 from explorer.model import Transformer, sinusoidal_table
@@ -23,8 +24,8 @@ PAGE = "webapp/pages/positions.py"
 pytestmark = pytest.mark.usefixtures("default_roots")
 
 
-def open_page(ckpt_name: str, text: str | None):
-    return open_app(ckpt_name, PAGE, text)
+def open_page(ckpt_name: str, text: str | None, **query):
+    return open_app(ckpt_name, PAGE, text, query)
 
 
 def heatmap(at, key: str = "pe_heatmap") -> np.ndarray:
@@ -86,7 +87,7 @@ def test_norms_of_the_current_sentence(checkpoint):
     assert np.allclose(pos, math.sqrt(ckpt.config.d_model / 2), rtol=1e-4)   # sinusoidal: sqrt(d/2) everywhere
     expected = ckpt.model.encoder.embed.lookup.weight.detach()[src].norm(dim=-1) * math.sqrt(ckpt.config.d_model)
     assert np.allclose(tok, expected.numpy(), rtol=1e-4)
-    at.radio(key="pe_side").set_value("decoder (output)").run()
+    at.radio(key="pe_side").set_value("decoder").run()
     assert not at.exception
     assert chart(at, "pe_norms")["data"][0]["y"] != data[0]["y"]
 
@@ -129,3 +130,25 @@ def test_damaged_checkpoint_falls_back_to_the_paper(checkpoint, tmp_path, monkey
     assert at.error, "the damaged checkpoint must be reported"
     assert at.select_slider(key="pe_d").value == 512 and at.select_slider(key="pe_base").value == 10000.0
     assert "Pick a working checkpoint" in texts(at.info)
+
+
+def test_the_sliders_and_the_side_are_in_the_url_clamped(checkpoint):
+    """A link's d_model, base, positions shown and side reopen the same view; a count beyond the slider
+    is its end and the URL says so; a malformed base is the model's own; unknown keys are dropped."""
+    info, text = checkpoint
+    at = open_page(info.name, text, d=32, base=1000, n=99999, side="decoder", nonsense="1")
+    no_exception(at)
+    longest = at.slider(key="pe_len").max
+    assert (at.select_slider(key="pe_d").value, at.select_slider(key="pe_base").value) == (32, 1000.0)
+    assert at.slider(key="pe_len").value == longest and at.radio(key="pe_side").value == "decoder"
+    assert {k: at.query_params[k] for k in ("d", "base", "n", "side")} == \
+        {"d": "32", "base": "1000", "n": str(int(longest)), "side": "decoder"}
+    assert "nonsense" not in at.query_params
+    assert np.array_equal(heatmap(at), sinusoidal_table(int(longest), 32, 1000.0).numpy())
+    at.slider(key="pe_len").set_value(20).run()
+    assert at.query_params["n"] == "20"
+    bad = open_page(info.name, text, base="<b>", d="-3")
+    no_exception(bad)
+    cfg = load_checkpoint(info.path, device="cpu").config
+    assert bad.select_slider(key="pe_base").value == cfg.pe_base and bad.query_params["base"] == f"{cfg.pe_base:g}"
+    assert bad.select_slider(key="pe_d").value == cfg.d_model

@@ -1,6 +1,9 @@
 """Positional encoding: the table the model adds, its wavelengths and similarities, and its size
 next to the token embeddings of the current sentence.
 
+Positions count from 1 here as on every page (webapp.numbering): position 1 is the first token, whose
+row of the table is the formula's pos = 0. The sliders and the side are in the URL (webapp.url_keys).
+
 Thin: widgets -> explorer.inspection.positions (numpy) / cached models.translate + models.attention ->
 explorer.plots.positions. Works without a checkpoint too (paper defaults), since the sinusoidal
 table needs none; only the sentence section needs a model.
@@ -12,7 +15,8 @@ import streamlit as st
 
 from explorer.inspection import positions as pe
 from explorer.plots import positions as plots
-from webapp import downloads, models, sentence, state
+from webapp import downloads, models, numbering, sentence, state
+from webapp import url_keys as url
 
 D_MODELS = (16, 32, 64, 128, 256, 512, 768, 1024)
 BASES = (100.0, 1000.0, 10000.0, 100000.0)
@@ -29,9 +33,9 @@ state.learn(
 
 
 def matrix_button(table, label: str, name: str, key: str) -> None:
-    """A [positions, dims] table as CSV, rows and columns numbered."""
-    downloads.csv_button(table, [str(i) for i in range(table.shape[0])], [f"dim{j}" for j in range(table.shape[1])],
-                         name, key=key, label=label)
+    """A [positions, dims] table as CSV: rows are positions from 1 (pos + 1), columns the formula's dims."""
+    downloads.csv_button(table, [f"position {i + 1}" for i in range(table.shape[0])],
+                         [f"dim{j}" for j in range(table.shape[1])], name, key=key, label=label)
 
 
 def model_defaults(ckpt) -> tuple[int, float, int]:
@@ -78,8 +82,9 @@ def sinusoid_section(d_model: int, base: float, n_positions: int) -> None:
             downloads.chart(plots.offset_figure(pe.offset_profile(d_model, base, n_positions - 1)),
                             f"{name}_offsets", key="pe_offset")
         sim_matrix = pe.similarity(table)
-        downloads.csv_button(sim_matrix, [str(i) for i in range(n_positions)], [str(i) for i in range(n_positions)],
-                             f"{name}_similarity", key="pe_sim_csv", label="Similarity matrix as CSV")
+        numbered = [f"position {i + 1}" for i in range(n_positions)]
+        downloads.csv_button(sim_matrix, numbered, numbered, f"{name}_similarity", key="pe_sim_csv",
+                             label="Similarity matrix as CSV")
     with waves_tab:
         pairs = pe.wavelengths(d_model, base)
         downloads.chart(plots.wavelength_figure(pairs, base, d_model), f"{name}_wavelengths", key="pe_waves")
@@ -107,8 +112,10 @@ def sentence_section(ckpt) -> None:
                            tuple(result.best.ids), what="The capture")
     if trace is None:
         return
-    side = st.radio("Side", ["encoder (source)", "decoder (output)"], horizontal=True, key="pe_side")
-    stack = side.split()[0]
+    sides = {"encoder": "encoder (source)", "decoder": "decoder (output)"}
+    url.seed(url.PE_SIDE, "pe_side", "encoder", options=tuple(sides))
+    stack = st.radio("Side", tuple(sides), format_func=sides.get, horizontal=True, key="pe_side")
+    url.write(url.PE_SIDE, "pe_side", stack)
     tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
     tok_norm, pos_norm = pe.embedding_norms(trace, stack)
     downloads.chart(plots.norm_bars(tokens, tok_norm, pos_norm), f"norms_{stack}", key="pe_norms")
@@ -118,7 +125,8 @@ def sentence_section(ckpt) -> None:
     cols[2].metric("ratio", f"{tok_norm.mean() / max(pos_norm.mean(), 1e-9):.2f}")
     st.caption(f"Capture points `{stack}.embed.tokens` and `{stack}.embed.positions`. A sinusoidal PE has norm "
                "√(d/2) at every position; scaling the embedding by √d keeps the token from being drowned by it.")
-    norms = pd.DataFrame({"token": tokens, "token_norm": tok_norm, "position_norm": pos_norm})
+    norms = pd.DataFrame({"position": range(1, len(tokens) + 1), "token": tokens, "token_norm": tok_norm,
+                          "position_norm": pos_norm})
     downloads.table_csv_button(norms, f"norms_{stack}", key="pe_norms_csv", label="Norms as CSV")
     view = {"page": "positions", "side": stack, "d_model": ckpt.config.d_model, "base": ckpt.config.pe_base,
             "positions": ckpt.config.positions}
@@ -131,10 +139,18 @@ def main() -> None:
     ckpt = models.current_checkpoint()
     d_default, base_default, max_len = model_defaults(ckpt)
     cols = st.columns(3)
-    d_model = cols[0].select_slider("d_model", sorted({*D_MODELS, d_default}), value=d_default, key="pe_d")
-    base = cols[1].select_slider("base", sorted({*BASES, base_default}), value=base_default, key="pe_base",
+    d_options, base_options, longest = sorted({*D_MODELS, d_default}), sorted({*BASES, base_default}), max(max_len, 8)
+    url.seed(url.PE_D, "pe_d", d_default, options=d_options)
+    url.seed(url.PE_BASE, "pe_base", base_default, options={url.UrlKey.text(b): b for b in base_options})
+    url.seed(url.PE_LEN, "pe_len", min(100, longest), high=longest)
+    d_model = cols[0].select_slider("d_model", d_options, key="pe_d")
+    base = cols[1].select_slider("base", base_options, key="pe_base",
                                  format_func=lambda b: f"{b:g}" + (" (paper)" if b == 10000 else ""))
-    n_positions = cols[2].slider("positions shown", 8, max(max_len, 8), min(100, max(max_len, 8)), key="pe_len")
+    n_positions = cols[2].slider("positions shown", 8, longest, key="pe_len",
+                                 help="Position 1 is the first token (the formula's pos = 0).")
+    url.write(url.PE_D, "pe_d", d_model)
+    url.write(url.PE_BASE, "pe_base", base, options={url.UrlKey.text(b): b for b in base_options})
+    url.write(url.PE_LEN, "pe_len", n_positions)
     if ckpt is not None and ckpt.config.positions == "learned":
         learned_section(ckpt, n_positions)
     sinusoid_section(int(d_model), float(base), int(n_positions))
