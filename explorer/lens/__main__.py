@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
+from explorer.files.names import LENS_OUT
 from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
 from explorer.heads.sentences import FORCED
 from explorer.lens.job import RANGES
@@ -27,7 +28,7 @@ def build_parser() -> CommandParser:
                              % RANGES["beam"][1])
     parser.add_argument("--forced", choices=FORCED, default="output",
                         help="the logit lens reads the model's own greedy output (default) or the reference")
-    parser.add_argument("--out", default="lens.json", help="the JSON file to write (default lens.json)")
+    parser.add_argument("--out", default=LENS_OUT, help=f"the JSON file to write (default {LENS_OUT})")
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     return parser
 

@@ -11,6 +11,10 @@
 """
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -20,10 +24,13 @@ from explorer.model import Transformer
 from support.base_model import MARIAN_OPTIONS, VOCAB_SIZE
 from support.marian_helpers import random_marian
 
-SHORT = DecodeConfig(strategy="greedy", max_len_a=0.0, max_len_b=8)     # a random model runs to its limit
-SHORT_BEAM = DecodeConfig(strategy="beam", beam_size=3, n_best=3, max_len_a=0.0, max_len_b=8)
+SHORT = DecodeConfig(strategy="greedy", max_len_a=0.0, max_len_b=6)     # a random model runs to its limit
+SHORT_BEAM = DecodeConfig(strategy="beam", beam_size=3, n_best=3, max_len_a=0.0, max_len_b=6)
 
 
+# Built once per test process and shared by the lens and patching test files (tests must not change
+# them: a test that needs another dtype works on a copy).
+@functools.lru_cache(maxsize=None)
 def base_size_model(seed: int = 0) -> Transformer:
     cfg = preset("base", src_vocab_size=VOCAB_SIZE, tgt_vocab_size=VOCAB_SIZE, max_len=64, dropout=0.0,
                  **MARIAN_OPTIONS)
@@ -34,11 +41,14 @@ def base_size_model(seed: int = 0) -> Transformer:
     return model
 
 
-def imported_marian(directory: Path):
+@functools.lru_cache(maxsize=None)
+def imported_marian():
     """(model, tokenizer) of a random Marian model imported as a user would (float32)."""
     from explorer.interop.hf_import import import_marian
     from explorer.store.checkpoint import load_checkpoint
 
+    directory = Path(tempfile.mkdtemp(prefix="layer-models-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
     random_marian(directory / "hf")
     ckpt = load_checkpoint(import_marian(str(directory / "hf"), directory / "ours", dtype=torch.float32))
     return ckpt.model, ckpt.tokenizer

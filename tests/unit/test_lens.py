@@ -34,8 +34,8 @@ def base():
 
 
 @pytest.fixture(scope="module")
-def marian(tmp_path_factory):
-    return imported_marian(tmp_path_factory.mktemp("lens-marian"))
+def marian():
+    return imported_marian()
 
 
 def marian_sources(model, tokenizer):
