@@ -22,7 +22,7 @@ from explorer.align.scorecard import STAGES, AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES
 from explorer.plots import alignment as plots
 from explorer.store import run_paths as rp
-from webapp import background, models
+from webapp import background, downloads, models
 from webapp.text_safety import md_escape
 
 UPLOAD_BYTES = 2 * 1024 * 1024
@@ -140,6 +140,9 @@ def show_result(result: dict) -> None:
     st.dataframe(table, hide_index=True, key="align_scorecard", height=36 * (len(table) + 1) + 3,
                  column_config={c: st.column_config.NumberColumn(format="%.1f")
                                 for c in ("precision %", "recall %", "AER %", "AER % (mutual argmax)")})
+    downloads.table_csv_button(table, "alignment_scorecard", key="align_scorecard_csv", label="Scorecard as CSV")
+    downloads.bundle_button(lambda: result, "alignment_scorecard", key="align_scorecard_json",
+                            label="The whole scorecard, per-head grids included (JSON)")
     band = md_escape(", ".join(f"{k} {v}" for k, v in result.get("published_de_en", {}).items()))
     eflomal = result.get("eflomal", {})
     if "error" in eflomal:

@@ -60,6 +60,27 @@ def test_each_aligner_draws_and_a_started_job_writes_the_scorecard(runs):
     table = at.dataframe[0].value
     assert "cross-attention (where predicted): best head" in set(table["aligner"])
     assert "integrated gradients" in set(table["aligner"])
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert {"Scorecard as CSV", "The whole scorecard, per-head grids included (JSON)"} <= labels
+
+
+def test_the_aligner_layer_and_head_are_in_the_url(runs):
+    """A link's aligner, row, layer and head (1-based, or "mean") reopen the same view; a layer or head the
+    model does not have falls back to the mean, a key the page does not read is dropped."""
+    at = open_app("numbers-en-de", PAGE, TEXT, {"aligner": "value-norm", "row": "shift", "layer": "2", "head": "3",
+                                                "stray": "1"})
+    no_exception(at)
+    assert (at.selectbox(key="align_kind").value, at.radio(key="align_variant").value) == ("value-norm", "shift")
+    assert (at.selectbox(key="align_layer").value, at.selectbox(key="align_head").value) == (1, 2)   # 0-based values
+    assert {k: at.query_params[k] for k in ("aligner", "row", "layer", "head")} == \
+        {"aligner": "value-norm", "row": "shift", "layer": "2", "head": "3"}
+    assert "stray" not in at.query_params
+    at.selectbox(key="align_layer").set_value(-1).run()
+    assert at.query_params["layer"] == "mean"
+    odd = open_app("numbers-en-de", PAGE, TEXT, {"aligner": "<script>", "layer": "99", "head": "x"})
+    no_exception(odd)
+    assert odd.selectbox(key="align_kind").value == "attention" and odd.query_params["aligner"] == "attention"
+    assert odd.query_params["layer"] == "mean" and odd.query_params["head"] == "mean"
 
 
 def test_a_bad_upload_gets_a_message(runs, monkeypatch):

@@ -13,6 +13,7 @@ from explorer.align.scorecard import AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
 from webapp import alignment_views as views, models, sentence
 from webapp import background, state
+from webapp import url_keys as url
 
 st.title("Alignment")
 state.learn(
@@ -57,17 +58,28 @@ k = st.selectbox(f"Sentence pair from {state.md_escape(gold_name)}: {views.count
                  on_change=lambda: sentence.set_text(gold[st.session_state[pair_key]].src_text))
 n_layers, n_heads = ckpt.model.cfg.n_decoder_layers, ckpt.model.cfg.n_heads
 MEAN = -1                                                  # "mean" in the Layer and Head boxes (None reads as unset)
+# In the URL (webapp.url_keys): aligner, row, layer and head; layer and head 1-based or "mean"
+layers = {"mean": MEAN, **{str(i + 1): i for i in range(n_layers)}}
+heads = {"mean": MEAN, **{str(i + 1): i for i in range(n_heads)}}
+url.seed(url.ALIGNER, "align_kind", next(iter(KIND_NAMES)), options=tuple(KIND_NAMES))
+url.seed(url.ALIGN_ROW, "align_variant", next(iter(VARIANT_NAMES)), options=tuple(VARIANT_NAMES))
+url.seed(url.ALIGN_LAYER, "align_layer", MEAN, options=layers)
+url.seed(url.ALIGN_HEAD, "align_head", MEAN, options=heads)
 c1, c2, c3, c4 = st.columns(4)
 kind = c1.selectbox("Aligner", tuple(KIND_NAMES), key="align_kind", format_func=KIND_NAMES.get)
 variant = c2.radio("Row read", tuple(VARIANT_NAMES), key="align_variant", horizontal=True,
                    disabled=kind in ATTRIBUTIONS, format_func=VARIANT_NAMES.get,
                    help="Where predicted: the decoder step that writes the word. Shift-Att (Chen et al. 2020): the "
                         "step that reads it as its input, one later.")
-layer = c3.selectbox("Layer", [MEAN] + list(range(n_layers)), key="align_layer", disabled=kind in ATTRIBUTIONS,
+layer = c3.selectbox("Layer", list(layers.values()), key="align_layer", disabled=kind in ATTRIBUTIONS,
                      format_func=lambda v: "mean of all" if v == MEAN else str(v + 1))
-head = c4.selectbox("Head", [MEAN] + list(range(n_heads)), key="align_head",
+head = c4.selectbox("Head", list(heads.values()), key="align_head",
                     disabled=kind in ATTRIBUTIONS or layer == MEAN,
                     format_func=lambda v: "mean of the layer" if v == MEAN else str(v + 1))
+url.write(url.ALIGNER, "align_kind", kind)
+url.write(url.ALIGN_ROW, "align_variant", variant)
+url.write(url.ALIGN_LAYER, "align_layer", layer, layers)
+url.write(url.ALIGN_HEAD, "align_head", head, heads)
 layer_or_mean = None if layer == MEAN else layer
 chosen = Method(kind) if kind in ATTRIBUTIONS else \
     Method(kind, variant, layer_or_mean, None if layer == MEAN or head == MEAN else head)
