@@ -16,6 +16,7 @@ COMMANDS = {
     "convert": ("explorer.interop.cli", "import an OPUS-MT (Marian) model; export to Hugging Face or CTranslate2"),
     "heads": ("explorer.heads.__main__", "the head lab over a test set: roles, importance, pruning curves"),
     "align": ("explorer.align.__main__", "the alignment scorecard: cross-attention and attributions against gold"),
+    "contributions": ("explorer.contributions.__main__", "ALTI+: each output token's source vs target-prefix share"),
     "lens": ("explorer.lens.__main__", "what each layer knows: DecoderLens per encoder layer, logit lens per decoder layer"),
     "patch": ("explorer.patching.__main__", "activation patching on minimal pairs: which activation carries a word"),
     "ship": ("explorer.store.ship", "turn a run's checkpoint into a shipped one (float16, with its test split)"),
