@@ -166,7 +166,8 @@ def _allowed(spec: UrlKey, value: Any, low, high, options: Mapping[str, Any] | N
     if value is None:
         return None
     if options is not None:
-        return value if any(v == value and type(v) is type(value) for v in options.values()) else None
+        same = (v for v in options.values() if v == value and isinstance(v, bool) == isinstance(value, bool))
+        return next(same, None)
     return spec.parse(UrlKey.text(value), low, high)
 
 
