@@ -37,10 +37,12 @@ def runs(tmp_path_factory):
             os.environ[key] = value
 
 
-def open_page(page: str) -> AppTest:
+def open_page(page: str, **query) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.query_params["ckpt"] = "finished@20"
     at.run()
+    for key, value in query.items():                 # the page's own keys (the landing page drops them)
+        at.query_params[key] = str(value)
     at.switch_page(f"webapp/pages/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -198,6 +200,27 @@ def test_checkpoints_page_table_compare_and_scrubber(runs):
     assert "**Step 20:**" in texts(at.markdown)
     at.select_slider(key="ck_s_step").set_value(0).run()
     assert not at.exception and "**Step 10:**" in texts(at.markdown)
+
+
+def test_checkpoints_page_keeps_its_tab_pair_and_scrubber_in_the_url(runs):
+    """The tab, the A/B pair (by name) and the scrubber's kind, layer, head and step reopen from a link;
+    a layer or head beyond the model's is its last, and the URL says so; decoder rows are labelled by the
+    token they write, as on the Attention page."""
+    at = open_page("checkpoints", tab="Compare two", a="finished@10", b="killed@10", kind="decoder", layer=99,
+                   head=-5, at="10", stray="x")
+    names = at.selectbox(key="ck_a").options
+    assert "finished@10" in names[int(at.selectbox(key="ck_a").index)]
+    assert "killed@10" in names[int(at.selectbox(key="ck_b").index)]
+    layers = int(at.number_input(key="ck_s_layer_decoder").max)
+    assert at.number_input(key="ck_s_layer_decoder").value == layers and at.number_input(key="ck_s_head").value == 1
+    assert {k: at.query_params[k] for k in ("tab", "a", "b", "kind", "layer", "head", "at")} == {
+        "tab": "Compare two", "a": "finished@10", "b": "killed@10", "kind": "decoder", "layer": str(layers),
+        "head": "1", "at": "10"}
+    assert "stray" not in at.query_params
+    at.text_input(key="ck_scrub_text").set_value(SENTENCE).run()
+    assert "**Step 10:**" in texts(at.markdown)
+    fig = next(c for c in at.get("plotly_chart") if c.proto.id.endswith("-ck_s_fig"))
+    assert "writes" in fig.proto.spec and "query (step that writes)" in fig.proto.spec
 
 
 def test_upload_is_refused_with_its_first_bad_line_or_accepted(runs, monkeypatch):

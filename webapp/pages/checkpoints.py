@@ -1,6 +1,10 @@
 """Checkpoints: every checkpoint in a table, two of them compared on one input, and a run's
 attention scrubbed across its checkpoints.
 
+The tab, the A/B pair (by checkpoint name) and the scrubber's run, attention kind, layer, head and
+checkpoint are in the URL (webapp.url_keys). Decoder rows are labelled by the token they write, as on
+the Attention page (webapp.numbering).
+
 Thin: widgets -> cached models.translate / models.attention and explorer.evaluation.comparison (which reuses
 the library's own scoring, tracing and BLEU) -> explorer.plots.training.
 """
@@ -16,7 +20,8 @@ from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
 from explorer.plots.attention import head_heatmap
 from explorer.plots.style import head_grid
-from webapp import downloads, models, sentence, state
+from webapp import downloads, models, numbering, sentence, state
+from webapp import url_keys as url
 from webapp.text_safety import plot_escape
 
 GREEDY = DecodeConfig(strategy="greedy").to_dict()
@@ -50,6 +55,21 @@ def shown(value, fmt: str = "{}") -> str:
         return str(value)
 
 
+def _by_name(infos) -> dict[str, int]:
+    """{URL text: index} of checkpoints: the name, or the name and path where two share a name."""
+    count: dict[str, int] = {}
+    for info in infos:
+        count[info.name] = count.get(info.name, 0) + 1
+    return {(i.name if count[i.name] == 1 else f"{i.name}@{i.path}"): k for k, i in enumerate(infos)}
+
+
+def _rows(trace, kind: str) -> list[str]:
+    """The query axis's labels: decoder rows by the token they write (webapp.numbering), source positions."""
+    queries, _ = trace.axes(kind)
+    writes = trace.meta.get("out_tokens") if attention_kind(kind).queries == "tgt" else None
+    return numbering.decoder_row_labels(queries, writes) if writes else numbering.position_labels(queries)
+
+
 def table(infos) -> None:
     rows = cmp.checkpoint_rows(infos)
     frame = pd.DataFrame([{k: shown(v, NUMBERS.get(k, "{}")) for k, v in r.items() if k != "path"} for r in rows])
@@ -72,8 +92,13 @@ def compare(healthy) -> None:
     label = lambda i: state.checkpoint_label(healthy[i])  # noqa: E731
     c1, c2 = st.columns(2)
     first_a, first_b = cmp.default_pair(healthy, st.session_state.get("checkpoint_path"))   # the one in use vs its closest
-    ia = c1.selectbox("Checkpoint A", range(len(healthy)), index=first_a, format_func=label, key="ck_a")
-    ib = c2.selectbox("Checkpoint B", range(len(healthy)), index=first_b, format_func=label, key="ck_b")
+    names = _by_name(healthy)                                                # URL text (a name) -> index
+    url.seed(url.CK_A, "ck_a", first_a, options=names)
+    url.seed(url.CK_B, "ck_b", first_b, options=names)
+    ia = c1.selectbox("Checkpoint A", range(len(healthy)), format_func=label, key="ck_a")
+    ib = c2.selectbox("Checkpoint B", range(len(healthy)), format_func=label, key="ck_b")
+    url.write(url.CK_A, "ck_a", ia, names)
+    url.write(url.CK_B, "ck_b", ib, names)
     a, b = _load(healthy[ia]), _load(healthy[ib])
     if a is None or b is None:
         return
@@ -130,8 +155,10 @@ def compare(healthy) -> None:
             data = {"A": tr_a.stack(kind), "B": tr_b.stack(kind)}
             if view == "B − A":
                 data["B − A"] = cmp.attention_difference(tr_a, tr_b, kind)
+            rows = _rows(tr_a, kind)
             downloads.chart(head_grid(data[view], f"{KIND_LABELS[kind]}: {view}", diverging=view == "B − A",
-                                      q_tokens=y, k_tokens=x), downloads.file_stem(kind, view), key="ck_grid")
+                                      q_tokens=rows, k_tokens=numbering.position_labels(x)),
+                            downloads.file_stem(kind, view), key="ck_grid")
         except cmp.ComparisonError as err:
             st.warning(state.md_escape(err))
 
@@ -169,11 +196,11 @@ def scrubber(healthy) -> None:
         return
     current = st.session_state.get("checkpoint_path")
     mine = next((n for n, g in runs.items() if any(str(i.path) == current for i in g.checkpoints)), None)
-    if st.session_state.get("ck_run") not in runs:                      # first visit, or that run was deleted
-        st.session_state["ck_run"] = mine or next(iter(runs))
+    url.seed(url.CK_RUN, "ck_run", mine or next(iter(runs)), options={str(n): n for n in runs})
     run = st.selectbox("Run", list(runs), format_func=lambda r: f"{r} ({len(runs[r].checkpoints)} checkpoints)",
                        key="ck_run", help="Checkpoints saved by one training run: a run's folder under runs/, or "
                        "shipped checkpoints whose config.json names the same run.")
+    url.write(url.CK_RUN, "ck_run", run, {str(n): n for n in runs})
     ckpts = list(runs[run].checkpoints)
     text = st.text_input("Sentence", value=sentence.current_text() or "", key="ck_scrub_text")
     text, _ = sentence.clip_text(text)
@@ -182,14 +209,25 @@ def scrubber(healthy) -> None:
         return
     cfg = first.config
     c1, c2, c3 = st.columns(3)
-    kind = c1.selectbox("Attention", list(KIND_LABELS), index=2, format_func=KIND_LABELS.get, key="ck_s_kind")
+    url.seed(url.CK_KIND, "ck_s_kind", list(KIND_LABELS)[2], options=list(KIND_LABELS))
+    kind = c1.selectbox("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, key="ck_s_kind")
     layers = attention_kind(kind).n_layers(cfg)
-    layer = c2.number_input("Layer", 1, layers, layers, key=f"ck_s_layer_{kind}")
-    head = c3.number_input("Head", 1, cfg.n_heads, 1, key="ck_s_head")
+    url.seed(url.LAYER, f"ck_s_layer_{kind}", layers, high=layers)
+    url.seed(url.HEAD, "ck_s_head", 1, high=cfg.n_heads)
+    layer = c2.number_input("Layer", 1, layers, key=f"ck_s_layer_{kind}")
+    head = c3.number_input("Head", 1, cfg.n_heads, key="ck_s_head")
+    url.write(url.CK_KIND, "ck_s_kind", kind)
+    url.write(url.LAYER, f"ck_s_layer_{kind}", layer)
+    url.write(url.HEAD, "ck_s_head", head)
     steps = [str(step) if step is not None else i.name for step, i in zip(runs[run].steps, ckpts)]
-    pos = st.select_slider("Checkpoint (training step)", range(len(ckpts)), value=len(ckpts) - 1,
-                           format_func=lambda i: state.md_escape(steps[i]),           # options are Markdown
-                           key="ck_s_step") if len(ckpts) > 1 else 0
+    at = {text: i for i, text in enumerate(steps)}                          # URL text (step or name) -> index
+    pos = 0
+    if len(ckpts) > 1:
+        url.seed(url.CK_STEP, "ck_s_step", len(ckpts) - 1, options=at)
+        pos = st.select_slider("Checkpoint (training step)", range(len(ckpts)),
+                               format_func=lambda i: state.md_escape(steps[i]),       # options are Markdown
+                               key="ck_s_step")
+        url.write(url.CK_STEP, "ck_s_step", pos, at)
     if not text.strip():
         st.info("Type a sentence to watch its attention form over training.")
         return
@@ -212,8 +250,10 @@ def scrubber(healthy) -> None:
         return
     w = tr.attention(kind, layer - 1)[0, head - 1]                                  # [q, k]
     y, x = tr.axes(kind)
+    writes = tr.meta.get("out_tokens") if attention_kind(kind).queries == "tgt" else None
     downloads.chart(head_heatmap(w, y, x, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, "
-                                          f"step {plot_escape(steps[pos])}"),
+                                          f"step {plot_escape(steps[pos])}",
+                                 predicts=writes if writes and len(writes) == len(y) else None),
                     downloads.file_stem(kind, f"L{layer}", f"H{head}", f"step{steps[pos]}"), key="ck_s_fig")
 
 
@@ -222,7 +262,9 @@ if not infos:
     st.info("No checkpoint yet: train one on the Train page.")
     st.stop()
 healthy = [i for i in infos if not i.error]
-tab_table, tab_compare, tab_scrub = st.tabs(["All checkpoints", "Compare two", "Attention over training"])
+# The open tab is in the URL (?tab=...), kept by Streamlit itself (an unknown tab name is removed).
+tab_table, tab_compare, tab_scrub = st.tabs(["All checkpoints", "Compare two", "Attention over training"],
+                                            key="tab", bind="query-params")
 with tab_table:
     table(infos)
 with tab_compare:
