@@ -202,6 +202,23 @@ def test_checkpoints_page_table_compare_and_scrubber(runs):
     assert not at.exception and "**Step 10:**" in texts(at.markdown)
 
 
+def test_schedule_sliders_are_in_the_url_clamped(runs):
+    """A link's schedule and label-smoothing settings reopen the page's curves; out of range they are the
+    sliders' ends, written back; tokens count from 1."""
+    at = open_page("schedule", d=256, warmup=999999, factor=2.5, steps=3000, overlay=0, eps=0.3, vocab=5,
+                   target=9, run="finished")
+    assert at.select_slider(key="sc_d").value == 256 and at.slider(key="sc_warmup").value == 20_000
+    assert at.slider(key="sc_factor").value == 2.5 and at.checkbox(key="sc_overlay").value is False
+    assert at.slider(key="sc_target_5").value == 5                            # clamped to V
+    assert {k: at.query_params[k] for k in ("d", "warmup", "factor", "steps", "overlay", "eps", "vocab",
+                                            "target", "run")} == {
+        "d": "256", "warmup": "20000", "factor": "2.5", "steps": "3000", "overlay": "0", "eps": "0.3",
+        "vocab": "5", "target": "5", "run": "finished"}
+    assert "Right token: 0.7600" in texts(at.caption)                         # 1 - 0.3 + 0.3/5
+    at.slider(key="sc_warmup").set_value(800).run()
+    assert at.query_params["warmup"] == "800"
+
+
 def test_checkpoints_page_keeps_its_tab_pair_and_scrubber_in_the_url(runs):
     """The tab, the A/B pair (by name) and the scrubber's kind, layer, head and step reopen from a link;
     a layer or head beyond the model's is its last, and the URL says so; decoder rows are labelled by the

@@ -1,7 +1,7 @@
 """Schedule: the Noam learning-rate schedule and label smoothing, as the trainer applies them.
 
 Thin: sliders -> explorer.training.schedule (the same pure functions the trainer calls every step) ->
-explorer.plots.training. A run's logged LR is drawn over its planned curve, so any mismatch
+explorer.plots.training. Every slider and the run shown are in the URL (webapp.url_keys). A run's logged LR is drawn over its planned curve, so any mismatch
 between plan and practice would show.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from explorer.plots import training as plots
 from explorer.training.args import planned_model_config
 from explorer.training.schedule import label_smoothing_target, noam_curve, noam_rate
 from webapp import downloads, state
+from webapp import url_keys as url
 from webapp.text_safety import plot_escape
 
 ANNOTATED = ((512, 4000), (512, 8000), (256, 4000))     # the Annotated Transformer's three curves
@@ -30,13 +31,23 @@ state.learn(
     r",\qquad lr_{peak} = factor \cdot (d_{model} \cdot warmup)^{-0.5}")
 
 st.header("Noam schedule")
+D_MODELS = (64, 128, 256, 512, 768, 1024)
+url.seed(url.SC_D, "sc_d", 512, options=D_MODELS)
+url.seed(url.SC_WARMUP, "sc_warmup", 4000)
+url.seed(url.SC_FACTOR, "sc_factor", 1.0)
+url.seed(url.SC_STEPS, "sc_steps", 20_000)
+url.seed(url.SC_OVERLAY, "sc_overlay", True, options=(False, True))
 c1, c2, c3, c4 = st.columns(4)
-d_model = c1.select_slider("d_model", [64, 128, 256, 512, 768, 1024], value=512, key="sc_d")
-warmup = c2.slider("Warm-up steps", 100, 20_000, 4000, step=100, key="sc_warmup")
-factor = c3.slider("Factor", 0.1, 5.0, 1.0, step=0.1, key="sc_factor")
-steps = c4.slider("Steps shown", 1000, 100_000, 20_000, step=1000, key="sc_steps")
+d_model = c1.select_slider("d_model", D_MODELS, key="sc_d")
+warmup = c2.slider("Warm-up steps", 100, 20_000, step=100, key="sc_warmup")
+factor = c3.slider("Factor", 0.1, 5.0, step=0.1, key="sc_factor")
+steps = c4.slider("Steps shown", 1000, 100_000, step=1000, key="sc_steps")
 overlay = st.checkbox("Overlay the Annotated Transformer's curves (factor 1): 512/4000, 512/8000, 256/4000",
-                      value=True, key="sc_overlay")
+                      key="sc_overlay")
+for spec, widget, value in ((url.SC_D, "sc_d", d_model), (url.SC_WARMUP, "sc_warmup", warmup),
+                            (url.SC_FACTOR, "sc_factor", factor), (url.SC_STEPS, "sc_steps", steps),
+                            (url.SC_OVERLAY, "sc_overlay", overlay)):
+    url.write(spec, widget, value)
 x = np.unique(np.linspace(1, steps, 2000).astype(int))
 curves = [(f"yours: {d_model}/{warmup}, factor {factor:g}", x, noam_curve(x, d_model, factor, warmup))]
 if overlay:
@@ -50,8 +61,11 @@ runs = [j for j in jobs.list_jobs() if rf.has_metrics(j.run_dir)]
 if not runs:
     st.info("No training run with metrics yet; start one on the Train page.")
 else:
+    by_name = {j.name: i for i, j in enumerate(runs)}
+    url.seed(url.SC_RUN, "sc_run", 0, options=by_name)
     pick = st.selectbox("Run", range(len(runs)), format_func=lambda i: f"{runs[i].name} ({runs[i].state})",
                         key="sc_run")
+    url.write(url.SC_RUN, "sc_run", pick, by_name)
     job = runs[pick]
     c = rf.read_curves(job.run_dir)
     try:
@@ -83,14 +97,20 @@ state.learn(
     "BLEU in the paper at some cost in perplexity.",
     r"q(k) = (1-\varepsilon)\,[k = y] + \frac{\varepsilon}{V},\qquad "
     r"\mathcal{L} = -\sum_k q(k)\,\log p(k)")
+url.seed(url.SC_EPS, "sc_eps", 0.1)
+url.seed(url.SC_VOCAB, "sc_vocab", 10)
 c1, c2, c3 = st.columns(3)
-eps = c1.slider("ε (label smoothing)", 0.0, 0.5, 0.1, step=0.01, key="sc_eps")
-vocab = c2.slider("Vocabulary size V (for the picture)", 2, 40, 10, key="sc_vocab")
-target = c3.slider("Correct token", 0, vocab - 1, min(3, vocab - 1), key=f"sc_target_{vocab}")
+eps = c1.slider("ε (label smoothing)", 0.0, 0.5, step=0.01, key="sc_eps")
+vocab = c2.slider("Vocabulary size V (for the picture)", 2, 40, key="sc_vocab")
+url.seed(url.SC_TARGET, f"sc_target_{vocab}", min(4, vocab), high=vocab)           # tokens count from 1
+target = c3.slider("Correct token", 1, vocab, key=f"sc_target_{vocab}") - 1
+for spec, widget, value in ((url.SC_EPS, "sc_eps", eps), (url.SC_VOCAB, "sc_vocab", vocab),
+                            (url.SC_TARGET, f"sc_target_{vocab}", target + 1)):
+    url.write(spec, widget, value)
 dist = label_smoothing_target(vocab, target, eps)
 c1, c2 = st.columns(2)
 with c1:
-    downloads.chart(plots.smoothing_figure(dist, target, title=f"Target distribution (ε = {eps:g}, V = {vocab})"),
+    downloads.chart(plots.smoothing_figure(dist, target, labels=[str(i + 1) for i in range(vocab)], title=f"Target distribution (ε = {eps:g}, V = {vocab})"),
                     "label_smoothing_target", key="sc_dist")
 with c2:
     downloads.chart(plots.smoothing_loss_figure(vocab, eps), "label_smoothing_loss", key="sc_loss")
