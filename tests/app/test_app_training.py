@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.training import jobs
+from explorer.training import jobs, launch
 from support.training_fixtures import SENTENCE, build_runs, hold_lock, write_run
 from webapp.text_safety import JOINER
 
@@ -84,14 +84,14 @@ def test_train_page_shows_every_job_state(runs):
 
 
 def launches(monkeypatch) -> list:
-    """jobs.start replaced by a recorder: the (cfg, nproc) each Start press would launch."""
+    """launch.start replaced by a recorder: the (cfg, nproc) each Start press would launch."""
     launched = []
 
     def fake_start(cfg, nproc=1):
         launched.append((cfg, nproc))
         return jobs.Job(name=Path(cfg.run_dir).name, run_dir=Path(cfg.run_dir), state="starting")
 
-    monkeypatch.setattr(jobs, "start", fake_start)
+    monkeypatch.setattr(launch, "start", fake_start)
     return launched
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from browser_support import (ARTIFACTS, LONG, NUMBERS, ROOT, idle, no_exception, open_app, pick_checkpoint,
                              sidebar_to, timed, url_param, wait_plotly)
-from explorer.training import jobs
+from explorer.training import jobs, launch
 
 RUN = "browser-numbers"
 STEPS = 2000
@@ -131,5 +131,5 @@ def test_train_watch_stop_and_pick_the_checkpoint(visit, runs_dir, crowded):
         visit.assert_offline_and_quiet()
     finally:
         if jobs.poll(run_dir).active:                               # never leave a trainer behind
-            jobs.stop(run_dir)
+            launch.stop(run_dir)
             jobs.wait(run_dir, timeout=60)

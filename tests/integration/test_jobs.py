@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.training import jobs, uploads
+from explorer.training import jobs, launch, uploads
 from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
@@ -64,28 +64,28 @@ def wait(run_dir, until, what):
 def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
     """One run through every transition (each trainer start costs seconds of torch import)."""
     run = seeded(root / "numbers-a", tokenizer_dir)
-    job = jobs.start(numbers_cfg(run, max_steps=40))
+    job = launch.start(numbers_cfg(run, max_steps=40))
     assert job.state in ("starting", "running") and job.active
     with pytest.raises(jobs.JobError, match="limit is 1"):            # the one slot is taken
-        jobs.start(numbers_cfg(root / "numbers-b"))
+        launch.start(numbers_cfg(root / "numbers-b"))
     with pytest.raises(jobs.JobError, match="already exists|already running"):
-        jobs.start(numbers_cfg(run))
+        launch.start(numbers_cfg(run))
     job = wait(run, lambda j: j.state == "running" and j.step >= 5 and j.checkpoints, "progress")
     assert job.total_steps == 40 and job.pid and 0 < job.fraction < 1
     curves = rf.read_curves(run)
     assert len(curves.step) >= 5 and curves.loss[0] > 0 and curves.lr[0] > 0
 
     # stop: SIGTERM, the trainer saves where it is and says "stopped"
-    jobs.stop(run)
+    launch.stop(run)
     job = wait(run, lambda j: not j.active, "stop")
     assert job.state == "stopped" and job.resumable and 5 <= job.step < 40 and not job.note
     assert rp.checkpoint_dirs(run)[-1].name == f"step_{job.step:06d}"          # saved where it stopped
     with pytest.raises(jobs.JobError, match="not running"):
-        jobs.stop(run)
+        launch.stop(run)
 
     # resume, then SIGKILL mid-run: no final status, the last whole checkpoint loads, the run resumes
     stopped_at = job.step
-    jobs.resume(run)
+    launch.resume(run)
     job = wait(run, lambda j: j.state == "running" and j.step >= stopped_at + 7, "the resumed run to progress")
     assert f"resumed from {run / 'checkpoints' / f'step_{stopped_at:06d}'}" in rf.log_tail(run, 200)
     os.kill(job.pid, signal.SIGKILL)
@@ -97,9 +97,9 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
 
     # resumed by another process that exits at once (like an app restart): the trainer lives on and
     # this process, which did not start it, finds it from the run directory alone
-    subprocess.run([sys.executable, "-c", f"from explorer.training import jobs; jobs.resume({str(run)!r})"], check=True,
+    subprocess.run([sys.executable, "-c", f"from explorer.training import launch; launch.resume({str(run)!r})"], check=True,
                    cwd=rp.REPO_ROOT, timeout=LIMIT)
-    assert str(run) not in jobs._PROCS
+    assert str(run) not in jobs.LAUNCHED
     job = wait(run, lambda j: j.active, "the trainer started elsewhere to be found")
     job = wait(run, lambda j: not j.active, "the resumed run to finish")
     assert job.state == "finished" and job.step == 40, rf.log_tail(run)
@@ -112,7 +112,7 @@ def test_a_crashing_trainer_shows_failed_with_its_error(root, tmp_path):
     tiny = tmp_path / "two_pairs.tsv"
     tiny.write_text("one\teins\ntwo\tzwei\n")                  # valid TSV, too small to split into train/dev/test
     run = root / "crash"
-    jobs.start(numbers_cfg(run, dataset=str(tiny)))
+    launch.start(numbers_cfg(run, dataset=str(tiny)))
     job = wait(run, lambda j: not j.active, "the trainer to exit")
     assert job.state == "failed" and "at least 3 sentence pairs" in job.last_error
     assert not job.resumable
@@ -130,7 +130,7 @@ def test_a_crashing_trainer_shows_failed_with_its_error(root, tmp_path):
 def test_invalid_settings_are_refused_with_the_reason(root, override, message):
     cfg = numbers_cfg(root / override.pop("run_dir", "r"), **override)
     with pytest.raises(jobs.JobError, match=message):
-        jobs.start(cfg)
+        launch.start(cfg)
     assert not any(root.iterdir())
 
 
@@ -138,18 +138,18 @@ def test_bad_dataset_file_and_full_disk_are_refused(root, tmp_path, monkeypatch)
     bad = tmp_path / "bad.tsv"
     bad.write_text("one\teins\ntwo zwei\n")
     with pytest.raises(jobs.JobError, match="line 2"):
-        jobs.start(numbers_cfg(root / "r", dataset=str(bad)))
+        launch.start(numbers_cfg(root / "r", dataset=str(bad)))
     monkeypatch.setattr(rp, "free_bytes", lambda path: 10 << 20)
     with pytest.raises(jobs.JobError, match="not enough disk space"):
-        jobs.start(numbers_cfg(root / "r"))
+        launch.start(numbers_cfg(root / "r"))
     with pytest.raises(jobs.JobError, match="GPU"):
-        jobs.start(numbers_cfg(root / "r"), nproc=2)
+        launch.start(numbers_cfg(root / "r"), nproc=2)
 
 
 def test_an_existing_run_is_not_overwritten(root):
     write_run(root / "old", {"state": "finished"})
     with pytest.raises(jobs.JobError, match="already exists"):
-        jobs.start(numbers_cfg(root / "old"))
+        launch.start(numbers_cfg(root / "old"))
 
 
 def test_upload_is_validated_and_kept_by_content_hash(root):
@@ -165,11 +165,11 @@ def test_upload_is_validated_and_kept_by_content_hash(root):
 
 def test_command_round_trips_through_the_trainer_parser(tmp_path):
     cfg = numbers_cfg(tmp_path / "r", epochs=2.5, bf16=True, label_smoothing=0.0, init_from=None)
-    argv = jobs.command(cfg)
+    argv = launch.command(cfg)
     assert argv[1:3] == ["-m", "explorer.train"]
     assert parse_config(argv[3:]) == (cfg, False)
-    assert jobs.command(cfg, resume=True)[-1] == "--resume"
-    ddp = jobs.command(cfg, nproc=2)
+    assert launch.command(cfg, resume=True)[-1] == "--resume"
+    ddp = launch.command(cfg, nproc=2)
     assert "torch.distributed.run" in ddp and "--nproc-per-node=2" in ddp
 
 
@@ -185,12 +185,12 @@ def test_states_of_finished_running_failed_killed_and_damaged_runs(root):
         assert states["killed"].resumable and "killed" in states["killed"].note
         assert not states["damaged"].resumable and "status.json" in states["damaged"].note
         with pytest.raises(jobs.JobError, match="limit is 1"):          # the running run holds the one slot
-            jobs.start(numbers_cfg(root / "new"))
+            launch.start(numbers_cfg(root / "new"))
         with pytest.raises(jobs.JobError, match="cannot resume"):
-            jobs.resume(root / "damaged")
+            launch.resume(root / "damaged")
         with pytest.raises(jobs.JobError, match="nothing to resume"):
-            jobs.resume(root / "running")
-        jobs.stop(root / "running")                                   # SIGTERM to the lock holder
+            launch.resume(root / "running")
+        launch.stop(root / "running")                                   # SIGTERM to the lock holder
         assert built["holder"].wait(timeout=10) == -signal.SIGTERM
         assert jobs.poll(root / "running").state == "stopped"
     finally:
@@ -230,7 +230,7 @@ def test_run_names_that_leave_the_runs_directory_are_refused_and_nothing_is_crea
         jobs.run_dir_for(name)
     assert "letters, digits" in str(err.value)                  # the message names the rule
     with pytest.raises(jobs.JobError, match="run name"):        # a config built around the check is refused too
-        jobs.start(numbers_cfg(f"{root}{os.sep}{name}"))        # as a string: pathlib would drop "./" itself
+        launch.start(numbers_cfg(f"{root}{os.sep}{name}"))        # as a string: pathlib would drop "./" itself
     assert not any(root.iterdir())
     assert sorted(p.name for p in tmp_path.parent.iterdir()) == outside
     assert target.exists() == existed and not (target / rp.LOG).exists()
@@ -242,9 +242,9 @@ def test_a_run_name_that_resolves_elsewhere_is_refused(root, tmp_path_factory):
     with pytest.raises(jobs.JobError, match="run name"):
         jobs.run_dir_for("link")
     with pytest.raises(jobs.JobError, match="run name"):
-        jobs.start(numbers_cfg(root / "link"))
+        launch.start(numbers_cfg(root / "link"))
     with pytest.raises(jobs.JobError, match="run name"):
-        jobs.resume(root / "link")
+        launch.resume(root / "link")
     assert not any(elsewhere.iterdir())
 
 
@@ -255,13 +255,13 @@ def test_a_good_run_name_is_a_folder_directly_under_the_runs_directory(root):
 
 STARTER = """
 import json, sys, time
-from explorer.training import jobs
+from explorer.training import jobs, launch
 from explorer.training import trainer as train  # noqa: F401  (imports done before the agreed moment)
 from explorer.config import TrainConfig
 cfg, at = TrainConfig(**json.loads(sys.argv[1])), float(sys.argv[2])
 time.sleep(max(0.0, at - time.time()))
 try:
-    print("started", jobs.start(cfg).name)
+    print("started", launch.start(cfg).name)
 except jobs.JobError as err:
     print("refused", err)
 """
@@ -285,7 +285,7 @@ def test_the_job_limit_holds_across_app_processes(root, tokenizer_dir):
     finally:
         for run in runs:
             with contextlib.suppress(jobs.JobError):
-                jobs.stop(run)
+                launch.stop(run)
             jobs.wait(run, timeout=LIMIT)
 
 

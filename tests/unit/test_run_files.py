@@ -14,7 +14,7 @@ from explorer.model import parameter_count
 from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
-from explorer.training import jobs
+from explorer.training import jobs, launch
 from explorer.training.args import planned_model_config
 from explorer.training.trainer import Trainer
 
@@ -90,11 +90,11 @@ def test_the_lock_holder_pid_is_read_back(tmp_path):
 
 def test_a_launch_that_left_only_its_log_blocks_the_name_for_jobs_not_for_the_trainer(tmp_path):
     assert not rp.holds_run(tmp_path)
-    jobs._check_new(tmp_path)
+    launch.check_new(tmp_path)
     (tmp_path / rp.LOG).write_text("launched\n")
     assert not rp.holds_run(tmp_path)                                  # the trainer's own check
     with pytest.raises(jobs.JobError, match="already exists"):
-        jobs._check_new(tmp_path)
+        launch.check_new(tmp_path)
     (tmp_path / rp.LOG).unlink()
     (tmp_path / rp.STATUS).write_text(json.dumps({"state": "failed"}))
     assert rp.holds_run(tmp_path)
@@ -104,7 +104,7 @@ def test_one_disk_estimate_for_the_launcher_and_the_trainer(tmp_path, monkeypatc
     cfg = TrainConfig(run_dir=str(tmp_path / "run"), preset="tiny", vocab_size=1000, keep_last=3)
     params = parameter_count(planned_model_config(cfg))
     assert params == parameter_count(preset("tiny", src_vocab_size=1000, tgt_vocab_size=1000))
-    assert jobs.needed_bytes(cfg) == rp.disk_needed(params, cfg.keep_last + 2)
+    assert launch.needed_bytes(cfg) == rp.disk_needed(params, cfg.keep_last + 2)
     assert rp.disk_needed(params, 2) - rp.disk_needed(params, 1) == rp.CHECKPOINT_BYTES_PER_PARAMETER * params
     # the trainer refuses to save with less free space than one checkpoint needs, and saves with that much
     trainer = SimpleNamespace(model_cfg=planned_model_config(cfg), run_dir=tmp_path)

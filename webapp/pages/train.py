@@ -1,6 +1,6 @@
 """Train: start a training or fine-tuning job, watch it learn, stop and resume it.
 
-Thin: form -> explorer.training.jobs (the trainer runs as its own process, so the page stays responsive
+Thin: form -> explorer.training.launch (the trainer runs as its own process, so the page stays responsive
 and a page switch never stops it) -> run files -> explorer.plots.training. The selected job's
 panel is an st.fragment that re-runs alone every two seconds while the job is active.
 """
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.training import jobs, uploads
+from explorer.training import jobs, launch, uploads
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.store.checkpoint import CheckpointError
@@ -165,7 +165,7 @@ def new_job_form() -> None:
         eval_sentences = c3.number_input("Dev sentences per evaluation", 0, FORM_MAX["eval_sentences"], 100,
                                          key=k + "evaln")
         threads = c4.number_input("CPU threads", 1, FORM_MAX["threads"], 1, key=k + "threads")
-        gpus = jobs.gpu_count()
+        gpus = launch.gpu_count()
         nproc = c1.number_input("Processes (torchrun, one per GPU)", 1, gpus, 1, key=k + "nproc") if gpus > 1 else 1
     try:
         try:                                   # the name as typed: a folder directly under runs/, or refused
@@ -192,7 +192,7 @@ def new_job_form() -> None:
         try:
             if name_problem is not None:
                 raise name_problem
-            job = jobs.start(cfg, nproc=int(nproc))
+            job = launch.start(cfg, nproc=int(nproc))
         except jobs.JobError as err:
             st.error(f"Not started: {state.md_escape(err)}")
             return
@@ -240,12 +240,12 @@ def job_panel(run_dir: str) -> None:
     c1, c2, _ = st.columns([1, 1, 4])
     if job.active and c1.button("Stop", key="tr_stop"):
         with st.spinner("Asking the trainer to save and stop…"):
-            state.friendly(jobs.stop, run_dir, what="Stopping")
+            state.friendly(launch.stop, run_dir, what="Stopping")
             jobs.wait(run_dir, timeout=10)
         st.rerun(scope="app")
     if job.resumable and c2.button("Resume", key="tr_resume"):
         try:
-            jobs.resume(run_dir)
+            launch.resume(run_dir)
             st.rerun(scope="app")
         except jobs.JobError as err:
             st.error(f"Not resumed: {state.md_escape(err)}")
