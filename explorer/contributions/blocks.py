@@ -35,9 +35,9 @@ class ForcedPass:
     token_logprobs: list[float]          # log p(out_ids[i] | source, out_ids[:i])
 
 
-def _names(stack: str, n_layers: int, kinds: Sequence[str]) -> list[str]:
+def _names(stack: str, n_layers: int, points: Sequence[str]) -> list[str]:
     names = [f"{stack}.embed.out"] + [f"{stack}.layers.{l}.resid_post" for l in range(n_layers)]
-    return names + [f"{stack}.layers.{l}.{k}.{q}" for l in range(n_layers) for k in kinds for q in ("weights", "out")]
+    return names + [f"{stack}.layers.{l}.{point}" for l in range(n_layers) for point in points]
 
 
 def _recorded(model: nn.Module, names: list[str]):
@@ -76,8 +76,8 @@ def forced_pass(model: nn.Module, src_ids: Sequence[int], out_ids: Sequence[int]
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)                  # [1, S]
     out = torch.tensor([list(out_ids)], dtype=torch.long, device=device)                  # [1, T]
     tgt_in = torch.cat([torch.full_like(out[:, :1], special_ids(model).start), out[:, :-1]], dim=1)  # [1, T]
-    names = (_names("encoder", cfg.n_encoder_layers, ("self_attn",))
-             + _names("decoder", cfg.n_decoder_layers, ("self_attn", "cross_attn")))
+    names = (_names("encoder", cfg.n_encoder_layers, ("self_attn.weights",))
+             + _names("decoder", cfg.n_decoder_layers, ("self_attn.weights", "self_attn.out", "cross_attn.weights")))
     hooks, kept = _recorded(model, names)
     with torch.no_grad(), eval_mode(model), hooks:
         memory, src_mask = model.encode(src)                                                # [1, S, d]

@@ -73,7 +73,8 @@ def value_vectors(block: AttentionBlock) -> Tensor:
 
 def _raw_vectors(block: AttentionBlock, f: Tensor, rows: slice) -> Tensor:
     """The pre-norm terms of rows `rows`: attention per key plus the residual: [t, K(+1), d]."""
-    mixed = (block.weights[:, rows].unsqueeze(-1) * f.unsqueeze(1)).sum(dim=0)            # [t, K, d]
+    per_key = block.weights[:, rows].permute(2, 1, 0) @ f.transpose(0, 1)                  # [K, t, H] @ [K, H, d]
+    mixed = per_key.transpose(0, 1).contiguous()                                            # [t, K, d]
     stream = block.stream[rows]                                                             # [t, d]
     if block.cross:
         return torch.cat([mixed, stream.unsqueeze(1)], dim=1)                               # [t, K+1, d]
