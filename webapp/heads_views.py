@@ -25,10 +25,11 @@ from explorer.heads.job import STAGES, LabSettings
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_paths as rp
-from webapp import background, models
+from webapp import background, downloads, models
 from webapp.text_safety import md_escape
 
 MAX_SENTENCES = 500
+NO_ROLE = "no rule matched"     # a head none of the role rules names (the result file holds null)
 MAX_SEEDS = 10
 
 
@@ -77,7 +78,7 @@ def roles_table(result: dict, carried: dict[str, str]) -> pd.DataFrame:
     for r in result["roles"]:
         key = (r["kind"], r["layer"], r["head"])
         rows.append({"kind": KIND_LABELS.get(r["kind"], r["kind"]), "layer": r["layer"], "head": r["head"],
-                     "role": r["role"], "rule": r["rule"], "figure": r.get("value"),
+                     "role": r.get("role") or NO_ROLE, "rule": r.get("rule") or "", "figure": r.get("value"),
                      "importance": importance.get(key), "BLEU drop": drops.get(key),
                      "zoom": zoom_url(r["kind"], r["layer"], r["head"], carried)})
     return pd.DataFrame(rows)
@@ -107,11 +108,16 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
         "figure": st.column_config.NumberColumn(format="%.3f"),
         "importance": st.column_config.NumberColumn(format="%.3f"),
         "BLEU drop": st.column_config.NumberColumn(format="%.2f")})
+    downloads.table_csv_button(table.drop(columns=["zoom"]), "head_lab_roles", key="heads_roles_csv",
+                               label="Roles, importance and BLEU drop as CSV")
+    downloads.bundle_button(lambda: result, "head_lab", key="heads_json",
+                            label="The whole head lab, pruning curves included (JSON)")
     heads = [(r["kind"], r["layer"], r["head"]) for r in result["roles"]]
     if heads:
         pick = st.selectbox("Zoom into a head on the current sentence", range(len(heads)), key="heads_zoom",
                             format_func=lambda i: f"{KIND_LABELS.get(heads[i][0], heads[i][0])}, layer "
-                                                  f"{heads[i][1]}, head {heads[i][2]}: {result['roles'][i]['role']}")
+                                                  f"{heads[i][1]}, head {heads[i][2]}: "
+                                                  f"{result['roles'][i].get('role') or NO_ROLE}")
         kind, layer, head = heads[pick]
         st.page_link(attention_page, label=md_escape(f"Open {KIND_LABELS.get(kind, kind)} layer {layer} head {head} "
                                                      "on the Attention page"), icon=":material/zoom_in:",

@@ -85,7 +85,10 @@ def test_a_result_file_is_shown_with_its_figures_and_head_links(runs, precompute
     assert len(pruning) == 8                                  # 4 scopes x (importance, random)
     table = at.dataframe[0].value
     assert len(table) == len(result["roles"]) and {"kind", "layer", "head", "role", "rule", "figure"} <= set(table)
-    assert list(table["role"]) == [r["role"] for r in result["roles"]]
+    assert list(table["role"]) == [r["role"] or "no rule matched" for r in result["roles"]]
+    assert "None" not in set(table["role"]) | set(table["rule"]) and table["role"].notna().all()   # never "None"
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert {"Roles, importance and BLEU drop as CSV", "The whole head lab, pruning curves included (JSON)"} <= labels
     for row, role in zip(table.itertuples(), result["roles"]):
         url = urlparse(row.zoom)
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
