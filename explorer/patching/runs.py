@@ -32,11 +32,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from explorer.decoding.core import as_batch, decoding_session, special_ids
+from explorer.decoding.core import Decoded, as_batch, decoding_session, special_ids
+from explorer.decoding.greedy import greedy_search
 from explorer.inspection.hooks import intervene
 from explorer.inspection.trace import ATTENTION_KINDS
 from explorer.lens.kept import decoder_outputs, encoder_outputs, kept
-from explorer.patching.pair import MinimalPair
+from explorer.patching.pair import PAIR_DECODING, MinimalPair
 
 DIRECTIONS = ("denoise", "noise")
 ROWS_PER_BATCH = 32             # patched runs computed together (one row each): memory is rows x one run's
@@ -136,6 +137,25 @@ class PairRuns:
             else:
                 memory = self.memory[run].expand(n, -1, -1)                                   # [N, S, d]
             return self._scored(memory).double().cpu().numpy()                                # [N]
+
+
+    def translation(self, cell: Cell, direction: str = "denoise") -> Decoded:
+        """The patched run's greedy translation (what a clicked cell shows): the run's source, the output
+        forced to the shared prefix as in every patched run, then decoded freely by explorer.decoding.
+        The patch applies to the first pass through its point only: the encoder's one pass, or the
+        decoder's first step, which reads the start id + prefix at once (the positions a decoder cell
+        patches); later decoder steps are unpatched, since the other run has no activations there."""
+        cell = self.check(cell)
+        run, source = ("corrupt", "clean") if direction == "denoise" else ("clean", "corrupt")
+        mask = torch.zeros(1, self.axis_size(cell.point), dtype=torch.bool, device=self.tgt_in.device)  # [1, A]
+        mask[0, list(cell.index) if cell.index is not None else slice(None)] = True
+        swap, calls = _swap(mask, self.acts[source][cell.point]), []
+
+        def first_pass_only(x: torch.Tensor) -> torch.Tensor:
+            calls.append(1)
+            return swap(x) if len(calls) == 1 else x
+        with intervene(self.model, {cell.point: first_pass_only}):
+            return greedy_search(self.model, self.src[run], PAIR_DECODING, prefix=self.pair.prefix)[0]
 
 
 def _swap(mask: torch.Tensor, patch: torch.Tensor):

@@ -124,6 +124,20 @@ def test_batched_cells_equal_the_same_patch_made_by_hand():
         np.testing.assert_allclose(batched, plain, atol=1e-5, rtol=0)
 
 
+def test_a_clicked_cell_shows_the_patched_runs_translation():
+    """Patching all of the last encoder layer translates the corrupted source as the clean one; a
+    patch the runs share leaves the corrupted translation; a decoder cell decodes too."""
+    model = make_model(seed=5)
+    pair = some_pair(model, [5, 6, 7, 8, 9, 3], 2, range(10, 40))
+    runs = PairRuns(model, pair)
+    last = encoder_outputs(model)[-1]
+    assert runs.translation(Cell(last)).best.ids == pair.clean_output
+    assert runs.translation(Cell(last), "noise").best.ids == pair.corrupt_output
+    assert runs.translation(Cell("encoder.embed.out", (0,))).best.ids == pair.corrupt_output
+    patched = runs.translation(Cell("decoder.layers.1.cross_attn.context", (0,))).best.ids
+    assert patched[:pair.position] == pair.prefix
+
+
 def test_grids_have_their_shapes_and_average_over_pairs():
     model = make_model(seed=5)
     pairs = [some_pair(model, [5, 6, 7, 8, 9, 3], 1, range(10, 40)), some_pair(model, [5, 6, 7, 3], 2, range(10, 40))]
