@@ -4,7 +4,8 @@ Per sentence: its tokens, each output token's source share and the rolled-out co
 target prefix] (explorer.contributions.job), written atomically to --out. --detached-check instead measures
 how well the source share tells a source's own reference from another pair's (explorer.contributions.
 detached); --alignment scores each layer's cross contributions as a word aligner beside raw attention
-(explorer.contributions.alignment). Every argument is checked before the checkpoint is loaded, and a
+(explorer.contributions.alignment); --faithfulness removes the source tokens each explanation ranks
+highest (explorer.contributions.faithfulness). Every argument is checked before the checkpoint is loaded, and a
 --pairs or --gold file is read first, so a slip is refused at once in one line.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
+from explorer.contributions.faithfulness import METHODS, RANGES as FAITH_RANGES
 from explorer.contributions.job import RANGES
 from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
 from explorer.files.names import CONTRIBUTIONS_OUT
@@ -35,12 +37,21 @@ def build_parser() -> CommandParser:
     check.add_argument("--detached-check", action="store_true",
                        help="instead: each source forced on its own reference and on another pair's; the AUROC "
                             "of the mean source share (and of the log-probability) telling them apart")
+    check.add_argument("--faithfulness", action="store_true",
+                       help="instead: the faithfulness scorecard (ERASER's comprehensiveness and sufficiency with "
+                            "source tokens replaced by unk) of every explanation beside random rankings")
     check.add_argument("--alignment", action="store_true",
                        help="instead: AER per layer of the cross contributions beside raw attention, on --gold "
                             "or the checkpoint's gold set")
     parser.add_argument("--gold", help="with --alignment: a gold file (source ||| target ||| links)")
     parser.add_argument("--gold-pairs", type=count("gold pairs", *GOLD_PAIRS), default=200,
                         help="with --alignment: the first N gold pairs (default 200)")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS),
+                        help="with --faithfulness: the explanations scored (default: all)")
+    parser.add_argument("--seeds", type=count("seeds", *FAITH_RANGES["seeds"]), default=3,
+                        help="with --faithfulness: random rankings, the baseline (default 3)")
+    parser.add_argument("--ig-steps", type=count("ig steps", *FAITH_RANGES["ig_steps"]), default=16,
+                        help="with --faithfulness: integrated-gradients path points (default 16)")
     parser.add_argument("--out", default=CONTRIBUTIONS_OUT, help=f"the JSON file to write (default {CONTRIBUTIONS_OUT})")
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     return parser
@@ -55,14 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_checked(build_parser(), argv)
     if args is None:
         return 2
-    if args.detached_check and args.forced != "reference":
-        return _refuse("--detached-check forces references (its own and another pair's); drop --forced")
+    if (args.detached_check or args.faithfulness) and args.forced != "reference":
+        return _refuse("--detached-check and --faithfulness force references; drop --forced")
     if args.gold and not args.alignment:
         return _refuse("--gold is read only with --alignment")
 
     from explorer.align.gold import GoldError
     from explorer.align.gold_sets import default_gold, user_gold
-    from explorer.contributions import alignment, detached, job
+    from explorer.contributions import alignment, detached, faithfulness, job
     from explorer.data import DataError
     from explorer.data.files import read_tsv
     from explorer.evaluation.scores import held_out_pairs
@@ -87,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         run = partial(job.run_to_file, detached.run_detached_check, args.out, pairs=pairs,
                       sentences=args.sentences, **common)
         return run_command(run, detached.report, args.out)
+    if args.faithfulness:
+        settings = faithfulness.FaithfulnessSettings(methods=tuple(args.methods), seeds=args.seeds,
+                                                     ig_steps=args.ig_steps)
+        run = partial(job.run_to_file, faithfulness.run_faithfulness, args.out, pairs=pairs,
+                      sentences=args.sentences, settings=settings, **common)
+        return run_command(run, faithfulness.report, args.out)
     if args.alignment:
         run = partial(job.run_to_file, alignment.run_alignment, args.out, gold=gold, pairs=args.gold_pairs,
                       gold_name=gold_name, **common)

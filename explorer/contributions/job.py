@@ -111,7 +111,8 @@ def run_contributions(model, tokenizer, pairs, settings: ContributionSettings, *
 
 
 def run_to_file(run: Callable[..., dict], out: str | os.PathLike, **kwargs) -> dict:
-    """run(**kwargs) (run_contributions, detached.run_detached_check or alignment.run_alignment), then the result
+    """run(**kwargs) (run_contributions, detached.run_detached_check, alignment.run_alignment or
+    faithfulness.run_faithfulness), then the result
     written atomically to `out`: nothing is written when it is cancelled or fails."""
     result = run(**kwargs)
     write_json_atomic(Path(out), result)

@@ -85,7 +85,7 @@ def test_the_detached_check_and_the_alignment_check(tmp_path, capsys):
     (["--sentences", "5000"], "<= 1000"),
     (["--forced", "beam"], "invalid choice"),
     (["--detached-check", "--alignment"], "not allowed with"),
-    (["--detached-check", "--forced", "output"], "drop --forced"),
+    (["--faithfulness", "--forced", "output"], "drop --forced"),
     (["--gold", "x.align"], "only with --alignment"),
     (["--device", "cuda:7"], "cuda"),
 ])
@@ -130,3 +130,14 @@ def test_auroc_and_the_derangement():
     assert derangement(10) == derangement(10)
     with pytest.raises(ValueError):
         derangement(1)
+
+
+def test_the_faithfulness_scorecard_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    assert main([NUMBERS, "--faithfulness", "--sentences", "2", "--methods", "alti", "attention-mean",
+                 "--seeds", "2", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["method"], r["measure"]) for r in rows} == {
+        (m, k) for m in ("alti", "attention-mean", "random") for k in ("comprehensiveness", "sufficiency")}
+    assert all(r["ci95"][0] <= r["mean"] <= r["ci95"][1] for r in rows)
+    assert "comprehensiveness" in capsys.readouterr().out
