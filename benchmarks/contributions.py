@@ -7,7 +7,8 @@ options (benchmarks.marian.marian_config: swish, halves, tied, logits bias, Mari
 warm-up: a plain teacher-forced forward (log-probs, no hooks), and explorer.contributions.
 sentence_contributions (its own hooked forward, every block's decomposition, the rollout). Medians of
 process CPU time and of wall time; the ratio says what the analysis costs beyond reading the model once.
-Goals: < 0.2 s on small, < 1 s at base size.
+Goals: < 0.2 s on small, < 1 s at base size, judged on CPU time (with one thread it equals wall time on
+an idle machine, and it does not count the waits for a core that other jobs cause).
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes:
         m = measure(size, args.src_len, args.tgt_len, args.warmup, args.repeats)
         (f_cpu, _), (c_cpu, c_wall) = m["forward"], m["contributions"]
-        met = c_wall < GOALS[size]
+        met = c_cpu < GOALS[size]                # CPU time: one thread, steady when others share the cores
         status = status if met else 1
         print(f"{size:8s} {1000 * f_cpu:15.1f} {1000 * c_cpu:13.1f} {1000 * c_wall:14.1f} {c_cpu / f_cpu:6.1f} "
               f"{'<' if met else 'NOT <'} {GOALS[size]} s")
