@@ -36,6 +36,7 @@ from explorer.training.args import parse_command
 from explorer.training.distributed import Dist
 from explorer.training.inputs import BatchPlan, prepare_tokenizer
 from explorer.training.memory import SetupRefused, check_batches
+from explorer.training.notes import warmup_note, zero_bleu_note
 from explorer.training.schedule import noam_rate
 
 
@@ -105,6 +106,8 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         steps_per_epoch = self.plan.steps_per_epoch()
         self.total_steps = (math.ceil(cfg.epochs * steps_per_epoch) if cfg.epochs else cfg.max_steps)
+        if self.dist.is_main and (note := warmup_note(self.total_steps, cfg.warmup)):
+            print(f"warning: {note}", flush=True)            # the rate never reaches its peak: said, not silent
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.best = {"bleu": -1.0, "step": None}
         if resume:
@@ -268,6 +271,8 @@ class Trainer:
             self.best = {"bleu": res["bleu"], "step": self.step}
         print(f"eval step {self.step}: dev loss {res['dev_loss']:.3f} BLEU {res['bleu']:.2f} "
               f"chrF {res['chrf']:.2f} exact {res['exact']:.3f}", flush=True)
+        if note := zero_bleu_note(res["bleu"], res["chrf"], self.dev_split.tgt_text[:res["n"]]):
+            print(f"note: {note}", flush=True)                # BLEU 0 beside chrF 100: short sentences
         self.dist.barrier()
 
     def _check_disk(self) -> None:

@@ -255,3 +255,34 @@ def test_upload_is_refused_with_its_first_bad_line_or_accepted(runs, monkeypatch
     assert not at.exception, [e.value for e in at.exception]
     ((cfg, _),) = launched
     assert Path(cfg.dataset).parent == runs["root"] / "uploads" and Path(cfg.dataset).read_bytes() == good
+
+
+def test_results_zero_by_construction_are_explained(runs):
+    """A fine-tune with fewer steps than its warm-up is warned about on the form; a run whose dev BLEU is 0
+    beside a high chrF (3-word references: no 4-grams) says why under its curves. The note's claim is
+    checked against the scorer itself."""
+    from explorer.evaluation.scores import corpus_scores
+    from explorer.training.notes import zero_bleu_note
+    from support.training_fixtures import eval_record, train_records
+
+    three = corpus_scores(["drei und zwanzig"], ["drei und zwanzig"])              # a perfect 3-word output
+    four = corpus_scores(["drei hundert und zwanzig"], ["drei hundert und zwanzig"])
+    assert (three["bleu"], three["chrf"]) == (0.0, 100.0) and four["bleu"] == pytest.approx(100.0)
+    assert zero_bleu_note(three["bleu"], three["chrf"], ["drei und zwanzig"]) and \
+        zero_bleu_note(four["bleu"], four["chrf"]) is None
+
+    at = open_page("train")
+    assert not any("warm-up steps" in w.value for w in at.warning)
+    at.number_input(key="tr_numbers_steps").set_value(50).run()                   # the form's warm-up is 200
+    assert "50 training steps is fewer than the 200 warm-up steps" in texts(at.warning)
+
+    short = dict(eval_record(10, 0.0), chrf=100.0, exact=1.0,
+                 samples=[{"src": "three and twenty", "ref": "drei und zwanzig", "hyp": "drei und zwanzig"}])
+    status = {"state": "finished", "pid": 1, "step": 10, "total_steps": 10, "started": 1, "updated": 2}
+    run = write_run(Path(os.environ["EXPLORER_RUNS_DIR"]) / "short-pairs", status, train_records([5, 10]) + [short])
+    try:
+        at = open_page("train", run="short-pairs")
+        assert at.selectbox(key="tr_pick").value == "short-pairs"
+        assert "BLEU is 0 here by construction" in texts(at.caption)
+    finally:
+        shutil.rmtree(run)

@@ -23,6 +23,7 @@ from explorer.plots import training as plots
 from explorer.text.tokenizer import MODEL_TYPES
 from explorer.training import args
 from explorer.training.args import planned_model_config
+from explorer.training.notes import warmup_note, zero_bleu_note
 from explorer.training.schedule import (UNRECORDED_CEILING, UNRECORDED_PEAK, FineTune, fine_tune_schedule,
                                         noam_curve, noam_rate)
 from webapp import downloads, state
@@ -182,6 +183,9 @@ def new_job_form() -> None:
         st.error(f"Invalid settings: {state.md_escape(err)}")
         return
     d_model = _d_model(cfg)
+    short = None if by_epochs else warmup_note(int(steps), int(warmup))
+    if short:
+        st.warning(short)
     if recipe and d_model:
         _fine_tune_notes(recipe, int(warmup), float(lr_factor), d_model)
     if d_model and not by_epochs:
@@ -261,6 +265,11 @@ def job_panel(run_dir: str) -> None:
         planned = _planned(job, curves)
         downloads.chart(plots.training_figure(curves, planned), downloads.file_stem(job.name, "curves"),
                         key="tr_curves")
+        if len(curves.bleu):
+            note = zero_bleu_note(float(curves.bleu[-1]), float(curves.chrf[-1]),
+                                  [str(s.get("ref", "")) for s in curves.samples if isinstance(s, dict)])
+            if note:
+                st.caption(note)
     else:
         st.caption("No metrics yet.")
     if curves.samples:
