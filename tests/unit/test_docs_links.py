@@ -87,3 +87,31 @@ def test_slug_follows_github():
     assert slug("Alignment scorecard: is cross-attention a word alignment?") == \
         "alignment-scorecard-is-cross-attention-a-word-alignment"
     assert slug("Layout (one job per module)") == "layout-one-job-per-module"
+
+
+def section(path: Path, heading: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    start = text.index(heading)
+    following = text.find("\n## ", start + len(heading))
+    return text[start:following if following > 0 else len(text)]
+
+
+def titles_in_order(text: str, titles: list[str]) -> list[str]:
+    """The page titles in the order the text first names each (bold or plain, whole words)."""
+    pattern = {t: r"\s+".join(map(re.escape, t.split())) for t in titles}             # a title may wrap
+    found = {t: m.start() for t in titles if (m := re.search(rf"(?<!\w){pattern[t]}(?!\w)", text))}
+    return sorted(found, key=found.get)
+
+
+def test_the_readme_and_the_teaching_guide_name_the_pages_in_the_lecture_order():
+    """The page order is written once (webapp.lecture.PAGES_TABLE, which builds the sidebar); the README's
+    list and the teaching guide's route and numbered list name every page in that order, so a page added
+    or moved there cannot leave the docs behind."""
+    from webapp.lecture import PAGES_TABLE
+
+    titles = [p.title for p in PAGES_TABLE]
+    readme = section(ROOT / "README.md", "## The pages, in lecture order")
+    route = section(ROOT / "docs" / "TEACHING.md", "## The lecture route")
+    chain, numbered = route.split("\n\n", 2)[1], "\n".join(re.findall(r"^\d+\. \*\*[^*]+\*\*", route, re.M))
+    for where, text in (("README", readme), ("TEACHING route", chain), ("TEACHING list", numbered)):
+        assert titles_in_order(text, titles) == titles, where
