@@ -96,6 +96,13 @@ SC_RUN, RUN = UrlKey("run"), UrlKey("run")
 CK_TAB, CK_A, CK_B = UrlKey("tab"), UrlKey("a"), UrlKey("b")
 CK_RUN, CK_KIND = UrlKey("run"), UrlKey("kind", str, choices=("encoder", "decoder", "cross"))
 CK_STEP = UrlKey("at")                          # the scrubber's checkpoint: its training step, or its name
+LENS_BEAM = UrlKey("beam", integer, 1, 8)       # the DecoderLens' decoding: 1 = greedy, else the beam size
+LENS_FORCED = UrlKey("forced", str, choices=("output", "reference"))
+LENS_SHOW = UrlKey("show", str, choices=("top", "final"))
+PATCH_PAIR = UrlKey("pair", str, choices=("swap", "own"))
+PATCH_SWAP, PATCH_CORRUPT = UrlKey("swap", integer, 1, 24), UrlKey("corrupt")   # a suggestion (1-based), own text
+PATCH_DIR = UrlKey("dir", str, choices=("denoise", "noise"))
+PATCH_GRID, PATCH_ROW, PATCH_COL = UrlKey("grid"), UrlKey("row", integer, 1, 1000), UrlKey("col", integer, 1, 1000)
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "translate": (),                            # the landing page reads only the shared state
@@ -104,6 +111,8 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "attention": (UrlKey("kind"), LAYER, HEAD, UrlKey("show"), UrlKey("ablate"), UrlKey("view")),
     "heads": (UrlKey("lab_n", integer, 1), UrlKey("lab_forced"), UrlKey("lab_seeds", integer, 0)),
     "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD),
+    "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
+    "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
     "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER),
     "training_vs_inference": (),
     "schedule": (SC_D, SC_WARMUP, SC_FACTOR, SC_STEPS, SC_OVERLAY, SC_EPS, SC_VOCAB, SC_TARGET, SC_RUN),
