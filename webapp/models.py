@@ -39,6 +39,8 @@ TRANSLATION_CACHE_BYTES = 16 << 20    # ~60 translations with their beam traces
 SCORE_CACHE_BYTES = 8 << 20           # each of the two scoring caches
 COMPARISON_CACHE_BYTES = 4 << 20      # each of the Checkpoints page's three (scores, test sample, weight change)
 ALIGNMENT_CACHE_BYTES = 8 << 20       # the Alignment page's one sentence under every aligner (~0.1-1 MB each)
+LENS_CACHE_BYTES = 4 << 20            # the Layers page: a translation per encoder layer, the logit lens (~5-200 KB)
+PATCHING_CACHE_BYTES = 4 << 20        # the Causes page: pairs, swaps, grids (~5-50 KB), patched translations
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -205,3 +207,85 @@ def align_one(ckpt_path: str, sha: str, pair, methods: tuple, ig_steps: int):
     ckpt = load(ckpt_path)
     with model_slot():
         return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
+
+
+# ---- the Layers and Causes pages (explorer.lens, explorer.patching) --------------------------------
+@bounded_cache(LENS_CACHE_BYTES)
+def lens_translations(ckpt_path: str, sha: str, text: str, beam: int = 1):
+    """The DecoderLens: one translation per encoder depth, embeddings first; greedy, or beam `beam`."""
+    from dataclasses import replace
+
+    from explorer.lens.decoder_lens import LENS_DECODING, lens_translations as run
+
+    cfg = LENS_DECODING if beam <= 1 else replace(LENS_DECODING, strategy="beam", beam_size=beam, n_best=1)
+    ckpt = load(ckpt_path)
+    with model_slot():
+        return run(ckpt.model, ckpt.tokenizer, text, cfg)
+
+
+@bounded_cache(LENS_CACHE_BYTES)
+def logit_lens(ckpt_path: str, sha: str, src_ids: tuple, out_ids: tuple, top_k: int = 5):
+    """The logit lens over one pair, forced on `out_ids` (EOS included)."""
+    from explorer.lens.logit_lens import logit_lens as run
+
+    ckpt = load(ckpt_path)
+    with model_slot():
+        return run(ckpt.model, ckpt.tokenizer, list(src_ids), list(out_ids), top_k)
+
+
+@bounded_cache(PATCHING_CACHE_BYTES)
+def swap_suggestions(ckpt_path: str, sha: str, text: str, n: int = 5) -> list:
+    """One-word swaps of `text` that change its translation (explorer.patching.swap)."""
+    from explorer.patching.swap import suggest_swaps
+
+    ckpt = load(ckpt_path)
+    with model_slot():
+        return suggest_swaps(ckpt.model, ckpt.tokenizer, text, n)
+
+
+@bounded_cache(PATCHING_CACHE_BYTES)
+def minimal_pair(ckpt_path: str, sha: str, clean: str, corrupt: str):
+    """(the MinimalPair, its description: explorer.patching.job.describe without the logit differences),
+    or the library's reason the two texts make no pair, as a str (kept too: a refusal costs two decodes)."""
+    from explorer.decoding.translate import pieces
+    from explorer.patching.pair import make_pair
+
+    ckpt = load(ckpt_path)
+    try:
+        with model_slot():
+            pair = make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt)
+    except ValueError as err:
+        return str(err)
+    tok = ckpt.tokenizer
+    return pair, {"src_pieces": pieces(tok, pair.clean_src, "src"), "corrupt_pieces": pieces(tok, pair.corrupt_src, "src"),
+                  "prefix_pieces": pieces(tok, pair.prefix, "tgt"),
+                  "clean_token": pieces(tok, [pair.clean_token], "tgt")[0],
+                  "corrupt_token": pieces(tok, [pair.corrupt_token], "tgt")[0],
+                  "clean_output": pieces(tok, pair.clean_output, "tgt"),
+                  "corrupt_output": pieces(tok, pair.corrupt_output, "tgt")}
+
+
+@bounded_cache(PATCHING_CACHE_BYTES)
+def patching_grids(ckpt_path: str, sha: str, clean: str, corrupt: str):
+    """Every patching grid of the pair, denoising and noising (one pair: seconds; at base size ~25 s)."""
+    from explorer.patching.grids import pair_grids
+    from explorer.patching.pair import make_pair
+
+    ckpt = load(ckpt_path)
+    with model_slot():
+        return pair_grids(ckpt.model, make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt))
+
+
+@bounded_cache(PATCHING_CACHE_BYTES)
+def patched_translation(ckpt_path: str, sha: str, clean: str, corrupt: str, point: str, index: tuple,
+                        direction: str) -> tuple[list[str], str]:
+    """(pieces, text) of one patched run's own greedy translation (PairRuns.translation)."""
+    from explorer.decoding.translate import pieces
+    from explorer.patching.pair import make_pair
+    from explorer.patching.runs import Cell, PairRuns
+
+    ckpt = load(ckpt_path)
+    with model_slot():
+        runs = PairRuns(ckpt.model, make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt))
+        best = runs.translation(Cell(point, tuple(index)), direction).best
+    return pieces(ckpt.tokenizer, best.ids, "tgt"), ckpt.tokenizer.decode(best.output_ids, side="tgt")
