@@ -1,0 +1,196 @@
+"""The Causes page's parts: activation patching on a minimal pair (explorer.patching).
+
+- corrupted_text: the pair's second source, a one-word swap suggested from the model's vocabulary
+  (explorer.patching.swap, translated to check it changes the output) or the user's own text;
+- show_pair: both sources piece by piece and both greedy translations, where they part (the token
+  measured), or the library's reason the two texts make no pair, as a message;
+- grids_section: every grid, computed on a button press (a few seconds on the shipped models, about half a
+  minute at base size), cached for every session (webapp.models) and shown again without a press on this
+  session's later runs; then the picked cell (grid, row, column) and its patched run's own translation.
+Every control is in the URL (webapp.url_keys: pair, swap, corrupt, dir, grid, row, col).
+"""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from explorer.inspection.trace import KIND_LABELS
+from explorer.patching.grids import GRIDS, grid_cells
+from explorer.patching.job import row_labels
+from explorer.plots import patching as plots
+from webapp import downloads, models, state
+from webapp import url_keys as url
+from webapp.numbering import position_label
+from webapp.sentence import URL_CHARS
+
+PAIR_KINDS = {"swap": "a suggested one-word swap", "own": "my own corrupted sentence"}
+DIRECTIONS = {"denoise": "Denoising: the corrupted run, one clean activation patched in (what restores the word?)",
+              "noise": "Noising: the clean run, one corrupted activation patched in (what destroys it?)"}
+GRID_NAMES = {"encoder_resid": "Encoder residual stream (depth x source position)",
+              "decoder_resid": "Decoder residual stream (layer x target position)",
+              "encoder_heads": "Encoder self-attention heads", "decoder_heads": "Decoder self-attention heads",
+              "cross_heads": "Cross-attention heads", "changed": "The changed word, per encoder depth"}
+HEAD_GRIDS = {"encoder_heads": "encoder", "decoder_heads": "decoder", "cross_heads": "cross"}
+DONE = "_causes_computed"       # the pairs this session has patched: shown again without a press
+
+
+def corrupted_text(ckpt, clean: str) -> str | None:
+    """The corrupted source the user chose; None (after saying why) when there is none yet."""
+    kind = url.seed(url.PATCH_PAIR, "causes_pair", "swap", options=tuple(PAIR_KINDS))
+    kind = st.radio("Corrupted source", tuple(PAIR_KINDS), key="causes_pair", format_func=PAIR_KINDS.get,
+                    horizontal=True)
+    url.write(url.PATCH_PAIR, "causes_pair", kind)
+    if kind == "own":
+        url.put(swap=None)
+        seeded = url.seed(url.PATCH_CORRUPT, "causes_corrupt", clean)
+        if len(seeded) > URL_CHARS:
+            st.session_state["causes_corrupt"] = seeded[:URL_CHARS]
+        own = st.text_input("Your corrupted sentence: the same sentence with one word changed", key="causes_corrupt",
+                            max_chars=URL_CHARS)
+        url.write(url.PATCH_CORRUPT, "causes_corrupt", own)
+        return own
+    url.put(corrupt=None)
+    swaps = state.friendly(models.swap_suggestions, str(ckpt.path), ckpt.sha256, clean, what="Suggesting a swap") or []
+    if not swaps:
+        url.put(swap=None)
+        st.info("No one-word swap of this sentence changes its translation (a swap must keep the piece count: a "
+                "whole-word piece for another). Choose **my own corrupted sentence** above and change one word.")
+        return None
+    options = list(range(len(swaps)))
+    url.seed(url.PATCH_SWAP, "causes_swap", 0, options={str(i + 1): i for i in options})
+    pick = st.selectbox("Swap (nearest words by the model's own source embeddings)", options, key="causes_swap",
+                        format_func=lambda i: f"{swaps[i].old} → {swaps[i].new} (cosine {swaps[i].similarity:.2f})")
+    url.write(url.PATCH_SWAP, "causes_swap", pick, {str(i + 1): i for i in options})
+    return swaps[pick].corrupt
+
+
+def _pieces(pieces: list[str], changed: set[int]) -> str:
+    return " ".join(f"**{state.md_escape(p)}**" if i in changed else state.md_escape(p) for i, p in enumerate(pieces))
+
+
+def show_pair(ckpt, clean: str, corrupt: str):
+    """The pair (MinimalPair, its pieces) after showing it; None after the library's refusal, as a message."""
+    found = state.friendly(models.minimal_pair, str(ckpt.path), ckpt.sha256, clean, corrupt, what="Making the pair")
+    if found is None:
+        return None
+    if isinstance(found, str):
+        st.error(f"These two sentences make no minimal pair: {state.md_escape(found)}.")
+        return None
+    pair, info = found
+    changed = set(pair.changed)
+    at = pair.position
+    st.markdown(f"**Clean source:** {_pieces(info['src_pieces'], changed)}  \n"
+                f"**Corrupted source:** {_pieces(info['corrupt_pieces'], changed)}  \n"
+                f"**Clean translation:** {_pieces(info['clean_output'], {at})}  \n"
+                f"**Corrupted translation:** {_pieces(info['corrupt_output'], {at})}")
+    st.caption(f"Measured at output position {at + 1}, where the translations part: the clean run writes "
+               f"{state.md_escape(info['clean_token'])}, the corrupted one {state.md_escape(info['corrupt_token'])} "
+               "(greedy decoding; the shared output before it is forced in every run).")
+    return pair, info
+
+
+def direction() -> str:
+    chosen = url.seed(url.PATCH_DIR, "causes_dir", "denoise", options=tuple(DIRECTIONS))
+    chosen = st.radio("Direction", tuple(DIRECTIONS), key="causes_dir", format_func=DIRECTIONS.get)
+    url.write(url.PATCH_DIR, "causes_dir", chosen)
+    return chosen
+
+
+def cost(model, pair) -> int:
+    """How many patched runs the grids take: every cell of every grid, in both directions."""
+    return 2 * sum(len(row) for grid in GRIDS for row in grid_cells(model, pair, grid))
+
+
+def computed_grids(ckpt, clean: str, corrupt: str, pair):
+    """The grids when computed now (the button) or earlier in this session; None otherwise."""
+    key = f"{ckpt.sha256}\n{clean}\n{corrupt}"
+    done = st.session_state.setdefault(DONE, [])
+    if key not in done:
+        st.info(f"Patching takes {cost(ckpt.model, pair):,} runs of the model (every cell below, in both directions): "
+                "a few seconds on the shipped models, about half a minute at base size.")
+        if not st.button("Patch every activation", key="causes_start", type="primary"):
+            return None
+    with st.spinner("Patching every activation, one at a time…"):
+        grids = state.friendly(models.patching_grids, str(ckpt.path), ckpt.sha256, clean, corrupt, what="Patching")
+    if grids is not None and key not in done:
+        done.append(key)
+        del done[:-8]                                              # the session's last few pairs
+    return grids
+
+
+def labels(ckpt, info: dict, pair, grid: str) -> tuple[list[str], list[str]]:
+    """Row and column labels of a grid as the page shows them (1-based)."""
+    model = ckpt.model
+    rows = row_labels(model, grid)
+    if grid in ("encoder_resid",):
+        cols = [position_label(i, p if i not in pair.changed else f"{p}/{info['corrupt_pieces'][i]}")
+                for i, p in enumerate(info["src_pieces"])]
+    elif grid == "decoder_resid":
+        writes = info["prefix_pieces"] + [f"{info['clean_token']}/{info['corrupt_token']}"]
+        cols = [position_label(t, w) for t, w in enumerate(writes)]
+    elif grid == "changed":
+        cols = ["the changed position(s)"]
+    else:
+        cols = [f"head {h + 1}" for h in range(model.cfg.n_heads)]
+    return rows, cols
+
+
+def pick_cell(ckpt, info: dict, pair) -> tuple[str, int, int]:
+    """The picked cell: grid, row and column (0-based), each a select box kept in the URL."""
+    c1, c2, c3 = st.columns([2, 1, 1])
+    url.seed(url.PATCH_GRID, "causes_grid", "encoder_resid", options=list(GRID_NAMES))
+    grid = c1.selectbox("Cell: grid", list(GRID_NAMES), key="causes_grid", format_func=GRID_NAMES.get)
+    url.write(url.PATCH_GRID, "causes_grid", grid)
+    rows, cols = labels(ckpt, info, pair, grid)
+    row_options, col_options = {str(i + 1): i for i in range(len(rows))}, {str(i + 1): i for i in range(len(cols))}
+    url.seed(url.PATCH_ROW, "causes_row", len(rows) - 1, options=row_options)
+    url.seed(url.PATCH_COL, "causes_col", next(iter(pair.changed)) if grid == "encoder_resid" else 0, options=col_options)
+    row = c2.selectbox("row", list(row_options.values()), key="causes_row", format_func=lambda i: rows[i])
+    col = c3.selectbox("column", list(col_options.values()), key="causes_col", format_func=lambda i: cols[i])
+    url.write(url.PATCH_ROW, "causes_row", row, row_options)
+    url.write(url.PATCH_COL, "causes_col", col, col_options)
+    return grid, row, col
+
+
+def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str, name: str) -> None:
+    """The figures of the computed grids and the picked cell's patched translation."""
+    result = computed_grids(ckpt, clean, corrupt, pair)
+    if result is None:
+        return
+    ld = result.logit_difference
+    st.caption(f"Logit difference log p(clean token) − log p(corrupted token): clean run {ld['clean']:.2f}, corrupted "
+               f"run {ld['corrupt']:.2f}. Each cell is one patched run: 0 = the patch does nothing, 1 = all of it.")
+    grid, row, col = pick_cell(ckpt, info, pair)
+    grids = {g: np.asarray(result.grids[g][chosen]) for g in GRIDS}
+    limit = plots.colour_limit(*grids.values())
+    picked = (row, col)
+    for g, key in (("encoder_resid", "causes_encoder"), ("decoder_resid", "causes_decoder")):
+        rows, cols = labels(ckpt, info, pair, g)
+        fig = plots.position_grid(grids[g], rows, cols, GRID_NAMES[g], chosen, picked if grid == g else None, limit)
+        downloads.chart(fig, downloads.file_stem(name, "patching", g, chosen), key=key)
+    heads = {g: grids[g] for g in HEAD_GRIDS}
+    titles = {g: KIND_LABELS[kind] for g, kind in HEAD_GRIDS.items()}
+    downloads.chart(plots.heads_grid(heads, titles, chosen, (grid, row, col) if grid in heads else None, limit),
+                    downloads.file_stem(name, "patching", "heads", chosen), key="causes_heads")
+    word = " ".join(info["src_pieces"][i] + "/" + info["corrupt_pieces"][i] for i in pair.changed)
+    downloads.chart(plots.changed_bars(grids["changed"][:, 0], row_labels(ckpt.model, "changed"), word, chosen),
+                    downloads.file_stem(name, "patching", "changed", chosen), key="causes_changed")
+    show_patched(ckpt, clean, corrupt, pair, info, (grid, row, col), float(grids[grid][row, col]), chosen)
+
+
+def show_patched(ckpt, clean: str, corrupt: str, pair, info: dict, cell: tuple[str, int, int], value: float,
+                 chosen: str) -> None:
+    grid, row, col = cell
+    target = grid_cells(ckpt.model, pair, grid)[row][col]
+    found = state.friendly(models.patched_translation, str(ckpt.path), ckpt.sha256, clean, corrupt, target.point,
+                           tuple(target.index or ()), chosen, what="The patched run's translation")
+    if found is None:
+        return
+    pieces, text = found
+    rows, cols = labels(ckpt, info, pair, grid)
+    run = "corrupted" if chosen == "denoise" else "clean"
+    st.markdown(f"**The picked cell** ({state.md_escape(GRID_NAMES[grid])}: {state.md_escape(rows[row])}, "
+                f"{state.md_escape(cols[col])}): {value:.3f}.  \n**The {run} run with it patched translates as:** "
+                f"{state.md_escape(text or '(empty)')}")
+    st.caption("Decoded greedily after the shared output, with the patch on the first pass through its point "
+               "(later decoder steps are not patched: the other run has no activations there).")
