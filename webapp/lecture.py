@@ -33,9 +33,9 @@ class PageEntry:
 
 # Every page, once: the sidebar (st.navigation, grouped by section), the lecture's Next links and the
 # tests read this table, so the sidebar's order is the lecture's. The landing page comes first; the
-# lecture then follows the paper: the model, its positions, attention, what heads do over a test set,
-# decoding, training. A new page goes where the lecture needs it, in a section that already says what
-# kind of question it answers.
+# lecture then follows the paper: the model, its positions, attention, inside the model (what each layer
+# knows, what causes an output), what heads do over a test set, decoding, training. A new page goes where
+# the lecture needs it, in a section that already says what kind of question it answers.
 PAGES_TABLE = (
     PageEntry("translate", "translate.py", "Translate", "Start", "", "🌐"),
     PageEntry("architecture", "architecture.py", "Architecture", "The model",
@@ -44,6 +44,10 @@ PAGES_TABLE = (
               "attention alone ignores word order, so positions are added to the embeddings first"),
     PageEntry("attention", "attention.py", "Attention", "The model",
               "the paper's core: what each head of each layer looks at"),
+    PageEntry("layers", "layers.py", "Layers", "Inside the model",
+              "what each layer has worked out: a translation per encoder layer, a guess per decoder layer"),
+    PageEntry("causes", "causes.py", "Causes", "Inside the model",
+              "seeing is not causing: change one word and patch activations back to find what carries it"),
     PageEntry("heads", "heads.py", "Heads", "Measure",
               "over a whole test set: which heads have a job, and how many the model can lose"),
     PageEntry("alignment", "alignment.py", "Alignment", "Measure",
