@@ -99,22 +99,26 @@ def edited(src: list[int], chosen: list[int], keep: bool, unk: int) -> tuple[int
 @torch.no_grad()
 def forced_logprobs(model, sources: list[tuple[int, ...]], out: list[int], positions: list[int],
                     batch_rows: int) -> list[float]:
-    """log p(out[positions[r]] | sources[r], out[:positions[r]]) per row, batched; only the scored
-    position goes through the output projection."""
+    """log p(out[positions[r]] | sources[r], out[:positions[r]]) per row, batched. Rows go in order of
+    position, and a batch decodes only up to its last position (later decoder inputs cannot change an
+    earlier position's output); only the scored position goes through the output projection."""
     device = next(model.parameters()).device
     out_t = torch.tensor([out], dtype=torch.long, device=device)                          # [1, T]
     tgt_in = torch.cat([torch.full_like(out_t[:, :1], special_ids(model).start), out_t[:, :-1]], dim=1)  # [1, T]
-    found: list[float] = []
+    order = sorted(range(len(sources)), key=lambda r: positions[r])
+    found = [0.0] * len(sources)
     with eval_mode(model):
-        for first in range(0, len(sources), batch_rows):
-            part = sources[first:first + batch_rows]
-            pos = torch.tensor(positions[first:first + batch_rows], dtype=torch.long, device=device)  # [B]
-            src = torch.tensor(part, dtype=torch.long, device=device)                     # [B, S]
+        for first in range(0, len(order), batch_rows):
+            part = order[first:first + batch_rows]
+            pos = torch.tensor([positions[r] for r in part], dtype=torch.long, device=device)  # [B]
+            src = torch.tensor([sources[r] for r in part], dtype=torch.long, device=device)   # [B, S]
             memory, src_mask = model.encode(src)                                           # [B, S, d]
-            hidden = model.decode(tgt_in.expand(len(part), -1), memory, src_mask)          # [B, T, d]
+            upto = int(pos.max()) + 1
+            hidden = model.decode(tgt_in[:, :upto].expand(len(part), -1), memory, src_mask)   # [B, t, d]
             rows = torch.arange(len(part), device=device)
             lp = model.generator(hidden[rows, pos].unsqueeze(1))[:, 0]                     # [B, V]
-            found += lp.gather(1, out_t[0, pos].unsqueeze(1)).squeeze(1).tolist()
+            for r, value in zip(part, lp.gather(1, out_t[0, pos].unsqueeze(1)).squeeze(1).tolist()):
+                found[r] = value
     return found
 
 
