@@ -96,7 +96,7 @@ SC_RUN, RUN = UrlKey("run"), UrlKey("run")
 CK_TAB, CK_A, CK_B = UrlKey("tab"), UrlKey("a"), UrlKey("b")
 CK_RUN, CK_KIND = UrlKey("run"), UrlKey("kind", str, choices=("encoder", "decoder", "cross"))
 CK_STEP = UrlKey("at")                          # the scrubber's checkpoint: its training step, or its name
-LENS_BEAM = UrlKey("beam", integer, 1, 8)       # the DecoderLens' decoding: 1 = greedy, else the beam size
+LENS_BEAM = UrlKey("lens_beam", integer, 1, 8)  # the DecoderLens' decoding: 1 = greedy, else the beam size
 LENS_FORCED = UrlKey("forced", str, choices=("output", "reference"))
 LENS_SHOW = UrlKey("show", str, choices=("top", "final"))
 PATCH_PAIR = UrlKey("pair", str, choices=("swap", "own"))
