@@ -56,12 +56,12 @@ def corrupted_text(ckpt, clean: str) -> str | None:
         st.info("No one-word swap of this sentence changes its translation (a swap must keep the piece count: a "
                 "whole-word piece for another). Choose **my own corrupted sentence** above and change one word.")
         return None
-    options = list(range(len(swaps)))
-    url.seed(url.PATCH_SWAP, "causes_swap", 0, options={str(i + 1): i for i in options})
-    pick = st.selectbox("Swap (nearest words by the model's own source embeddings)", options, key="causes_swap",
-                        format_func=lambda i: f"{swaps[i].old} → {swaps[i].new} (cosine {swaps[i].similarity:.2f})")
-    url.write(url.PATCH_SWAP, "causes_swap", pick, {str(i + 1): i for i in options})
-    return swaps[pick].corrupt
+    url.seed(url.PATCH_SWAP, "causes_swap", 1, low=1, high=len(swaps))                  # 1-based, clamped
+    pick = st.selectbox("Swap (nearest words by the model's own source embeddings)", range(1, len(swaps) + 1),
+                        key="causes_swap", format_func=lambda i: f"{swaps[i - 1].old} → {swaps[i - 1].new} "
+                                                                 f"(cosine {swaps[i - 1].similarity:.2f})")
+    url.write(url.PATCH_SWAP, "causes_swap", pick)
+    return swaps[pick - 1].corrupt
 
 
 def _pieces(pieces: list[str], changed: set[int]) -> str:
@@ -141,15 +141,14 @@ def pick_cell(ckpt, info: dict, pair) -> tuple[str, int, int]:
     url.seed(url.PATCH_GRID, "causes_grid", "encoder_resid", options=list(GRID_NAMES))
     grid = c1.selectbox("Cell: grid", list(GRID_NAMES), key="causes_grid", format_func=GRID_NAMES.get)
     url.write(url.PATCH_GRID, "causes_grid", grid)
-    rows, cols = labels(ckpt, info, pair, grid)
-    row_options, col_options = {str(i + 1): i for i in range(len(rows))}, {str(i + 1): i for i in range(len(cols))}
-    url.seed(url.PATCH_ROW, "causes_row", len(rows) - 1, options=row_options)
-    url.seed(url.PATCH_COL, "causes_col", next(iter(pair.changed)) if grid == "encoder_resid" else 0, options=col_options)
-    row = c2.selectbox("row", list(row_options.values()), key="causes_row", format_func=lambda i: rows[i])
-    col = c3.selectbox("column", list(col_options.values()), key="causes_col", format_func=lambda i: cols[i])
-    url.write(url.PATCH_ROW, "causes_row", row, row_options)
-    url.write(url.PATCH_COL, "causes_col", col, col_options)
-    return grid, row, col
+    rows, cols = labels(ckpt, info, pair, grid)                       # row and column 1-based, clamped
+    url.seed(url.PATCH_ROW, "causes_row", len(rows), low=1, high=len(rows))
+    url.seed(url.PATCH_COL, "causes_col", pair.changed[0] + 1 if grid == "encoder_resid" else 1, low=1, high=len(cols))
+    row = c2.selectbox("row", range(1, len(rows) + 1), key="causes_row", format_func=lambda i: rows[i - 1])
+    col = c3.selectbox("column", range(1, len(cols) + 1), key="causes_col", format_func=lambda i: cols[i - 1])
+    url.write(url.PATCH_ROW, "causes_row", row)
+    url.write(url.PATCH_COL, "causes_col", col)
+    return grid, row - 1, col - 1
 
 
 def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str, name: str) -> None:
