@@ -71,3 +71,52 @@ def test_a_shared_link_reopens_the_same_view(visit, context):
     finally:
         fresh.close()
     visit.assert_offline_and_quiet()
+
+
+def url_query(page) -> dict:
+    return {k: v[0] for k, v in parse_qs(urlsplit(page.url).query).items()}
+
+
+def test_a_links_view_is_clamped_written_back_and_tidied(visit, context):
+    """The new URL keys in a real browser (the same server as above): a page's own controls come from a
+    link, a value out of range comes back clamped in the address bar, a key no page reads is dropped, the
+    decoding settings are clamped on any page, and presenter mode survives following Next."""
+    cfg = _model(NUMBERS).config
+    page = open_app(visit, "beam", ckpt=NUMBERS, text=TEXT, size=99, step=2, mark=1, junk="<b>x</b>")
+    idle(page)
+    no_exception(page)
+    query = url_query(page)
+    assert (query["size"], query["step"], query["mark"]) == ("12", "2", "1") and "junk" not in query
+    link = page.url
+    fresh = context.new_page()                                          # the cleaned link, in another session
+    try:
+        with timed("open the beam link"):
+            fresh.goto(link)
+            fresh.wait_for_selector("h1", timeout=LONG)
+            idle(fresh)
+        fresh.wait_for_function("() => document.body.innerText.includes('· beam 12 ·')", timeout=LONG)
+        fresh.wait_for_function("() => document.body.innerText.includes('Candidates ranked at step 2')",
+                                timeout=LONG)                                      # the search and step shown
+        assert url_query(fresh)["size"] == "12"
+    finally:
+        fresh.close()
+
+    page = open_app(visit, "attention", ckpt=NUMBERS, text=TEXT, beam=100000, layer=999, head=-5, stray=1)
+    line(page, "Translation (beam):")
+    idle(page)
+    query = url_query(page)
+    assert (query["beam"], query["layer"], query["head"]) == ("16", str(cfg.n_decoder_layers), "1")
+    assert "stray" not in query
+
+    page = open_app(visit, "schedule", warmup=999999, d=256, eps="0.3", nonsense=1)
+    query = url_query(page)
+    assert (query["warmup"], query["d"], query["eps"]) == ("20000", "256", "0.3") and "nonsense" not in query
+
+    page = open_app(visit, "positions", ckpt=NUMBERS, text=TEXT, present=1, n=99999)
+    assert url_query(page)["n"] == str(cfg.max_len)
+    with timed("follow Next"):
+        page.locator(".st-key-lecture_footer a").last.click()
+        page.wait_for_function("() => location.pathname.endsWith('/attention')", timeout=LONG)
+        idle(page)
+    assert url_query(page).get("present") == "1" and "n" not in url_query(page)
+    visit.assert_offline_and_quiet()
