@@ -2,9 +2,11 @@
 the lecture order's "Next" link under it (webapp.lecture)."""
 import streamlit as st
 
-from webapp import lecture, process_memory, sidebar
+from webapp import lecture, presenter, process_memory, sidebar
 
-st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide")
+# The sidebar starts collapsed in presenter mode: the projector's width goes to the page (webapp.presenter).
+st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide",
+                   initial_sidebar_state=presenter.sidebar_state())
 process_memory.tune_allocator()                  # once per server process: memory flat over a lesson
 
 PAGES = lecture.navigation_pages()               # {section: [st.Page]}, in the lecture's order

@@ -47,8 +47,9 @@ def plotly_config(name: str, fmt: str | None = None) -> dict:
 
 
 def chart(fig: go.Figure, name: str, key: str | None = None) -> None:
-    """Show a figure with the download button configured (every figure goes through here)."""
-    st.plotly_chart(fig, config=plotly_config(name), key=key, width="stretch")
+    """Show a figure with the download button configured, its text sized for the mode (presenter.figure):
+    every figure goes through here."""
+    st.plotly_chart(presenter.figure(fig), config=plotly_config(name), key=key, width="stretch")
 
 
 def _cell(label: Any) -> str:

@@ -1,9 +1,11 @@
 """Presenter mode: the app as a teacher shows it on a projector during a lecture.
 
 Why a mode rather than separate pages: the lecture uses the same pages a student explores, only
-read from the back of a room. Presenter mode makes the type larger, opens every "Learn" panel and
-hides the controls a lecture does not use (listed in HELP), so the slide-sized view holds what the
-teacher talks about. It is kept in the URL (?present=1), so a link prepared before the lecture
+read from the back of a room. Presenter mode is a projector layout: larger type (figures' text too),
+the sidebar collapsed and the page full width, figures stacked rather than side by side on a narrow
+screen, every "Learn" panel folded (one click opens it) so that each page's result is on the first
+screen, and the controls a lecture does not use hidden (listed in HELP), so the slide-sized view holds
+what the teacher talks about. It is kept in the URL (?present=1), so a link prepared before the lecture
 opens in presenter mode, and the "Next" links of the lecture order carry it (webapp.lecture).
 
 Pages ask `advanced()` before drawing an advanced control: each hide is one line. Nothing here
@@ -14,22 +16,41 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explorer.plots.style import scale_text
+
 URL_KEY = "present"            # ?present=1
 KEY = "presenter"              # the sidebar toggle's session key
 _ON = {"1", "true", "yes", "on"}
 HELP = (
-    "For a lecture on a projector: larger type, every **Learn** panel open, and these advanced controls "
+    "For a lecture on a projector: larger type (figures too), the sidebar folded away (the arrow at the top "
+    "left opens it), the page full width, every **Learn** panel folded so the result comes first, and these "
+    "advanced controls "
     "hidden: the CSV and JSON download buttons on every page (a figure's camera button stays); on "
     "**Translate**, the token-id tables; on **Beam search**, the length penalty and α (the Translate "
     "page's are used); on **Architecture**, the full Q, K and V tables. Kept in the URL (`?present=1`), "
     "so a link prepared before the lecture opens in presenter mode; the **Next** links at the end of "
     "each page keep it.")
-# Streamlit sizes its type in rem, so a larger root size enlarges all of it (offline: no web fonts).
-# Plotly figures and data tables draw their own text at fixed sizes and stay as they are.
-CSS = """<style>
-html { font-size: 22px !important; }
-[data-testid="stMain"] .block-container { max-width: 100%; padding-top: 2.5rem; }
-[data-testid="stMain"] p, [data-testid="stMain"] li { line-height: 1.5; }
+# Sizes on a projector. The smallest text anywhere on a page (body, captions, every figure's ticks and
+# labels) is MIN_PX at 1024x768, which tests/browser/test_presenter_browser.py measures on every page.
+ROOT_PX = 22                   # the root type size: Streamlit's 16 px x 1.375
+SCALE = ROOT_PX / 16           # one factor for every figure's stated font sizes (figure())
+MIN_PX = 16                    # no text smaller, plot text included
+STACK_BELOW_PX = 1200          # side-by-side columns that hold a figure are stacked below this width
+# Streamlit sizes its type in rem, so a larger root size enlarges all of it (offline: no web fonts); plotly
+# figures take their unstated sizes from Streamlit's theme, which follows it too, and figure() scales the
+# sizes a figure states. The sidebar starts collapsed (app.py), the page uses the whole width, and below
+# STACK_BELOW_PX columns holding a figure are stacked, so a figure is never a narrow column beside another.
+CSS = f"""<style>
+html {{ font-size: {ROOT_PX}px !important; }}
+[data-testid="stMain"] .block-container {{ max-width: 100%; padding: 2rem 1.5rem 4rem 1.5rem; }}
+[data-testid="stMain"] p, [data-testid="stMain"] li {{ line-height: 1.5; }}
+[data-testid="stMain"] h1 {{ font-size: 2.2rem; padding-top: 0.5rem; padding-bottom: 0.5rem; }}
+[data-testid="stMain"] code {{ font-size: max(0.85em, {MIN_PX}px); }}
+@media (max-width: {STACK_BELOW_PX}px) {{
+  [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"]) {{ flex-wrap: wrap; }}
+  [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"]) > [data-testid="stColumn"] {{
+    min-width: 100%; flex: 1 1 100%; }}
+}}
 </style>"""
 
 
@@ -47,6 +68,19 @@ def on() -> bool:
 def advanced() -> bool:
     """Draw advanced controls? False in presenter mode: `if presenter.advanced():` hides one."""
     return not on()
+
+
+def sidebar_state() -> str:
+    """st.set_page_config's initial_sidebar_state: collapsed in presenter mode (the page gets the whole
+    projector; the arrow at the top left opens it), Streamlit's own choice otherwise."""
+    return "collapsed" if on() else "auto"
+
+
+def figure(fig):
+    """`fig` as this mode draws it: in presenter mode every font size it states times SCALE, at least
+    MIN_PX (explorer.plots.style.scale_text); unchanged otherwise. Called where figures are drawn
+    (webapp.downloads.chart), so a page never sizes text for a projector itself."""
+    return scale_text(fig, SCALE, MIN_PX) if on() else fig
 
 
 def toggle() -> bool:

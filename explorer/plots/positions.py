@@ -45,14 +45,19 @@ def dimension_curves(table: np.ndarray, dims: Sequence[int], wavelengths: Sequen
 
 
 def similarity_heatmap(sim: np.ndarray, title: str = "PE(i) · PE(j)") -> go.Figure:
-    """The [L, L] dot-product matrix: constant along diagonals for sinusoids (only i - j matters)."""
+    """The [L, L] dot-product matrix: constant along diagonals for sinusoids (only i - j matters).
+
+    Square cells (one position as wide as it is tall): the plot area shrinks to a square ("domain")
+    instead of plotly widening the x range beyond the positions (a wide page once showed 100 positions
+    on a -50..150 axis)."""
     sim = np.asarray(sim)
     fig = go.Figure(go.Heatmap(
         z=sim, x=np.arange(sim.shape[1]), y=np.arange(sim.shape[0]), colorscale=SEQUENTIAL_SCALE,
         colorbar=dict(title="dot"), hovertemplate="i %{y}<br>j %{x}<br>PE(i)·PE(j) %{z:.3f}<extra></extra>"))
     fig.update_layout(title=title, xaxis_title="position j", yaxis_title="position i", height=460,
                       margin=dict(l=50, r=20, t=50, b=40))
-    fig.update_yaxes(autorange="reversed", scaleanchor="x")
+    fig.update_xaxes(range=[-0.5, sim.shape[1] - 0.5], constrain="domain")
+    fig.update_yaxes(range=[sim.shape[0] - 0.5, -0.5], scaleanchor="x", constrain="domain")   # row 0 on top
     return fig
 
 
@@ -66,7 +71,8 @@ def offset_figure(profile: np.ndarray, title: str = "PE(p) · PE(p + k) against 
 
 
 def wavelength_figure(wavelengths: np.ndarray, base: float, d_model: int) -> go.Figure:
-    """Wavelength 2π·base^(2i/d) of each sin/cos pair i, on a log axis (a geometric progression)."""
+    """Wavelength 2π·base^(2i/d) of each sin/cos pair i, on a log axis (a geometric progression), ticked
+    at powers of ten only (plotly's in-between "2" and "5" labels are drawn at 3/4 of the tick size)."""
     pairs = np.arange(len(wavelengths))
     fig = go.Figure(go.Scatter(
         x=pairs, y=wavelengths, mode="lines+markers", marker=dict(size=4),
@@ -75,7 +81,7 @@ def wavelength_figure(wavelengths: np.ndarray, base: float, d_model: int) -> go.
                       "wavelength %{y:.4g} positions<extra></extra>"))
     fig.update_layout(title=f"Wavelength per pair (d_model={d_model}, base={base:g})",
                       xaxis_title="pair i (dimensions 2i and 2i+1)", yaxis_title="wavelength (positions)",
-                      yaxis_type="log", height=340, margin=dict(l=50, r=20, t=50, b=40))
+                      yaxis=dict(type="log", dtick=1), height=340, margin=dict(l=50, r=20, t=50, b=40))
     return fig
 
 

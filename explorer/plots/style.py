@@ -88,3 +88,54 @@ def head_grid(stack: np.ndarray, title: str, diverging: bool = False, q_tokens: 
     fig = go.Figure(data=data, layout=dict(layout, title=title, coloraxis=coloraxis, annotations=titles,
                                            height=70 + 140 * n_layers, margin=dict(l=10, r=10, t=60, b=10)))
     return fig
+
+
+def scale_text(fig: go.Figure, factor: float, minimum: float = 0.0) -> go.Figure:
+    """Every font size the figure states times `factor` and at least `minimum` px; its height and
+    margins times `factor`, so the larger text keeps its room (in place; returned).
+
+    Why one function: a figure is built once for a laptop screen, and presenter mode (a projector
+    read from the back of a room) draws the same figure with larger text. Sizes a figure leaves unset
+    come from the app's theme, which follows the page's type size, so only stated sizes need this:
+    annotations (Figure 1's block names, the head grid's "L1 H2"), a trace's text (the beam tree's
+    pieces), stated tick and title fonts. Data are untouched, so a figure reads the same numbers.
+    """
+    def grown(size):
+        return max(round(float(size) * factor, 1), minimum)
+
+    def walk(node) -> bool:
+        """Scale the sizes under `node` (plain JSON); whether any was there."""
+        found = False
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "template":                      # the theme's defaults: not the figure's own
+                    continue
+                if key.endswith("font") and isinstance(value, dict):
+                    size = value.get("size")
+                    if isinstance(size, (int, float)):
+                        value["size"], found = grown(size), True
+                    elif isinstance(size, (list, tuple)):  # one size per point
+                        value["size"], found = [grown(s) for s in size], True
+                found = walk(value) or found
+        elif isinstance(node, (list, tuple)):
+            for item in node:
+                found = walk(item) or found
+        return found
+
+    # Only the parts that state a size are set back: re-validating a whole layout of many axes (the
+    # head grid's 96) takes plotly seconds, the annotations alone milliseconds.
+    for key, value in fig.layout.to_plotly_json().items():
+        if key != "template" and walk({key: value}):
+            fig.layout[key] = value
+    if fig.layout.height is not None:
+        fig.layout.height = round(fig.layout.height * factor)
+    margin = {side: round(value * factor) for side, value in fig.layout.margin.to_plotly_json().items()
+              if side in ("l", "r", "t", "b") and isinstance(value, (int, float))}
+    if margin:
+        fig.update_layout(margin=margin)
+    for trace in fig.data:
+        parts = {key: trace[key].to_plotly_json() for key in ("textfont", "marker", "colorbar", "hoverlabel")
+                 if key in trace and trace[key] is not None}
+        if walk(parts):
+            trace.update(parts)
+    return fig

@@ -44,14 +44,20 @@ def training_figure(c: Curves, planned: tuple[np.ndarray, np.ndarray] | None = N
 def schedule_figure(curves: Sequence[tuple[str, np.ndarray, np.ndarray]],
                     actual: tuple[np.ndarray, np.ndarray] | None = None,
                     title: str = "Noam learning-rate schedule") -> go.Figure:
-    """One line per (label, steps, lr); `actual` (steps, lr) a run logged, drawn as markers."""
+    """One line per (label, steps, lr); `actual` (steps, lr) a run logged, drawn as markers.
+
+    The first curve is the one the page is about (the reader's own settings, a run's plan); the others
+    are references, dashed and thinner. The first is drawn last, on top, and listed first: with the
+    default settings it equals one of the paper's curves, and drawn under it, it was hidden.
+    """
     fig = go.Figure()
-    for name, steps, lr in curves:
-        fig.add_trace(go.Scatter(x=steps, y=lr, mode="lines", name=name,
+    for rank, (name, steps, lr) in reversed(list(enumerate(curves))):
+        line = dict(width=4) if rank == 0 else dict(width=2, dash="dash")
+        fig.add_trace(go.Scatter(x=steps, y=lr, mode="lines", name=name, line=line, legendrank=1000 + rank,
                                  hovertemplate="step %{x}<br>lr %{y:.3g}<extra>" + name + "</extra>"))
     if actual is not None:
         fig.add_trace(go.Scatter(x=actual[0], y=actual[1], mode="markers", name="logged by the run",
-                                 marker=dict(size=5, color="black")))
+                                 marker=dict(size=5, color="black"), legendrank=1000 + len(curves)))
     fig.update_layout(title=title, xaxis_title="step", yaxis_title="learning rate", height=420, margin=_MARGIN,
                       legend=dict(orientation="h", y=-0.2))
     return fig

@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 from explorer.plots.style import PROBABILITY_SCALE, label, token_axis
 
@@ -13,7 +14,9 @@ def token_probs_figure(pieces: Sequence[str], logprobs: Sequence[float],
                        title: str = "Per-token probability") -> go.Figure:
     """One bar per output piece: the probability the model gave it (exp of its log-probability).
 
-    Low bars are where the model hesitated; hover shows the log-probability as well.
+    Low bars are where the model hesitated; hover shows the log-probability as well. Each bar's colour
+    is its probability on PROBABILITY_SCALE, written out as a colour: plotly.js maps numbers through a
+    colour scale in the browser, but logs "Invalid color specifier" for each bar while doing so.
     """
     lp = np.asarray(logprobs, dtype=float)
     if len(pieces) != len(lp):
@@ -21,7 +24,7 @@ def token_probs_figure(pieces: Sequence[str], logprobs: Sequence[float],
     probs = np.exp(lp)
     fig = go.Figure(go.Bar(
         x=list(range(len(pieces))), y=probs, customdata=lp, hovertext=[label(p) for p in pieces],
-        marker=dict(color=probs, colorscale=PROBABILITY_SCALE, cmin=0.0, cmax=1.0),
+        marker=dict(color=sample_colorscale(PROBABILITY_SCALE, np.clip(probs, 0.0, 1.0).tolist())),
         hovertemplate="%{hovertext}<br>p = %{y:.3f}<br>log p = %{customdata:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=300, margin=dict(l=10, r=10, t=50, b=10),
                       yaxis=dict(title="probability", range=[0, 1.02]),

@@ -181,7 +181,8 @@ def test_hostile_input(checkpoint):
             no_exception(at)
     at = open_app(info.name, PAGE, text="luz", query={"block": "nonsense", "layer": "99", "head": "-1", "token": "x"})
     clean(at)
-    assert at.radio(key="arch_block").value == "enc_attn" and at.radio(key="arch_layer").value == 1
+    layers = at.radio(key="arch_layer")                                     # layer=99: clamped to the last one
+    assert at.radio(key="arch_block").value == "enc_attn" and layers.value == len(layers.options)
 
 
 def test_no_checkpoint_still_draws_the_diagram(checkpoint, tmp_path, monkeypatch):

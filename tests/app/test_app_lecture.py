@@ -1,7 +1,7 @@
 """AppTests of the lecture order and presenter mode: every page ends with the "Next" link of the
 paper's order (kept in webapp.lecture), also when it stops early; the link keeps the checkpoint, the
-sentence and presenter mode; presenter mode, from the URL, opens the Learn panels, enlarges the
-type and hides advanced controls; hostile URL values give no traceback.
+sentence and presenter mode; presenter mode, from the URL, folds the Learn panels (the result comes
+first), enlarges the type and hides advanced controls; hostile URL values give no traceback.
 
 Checkpoint: checkpoints/numbers-en-de when it is usable (the fastest), else the one the other page
 tests use (support.app_support); the tests skip, saying so, when there is none.
@@ -196,7 +196,8 @@ def test_presenter_mode_from_the_url(model):
     assert downloads(present) == []                                  # hidden in presenter mode
     assert present.toggle(key="presenter").value is True and normal.toggle(key="presenter").value is False
     assert "font-size" in styles(present) and "font-size" not in styles(normal)
-    assert learn_panels(present) and all(e.proto.expanded for e in learn_panels(present))
+    assert learn_panels(present) and not any(e.proto.expanded for e in learn_panels(present))
+    assert all(e.proto.expanded for e in learn_panels(normal))                 # a student's: open
     assert query(the_next_link(present)).get("present") == "1"      # carried into the next page's link
     assert "present" not in normal.query_params and "present" in present.query_params
 
@@ -209,7 +210,7 @@ def test_presenter_mode_hides_the_translate_pages_token_ids(model):
     assert "Token ids (piece, id)" in labels(normal)
     assert "Token ids (piece, id)" not in labels(present)
     assert downloads(normal) and not downloads(present)
-    assert all(e.proto.expanded for e in learn_panels(present))
+    assert learn_panels(present) and not any(e.proto.expanded for e in learn_panels(present))
     no_exception(present)
 
 

@@ -76,6 +76,9 @@ def test_similarity_depends_only_on_the_offset():
     assert np.allclose(np.diag(sim), d / 2, atol=1e-4)                           # ||PE(p)||^2 = d/2
     fig = pplots.similarity_heatmap(sim)
     assert np.allclose(np.asarray(fig.data[0].z), sim)
+    # the axes hold exactly the positions: a square plot area, not an x range padded to the page's width
+    assert tuple(fig.layout.xaxis.range) == (-0.5, n - 0.5) and tuple(fig.layout.yaxis.range) == (n - 0.5, -0.5)
+    assert fig.layout.xaxis.constrain == fig.layout.yaxis.constrain == "domain" and fig.layout.yaxis.scaleanchor == "x"
     with pytest.raises(ValueError):
         pe.offset_profile(31, base, 5)
 
@@ -116,7 +119,9 @@ def test_curves_and_wavelength_figures():
     fig = pplots.dimension_curves(table, [0, 5], pe.dimension_wavelengths(16))
     assert len(fig.data) == 2 and np.allclose(fig.data[1].y, table[:, 5])
     waves = pe.wavelengths(16)
-    assert np.allclose(pplots.wavelength_figure(waves, 10000.0, 16).data[0].y, waves)
+    fig = pplots.wavelength_figure(waves, 10000.0, 16)
+    assert np.allclose(fig.data[0].y, waves)
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1       # decades only, no small "2" "5"
 
 
 # -------------------------------------------------------------------------------------- beams

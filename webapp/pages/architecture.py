@@ -11,7 +11,7 @@ from explorer.config import paper_config
 from explorer.inspection import parameters
 from explorer.plots import architecture as plots
 from webapp import architecture_views as views, models, sentence
-from webapp import downloads, state
+from webapp import downloads, presenter, state
 
 st.title("Architecture")
 state.learn(
@@ -48,8 +48,9 @@ if ckpt is not None:
     hover = {key: f"{count:,} parameters" + (" (all layers)" if key not in ("src_embed", "tgt_embed", "generator")
                                              else "") for key, count in hover.items()}
 with left:
-    st.plotly_chart(plots.architecture_figure(block, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.activation,
-                                              cfg.norm_first, hover),
+    diagram = plots.architecture_figure(block, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.activation,
+                                        cfg.norm_first, hover)
+    st.plotly_chart(presenter.figure(diagram),                       # clickable: drawn here, not downloads.chart
                     key="arch_diagram", on_select=lambda: choose_block("arch_diagram"), selection_mode="points",
                     config=downloads.plotly_config("architecture"), width="stretch")
 

@@ -9,7 +9,7 @@ import streamlit as st
 from explorer.inspection.attention_stats import stats_rows
 from explorer.inspection.trace import KIND_LABELS, attention_kind
 from webapp import attention_views as views, models, sentence
-from webapp import downloads, state
+from webapp import downloads, presenter, state
 
 st.title("Attention")
 state.learn(
@@ -23,8 +23,10 @@ state.learn(
 
 ckpt = models.require_checkpoint()
 path, sha, cfg = str(ckpt.path), ckpt.sha256, state.decode_settings()
-text = sentence.sentence_box("attn_text_box", "Sentence", height=68,
-                             placeholder="Type a sentence, or pick one on the Translate page.")
+# one line on a projector, so that the heads are on the first screen
+box = dict(widget=st.text_input) if presenter.on() else dict(height=68)
+text = sentence.sentence_box("attn_text_box", "Sentence",
+                             placeholder="Type a sentence, or pick one on the Translate page.", **box)
 clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
 result = sentence.translated(ckpt, clipped, cfg)
 if result is None:
@@ -53,7 +55,7 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     state.remembered("attn_layer", range(1, n_layers + 1), n_layers, url_key="layer", cast=int)
     state.remembered("attn_head", range(1, c.n_heads + 1), 1, url_key="head", cast=int)
     state.remembered("attn_quantity", views.QUANTITIES, "weights", url_key="show")
-    col1, col2, col3, col4 = st.columns([2, 3, 3, 2])
+    col1, col2, col3, col4 = st.columns([2, 3, 3, 3] if presenter.on() else [2, 3, 3, 2])   # "Causal mask" whole
     layer = col1.radio("Layer", list(range(1, n_layers + 1)), key="attn_layer", horizontal=True)
     head = col2.radio("Head", list(range(1, c.n_heads + 1)), key="attn_head", horizontal=True)
     quantity = col3.selectbox("Show", list(views.QUANTITIES), format_func=views.QUANTITIES.get, key="attn_quantity")

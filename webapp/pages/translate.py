@@ -12,14 +12,22 @@ from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
 from webapp import decode_form, downloads, models, presenter, sentence, state
 
 st.title("Translate")
-state.learn(
-    "The encoder reads the source pieces once; the decoder then writes the translation one piece at a "
-    "time, each step scoring every vocabulary piece given the source and what it wrote so far. Greedy "
-    "keeps the single best piece, beam search keeps the *k* best partial translations, sampling draws. "
-    "A hypothesis's score is the sum of its pieces' log-probabilities, usually divided by a length "
-    "penalty so that short outputs are not favoured.",
-    r"\log P(y \mid x) = \sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x), \qquad "
-    r"\text{score}_{\text{GNMT}} = \frac{\log P(y \mid x)}{\left((5 + |y|)/6\right)^{\alpha}}")
+# The page's parts, placed in the order of the mode (each part is drawn in the script's own order). A
+# student reads the Learn panel, picks a sentence and settings, then sees the translation; on a
+# projector the sentence and its translation come first, so the result is on the first screen, and
+# the Learn panel, the examples and the settings follow.
+PARTS = (("sentence", "result", "learn", "picker", "settings") if presenter.on()
+         else ("learn", "picker", "sentence", "settings", "result"))
+area = {part: st.container() for part in PARTS}
+with area["learn"]:
+    state.learn(
+        "The encoder reads the source pieces once; the decoder then writes the translation one piece at a "
+        "time, each step scoring every vocabulary piece given the source and what it wrote so far. Greedy "
+        "keeps the single best piece, beam search keeps the *k* best partial translations, sampling draws. "
+        "A hypothesis's score is the sum of its pieces' log-probabilities, usually divided by a length "
+        "penalty so that short outputs are not favoured.",
+        r"\log P(y \mid x) = \sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x), \qquad "
+        r"\text{score}_{\text{GNMT}} = \frac{\log P(y \mid x)}{\left((5 + |y|)/6\right)^{\alpha}}")
 
 ckpt = models.require_checkpoint()
 path, sha = str(ckpt.path), ckpt.sha256
@@ -40,66 +48,72 @@ def _picked() -> None:
         sentence.set_text(examples[pick][1])
 
 
-if examples:
-    chosen = st.session_state.get(PICK_KEY)
+with area["picker"]:
+    chosen = st.session_state.get(PICK_KEY) if examples else None
     if isinstance(chosen, int) and not (0 <= chosen < len(examples) and examples[chosen][1] == sentence.current_text()):
         st.session_state[PICK_KEY] = None          # the sentence was typed since: the picker shows no verse
-    st.selectbox(f"Example from the held-out test set ({len(examples)})", range(len(examples)), index=None,
-                 key=PICK_KEY, on_change=_picked, placeholder="Pick a test sentence…",
-                 format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
+    if examples:
+        st.selectbox(f"Example from the held-out test set ({len(examples)})", range(len(examples)), index=None,
+                     key=PICK_KEY, on_change=_picked, placeholder="Pick a test sentence…",
+                     format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
 languages = state.md_escape(f"{src_lang} → {tgt_lang}")       # config.json's: the box's label is Markdown
-sentence.sentence_box("text_box", f"Sentence to translate ({languages})", height=90,
-                      placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
+with area["sentence"]:
+    sentence.sentence_box("text_box", f"Sentence to translate ({languages})", height=90,
+                          placeholder="Type a sentence, then press Ctrl+Enter or click outside the box.")
 card = model_card(ckpt.card)                       # card.json is untrusted: never raises
 domain = card.domain if card is not None else None
-st.caption("**What this model knows:** " + (state.md_escape(domain) if domain else
-           "its model card does not say; expect it to work only on text like the text it was trained on."))
-cfg, n_samples = decode_form.render()
-# Widgets not drawn are forgotten (hence the "_" copy); and after a run that stopped before this
-# box (a checkpoint that fails to load) the browser draws it anew, so it is handed its value each run.
-st.session_state["manual_reference"] = st.session_state.get("manual_reference",
-                                                            st.session_state.get("_manual_reference", ""))
-with st.expander("Reference translation (optional)", expanded=False):
-    typed = st.text_input("Your reference, for BLEU/chrF when the sentence is not a test example",
-                          key="manual_reference")
+with area["settings"]:
+    st.caption("**What this model knows:** " + (state.md_escape(domain) if domain else
+               "its model card does not say; expect it to work only on text like the text it was trained on."))
+    cfg, n_samples = decode_form.render()
+    # Widgets not drawn are forgotten (hence the "_" copy); and after a run that stopped before this
+    # box (a checkpoint that fails to load) the browser draws it anew, so it is handed its value each run.
+    st.session_state["manual_reference"] = st.session_state.get("manual_reference",
+                                                                st.session_state.get("_manual_reference", ""))
+    with st.expander("Reference translation (optional)", expanded=False):
+        typed = st.text_input("Your reference, for BLEU/chrF when the sentence is not a test example",
+                              key="manual_reference")
 
 text = sentence.current_text()
 st.session_state["typed_reference"] = (text, typed)
 state.remember("manual_reference")
-clipped = sentence.require_text(text, "Type a sentence above (or pick an example) to see its translation.", "translated")
+with area["result"]:
+    clipped = sentence.require_text(text, "Type a sentence above (or pick an example) to see its translation.",
+                                    "translated")
 
-# ---- decode (cached per checkpoint, text and settings) ------------------------------------------
-seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sample" else [cfg["seed"]]
-runs = [state.friendly(models.translate, path, sha, clipped, dict(cfg, seed=s), what="The translation") for s in seeds]
-if any(r is None for r in runs):
-    st.stop()
-# every sample (or the n-best), best first; when sampling, the page shows the top-ranked sample's run
-hyps = [(s, h) for s, r in zip(seeds, runs) for h in r.hypotheses]
-if cfg["strategy"] == "sample":
-    hyps = sorted({tuple(h.ids): (s, h) for s, h in hyps}.values(), key=lambda sh: -sh[1].normalized)
-result = runs[seeds.index(hyps[0][0])] if hyps and cfg["strategy"] == "sample" else runs[0]
-sentence.notices(ckpt.tokenizer, result, clipped)
-if not result.hypotheses:
-    st.info(f"Nothing to translate: {result.reason or 'the text produced no tokens'}.")
-    st.stop()
+    # ---- decode (cached per checkpoint, text and settings) ------------------------------------------
+    seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sample" else [cfg["seed"]]
+    runs = [state.friendly(models.translate, path, sha, clipped, dict(cfg, seed=s), what="The translation")
+            for s in seeds]
+    if any(r is None for r in runs):
+        st.stop()
+    # every sample (or the n-best), best first; when sampling, the page shows the top-ranked sample's run
+    hyps = [(s, h) for s, r in zip(seeds, runs) for h in r.hypotheses]
+    if cfg["strategy"] == "sample":
+        hyps = sorted({tuple(h.ids): (s, h) for s, h in hyps}.values(), key=lambda sh: -sh[1].normalized)
+    result = runs[seeds.index(hyps[0][0])] if hyps and cfg["strategy"] == "sample" else runs[0]
+    sentence.notices(ckpt.tokenizer, result, clipped)
+    if not result.hypotheses:
+        st.info(f"Nothing to translate: {result.reason or 'the text produced no tokens'}.")
+        st.stop()
 
-st.subheader("Translation")
-with st.container(key="translation", border=True):
-    st.markdown("#### " + (state.md_escape(result.text) if result.text.strip() else "*(empty output)*"))
-if cfg["strategy"] == "sample" and len(seeds) > 1:
-    st.caption(f"The best of {len(seeds)} samples by normalised log-probability (seed {hyps[0][0]}); "
-               "all of them are ranked below.")
-if not result.best.finished:
-    st.caption("The output was cut at the length limit before the model ended it.")
+    st.subheader("Translation")
+    with st.container(key="translation", border=True):
+        st.markdown("#### " + (state.md_escape(result.text) if result.text.strip() else "*(empty output)*"))
+    if cfg["strategy"] == "sample" and len(seeds) > 1:
+        st.caption(f"The best of {len(seeds)} samples by normalised log-probability (seed {hyps[0][0]}); "
+                   "all of them are ranked below.")
+    if not result.best.finished:
+        st.caption("The output was cut at the length limit before the model ended it.")
 
-reference = sentence.current_reference(path, text)
-if reference:
-    bleu = sacrebleu.sentence_bleu(result.text, [reference]).score
-    chrf = sacrebleu.sentence_chrf(result.text, [reference]).score
-    c1, c2, c3 = st.columns([1, 1, 1.6] if presenter.on() else [1, 1, 4])    # room for "73.5" in large type
-    c1.metric("BLEU", f"{bleu:.1f}", help="sacrebleu sentence BLEU against the reference (0-100)")
-    c2.metric("chrF", f"{chrf:.1f}", help="character n-gram F-score against the reference (0-100)")
-    c3.markdown("**Reference:** " + state.md_escape(reference))
+    reference = sentence.current_reference(path, text)
+    if reference:
+        bleu = sacrebleu.sentence_bleu(result.text, [reference]).score
+        chrf = sacrebleu.sentence_chrf(result.text, [reference]).score
+        c1, c2, c3 = st.columns([1, 1, 1.6] if presenter.on() else [1, 1, 4])    # room for "73.5" in large type
+        c1.metric("BLEU", f"{bleu:.1f}", help="sacrebleu sentence BLEU against the reference (0-100)")
+        c2.metric("chrF", f"{chrf:.1f}", help="character n-gram F-score against the reference (0-100)")
+        c3.markdown("**Reference:** " + state.md_escape(reference))
 
 # ---- n-best, pieces, per-token probabilities -------------------------------------------------------
 rows = pd.DataFrame([{"rank": i + 1, "translation": h.text, "log-prob": round(h.score, 3),

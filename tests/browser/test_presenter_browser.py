@@ -1,0 +1,132 @@
+"""Presenter mode as a projector shows it: every page at 1024x768 in a real browser (headless Chromium).
+
+What a class at the back of a room needs, measured on each page of the app (webapp.lecture.PAGES_TABLE),
+each opened by URL with ?present=1 (a fresh Streamlit session) after its script run ends:
+
+- no text smaller than webapp.presenter.MIN_PX: every visible text of the page's main area, HTML text
+  (body, captions, labels, tabs, inline code) and plotly's SVG text (titles, ticks, legends, annotations,
+  the beam tree's pieces), each at the size the screen shows it (its computed font size times the SVG's
+  scale); tables drawn on a canvas (st.dataframe) are not text in the page and are not measured;
+- the sidebar collapsed and the page's content full width (at least FULL_WIDTH of the window);
+- every figure full width (stacked, never a narrow column beside another: the window is narrower than
+  webapp.presenter.STACK_BELOW_PX), and drawn (a mark of non-zero size, as tests/browser/
+  test_figures_draw_browser.py checks it), with no console error;
+- on Translate, the translation on the first screen, above the Learn panel.
+
+The smallest size per page, with the text that has it, goes to test-artifacts/browser/presenter_fonts.log,
+and a screenshot of each page's first screen to test-artifacts/browser/presenter/<page>.png: a person
+looks at them; the test holds the numbers.
+"""
+from __future__ import annotations
+
+import pytest
+
+from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, timed
+from test_figures_draw_browser import problems_on, wait_drawn, watch_console
+from webapp import lecture, presenter
+
+WINDOW = {"width": 1024, "height": 768}
+FULL_WIDTH = 0.9                # the content's share of the window's width
+# Every visible text in the main area, smallest first: [{px, text, svg, key}] (key: the nearest keyed element).
+TEXT_SIZES = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const out = [];
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const text = n.textContent.replace(/[\\s\\u200b-\\u200d\\ufeff]/g, '');
+    const el = n.parentElement;
+    if (!text || !el || !el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || box.height === 0) continue;
+    let px = parseFloat(getComputedStyle(el).fontSize);
+    if (el.closest('svg') && el.getScreenCTM) { const m = el.getScreenCTM(); if (m) px *= Math.hypot(m.a, m.b); }
+    const holder = el.closest("[class*='st-key-']");
+    const key = holder ? [...holder.classList].find(c => c.startsWith('st-key-')).slice(7) : '';
+    out.push({px: Math.round(px * 10) / 10, text: n.textContent.trim().slice(0, 40), svg: !!el.closest('svg'), key});
+  }
+  return out.sort((a, b) => a.px - b.px);
+}"""
+LAYOUT = """() => {
+  const side = document.querySelector("[data-testid='stSidebar']");
+  const sideBox = side ? side.getBoundingClientRect() : null;
+  const block = document.querySelector("[data-testid='stMainBlockContainer']"), style = getComputedStyle(block);
+  const inner = block.getBoundingClientRect().width - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  const charts = [...document.querySelectorAll("[data-testid='stMain'] .js-plotly-plot")]
+    .filter(el => el.checkVisibility()).map(el => {
+      const holder = el.closest("[class*='st-key-']");
+      return {key: holder ? [...holder.classList].find(c => c.startsWith('st-key-')).slice(7) : '',
+              width: el.getBoundingClientRect().width}; });
+  return {sidebar: sideBox ? Math.max(0, Math.min(sideBox.right, innerWidth) - Math.max(sideBox.left, 0)) : 0,
+          window: block.getBoundingClientRect().width, content: inner, charts};
+}"""
+# Where the translation and the Learn panel are on the Translate page (px from the window's top).
+TRANSLATE_PLACES = """() => {
+  const shown = document.querySelector('.st-key-translation h4');
+  const learn = [...document.querySelectorAll("[data-testid='stExpander'] summary")]
+    .find(s => s.innerText.startsWith('Learn'));
+  return {translation: shown ? shown.getBoundingClientRect().bottom : null,
+          learn: learn ? learn.getBoundingClientRect().top : null};
+}"""
+
+
+def text_sizes(page) -> list[dict]:
+    """TEXT_SIZES in each of the page's tabs (opened in turn, the first one last), smallest first."""
+    tabs = page.locator("[data-testid='stMain'] [role='tab']")
+    sizes = []
+    for i in [*range(1, tabs.count()), 0]:
+        if tabs.count():
+            tabs.nth(i).click()
+            idle(page)
+            wait_drawn(page)
+        sizes += page.evaluate(TEXT_SIZES)
+    return sorted(sizes, key=lambda s: s["px"])
+
+
+def test_presenter_mode_is_a_projector_layout_on_every_page(visit):
+    if not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file():
+        pytest.skip(f"needs checkpoints/{NUMBERS}")
+    assert WINDOW["width"] < presenter.STACK_BELOW_PX
+    page = visit.page
+    page.set_viewport_size(WINDOW)
+    errors = watch_console(page)
+    shots = ARTIFACTS / "presenter"
+    shots.mkdir(parents=True, exist_ok=True)
+    problems, smallest = [], {}
+    for entry in lecture.PAGES_TABLE:
+        path = entry.url_path
+        errors.clear()
+        with timed(f"presenter /{path} at {WINDOW['width']}x{WINDOW['height']}"):
+            page.goto(f"{visit.url}/{path}?ckpt={NUMBERS}&present=1")
+            page.wait_for_selector("h1", timeout=LONG)
+            idle(page)
+            problems += problems_on(page, f"{path} (presenter)", errors)      # figures drawn, no console error
+        sizes = text_sizes(page)                                               # in every tab
+        page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
+        page.screenshot(path=str(shots / f"{path}.png"))
+        assert sizes, f"{path}: no text measured"
+        smallest[path] = sizes[0]
+        small = [s for s in sizes if s["px"] < presenter.MIN_PX]
+        if small:
+            problems.append(f"{path}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
+        layout = page.evaluate(LAYOUT)
+        if layout["sidebar"] > 1:
+            problems.append(f"{path}: the sidebar is open ({layout['sidebar']:.0f} px of the window)")
+        if layout["content"] < FULL_WIDTH * WINDOW["width"]:
+            problems.append(f"{path}: the content is {layout['content']:.0f} px wide, not the window's width "
+                            f"({layout['window']:.0f} px with its margins)")
+        narrow = [c for c in layout["charts"] if c["width"] < FULL_WIDTH * layout["content"]]
+        if narrow:
+            problems.append(f"{path}: figures not stacked to full width: {narrow}")
+        if path == lecture.START:
+            places = page.evaluate(TRANSLATE_PLACES)
+            if places["translation"] is None or places["translation"] > WINDOW["height"]:
+                problems.append(f"translate: the translation is not on the first screen ({places})")
+            elif places["learn"] is not None and places["learn"] < places["translation"]:
+                problems.append(f"translate: the Learn panel comes before the translation ({places})")
+    with open(ARTIFACTS / "presenter_fonts.log", "a") as log:
+        log.write(f"smallest text in presenter mode at {WINDOW['width']}x{WINDOW['height']} (px):\n")
+        for path, s in smallest.items():
+            log.write(f"  {path:24s} {s['px']:5.1f}  {'svg' if s['svg'] else 'html'}  {s['key'] or '-'}: {s['text']!r}\n")
+    assert len(smallest) == len(lecture.PAGES_TABLE)
+    assert not problems, "presenter mode at 1024x768:\n" + "\n".join(problems)
+    visit.assert_offline_and_quiet()
