@@ -58,12 +58,13 @@ def _cell(label: Any) -> str:
 
 
 def matrix_csv(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str]) -> str:
-    """A matrix as CSV text; labels are numbered ("3:▁word") so repeated tokens stay distinct."""
+    """A matrix as CSV text; labels are numbered from 1, like every position the app shows ("3:▁word" is
+    the third token), so repeated tokens stay distinct."""
     m = np.asarray(matrix, dtype=np.float64)
     if m.shape != (len(row_labels), len(col_labels)):
         raise ValueError(f"matrix {m.shape} does not match {len(row_labels)} x {len(col_labels)} labels")
-    frame = pd.DataFrame(m, index=[_cell(f"{i}:{t}") for i, t in enumerate(row_labels)],
-                         columns=[_cell(f"{j}:{t}") for j, t in enumerate(col_labels)])
+    frame = pd.DataFrame(m, index=[_cell(f"{i}:{t}") for i, t in enumerate(row_labels, 1)],
+                         columns=[_cell(f"{j}:{t}") for j, t in enumerate(col_labels, 1)])
     buffer = io.StringIO()
     frame.to_csv(buffer, float_format="%.6g")
     return buffer.getvalue()

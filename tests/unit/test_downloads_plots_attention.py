@@ -25,8 +25,8 @@ def test_matrix_csv_keeps_repeats_and_defuses_formulas():
     m = np.arange(8, dtype=float).reshape(2, 4) / 10
     text = downloads.matrix_csv(m, ["=cmd()", "+x"], TOKENS)
     frame = pd.read_csv(io.StringIO(text), index_col=0)
-    assert list(frame.index) == ["0:=cmd()", "1:+x"]    # numbered: no label starts like a formula
-    assert list(frame.columns) == ["0:▁<b>bold</b>", "1:▁a", "2:▁a", "3:</s>"]
+    assert list(frame.index) == ["1:=cmd()", "2:+x"]    # numbered from 1: no label starts like a formula
+    assert list(frame.columns) == ["1:▁<b>bold</b>", "2:▁a", "3:▁a", "4:</s>"]
     assert np.allclose(frame.to_numpy(), m)
     with pytest.raises(ValueError):
         downloads.matrix_csv(m, ["a"], TOKENS)
