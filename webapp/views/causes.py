@@ -105,13 +105,17 @@ def computed_grids(ckpt, clean: str, corrupt: str, pair):
     """The grids when computed now (the button) or earlier in this session; None otherwise."""
     key = f"{ckpt.sha256}\n{clean}\n{corrupt}"
     done = st.session_state.setdefault(DONE, [])
+    offer = st.empty()
     if key not in done:
-        st.info(f"Patching takes {cost(ckpt.model, pair):,} runs of the model (every cell below, in both directions): "
-                "a few seconds on the shipped models, about half a minute at base size.")
-        if not st.button("Patch every activation", key="causes_start", type="primary"):
-            return None
+        with offer.container():
+            st.info(f"Patching takes {cost(ckpt.model, pair):,} runs of the model (every cell below, in both "
+                    "directions): a few seconds on the shipped models, about half a minute at base size.")
+            if not st.button("Patch every activation", key="causes_start", type="primary"):
+                return None
     with st.spinner("Patching every activation, one at a time…"):
         grids = state.friendly(models.patching_grids, str(ckpt.path), ckpt.sha256, clean, corrupt, what="Patching")
+    if grids is not None:
+        offer.empty()                                             # the offer goes once the grids are there
     if grids is not None and key not in done:
         done.append(key)
         del done[:-8]                                              # the session's last few pairs
