@@ -22,7 +22,9 @@ LECTURE = [
     ("translate", "Architecture"),
     ("architecture", "Positional encoding"),
     ("positions", "Attention"),
-    ("attention", "Heads"),
+    ("attention", "Layers"),
+    ("layers", "Causes"),
+    ("causes", "Heads"),
     ("heads", "Alignment"),
     ("alignment", "Beam search"),
     ("beam", "Training vs inference"),
@@ -31,6 +33,7 @@ LECTURE = [
     ("train", "Checkpoints"),
 ]
 URL_PATHS = {"Architecture": "architecture", "Positional encoding": "positions", "Attention": "attention",
+             "Layers": "layers", "Causes": "causes",
              "Heads": "heads", "Alignment": "alignment", "Beam search": "beam", "Training vs inference": "training_vs_inference",
              "Schedule": "schedule",
              "Train": "train", "Checkpoints": "checkpoints"}
