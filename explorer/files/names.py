@@ -49,6 +49,7 @@ ALIGNMENT_OUT = "alignment.json"         # python -m explorer align
 CONTRIBUTIONS_OUT = "contributions.json" # python -m explorer contributions
 LENS_OUT = "lens.json"                   # python -m explorer lens
 PATCHING_OUT = "patching.json"           # python -m explorer patch
+SEARCH_OUT = "search.json"               # python -m explorer search
 
 # The marker a converter leaves in its output directory (explorer/store/output_dirs.py)
 OUTPUT_MARKER = ".explorer-output.json"
