@@ -19,6 +19,7 @@ COMMANDS = {
     "contributions": ("explorer.contributions.__main__", "ALTI+: each output token's source vs target-prefix share"),
     "lens": ("explorer.lens.__main__", "what each layer knows: DecoderLens per encoder layer, logit lens per decoder layer"),
     "patch": ("explorer.patching.__main__", "activation patching on minimal pairs: which activation carries a word"),
+    "search": ("explorer.contrastive.__main__", "the beam-size curve and exact search: search errors vs model errors"),
     "ship": ("explorer.store.ship", "turn a run's checkpoint into a shipped one (float16, with its test split)"),
     "showcase": ("explorer.evaluation.showcase", "choose and record the test pair the app opens on"),
 }
