@@ -112,8 +112,10 @@ def heads_view(ckpt, trace, kind: str, layer: int, head: int, query: int) -> Non
     st.markdown(f"**All {h} heads together**: their contexts side by side ({h} × {d // h} = {len(out.concat)} "
                 f"values), times $W^O$ ({len(out.concat)} × {d}) plus its bias, is the attention's output.")
     st.latex(r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O")
-    downloads.chart(plots.bars_figure([f"head {i + 1}" for i in range(h)], out.head_norms,
-                                      "‖head<sub>i</sub> W<sup>O</sup><sub>i</sub>‖: each head's share of the output", "L2 norm", highlight=head),
+    # words, not sub/superscripts: plotly draws those at 70 % of the title's size, too small on a projector
+    share = "Each head's share of the output: ‖its context × its rows of the output projection‖"
+    downloads.chart(plots.bars_figure([f"head {i + 1}" for i in range(h)], out.head_norms, share, "L2 norm",
+                                      highlight=head),
                     f"heads_{kind}_L{layer + 1}_q{query + 1}", key="arch_heads")
     st.caption(f"‖output‖ = {np.linalg.norm(out.projected):.3f}. Largest difference between Concat(heads) $W^O$ + b "
                f"worked out here and the captured `out`: {_diff(out.error)}.")

@@ -39,12 +39,14 @@ STACK_BELOW_PX = 1200          # side-by-side columns that hold a figure are sta
 # Streamlit sizes its type in rem, so a larger root size enlarges all of it (offline: no web fonts); plotly
 # figures take their unstated sizes from Streamlit's theme, which follows it too, and figure() scales the
 # sizes a figure states. The sidebar starts collapsed (app.py), the page uses the whole width, and below
-# STACK_BELOW_PX columns holding a figure are stacked, so a figure is never a narrow column beside another.
+# STACK_BELOW_PX columns holding a figure are stacked, so a figure is never a narrow column beside another;
+# a smaller title and closer elements bring each page's result up to the first screen.
 CSS = f"""<style>
 html {{ font-size: {ROOT_PX}px !important; }}
-[data-testid="stMain"] .block-container {{ max-width: 100%; padding: 2rem 1.5rem 4rem 1.5rem; }}
+[data-testid="stMain"] .block-container {{ max-width: 100%; padding: 3.75rem 1.5rem 4rem 1.5rem; }}   /* under the 3.75rem header */
 [data-testid="stMain"] p, [data-testid="stMain"] li {{ line-height: 1.5; }}
-[data-testid="stMain"] h1 {{ font-size: 2.2rem; padding-top: 0.5rem; padding-bottom: 0.5rem; }}
+[data-testid="stMain"] h1 {{ font-size: 2.2rem; padding: 0 0 0.25rem 0; }}
+[data-testid="stMain"] [data-testid="stVerticalBlock"] {{ gap: 0.6rem; }}
 [data-testid="stMain"] code {{ font-size: max(0.85em, {MIN_PX}px); }}
 @media (max-width: {STACK_BELOW_PX}px) {{
   [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"]) {{ flex-wrap: wrap; }}

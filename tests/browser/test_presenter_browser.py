@@ -11,7 +11,9 @@ each opened by URL with ?present=1 (a fresh Streamlit session) after its script 
 - every figure full width (stacked, never a narrow column beside another: the window is narrower than
   webapp.presenter.STACK_BELOW_PX), and drawn (a mark of non-zero size, as tests/browser/
   test_figures_draw_browser.py checks it), with no console error;
-- on Translate, the translation on the first screen, above the Learn panel.
+- on Translate, the translation on the first screen, above the Learn panel; and on the Bible model's
+  Translate page too, with no plotly warning in the console (its probability bars once logged "Invalid
+  color specifier" for each bar).
 
 The smallest size per page, with the text that has it, goes to test-artifacts/browser/presenter_fonts.log,
 and a screenshot of each page's first screen to test-artifacts/browser/presenter/<page>.png: a person
@@ -21,8 +23,8 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, timed
-from test_figures_draw_browser import problems_on, wait_drawn, watch_console
+from browser_support import ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, timed
+from test_figures_draw_browser import EXPECTED, problems_on, wait_drawn, watch_console
 from webapp import lecture, presenter
 
 WINDOW = {"width": 1024, "height": 768}
@@ -89,34 +91,43 @@ def test_presenter_mode_is_a_projector_layout_on_every_page(visit):
     page = visit.page
     page.set_viewport_size(WINDOW)
     errors = watch_console(page)
+    warnings: list[str] = []                   # plotly.js's own warnings ("WARN: ..."), logged at level trace
+    page.on("console", lambda m: warnings.append(m.text[:200]) if m.text.startswith("WARN:") else None)
     shots = ARTIFACTS / "presenter"
     shots.mkdir(parents=True, exist_ok=True)
     problems, smallest = [], {}
-    for entry in lecture.PAGES_TABLE:
-        path = entry.url_path
+    visits = [(entry.url_path, NUMBERS) for entry in lecture.PAGES_TABLE]
+    if (ROOT / "checkpoints" / BIBLE / "model.safetensors").is_file():
+        visits.append((lecture.START, BIBLE))
+    for path, name in visits:
         errors.clear()
-        with timed(f"presenter /{path} at {WINDOW['width']}x{WINDOW['height']}"):
-            page.goto(f"{visit.url}/{path}?ckpt={NUMBERS}&present=1")
+        warnings.clear()
+        with timed(f"presenter /{path} ({name}) at {WINDOW['width']}x{WINDOW['height']}"):
+            page.goto(f"{visit.url}/{path}?ckpt={name}&present=1")
             page.wait_for_selector("h1", timeout=LONG)
             idle(page)
-            problems += problems_on(page, f"{path} (presenter)", errors)      # figures drawn, no console error
+            shown = path if name == NUMBERS else f"{path} ({name})"
+            # every figure drawn, the ones the page draws on opening there, no console error
+            problems += problems_on(page, f"{shown} (presenter)", errors, EXPECTED.get(path, set()))
         sizes = text_sizes(page)                                               # in every tab
         page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
-        page.screenshot(path=str(shots / f"{path}.png"))
-        assert sizes, f"{path}: no text measured"
-        smallest[path] = sizes[0]
+        page.screenshot(path=str(shots / f"{shown.replace(' ', '_')}.png"))
+        assert sizes, f"{shown}: no text measured"
+        smallest[shown] = sizes[0]
+        if warnings:
+            problems.append(f"{shown}: plotly warned in the console: {sorted(set(warnings))[:3]}")
         small = [s for s in sizes if s["px"] < presenter.MIN_PX]
         if small:
-            problems.append(f"{path}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
+            problems.append(f"{shown}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
         layout = page.evaluate(LAYOUT)
         if layout["sidebar"] > 1:
-            problems.append(f"{path}: the sidebar is open ({layout['sidebar']:.0f} px of the window)")
+            problems.append(f"{shown}: the sidebar is open ({layout['sidebar']:.0f} px of the window)")
         if layout["content"] < FULL_WIDTH * WINDOW["width"]:
-            problems.append(f"{path}: the content is {layout['content']:.0f} px wide, not the window's width "
+            problems.append(f"{shown}: the content is {layout['content']:.0f} px wide, not the window's width "
                             f"({layout['window']:.0f} px with its margins)")
         narrow = [c for c in layout["charts"] if c["width"] < FULL_WIDTH * layout["content"]]
         if narrow:
-            problems.append(f"{path}: figures not stacked to full width: {narrow}")
+            problems.append(f"{shown}: figures not stacked to full width: {narrow}")
         if path == lecture.START:
             places = page.evaluate(TRANSLATE_PLACES)
             if places["translation"] is None or places["translation"] > WINDOW["height"]:
@@ -126,7 +137,8 @@ def test_presenter_mode_is_a_projector_layout_on_every_page(visit):
     with open(ARTIFACTS / "presenter_fonts.log", "a") as log:
         log.write(f"smallest text in presenter mode at {WINDOW['width']}x{WINDOW['height']} (px):\n")
         for path, s in smallest.items():
-            log.write(f"  {path:24s} {s['px']:5.1f}  {'svg' if s['svg'] else 'html'}  {s['key'] or '-'}: {s['text']!r}\n")
-    assert len(smallest) == len(lecture.PAGES_TABLE)
+            log.write(f"  {path:30s} {s['px']:5.1f}  {'svg' if s['svg'] else 'html'}  "
+                      f"{s['key'] or '-'}: {s['text']!r}\n")
+    assert len(smallest) == len(visits)
     assert not problems, "presenter mode at 1024x768:\n" + "\n".join(problems)
     visit.assert_offline_and_quiet()
