@@ -11,7 +11,7 @@ import sys
 # command -> (module with main(argv), what it does); in the order a user meets them
 COMMANDS = {
     "data": ("explorer.data.__main__", "build (or load) a corpus and summarise it: bible, numbers, a TSV"),
-    "train": ("explorer.training.trainer", "train a model (a run directory under runs/)"),
+    "train": ("explorer.train", "train a model (a run directory under runs/)"),
     "evaluate": ("explorer.evaluation.command", "BLEU / chrF / exact match of a checkpoint, written to its card"),
     "convert": ("explorer.interop.cli", "import an OPUS-MT (Marian) model; export to Hugging Face or CTranslate2"),
     "heads": ("explorer.heads.__main__", "the head lab over a test set: roles, importance, pruning curves"),

@@ -21,21 +21,19 @@ from pathlib import Path
 import torch
 
 from explorer.config import TrainConfig, preset
-from explorer.data import DataError, load_corpus
+from explorer.data import load_corpus
 from explorer.data.encoded import encode_pairs
 from explorer.evaluation.scores import evaluate_split
-from explorer.files.atomic import DISK_FULL, recover
+from explorer.files.atomic import DISK_FULL, recover, write_json_atomic
 from explorer.model import Transformer, parameter_count
 from explorer.runtime.device import resolve_device
-from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.store.card import fine_tuned_card
-from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
-from explorer.training.args import parse_command
+from explorer.store.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from explorer.training.distributed import Dist
 from explorer.training.inputs import BatchPlan, prepare_tokenizer
-from explorer.training.memory import SetupRefused, check_batches
+from explorer.training.memory import check_batches
 from explorer.training.notes import warmup_note, zero_bleu_note
 from explorer.training.schedule import noam_rate
 
@@ -59,7 +57,7 @@ class Trainer:
             self._setup(resume)
         except BaseException as err:  # a setup failure is a readable status, and the lock is let go
             if self.dist.is_main:
-                _record_status(self.run_dir, state="failed", pid=os.getpid(),
+                record_status(self.run_dir, state="failed", pid=os.getpid(),
                                last_error=f"{type(err).__name__}: {err}")
             self.lock.release()
             raise
@@ -232,7 +230,7 @@ class Trainer:
                 message = f"{type(err).__name__}: {err}"
             if main:
                 extra = {"failed_step": self.step + 1} if isinstance(err, FloatingPointError) else {}
-                _record_status(self.run_dir, state="failed", step=self.step, last_error=message,
+                record_status(self.run_dir, state="failed", step=self.step, last_error=message,
                                updated=time.time(), **extra)
             print(f"failed: {message}", file=sys.stderr, flush=True)
             self._close()
@@ -318,7 +316,7 @@ class Trainer:
         signal.signal(signal.SIGINT, request_stop)
 
 
-def _record_status(run_dir: Path, **fields) -> None:
+def record_status(run_dir: Path, **fields) -> None:
     """write_status on the way out of a failure. A disk too full even for an in-place rewrite gets
     one line on stderr (the failure itself is reported by the caller), not a second traceback."""
     try:
@@ -339,27 +337,3 @@ def _progress(total: int, initial: int, enabled: bool):
     from tqdm import tqdm
     return tqdm(total=total, initial=initial, disable=not enabled, unit="step", dynamic_ncols=True,
                 mininterval=2.0, file=sys.stderr)
-
-
-def main(argv: list[str] | None = None) -> int:
-    try:
-        cfg, resume, overwrite = parse_command(argv)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    try:
-        trainer = Trainer(cfg, resume=resume, overwrite=overwrite)   # SystemExit (code 1) if the run is locked
-    except (DataError, CheckpointError, SetupRefused) as err:   # status.json already says "failed" and why
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    try:
-        return trainer.run()
-    except Exception as err:  # an unexpected crash mid-run: `failed` with the error, not a stale `running`
-        if trainer.dist.is_main:
-            _record_status(trainer.run_dir, state="failed", last_error=f"{type(err).__name__}: {err}",
-                           updated=time.time())
-        raise
-
-
-if __name__ == "__main__":
-    sys.exit(main())

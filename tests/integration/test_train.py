@@ -16,7 +16,8 @@ import torch
 from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
-from explorer.training import trainer as train
+from explorer import train
+from explorer.training import trainer
 from explorer.training.args import parse_config
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from support.train_helpers import (checkpoint_steps, losses, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
@@ -83,10 +84,10 @@ def test_prune_keeps_last_k_and_best(tmp_path):
         d.mkdir(parents=True)
         (d / "config.json").write_text("{}")
         (d / "model.safetensors").write_text("")
-    trainer = train.Trainer.__new__(train.Trainer)
-    trainer.run_dir, trainer.cfg = tmp_path, train.TrainConfig(keep_last=2)
-    trainer.best = {"bleu": 12.0, "step": 20}
-    trainer._prune()
+    pruner = trainer.Trainer.__new__(trainer.Trainer)
+    pruner.run_dir, pruner.cfg = tmp_path, trainer.TrainConfig(keep_last=2)
+    pruner.best = {"bleu": 12.0, "step": 20}
+    pruner._prune()
     assert [p.name for p in rp.checkpoint_dirs(tmp_path)] == ["step_000020", "step_000040", "step_000050"]
 
 

@@ -19,7 +19,8 @@ from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.training import memory
-from explorer.training import trainer as train
+from explorer import train
+from explorer.training import trainer
 from explorer.training import args as train_args
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import TrainConfig
@@ -174,7 +175,7 @@ def test_more_accumulation_steps_than_batches_is_refused_not_a_silent_hang(tmp_p
     validate(cfg)
     with pytest.raises(memory.SetupRefused, match=r"accum_steps 8 needs 8 batches per epoch; batch_tokens "
                                                  r"400000 makes \d; lower --accum-steps or --batch-tokens"):
-        train.Trainer(cfg)
+        trainer.Trainer(cfg)
     assert status(run_dir)["state"] == "failed" and "accum_steps 8" in status(run_dir)["last_error"]
 
 
