@@ -20,6 +20,7 @@ from typing import Callable
 
 from explorer.contrastive.curve import BEAMS, Penalty, beam_config, curve_row, decode_set, sentence_chrf
 from explorer.contrastive.exact import TOLERANCE, exact_search
+from explorer.decoding.core import check_config
 from explorer.files.atomic import read_json_object, write_json_atomic
 from explorer.heads.sentences import build_sentences
 from explorer.runtime.progress import Progress, Ticker
@@ -67,6 +68,8 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, meta: dict 
                log: Callable[[str], None] = lambda _: None) -> dict:
     """The beam curve (and with settings.exact the per-sentence exact search) as JSON-ready data."""
     meta = meta or {}
+    for beam in settings.beams:                  # every size this model allows, before anything is decoded
+        check_config(beam_config(beam, Penalty()), model, beam=True)
     t0 = time.time()
     ticker = Ticker(progress, cancel)
     sents = build_sentences(model, tokenizer, pairs, settings.sentences, "reference")
