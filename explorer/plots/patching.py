@@ -63,7 +63,7 @@ def position_grid(values: np.ndarray, row_labels: Sequence[str], col_labels: Seq
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed")
     if picked is not None:
         _outline(fig, *picked)
-    fig.update_layout(title=dict(text=f"{title}<br><sup>{words}</sup>"), height=170 + 34 * len(rows),
+    fig.update_layout(title=dict(text=f"{title}<br>{words}"), height=170 + 34 * len(rows),
                       margin=dict(l=10, r=10, t=80, b=10))
     return fig
 
@@ -93,7 +93,7 @@ def heads_grid(grids: Mapping[str, np.ndarray], titles: Mapping[str, str], direc
             axis = "" if i == 0 else str(i + 1)
             _outline(fig, picked[1], picked[2], xref=f"x{axis}", yref=f"y{axis}")
     n_layers = max((np.asarray(g).shape[0] for g in grids.values()), default=1)
-    fig.update_layout(title=dict(text=f"Heads: each head's output patched alone<br><sup>{words}</sup>"),
+    fig.update_layout(title=dict(text=f"Heads: each head's output patched alone<br>{words}"),
                       coloraxis=dict(colorscale=SIGNED_SCALE, cmin=-limit, cmax=limit,
                                      colorbar=dict(title=dict(text="share", font=dict(size=12)))),
                       height=190 + 40 * n_layers, margin=dict(l=10, r=10, t=100, b=10))
@@ -111,6 +111,6 @@ def changed_bars(values: np.ndarray, row_labels: Sequence[str], word: str, direc
     fig.update_yaxes(title_text="share", range=[min(0.0, float(np.nanmin(v)) if v.size else 0.0) - 0.05,
                                                 max(1.0, float(np.nanmax(v)) if v.size else 1.0) + 0.05])
     fig.update_layout(title=dict(text=f"The changed word {label(word)} patched alone, at each encoder depth"
-                                      f"<br><sup>{words}</sup>"),
+                                      f"<br>{words}"),
                       height=300, margin=dict(l=10, r=10, t=80, b=10))
     return fig

@@ -46,6 +46,7 @@ EXPECTED = {
     "architecture": {"arch_diagram"},
     "attention": {"attn_zoom"},
     "alignment": {"align_links", "align_why_fig"},
+    "layers": {"layers_lens_grid"},
     "beam": {"beam_tree"},
     "training_vs_inference": {"tvi_forced_rows", "tvi_steps_rows", "tvi_mask"},
     "train": {"tr_planned"},

@@ -1,0 +1,80 @@
+"""The Layers and Causes pages in a real browser (headless Chromium), as a student's laptop and as a
+projector in presenter mode at 1024x768: every figure draws (a mark of non-zero size, as
+test_figures_draw_browser.py checks it), including the patching grids behind the Causes page's button;
+no console error, no traceback on screen or in the server's log (conftest); in presenter mode no text
+under webapp.presenter.MIN_PX and every figure full width (test_presenter_browser.py's measures). A
+screenshot of each view goes to test-artifacts/browser/layers/ for a person to look at.
+"""
+from __future__ import annotations
+
+import pytest
+
+from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, timed
+from test_figures_draw_browser import problems_on, watch_console
+from test_presenter_browser import FULL_WIDTH, LAYOUT, WINDOW, text_sizes
+from webapp import presenter
+
+SHOTS = ARTIFACTS / "layers"
+GRIDS = {"causes_encoder", "causes_decoder", "causes_heads", "causes_changed"}
+PAIR = "text=three+hundred+and+twenty+one&pair=own&corrupt=three+hundred+and+twenty+two"
+
+pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file(),
+                                reason=f"needs checkpoints/{NUMBERS}")
+
+
+def presenter_problems(page, where: str) -> list[str]:
+    """Text under MIN_PX, and figures narrower than the content (test_presenter_browser's rules)."""
+    out = []
+    small = [s for s in text_sizes(page) if s["px"] < presenter.MIN_PX]
+    if small:
+        out.append(f"{where}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
+    layout = page.evaluate(LAYOUT)
+    narrow = [c for c in layout["charts"] if c["width"] < FULL_WIDTH * layout["content"]]
+    if narrow:
+        out.append(f"{where}: figures not full width: {narrow}")
+    return out
+
+
+def shoot(page, name: str, keys=()) -> None:
+    """The first screen, and each keyed figure on its own (the page scrolls inside Streamlit's main area)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for key in keys:
+        page.locator(f".st-key-{key}").screenshot(path=str(SHOTS / f"{name}_{key}.png"))
+    page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["laptop", "presenter"])
+def test_the_layers_and_causes_pages_draw(visit, present):
+    page = visit.page
+    if present:
+        page.set_viewport_size(WINDOW)
+    errors = watch_console(page)
+    problems = []
+    extra = "&present=1" if present else ""
+    mode = "presenter" if present else "laptop"
+    with timed(f"layers ({mode})"):
+        page.goto(f"{visit.url}/layers?ckpt={NUMBERS}{extra}")
+        page.wait_for_selector("h1", timeout=LONG)
+        idle(page)
+        problems += problems_on(page, f"layers ({mode})", errors, {"layers_lens_grid"})
+    if present:
+        problems += presenter_problems(page, "layers (presenter)")
+    shoot(page, f"layers_{mode}", ["layers_lens_grid"])
+    errors.clear()
+    with timed(f"causes: patch one pair ({mode})"):
+        page.goto(f"{visit.url}/causes?ckpt={NUMBERS}&{PAIR}{extra}")
+        page.wait_for_selector("h1", timeout=LONG)
+        idle(page)
+        page.locator(".st-key-causes_start button").click()
+        page.wait_for_selector(".st-key-causes_heads .js-plotly-plot", timeout=LONG)
+        idle(page)
+        problems += problems_on(page, f"causes ({mode})", errors, GRIDS)
+    if present:
+        problems += presenter_problems(page, "causes (presenter)")
+    if page.locator("[data-testid='stException']").count():
+        problems.append(f"causes ({mode}): a traceback is on screen")
+    assert page.get_by_text("patched translates as").count() == 1, "the picked cell's translation is not shown"
+    shoot(page, f"causes_{mode}", sorted(GRIDS))
+    assert not problems, "\n".join(problems)
+    visit.assert_offline_and_quiet()
