@@ -157,7 +157,7 @@ def test_unknown_input_is_named_not_translated_silently(ckpt_path):
     assert all(f"“{p}”" in warning for p in parts), warning
     at.text_area(key="text_box").set_value(text).run()            # a sentence it knows: no notice
     assert "vocabulary" not in texts(at.warning)
-    for page in ("attention", "beam"):                            # every page that translates says so too
+    for page in ("architecture", "positions", "attention", "beam", "training_vs_inference"):   # every page that translates
         other = open_app(info.name, page=f"webapp/pages/{page}.py", text=odd)
         no_exception(other)
         shown = texts(other.warning).replace("\\", "")

@@ -102,11 +102,8 @@ def sentence_section(ckpt) -> None:
     if not text.strip():
         st.info("Type a sentence on the Translate page (or add ?text=… to the URL) to see its norms.")
         return
-    result = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, state.decode_settings(),
-                            what="Translating the sentence")
-    if result is None or result.best is None:
-        if result is not None:
-            st.info(result.reason or "Nothing was translated.")
+    result = sentence.translated(ckpt, text, state.decode_settings(), what="Translating the sentence")
+    if result is None:                       # translated() said why (and what the model could not read)
         return
     trace = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
                            tuple(result.best.ids), what="The capture")
