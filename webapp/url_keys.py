@@ -170,6 +170,18 @@ def _options(options: Mapping[str, Any] | Sequence | None) -> Mapping[str, Any] 
     return {UrlKey.text(v): v for v in options}
 
 
+def _nearest(raw: str, options: Mapping[str, Any]) -> Any:
+    """A number among choices that also hold words (a layer: "mean", "1".."6"): the nearest numbered
+    choice, so `layer=99` is the last layer as it is on a page whose layer is a number; None when
+    `raw` is not a whole number or no choice is one."""
+    numbered = {int(k): v for k, v in options.items() if k.lstrip("-").isdigit()}
+    try:
+        wanted = int(str(raw).strip())
+    except ValueError:
+        return None
+    return numbered[min(max(wanted, min(numbered)), max(numbered))] if numbered else None
+
+
 def _allowed(spec: UrlKey, value: Any, low, high, options: Mapping[str, Any] | None) -> Any:
     """`value` if the widget can show it (a number clamped into range), else None."""
     if value is None:
@@ -193,7 +205,8 @@ def seed(spec: UrlKey, widget: str, default: Any, *, low: float | None = None, h
     raw = st.query_params.get(spec.key) if spec.key else None
     from_url = None
     if raw is not None and raw != st.session_state.get(WRITTEN, {}).get(spec.key):
-        from_url = options.get(raw) if options is not None else spec.parse(raw, low, high)
+        from_url = (options.get(raw, _nearest(raw, options)) if options is not None
+                    else spec.parse(raw, low, high))
     for candidate in (from_url, st.session_state.get(widget), st.session_state.get("_" + widget)):
         value = _allowed(spec, candidate, low, high, options)
         if value is not None:

@@ -66,7 +66,8 @@ def test_each_aligner_draws_and_a_started_job_writes_the_scorecard(runs):
 
 def test_the_aligner_layer_and_head_are_in_the_url(runs):
     """A link's aligner, row, layer and head (1-based, or "mean") reopen the same view; a layer or head the
-    model does not have falls back to the mean, a key the page does not read is dropped."""
+    model does not have is clamped to the nearest it has and written back, a word it does not know falls back
+    to the mean, a key the page does not read is dropped."""
     at = open_app("numbers-en-de", PAGE, TEXT, {"aligner": "value-norm", "row": "shift", "layer": "2", "head": "3",
                                                 "stray": "1"})
     no_exception(at)
@@ -80,7 +81,10 @@ def test_the_aligner_layer_and_head_are_in_the_url(runs):
     odd = open_app("numbers-en-de", PAGE, TEXT, {"aligner": "<script>", "layer": "99", "head": "x"})
     no_exception(odd)
     assert odd.selectbox(key="align_kind").value == "attention" and odd.query_params["aligner"] == "attention"
-    assert odd.query_params["layer"] == "mean" and odd.query_params["head"] == "mean"
+    assert odd.query_params["layer"] == "2" and odd.selectbox(key="align_layer").value == 1      # the last of 2
+    assert odd.query_params["head"] == "mean"
+    low = open_app("numbers-en-de", PAGE, TEXT, {"layer": "1", "head": "-5"})
+    assert low.query_params["head"] == "1" and low.selectbox(key="align_head").value == 0
 
 
 def test_a_bad_upload_gets_a_message(runs, monkeypatch):
