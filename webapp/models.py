@@ -1,6 +1,6 @@
 """The app's shared model, in one place: loading a checkpoint (once per path + weights fingerprint, on the
 app's device, with the app's thread count) and every computation the pages run on it: translate, trace,
-score, side by side (and the Alignment page's one sentence, webapp.alignment_views, through model_slot).
+score, side by side (and the Alignment page's one sentence, webapp.views.alignment, through model_slot).
 
 - The model is loaded once per checkpoint (st.cache_resource) and shared read-only: nobody calls .train()
   on it, and hooks exist only inside explorer.inspection.hooks' per-thread blocks.
@@ -41,6 +41,7 @@ COMPARISON_CACHE_BYTES = 4 << 20      # each of the Checkpoints page's three (sc
 ALIGNMENT_CACHE_BYTES = 8 << 20       # the Alignment page's one sentence under every aligner (~0.1-1 MB each)
 LENS_CACHE_BYTES = 4 << 20            # the Layers page: a translation per encoder layer, the logit lens (~5-200 KB)
 PATCHING_CACHE_BYTES = 4 << 20        # the Causes page: pairs, swaps, grids (~5-50 KB), patched translations
+CONTRIBUTIONS_CACHE_BYTES = 8 << 20   # the Contributions page: one pair's ALTI+ (~0.1-2 MB), calibrations (~1 KB)
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -289,3 +290,33 @@ def patched_translation(ckpt_path: str, sha: str, clean: str, corrupt: str, poin
         runs = PairRuns(ckpt.model, make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt))
         best = runs.translation(Cell(point, tuple(index)), direction).best
     return pieces(ckpt.tokenizer, best.ids, "tgt"), ckpt.tokenizer.decode(best.output_ids, side="tgt")
+
+
+# ---- the Contributions page (explorer.contributions) -------------------------------------------------
+@bounded_cache(CONTRIBUTIONS_CACHE_BYTES)
+def contributions(ckpt_path: str, sha: str, src_ids: tuple, out_ids: tuple):
+    """ALTI+ of one teacher-forced pair (explorer.contributions.sentence): every layer's matrices, the
+    rollout, each output token's source share."""
+    from explorer.contributions.sentence import sentence_contributions
+
+    ckpt = load(ckpt_path)
+    with model_slot():
+        return sentence_contributions(ckpt.model, list(src_ids), list(out_ids))
+
+
+@bounded_cache(CONTRIBUTIONS_CACHE_BYTES)
+def source_share_calibration(ckpt_path: str, sha: str, n: int) -> dict:
+    """The source share over the first n held-out pairs forced on their references (explorer.contributions.job's
+    summary: percentiles, means, tokens) with "sentences" and "where" (the pairs' file): a checkpoint's own
+    yardstick for "this word owes little to the source", computed once per weights. A checkpoint without
+    test pairs raises ValueError (ComparisonError) saying so."""
+    from explorer.contributions.job import ContributionSettings, run_contributions
+    from explorer.evaluation import comparison as cmp
+
+    ckpt = load(ckpt_path)
+    pairs, where = cmp.test_pairs(ckpt_path, ckpt.meta, n)
+    if not pairs:
+        raise cmp.ComparisonError("no test sentences with a reference")
+    with model_slot():
+        result = run_contributions(ckpt.model, ckpt.tokenizer, pairs, ContributionSettings(sentences=len(pairs)))
+    return {**result["summary"], "sentences": result["settings"]["sentences"], "where": where}
