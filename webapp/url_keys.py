@@ -103,6 +103,7 @@ PATCH_PAIR = UrlKey("pair", str, choices=("swap", "own"))
 PATCH_SWAP, PATCH_CORRUPT = UrlKey("swap", integer, 1, 24), UrlKey("corrupt")   # a suggestion (1-based), own text
 PATCH_DIR = UrlKey("dir", str, choices=("denoise", "noise"))
 PATCH_GRID, PATCH_ROW, PATCH_COL = UrlKey("grid"), UrlKey("row", integer, 1, 1000), UrlKey("col", integer, 1, 1000)
+CONTRIB_FORCED = UrlKey("forced", str, choices=("output", "reference", "detached"))   # what is teacher-forced
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "translate": (),                            # the landing page reads only the shared state
@@ -110,6 +111,7 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "positions": (PE_D, PE_BASE, PE_LEN, PE_SIDE),
     "attention": (UrlKey("kind"), LAYER, HEAD, UrlKey("show"), UrlKey("ablate"), UrlKey("view")),
     "heads": (UrlKey("lab_n", integer, 1), UrlKey("lab_forced"), UrlKey("lab_seeds", integer, 0)),
+    "contributions": (CONTRIB_FORCED, LAYER),
     "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD),
     "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
     "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
