@@ -43,10 +43,23 @@ def _outline(fig: go.Figure, row: int, col: int, xref: str = "x", yref: str = "y
                   line=PICKED, fillcolor="rgba(0,0,0,0)")
 
 
+def click_targets(rows: int, cols: int, hover: str, custom=None, **axes) -> go.Scatter:
+    """An invisible marker on every cell of a rows x cols heatmap: plotly selects points of a scatter,
+    never of a heatmap, so a click on a cell reaches the app (st.plotly_chart's on_select) as this
+    trace's point (x: column, y: row). It carries the cell's hover, the heatmap's own is skipped."""
+    y, x = np.divmod(np.arange(rows * cols), cols)                           # [R * C] row-major
+    invisible = dict(marker=dict(opacity=0))
+    return go.Scatter(x=x, y=y, mode="markers", marker=dict(symbol="square", size=18, opacity=0),
+                      selected=invisible, unselected=invisible, showlegend=False, hovertemplate=hover,
+                      customdata=None if custom is None else np.asarray(custom, dtype=object).reshape(rows * cols, -1),
+                      **axes)
+
+
 def position_grid(values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str,
                   direction: str = "denoise", picked: tuple[int, int] | None = None,
-                  limit: float | None = None) -> go.Figure:
-    """A residual-stream grid [rows, columns] (rows: depths or layers; columns: positions)."""
+                  limit: float | None = None, clickable: bool = False) -> go.Figure:
+    """A residual-stream grid [rows, columns] (rows: depths or layers; columns: positions); `clickable`:
+    with click targets (click_targets)."""
     words = _check(direction)
     z = finite(values)                                                        # [R, C]
     if z.shape != (len(row_labels), len(col_labels)):
@@ -58,20 +71,27 @@ def position_grid(values: np.ndarray, row_labels: Sequence[str], col_labels: Seq
         z=np.round(z, 4), x=list(range(z.shape[1])), y=list(range(z.shape[0])), customdata=custom,
         zmin=-limit, zmax=limit, colorscale=SIGNED_SCALE, xgap=1, ygap=1,
         colorbar=dict(title=dict(text="share", font=dict(size=12))),
-        hovertemplate=f"%{{customdata}}<br>{words}: %{{z:.3f}}<extra></extra>"))
+        hovertemplate=f"%{{customdata}}<br>{words}: %{{z:.3f}}<extra></extra>", hoverinfo="skip" if clickable else None))
+    if clickable:
+        fig.data[0].hovertemplate = None
+        shares = np.array([[f"{c}<br>{words}: {v:.3f}" for c, v in zip(row, vals)] for row, vals in zip(custom, z)],
+                          dtype=object)
+        fig.add_trace(click_targets(*z.shape, "%{customdata[0]}<extra></extra>", shares))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(cols))), ticktext=cols, tickangle=-45 if len(cols) > 8 else 0)
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed")
     if picked is not None:
         _outline(fig, *picked)
-    fig.update_layout(title=dict(text=f"{title}<br>{words}"), height=170 + 34 * len(rows),
+    fig.update_layout(title=dict(text=f"{title}<br>{words}"), height=200 + 45 * len(rows),
                       margin=dict(l=10, r=10, t=80, b=10))
     return fig
 
 
 def heads_grid(grids: Mapping[str, np.ndarray], titles: Mapping[str, str], direction: str = "denoise",
-               picked: tuple[str, int, int] | None = None, limit: float | None = None) -> go.Figure:
+               picked: tuple[str, int, int] | None = None, limit: float | None = None,
+               clickable: bool = False) -> go.Figure:
     """One layer x head panel per attention kind (grids[kind]: [layers, heads], titles[kind]: its name),
-    on one colour axis; `picked`: (kind, layer row, head column), 0-based."""
+    on one colour axis; `picked`: (kind, layer row, head column), 0-based; `clickable`: with click
+    targets, panel i's the trace len(grids) + i."""
     words = _check(direction)
     kinds = list(grids)
     limit = limit or colour_limit(*grids.values())
@@ -89,14 +109,23 @@ def heads_grid(grids: Mapping[str, np.ndarray], titles: Mapping[str, str], direc
                          ticktext=[str(h + 1) for h in range(z.shape[1])], row=1, col=i + 1)
         fig.update_yaxes(title_text="layer" if i == 0 else None, tickmode="array", tickvals=list(range(z.shape[0])),
                          ticktext=[str(layer + 1) for layer in range(z.shape[0])], autorange="reversed", row=1, col=i + 1)
+        axis = "" if i == 0 else str(i + 1)
         if picked is not None and picked[0] == kind:
-            axis = "" if i == 0 else str(i + 1)
             _outline(fig, picked[1], picked[2], xref=f"x{axis}", yref=f"y{axis}")
+    if clickable:
+        for i, kind in enumerate(kinds):
+            z = finite(grids[kind])                                           # [L, H]
+            fig.data[i].hoverinfo, fig.data[i].hovertemplate = "skip", None
+            shares = np.array([[f"{label(titles[kind])}<br>layer {r + 1}, head {h + 1}<br>{words}: {z[r, h]:.3f}"
+                                for h in range(z.shape[1])] for r in range(z.shape[0])], dtype=object)
+            axis = "" if i == 0 else str(i + 1)
+            fig.add_trace(click_targets(*z.shape, "%{customdata[0]}<extra></extra>", shares,
+                                        xaxis=f"x{axis}", yaxis=f"y{axis}"))
     n_layers = max((np.asarray(g).shape[0] for g in grids.values()), default=1)
-    fig.update_layout(title=dict(text=f"Heads: each head's output patched alone<br>{words}"),
+    fig.update_layout(title=dict(text=f"Attention heads: each head's output patched alone<br>{words}"),
                       coloraxis=dict(colorscale=SIGNED_SCALE, cmin=-limit, cmax=limit,
                                      colorbar=dict(title=dict(text="share", font=dict(size=12)))),
-                      height=190 + 40 * n_layers, margin=dict(l=10, r=10, t=100, b=10))
+                      height=240 + 50 * n_layers, margin=dict(l=10, r=10, t=110, b=10))
     return fig
 
 

@@ -44,6 +44,23 @@ def shoot(page, name: str, keys=()) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
+def click_a_cell(page, mode: str) -> list[str]:
+    """Click the encoder grid's cell of row 1, column 2 (3 depths x 6 source pieces): it becomes the picked
+    cell (the URL's grid, row and col; the picked cell's line names it)."""
+    area = page.locator(".st-key-causes_encoder .nsewdrag").first.bounding_box()
+    rows, cols = 3, 6
+    page.mouse.click(area["x"] + 1.5 * area["width"] / cols, area["y"] + 0.5 * area["height"] / rows)
+    try:
+        page.wait_for_function("() => location.search.includes('row=1') && location.search.includes('col=2')",
+                               timeout=LONG)
+    except Exception:  # noqa: BLE001 - reported below with the URL
+        return [f"causes ({mode}): a click on a cell did not pick it: {page.url}"]
+    idle(page)
+    if "grid=encoder_resid" not in page.url or page.get_by_text("embeddings, 2: ▁hundred").count() != 1:
+        return [f"causes ({mode}): the clicked cell is not the picked one: {page.url}"]
+    return []
+
+
 @pytest.mark.parametrize("present", [False, True], ids=["laptop", "presenter"])
 def test_the_layers_and_causes_pages_draw(visit, present):
     page = visit.page
@@ -75,6 +92,7 @@ def test_the_layers_and_causes_pages_draw(visit, present):
     if page.locator("[data-testid='stException']").count():
         problems.append(f"causes ({mode}): a traceback is on screen")
     assert page.get_by_text("patched translates as").count() == 1, "the picked cell's translation is not shown"
+    problems += click_a_cell(page, mode)
     shoot(page, f"causes_{mode}", sorted(GRIDS))
     assert not problems, "\n".join(problems)
     visit.assert_offline_and_quiet()

@@ -14,11 +14,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from explorer.inspection.trace import KIND_LABELS
 from explorer.patching.grids import GRIDS, grid_cells
 from explorer.patching.job import row_labels
 from explorer.plots import patching as plots
-from webapp import downloads, models, state
+from webapp import downloads, models, presenter, state
 from webapp import url_keys as url
 from webapp.numbering import position_label
 from webapp.sentence import URL_CHARS
@@ -31,6 +30,7 @@ GRID_NAMES = {"encoder_resid": "Encoder residual stream (depth x source position
               "encoder_heads": "Encoder self-attention heads", "decoder_heads": "Decoder self-attention heads",
               "cross_heads": "Cross-attention heads", "changed": "The changed word, per encoder depth"}
 HEAD_GRIDS = {"encoder_heads": "encoder", "decoder_heads": "decoder", "cross_heads": "cross"}
+HEAD_TITLES = {"encoder_heads": "encoder self", "decoder_heads": "decoder self", "cross_heads": "cross"}  # short: 3 panels
 DONE = "_causes_computed"       # the pairs this session has patched: shown again without a press
 
 
@@ -167,18 +167,36 @@ def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str,
     grids = {g: np.asarray(result.grids[g][chosen]) for g in GRIDS}
     limit = plots.colour_limit(*grids.values())
     picked = (row, col)
+    st.caption("Click a cell of a grid (or pick it above) to see its patched run's translation.")
     for g, key in (("encoder_resid", "causes_encoder"), ("decoder_resid", "causes_decoder")):
         rows, cols = labels(ckpt, info, pair, g)
-        fig = plots.position_grid(grids[g], rows, cols, GRID_NAMES[g], chosen, picked if grid == g else None, limit)
-        downloads.chart(fig, downloads.file_stem(name, "patching", g, chosen), key=key)
+        fig = plots.position_grid(grids[g], rows, cols, GRID_NAMES[g], chosen, picked if grid == g else None, limit,
+                                  clickable=True)
+        clickable_chart(fig, downloads.file_stem(name, "patching", g, chosen), key, (g,))
     heads = {g: grids[g] for g in HEAD_GRIDS}
-    titles = {g: KIND_LABELS[kind] for g, kind in HEAD_GRIDS.items()}
-    downloads.chart(plots.heads_grid(heads, titles, chosen, (grid, row, col) if grid in heads else None, limit),
-                    downloads.file_stem(name, "patching", "heads", chosen), key="causes_heads")
+    titles = {g: HEAD_TITLES[g] for g in HEAD_GRIDS}
+    fig = plots.heads_grid(heads, titles, chosen, (grid, row, col) if grid in heads else None, limit, clickable=True)
+    clickable_chart(fig, downloads.file_stem(name, "patching", "heads", chosen), "causes_heads", tuple(heads))
     word = " ".join(info["src_pieces"][i] + "/" + info["corrupt_pieces"][i] for i in pair.changed)
     downloads.chart(plots.changed_bars(grids["changed"][:, 0], row_labels(ckpt.model, "changed"), word, chosen),
                     downloads.file_stem(name, "patching", "changed", chosen), key="causes_changed")
     show_patched(ckpt, clean, corrupt, pair, info, (grid, row, col), float(grids[grid][row, col]), chosen)
+
+
+def clickable_chart(fig, name: str, key: str, panels: tuple[str, ...]) -> None:
+    """A grid figure (with plots.patching's click targets: the last len(panels) traces, one per panel of
+    grids `panels`) whose clicked cell becomes the picked one: the select boxes take it before the rerun."""
+    def clicked() -> None:
+        points = st.session_state[key].selection.points if key in st.session_state else []
+        first = len(fig.data) - len(panels)
+        for point in points:
+            panel = int(point.get("curve_number", -1)) - first
+            if 0 <= panel < len(panels) and "x" in point and "y" in point:
+                st.session_state["causes_grid"] = panels[panel]
+                st.session_state["causes_row"], st.session_state["causes_col"] = int(point["y"]) + 1, int(point["x"]) + 1
+                return
+    st.plotly_chart(presenter.figure(fig), config=downloads.plotly_config(name), key=key, width="stretch",
+                    on_select=clicked, selection_mode="points")
 
 
 def show_patched(ckpt, clean: str, corrupt: str, pair, info: dict, cell: tuple[str, int, int], value: float,
