@@ -50,6 +50,8 @@ PAGES_TABLE = (
               "seeing is not causing: change one word and patch activations back to find what carries it"),
     PageEntry("heads", "heads.py", "Heads", "Measure",
               "over a whole test set: which heads have a job, and how many the model can lose"),
+    PageEntry("contributions", "contributions.py", "Contributions", "Measure",
+              "is an attention map an explanation? where each output word comes from: the source or its own prefix"),
     PageEntry("alignment", "alignment.py", "Alignment", "Measure",
               "is cross-attention a word alignment? measured against gold links, beside gradient attributions"),
     PageEntry("beam", "beam.py", "Beam search", "Decoding",

@@ -25,7 +25,8 @@ LECTURE = [
     ("attention", "Layers"),
     ("layers", "Causes"),
     ("causes", "Heads"),
-    ("heads", "Alignment"),
+    ("heads", "Contributions"),
+    ("contributions", "Alignment"),
     ("alignment", "Beam search"),
     ("beam", "Training vs inference"),
     ("training_vs_inference", "Schedule"),
@@ -34,7 +35,7 @@ LECTURE = [
 ]
 URL_PATHS = {"Architecture": "architecture", "Positional encoding": "positions", "Attention": "attention",
              "Layers": "layers", "Causes": "causes",
-             "Heads": "heads", "Alignment": "alignment", "Beam search": "beam", "Training vs inference": "training_vs_inference",
+             "Heads": "heads", "Contributions": "contributions", "Alignment": "alignment", "Beam search": "beam", "Training vs inference": "training_vs_inference",
              "Schedule": "schedule",
              "Train": "train", "Checkpoints": "checkpoints"}
 NUMBER_TEXT = "three hundred and twenty one"
