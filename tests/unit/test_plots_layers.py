@@ -123,3 +123,18 @@ def test_real_patching_grids_draw():
     assert np.asarray(fig.data[0].z).shape == (model.cfg.n_encoder_layers + 1, 4)
     heads = {g: result.grids[g]["noise"] for g in GRIDS if g.endswith("_heads")}
     assert len(patching.heads_grid(heads, {g: g for g in heads}, "noise").data) == 3
+
+
+def test_click_targets_cover_every_cell_once_and_carry_its_hover():
+    values = np.arange(6, dtype=float).reshape(2, 3) / 10
+    fig = patching.position_grid(values, ["a", "b"], ["1", "2", "3"], "t", clickable=True)
+    heat, targets = fig.data
+    assert heat.hoverinfo == "skip" and targets.type == "scatter"
+    assert list(zip(targets.y, targets.x)) == [(r, c) for r in range(2) for c in range(3)]   # row-major
+    assert targets.customdata[5][0].endswith("share restored (denoising): 0.500")            # row 2, column 3
+    assert targets.marker.opacity == 0
+    grids = {"encoder_heads": np.zeros((2, 4)), "cross_heads": np.ones((3, 4))}
+    heads = patching.heads_grid(grids, {k: k for k in grids}, clickable=True)
+    assert [t.type for t in heads.data] == ["heatmap", "heatmap", "scatter", "scatter"]
+    assert heads.data[3].xaxis == "x2" and len(heads.data[3].x) == 12                        # panel 2's cells
+    assert "layer 3, head 4" in heads.data[3].customdata[11][0]
