@@ -70,7 +70,7 @@ class StepContrast:
     chosen_logprob: float
     foil_logprob: float
     contrast: Attribution            # F = log p(chosen) - log p(foil)
-    plain: Attribution               # F = log p(chosen)
+    plain: Attribution | None        # F = log p(chosen) (None when not asked for)
     steps: int                       # integrated gradients' points (0 for gradient x input)
 
 
@@ -97,9 +97,10 @@ def _function(model, src_ids: Sequence[int], prefix: list[int], chosen: int, foi
 
 def contrast_step(model, src_ids: Sequence[int], prefix: Sequence[int], chosen: int, foil: int,
                   method: str = "integrated-gradients", steps: int = IG_STEPS,
-                  budget: int = ATTRIBUTION_BYTES) -> StepContrast:
+                  budget: int = ATTRIBUTION_BYTES, plain: bool = True) -> StepContrast:
     """The contrastive and the plain attribution of one step (module docstring). `foil` is an id
-    (explorer.contrastive.foils turns a typed word or a beam candidate into one and checks it)."""
+    (explorer.contrastive.foils turns a typed word or a beam candidate into one and checks it). `plain`
+    False leaves out the plain attribution of the chosen token, which halves the cost."""
     from captum.attr import InputXGradient, IntegratedGradients
 
     if method not in ATTRIBUTIONS:
@@ -116,10 +117,12 @@ def contrast_step(model, src_ids: Sequence[int], prefix: Sequence[int], chosen: 
         match_threads()
         forward, src_vectors, tgt_vectors = _function(model, src_ids, prefix, int(chosen), int(foil))
         with eval_mode(model):
-            inputs = (src_vectors.expand(2, -1, -1).contiguous(), tgt_vectors.expand(2, -1, -1).contiguous())
-            weight = torch.tensor([1.0, 0.0], device=src_vectors.device)        # [2]: the contrast, the plain
+            rows = 2 if plain else 1
+            inputs = (src_vectors.expand(rows, -1, -1).contiguous(), tgt_vectors.expand(rows, -1, -1).contiguous())
+            weight = torch.tensor([1.0, 0.0][:rows], device=src_vectors.device)  # [rows]: the contrast, the plain
             with torch.no_grad():
-                value = forward(*inputs, weight)                                 # [2]
+                value = forward(*inputs, weight)                                 # [rows]
+                chosen_lp = float(value[1]) if plain else float(forward(*inputs, weight * 0)[0])   # log p(chosen)
                 base = forward(*(torch.zeros_like(x) for x in inputs), weight) if method != "grad-x-input" else value
             if method == "grad-x-input":
                 attr = InputXGradient(forward).attribute(tuple(x.clone().requires_grad_() for x in inputs),
@@ -129,15 +132,14 @@ def contrast_step(model, src_ids: Sequence[int], prefix: Sequence[int], chosen: 
                 attr, delta = IntegratedGradients(forward).attribute(
                     inputs, baselines=tuple(torch.zeros_like(x) for x in inputs), additional_forward_args=(weight,),
                     n_steps=int(steps), internal_batch_size=per_batch, return_convergence_delta=True)
-            source = attr[0].sum(dim=-1).detach().double().cpu().numpy()        # [2, S]
-            target = attr[1].sum(dim=-1).detach().double().cpu().numpy()        # [2, T]
-    value, base = value.double().cpu().numpy(), base.double().cpu().numpy()     # [2], [2]
-    chosen_lp = float(value[1])
-    deltas = [None, None] if delta is None else [float(d) for d in delta]
+            source = attr[0].sum(dim=-1).detach().double().cpu().numpy()        # [rows, S]
+            target = attr[1].sum(dim=-1).detach().double().cpu().numpy()        # [rows, T]
+    value, base = value.double().cpu().numpy(), base.double().cpu().numpy()     # [rows], [rows]
+    deltas = [None] * rows if delta is None else [float(d) for d in delta]
     parts = [Attribution(source=source[i], target=target[i], value=float(value[i]), baseline=float(base[i]),
-                         delta=deltas[i]) for i in range(2)]
+                         delta=deltas[i]) for i in range(rows)]
     return StepContrast(method=method, chosen=int(chosen), foil=int(foil), chosen_logprob=chosen_lp,
-                        foil_logprob=chosen_lp - float(value[0]), contrast=parts[0], plain=parts[1],
+                        foil_logprob=chosen_lp - float(value[0]), contrast=parts[0], plain=parts[1] if plain else None,
                         steps=0 if method == "grad-x-input" else int(steps))
 
 

@@ -76,7 +76,10 @@ def test_batching_by_bytes_leaves_the_numbers_unchanged(shipped):
     whole = contrast_step(ckpt.model, out.src_ids, step.prefix, step.chosen, foil, "integrated-gradients", 8)
     one_row = contrast_step(ckpt.model, out.src_ids, step.prefix, step.chosen, foil, "integrated-gradients", 8,
                             budget=1)
-    for a, b in ((whole.contrast, one_row.contrast), (whole.plain, one_row.plain)):
+    alone = contrast_step(ckpt.model, out.src_ids, step.prefix, step.chosen, foil, "integrated-gradients", 8,
+                          plain=False)
+    assert alone.plain is None and alone.chosen_logprob == pytest.approx(whole.chosen_logprob, abs=1e-6)
+    for a, b in ((whole.contrast, one_row.contrast), (whole.plain, one_row.plain), (whole.contrast, alone.contrast)):
         assert np.allclose(a.source, b.source, atol=1e-5) and np.allclose(a.target, b.target, atol=1e-5)
 
 
