@@ -306,17 +306,23 @@ def contributions(ckpt_path: str, sha: str, src_ids: tuple, out_ids: tuple):
 
 @bounded_cache(CONTRIBUTIONS_CACHE_BYTES)
 def source_share_calibration(ckpt_path: str, sha: str, n: int) -> dict:
-    """The source share over the first n held-out pairs forced on their references (explorer.contributions.job's
-    summary: percentiles, means, tokens) with "sentences" and "where" (the pairs' file): a checkpoint's own
-    yardstick for "this word owes little to the source", computed once per weights. A checkpoint without
-    test pairs raises ValueError (ComparisonError) saying so."""
+    """The source share over the first n held-out pairs with a reference, forced on it (explorer.contributions.job's
+    summary: percentiles, means, tokens) and "sentences": a checkpoint's own yardstick for "this word owes little
+    to the source", computed once per weights. Only the checkpoint's own test.tsv is read (shipped checkpoints
+    carry one): building a training corpus's test split on a page's opening could take minutes. ValueError
+    (DataError) when there is none, or none of its pairs has a reference."""
     from explorer.contributions.job import ContributionSettings, run_contributions
-    from explorer.evaluation import comparison as cmp
+    from explorer.data.files import read_tsv
+    from explorer.data.types import DataError
+    from explorer.files.names import TEST_SPLIT
 
-    ckpt = load(ckpt_path)
-    pairs, where = cmp.test_pairs(ckpt_path, ckpt.meta, n)
+    held_out = Path(ckpt_path) / TEST_SPLIT
+    if not held_out.is_file():
+        raise DataError(f"the checkpoint carries no {TEST_SPLIT} of held-out pairs")
+    pairs = [p for p in read_tsv(str(held_out), max_bytes=50 << 20) if p.tgt.strip()][:n]
     if not pairs:
-        raise cmp.ComparisonError("no test sentences with a reference")
+        raise DataError(f"no pair of its {TEST_SPLIT} has a reference")
+    ckpt = load(ckpt_path)
     with model_slot():
         result = run_contributions(ckpt.model, ckpt.tokenizer, pairs, ContributionSettings(sentences=len(pairs)))
-    return {**result["summary"], "sentences": result["settings"]["sentences"], "where": where}
+    return {**result["summary"], "sentences": result["settings"]["sentences"]}
