@@ -61,7 +61,7 @@ def test_the_page_draws_and_its_bars_are_the_librarys_shares(path):
     assert rows == len(bars["y"])                                   # a rollout row per output token
     assert at.query_params["forced"] == "reference" and at.query_params["layer"] == str(at.selectbox(key="contrib_layer").options[-1])
     text = shown_markdown(at)
-    assert "5th percentile" in text and "first 30 held-out test pairs" in text      # N and the percentile, stated
+    assert "5th percentile" in text and "first 30 held-out test pairs with a reference" in text      # N and the percentile, stated
     assert [b.label for b in at.button if b.key == "contrib_curve_button"], "the run shipped earlier checkpoints"
 
 
@@ -122,19 +122,19 @@ def test_the_curve_over_a_runs_checkpoints():
     assert has_chart(at, "contrib_curve")                                # kept for the session
 
 
-def test_a_checkpoint_alone_in_its_run_says_so_in_one_line(tmp_path, monkeypatch):
+def test_a_checkpoint_alone_and_without_test_pairs_says_so_in_one_line_each(tmp_path, monkeypatch):
     import json
-    import shutil
 
-    alone = copy(NUMBERS, tmp_path / "models" / "numbers-alone")          # alone in its folder, no run recorded
-    shutil.copy(NUMBERS / "test.tsv", alone / "test.tsv")
+    alone = copy(NUMBERS, tmp_path / "models" / "numbers-alone")          # alone in its folder, no test.tsv
     meta = json.loads((alone / "config.json").read_text())
     meta.get("training", {}).pop("run", None)
     (alone / "config.json").write_text(json.dumps(meta))
     monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(alone.parent))
     at = open_page("numbers-alone")
     no_exception(at)
-    assert "no curve over training" in shown_markdown(at)
+    text = shown_markdown(at)
+    assert "no curve over training" in text
+    assert "No threshold for this checkpoint" in text and "of held\\-out pairs" in text      # no corpus built
     assert has_chart(at, "contrib_share_bars") and not [b for b in at.button if b.key == "contrib_curve_button"]
 
 

@@ -94,8 +94,9 @@ def share_section(ckpt, sc, calib: dict | None, name: str) -> None:
                              f"threshold {threshold:.0%}." for i in low), icon=":material/flag:")
     if calib is not None:
         st.caption(f"Threshold: the {CALIBRATION_PERCENTILE}th percentile of the source share over every token of "
-                   f"this checkpoint's first {calib['sentences']} held-out test pairs, teacher-forced on their "
-                   f"references ({calib['tokens']:,} tokens; their mean share {calib['mean_source_share']:.0%})."
+                   f"the first {calib['sentences']} held-out test pairs with a reference in this checkpoint's test.tsv, "
+                   f"teacher-forced on their references ({calib['tokens']:,} tokens; their mean share "
+                   f"{calib['mean_source_share']:.0%})."
                    + ("" if low else " No word of this output is under it.")
                    + " The end-of-sentence piece is drawn but never flagged: it is not a word.")
 
@@ -171,4 +172,4 @@ def training_section(ckpt, name: str) -> None:
     fig = plots.share_curve(labels, list(group.steps), means, current)
     downloads.chart(fig, downloads.file_stem(name, "source_share_over_training"), key="contrib_curve")
     st.caption(f"Each point: the mean source share over every token of a checkpoint's first {CALIBRATION_PAIRS} "
-               "held-out pairs, forced on their references (the circled one is the checkpoint in use).")
+               "held-out test pairs with a reference, forced on them (the circled one is the checkpoint in use).")
