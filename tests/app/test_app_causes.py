@@ -63,6 +63,7 @@ def test_the_grids_draw_on_the_button_and_stay_for_the_session():
     assert "runs of the model" not in shown(at)                          # the offer is gone
     q = dict(at.query_params)
     assert (q["grid"], q["row"], q["col"]) == ("encoder_resid", "3", "5")
+    assert "Download the grids (JSON)" in [b.proto.label for b in at.get("download_button")]
     at.selectbox(key="causes_grid").set_value("cross_heads").run()       # another cell: no button press again
     no_exception(at)
     assert all(has_chart(at, key) for key in GRIDS)
@@ -130,3 +131,4 @@ def test_presenter_mode_draws_the_page():
     no_exception(at)
     assert all(has_chart(at, key) for key in GRIDS)
     assert not any(e.proto.expanded for e in at.expander if e.label.startswith("Learn"))
+    assert not at.get("download_button")                                # advanced: hidden on a projector

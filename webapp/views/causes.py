@@ -126,7 +126,7 @@ def labels(ckpt, info: dict, pair, grid: str) -> tuple[list[str], list[str]]:
     """Row and column labels of a grid as the page shows them (1-based)."""
     model = ckpt.model
     rows = row_labels(model, grid)
-    if grid in ("encoder_resid",):
+    if grid == "encoder_resid":
         cols = [position_label(i, p if i not in pair.changed else f"{p}/{info['corrupt_pieces'][i]}")
                 for i, p in enumerate(info["src_pieces"])]
     elif grid == "decoder_resid":
@@ -165,6 +165,7 @@ def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str,
                f"run {ld['corrupt']:.2f}. Each cell is one patched run: 0 = the patch does nothing, 1 = all of it.")
     grid, row, col = pick_cell(ckpt, info, pair)
     grids = {g: np.asarray(result.grids[g][chosen]) for g in GRIDS}
+    show_patched(ckpt, clean, corrupt, pair, info, (grid, row, col), float(grids[grid][row, col]), chosen)
     limit = plots.colour_limit(*grids.values())
     picked = (row, col)
     st.caption("Click a cell of a grid (or pick it above) to see its patched run's translation.")
@@ -180,7 +181,11 @@ def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str,
     word = " ".join(info["src_pieces"][i] + "/" + info["corrupt_pieces"][i] for i in pair.changed)
     downloads.chart(plots.changed_bars(grids["changed"][:, 0], row_labels(ckpt.model, "changed"), word, chosen),
                     downloads.file_stem(name, "patching", "changed", chosen), key="causes_changed")
-    show_patched(ckpt, clean, corrupt, pair, info, (grid, row, col), float(grids[grid][row, col]), chosen)
+    downloads.bundle_button(lambda: downloads.jsonable({
+        "clean": clean, "corrupt": corrupt, "changed": pair.changed, "position": pair.position, **info,
+        "logit_difference": ld, "grids": {g: {"rows": labels(ckpt, info, pair, g)[0], "columns": labels(ckpt, info, pair, g)[1],
+                                              **result.grids[g]} for g in GRIDS}}),
+        downloads.file_stem(name, "patching"), key="causes_bundle", label="Download the grids (JSON)")
 
 
 def clickable_chart(fig, name: str, key: str, panels: tuple[str, ...]) -> None:
