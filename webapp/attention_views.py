@@ -16,7 +16,7 @@ import streamlit.components.v1 as components
 
 from explorer.inspection.attention_stats import (STAT_LABELS, STATS, boundary_key, stack_stats, stats_rows,
                                                 word_alignment)
-from explorer.inspection.trace import KIND_LABELS, KINDS, attention_kind
+from explorer.inspection.trace import KIND_LABELS, KINDS, attention_kind, untouched_by
 from explorer.plots import attention as plots
 from explorer.plots.style import head_grid
 from explorer.text.encoding import output_ids
@@ -261,6 +261,10 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
                              predicts=predicts)
     stem = downloads.file_stem(name, "ablation_diff", view.kind, f"L{view.layer + 1}", f"H{view.head + 1}")
     downloads.chart(fig, stem, key="ablation_diff")
+    if untouched_by(view.kind, view.layer, heads):
+        st.caption(f"Zero everywhere by construction: L{view.layer + 1} H{view.head + 1} computes its weights before "
+                   "any of the heads switched off can reach it (a head's output changes only the blocks after it). "
+                   "Pick a later layer, or cross-attention after a decoder head, to see a change.")
     downloads.csv_button(diff, _row_labels(q_tok, predicts), k_tok, stem, key="ablation_diff_csv")
 
 

@@ -8,7 +8,7 @@ downloads, comparison, ablation and bertviz all read it instead of spelling kind
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -51,6 +51,31 @@ def attention_kind(kind: str) -> AttentionKind:
         return ATTENTION_KINDS[kind]
     except (KeyError, TypeError):
         raise ValueError(f"attention kind must be one of {', '.join(KINDS)}, not {kind!r}") from None
+
+
+def weights_depend_on(kind: str, layer: int, other_kind: str, other_layer: int) -> bool:
+    """Can the output of attention block (other_kind, other_layer) change the attention weights of block
+    (kind, layer)? A block's weights are computed from what reached it, so only blocks upstream of it
+    count: the encoder's earlier layers for encoder self-attention; for decoder self-attention the
+    decoder's earlier layers (self and cross) and, through those cross-attentions, every encoder layer
+    (not for layer 0, which reads only the target embeddings); for cross-attention the decoder's
+    self-attention of the same layer and before, earlier cross-attentions and every encoder layer (its
+    keys are the encoder's output). Why it matters: the difference a head ablation makes to a block
+    that does not depend on the ablated heads is zero by construction, and the app says so."""
+    view, other = attention_kind(kind), attention_kind(other_kind)
+    if view.name == "encoder":
+        return other.name == "encoder" and other_layer < layer
+    if other.name == "encoder":
+        return view.name == "cross" or layer >= 1
+    if view.name == "decoder":
+        return other_layer < layer
+    return other_layer <= layer if other.name == "decoder" else other_layer < layer
+
+
+def untouched_by(kind: str, layer: int, ablated: Iterable[Sequence]) -> bool:
+    """True when switching off the heads `ablated` ((kind, layer, head) triples) cannot change the
+    attention weights of block (kind, layer) (weights_depend_on)."""
+    return not any(weights_depend_on(kind, layer, k, int(l)) for k, l, *_ in ablated)
 
 
 def attention_name(kind: str, layer: int, quantity: str = "weights") -> str:

@@ -19,6 +19,7 @@ from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, translate
 from explorer.inspection.attention_stats import word_alignment
+from explorer.inspection.trace import KIND_LABELS, untouched_by
 from webapp import sentence, state
 
 PAGE = "webapp/pages/attention.py"
@@ -156,6 +157,20 @@ def test_head_ablation(ckpt_path):
     delta = array(chart(at, "ablation_delta")["data"][0]["y"])
     assert np.any(np.abs(delta) > 1e-4)                                      # no source: the model is less sure
     assert has_chart(at, "ablation_diff")
+    # a block no switched-off head can reach changes by exactly zero, and the page says why; a block
+    # downstream of them gets no such note
+    title = chart(at, "ablation_diff")["layout"]["title"]["text"]
+    kind = next(k for k, label in KIND_LABELS.items() if f"({label})" in title)
+    layer = int(title.split(" L", 1)[1].split(" ", 1)[0]) - 1
+    cut = [h for h in every if h[0] == "cross"]
+    assert ("by construction" in texts(at.caption)) == untouched_by(kind, layer, cut), (title, texts(at.caption))
+    at.radio(key="attn_kind").set_value("cross").run()                    # cross-attention of the last layer:
+    at.radio(key="attn_layer").set_value(ckpt.config.n_decoder_layers).run()   # downstream of the first layer's
+    no_exception(at)
+    assert "by construction" not in texts(at.caption)
+    at.radio(key="attn_kind").set_value("encoder").run()                  # upstream of every cross head
+    no_exception(at)
+    assert "by construction" in texts(at.caption)
 
 
 def test_bertviz_views_are_offline_and_escaped(ckpt_path):
