@@ -14,7 +14,7 @@ import streamlit as st
 
 from explorer.store import run_paths as rp
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
-from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
+from explorer.store.checkpoint import CheckpointError
 from webapp import presenter, url_keys
 from webapp.text_safety import md_escape  # noqa: F401 - pages escape text from files as state.md_escape
 

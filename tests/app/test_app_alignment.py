@@ -88,7 +88,7 @@ def test_the_aligner_layer_and_head_are_in_the_url(runs):
 
 
 def test_a_bad_upload_gets_a_message(runs, monkeypatch):
-    from webapp import alignment_views as views
+    from webapp.views import alignment as views
     assert "outside the sentence" in views.uploaded_gold(b"a b ||| c ||| 5-0\n", "mine.align")
     assert "UTF-8" in views.uploaded_gold(b"\xff\xfe", "mine.align")
     assert "more than" in views.uploaded_gold(b"x" * (views.UPLOAD_BYTES + 1), "big.align")

@@ -134,7 +134,8 @@ def test_a_job_started_from_the_page_writes_the_result_and_shows_it(runs):
 
 def test_cancel_leaves_no_file(runs):
     from explorer.heads.job import LabSettings
-    from webapp import background, heads_views
+    from webapp import background
+    from webapp.views import heads as heads_views
 
     at = open_heads(heads_n=300, heads_seeds=3)
     target = lab_file(LabSettings(sentences=300, seeds=3))
@@ -162,6 +163,7 @@ def test_lab_settings_live_in_the_url(runs):
         (20, 1, "output")
     at.number_input(key="heads_n").set_value(7).run()
     assert at.query_params["lab_n"] == ["7"] or at.query_params["lab_n"] == "7"
-    at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "9999", "lab_seeds": "x"})    # hostile: defaults
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "9999", "lab_seeds": "x"})    # clamped; a word: default
     no_exception(at)
-    assert (at.session_state["heads_n"], at.session_state["heads_seeds"]) == (200, 3)
+    assert (at.session_state["heads_n"], at.session_state["heads_seeds"]) == (500, 3)
+    assert at.query_params["lab_n"] == "500"

@@ -147,8 +147,8 @@ def test_the_sliders_and_the_side_are_in_the_url_clamped(checkpoint):
     assert np.array_equal(heatmap(at), sinusoidal_table(int(longest), 32, 1000.0).numpy())
     at.slider(key="pe_len").set_value(20).run()
     assert at.query_params["n"] == "20"
-    bad = open_page(info.name, text, base="<b>", d="-3")
+    bad = open_page(info.name, text, base="<b>", d="-3")                # a word: the default; a number: clamped
     no_exception(bad)
     cfg = load_checkpoint(info.path, device="cpu").config
     assert bad.select_slider(key="pe_base").value == cfg.pe_base and bad.query_params["base"] == f"{cfg.pe_base:g}"
-    assert bad.select_slider(key="pe_d").value == cfg.d_model
+    assert bad.select_slider(key="pe_d").value == 16 and bad.query_params["d"] == "16"      # -3: clamped to the least

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from explorer.align.gold import GoldPair
 from explorer.align.scorecard import Tally, _row
-from webapp.alignment_views import scorecard_table
+from webapp.views.alignment import scorecard_table
 
 
 def result() -> dict:

@@ -250,7 +250,7 @@ def test_a_checkpoint_whose_model_disagrees_with_the_vocabulary_is_refused(tok, 
 
 
 def test_the_attention_pages_end_of_sentence_key_is_the_models_eos(tok):
-    from webapp.attention_views import eos_key
+    from webapp.views.attention import eos_key
     model = marian_model(tok)
     src = encoding.source_ids(tok, "dios dijo", 64, tok.special)
     out = encoding.output_ids(tok, "god said", 64, tok.special)

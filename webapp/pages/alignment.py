@@ -2,7 +2,7 @@
 
 Thin: gold set (the checkpoint's own, or an uploaded file) -> one sentence under the chosen aligner
 (links over gold, "why this word") -> the scorecard over the gold set as a background job, shown at
-once when its JSON exists for the same weights, settings and gold (webapp.alignment_views).
+once when its JSON exists for the same weights, settings and gold (webapp.views.alignment).
 """
 import streamlit as st
 
@@ -11,9 +11,9 @@ from explorer.align.job import read_result
 from explorer.align.pairs import Unusable
 from explorer.align.scorecard import AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
-from webapp import alignment_views as views, models, sentence
-from webapp import background, state
+from webapp import background, models, sentence, state
 from webapp import url_keys as url
+from webapp.views import alignment as views
 
 st.title("Alignment")
 state.learn(

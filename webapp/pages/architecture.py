@@ -2,7 +2,7 @@
 radio beside it) shows that block's real numbers for the current sentence.
 
 Thin: the diagram is explorer.plots.architecture's, the numbers explorer.inspection.worked's (via
-webapp.architecture_views), the translation and trace the shared cached ones (state), and the block,
+webapp.views.architecture), the translation and trace the shared cached ones (state), and the block,
 layer, head and token are in the URL (?block=&layer=&head=&token=).
 """
 import streamlit as st
@@ -10,8 +10,8 @@ import streamlit as st
 from explorer.config import paper_config
 from explorer.inspection import parameters
 from explorer.plots import architecture as plots
-from webapp import architecture_views as views, models, sentence
-from webapp import downloads, presenter, state
+from webapp import downloads, models, presenter, sentence, state
+from webapp.views import architecture as views
 
 st.title("Architecture")
 state.learn(

@@ -2,14 +2,14 @@
 
 Thin: the sentence and decoding settings are shared with Translate (state), the trace is one
 cached teacher-forced forward over the chosen translation, and each tab is a function in
-webapp.attention_views. Tabs run lazily (only the open one computes).
+webapp.views.attention. Tabs run lazily (only the open one computes).
 """
 import streamlit as st
 
 from explorer.inspection.attention_stats import stats_rows
 from explorer.inspection.trace import KIND_LABELS, attention_kind
-from webapp import attention_views as views, models, sentence
-from webapp import downloads, presenter, state
+from webapp import downloads, models, presenter, sentence, state
+from webapp.views import attention as views
 
 st.title("Attention")
 state.learn(

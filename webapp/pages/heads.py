@@ -1,7 +1,7 @@
 """Heads: the head lab over the checkpoint's test sentences (explorer.heads): what each head does
 (confidence, entropy, roles) and how much it matters (importance, single-head removal, pruning).
 
-Thin: settings -> cost estimate -> a background job in this process (webapp.heads_views, progress in
+Thin: settings -> cost estimate -> a background job in this process (webapp.views.heads, progress in
 an st.fragment refreshed every 2 s, Cancel) -> one JSON under the runs directory, shown at once when
 it already exists for the same weights and settings -> explorer.plots.heads.
 """
@@ -10,8 +10,8 @@ import streamlit as st
 from explorer.data.types import DataError
 from explorer.heads.job import LabSettings, estimate_cost, read_result
 from explorer.heads.sentences import FORCED
-from webapp import heads_views as views, models
-from webapp import background, lecture, state
+from webapp import background, lecture, models, state
+from webapp.views import heads as views
 
 st.title("Heads")
 state.learn(

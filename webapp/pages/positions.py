@@ -15,7 +15,7 @@ import streamlit as st
 
 from explorer.inspection import positions as pe
 from explorer.plots import positions as plots
-from webapp import downloads, models, numbering, sentence, state
+from webapp import downloads, models, sentence, state
 from webapp import url_keys as url
 
 D_MODELS = (16, 32, 64, 128, 256, 512, 768, 1024)
