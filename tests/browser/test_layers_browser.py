@@ -47,7 +47,9 @@ def shoot(page, name: str, keys=()) -> None:
 def click_a_cell(page, mode: str) -> list[str]:
     """Click the encoder grid's cell of row 1, column 2 (3 depths x 6 source pieces): it becomes the picked
     cell (the URL's grid, row and col; the picked cell's line names it)."""
-    area = page.locator(".st-key-causes_encoder .nsewdrag").first.bounding_box()
+    target = page.locator(".st-key-causes_encoder .nsewdrag").first
+    target.scroll_into_view_if_needed()                 # a click lands only on what the window shows
+    area = target.bounding_box()
     rows, cols = 3, 6
     page.mouse.click(area["x"] + 1.5 * area["width"] / cols, area["y"] + 0.5 * area["height"] / rows)
     try:
