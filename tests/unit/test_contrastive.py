@@ -120,3 +120,21 @@ def test_hostile_foil_ids_are_refused_with_a_message(shipped):
         contrast_step(model, [5, 3], [], step.chosen, 7, "integrated-gradients", 0)
     with pytest.raises(ValueError, match="method"):
         contrast_step(model, [5, 3], [], step.chosen, 7, "saliency")
+
+
+def test_the_reference_fall_reads_the_pages_own_translation_and_trace(shipped):
+    """translate(..., trace=True) is what the Beam search page holds: given its trace and best output,
+    reference_fall finds what it finds when it runs the search itself."""
+    from explorer.contrastive.fall import MODEL_ERROR, SEARCH_ERROR, reference_fall
+    from explorer.text.encoding import output_ids
+
+    ckpt, out, _ = shipped
+    ref = output_ids(ckpt.tokenizer, "In the beginning God created the heavens and the earth.", 256,
+                     ckpt.model.cfg.special)
+    cfg = DecodeConfig(beam_size=4)
+    given = reference_fall(ckpt.model, out.src_ids, ref, cfg, trace=out.beam_trace, output=out.best)
+    alone = reference_fall(ckpt.model, out.src_ids, ref, cfg)
+    assert given == alone and given.verdict in (SEARCH_ERROR, MODEL_ERROR)
+    assert given.output == out.best.ids and given.reference == ref
+    parted = next(i for i, (a, b) in enumerate(zip(ref, out.best.ids)) if a != b)
+    assert given.step is not None and given.step >= parted        # kept at least while it was the output's prefix

@@ -10,7 +10,7 @@ import torch
 
 from explorer.__main__ import main as door
 from explorer.contrastive.__main__ import main
-from explorer.contrastive.job import SearchSettings, run_to_file
+from explorer.contrastive.job import SearchSettings, read_result, run_to_file
 from explorer.files.places import REPO_ROOT
 from explorer.runtime.progress import Cancelled
 
@@ -34,6 +34,7 @@ def test_the_command_writes_the_curve_and_the_exact_search(tmp_path, capsys):
         assert e["proven"] is True and set(e["beam_scores"]) == {"1", "2"}
         assert all(e["score"] >= s - 1e-4 for s in e["beam_scores"].values())
     assert "exact search: proven on 4 of 4" in capsys.readouterr().out
+    assert read_result(out) == result and read_result(tmp_path / "missing.json") is None
 
 
 @pytest.mark.parametrize("argv,message", [
