@@ -46,10 +46,19 @@ def plotly_config(name: str, fmt: str | None = None) -> dict:
             "toImageButtonOptions": {"format": fmt, "filename": file_stem(name), "scale": 2 if fmt == "png" else 1}}
 
 
-def chart(fig: go.Figure, name: str, key: str | None = None) -> None:
+def chart(fig: go.Figure, name: str, key: str | None = None, on_click: Callable[[], None] | None = None) -> None:
     """Show a figure with the download button configured, its text sized for the mode (presenter.figure):
-    every figure goes through here."""
-    st.plotly_chart(presenter.figure(fig), config=plotly_config(name), key=key, width="stretch")
+    every figure goes through here. `on_click`: called before the rerun a click on a point (a heatmap
+    cell) starts; the clicked point is in st.session_state[key] (clicked_point reads it)."""
+    clicks = dict(on_select=on_click, selection_mode="points") if on_click is not None else {}
+    st.plotly_chart(presenter.figure(fig), config=plotly_config(name), key=key, width="stretch", **clicks)
+
+
+def clicked_point(key: str) -> dict | None:
+    """The point a click on chart `key` selected (plotly's curve_number, point_index, x, y), or None."""
+    event = st.session_state.get(key)
+    points = (event or {}).get("selection", {}).get("points", []) if hasattr(event, "get") else []
+    return points[0] if points else None
 
 
 def _cell(label: Any) -> str:

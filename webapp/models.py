@@ -6,7 +6,8 @@ score, side by side (and the Alignment page's one sentence, webapp.views.alignme
   on it, and hooks exist only inside explorer.inspection.hooks' per-thread blocks.
 - Each computation is memoised for every session in a cache bounded in bytes (webapp.result_cache: a
   result being computed is computed once, other sessions asking wait for it), copied per call and keyed
-  by (checkpoint hash, text, settings), so concurrent users never share a mutable result; a cache miss
+  by (checkpoint path and weights hash, text, settings), so concurrent users never share a mutable result;
+  each takes the loaded checkpoint (models.load), whose `cache_key` is that path and hash; a cache miss
   waits for its place in the model's queue (explorer.runtime.compute_queue), showing the user how many
   requests are ahead.
 """
@@ -133,125 +134,114 @@ def model_slot() -> Iterator[None]:
 
 
 @bounded_cache(TRANSLATION_CACHE_BYTES)
-def translate(ckpt_path: str, sha: str, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),
+def translate(ckpt, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),
               trace: bool = True):
     from explorer.decoding import translate as run
 
-    ckpt = load(ckpt_path)
     with model_slot():
         return run(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
                    ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")
 
 
 @bounded_cache(TRACE_CACHE_BYTES)
-def attention(ckpt_path: str, sha: str, src_ids: tuple, tgt_ids: tuple, ablate: tuple = ()):
+def attention(ckpt, src_ids: tuple, tgt_ids: tuple, ablate: tuple = ()):
     """One teacher-forced forward inside capture(): every capture point, as numpy."""
     from explorer.decoding import attention_trace
 
-    ckpt = load(ckpt_path)
     with model_slot():
         return attention_trace(ckpt.model, ckpt.tokenizer, list(src_ids), list(tgt_ids), ablate=list(ablate))
 
 
 @bounded_cache(SCORE_CACHE_BYTES)
-def score(ckpt_path: str, sha: str, text: str, target: str, cfg: dict, ablate: tuple = ()):
+def score(ckpt, text: str, target: str, cfg: dict, ablate: tuple = ()):
     """Teacher-forced log-probabilities of a given translation (a reference, or an earlier output)."""
     from explorer.decoding import score_text
 
-    ckpt = load(ckpt_path)
     with model_slot():
         return score_text(ckpt.model, ckpt.tokenizer, text, target, DecodeConfig(**cfg), ablate=list(ablate))
 
 
 @bounded_cache(SCORE_CACHE_BYTES)
-def side_by_side(ckpt_path: str, sha: str, text: str, reference: str | None, cfg: dict):
+def side_by_side(ckpt, text: str, reference: str | None, cfg: dict):
     """Teacher-forced decoding of the reference (or of greedy's own output) next to greedy, step by step."""
     from explorer.decoding.side_by_side import side_by_side as run
 
-    ckpt = load(ckpt_path)
     with model_slot():
         return run(ckpt.model, ckpt.tokenizer, text, reference, DecodeConfig(**cfg))
 
 
 # ---- the Checkpoints and Alignment pages -----------------------------------------------------------
 @bounded_cache(COMPARISON_CACHE_BYTES)
-def compare_scores(path_a: str, sha_a: str, path_b: str, sha_b: str, source: str, output: str):
+def compare_scores(a, b, source: str, output: str):
     """One output teacher-forced under both checkpoints (explorer.evaluation.comparison)."""
     from explorer.evaluation import comparison as cmp
     with model_slot():
-        return cmp.score_under_both(load(path_a), load(path_b), source, output)
+        return cmp.score_under_both(a, b, source, output)
 
 
 @bounded_cache(COMPARISON_CACHE_BYTES)
-def compare_test(path: str, sha: str, pairs_from: str, sha_from: str, n: int) -> dict:
-    """BLEU / chrF / exact of `path` on the first n test pairs of `pairs_from`."""
+def compare_test(ckpt, pairs_from, n: int) -> dict:
+    """BLEU / chrF / exact of `ckpt` on the first n test pairs of checkpoint `pairs_from`."""
     from explorer.evaluation import comparison as cmp
-    src = load(pairs_from)
-    pairs, where = cmp.test_pairs(pairs_from, src.meta, n)
-    ckpt = load(path)
+    pairs, where = cmp.test_pairs(str(pairs_from.path), pairs_from.meta, n)
     with model_slot():
         return {**cmp.test_scores(ckpt.model, ckpt.tokenizer, pairs), "where": where}
 
 
 @bounded_cache(COMPARISON_CACHE_BYTES)
-def param_change(path_a: str, sha_a: str, path_b: str, sha_b: str):
+def param_change(a, b):
     """How far each block's weights moved from checkpoint a to b."""
     from explorer.evaluation import comparison as cmp
-    return cmp.param_change(load(path_a).model, load(path_b).model)
+    return cmp.param_change(a.model, b.model)
 
 
 @bounded_cache(ALIGNMENT_CACHE_BYTES)
-def align_one(ckpt_path: str, sha: str, pair, methods: tuple, ig_steps: int):
+def align_one(ckpt, pair, methods: tuple, ig_steps: int):
     """One gold pair under every aligner (explorer.align.sentence); its attributions run in batches
     bounded in bytes (explorer.align.attribution.ATTRIBUTION_BYTES)."""
     from explorer.align.sentence import align_sentence
-    ckpt = load(ckpt_path)
     with model_slot():
         return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
 
 
 # ---- the Layers and Causes pages (explorer.lens, explorer.patching) --------------------------------
 @bounded_cache(LENS_CACHE_BYTES)
-def lens_translations(ckpt_path: str, sha: str, text: str, beam: int = 1):
+def lens_translations(ckpt, text: str, beam: int = 1):
     """The DecoderLens: one translation per encoder depth, embeddings first; greedy, or beam `beam`."""
     from dataclasses import replace
 
     from explorer.lens.decoder_lens import LENS_DECODING, lens_translations as run
 
     cfg = LENS_DECODING if beam <= 1 else replace(LENS_DECODING, strategy="beam", beam_size=beam, n_best=1)
-    ckpt = load(ckpt_path)
     with model_slot():
         return run(ckpt.model, ckpt.tokenizer, text, cfg)
 
 
 @bounded_cache(LENS_CACHE_BYTES)
-def logit_lens(ckpt_path: str, sha: str, src_ids: tuple, out_ids: tuple, top_k: int = 5):
+def logit_lens(ckpt, src_ids: tuple, out_ids: tuple, top_k: int = 5):
     """The logit lens over one pair, forced on `out_ids` (EOS included)."""
     from explorer.lens.logit_lens import logit_lens as run
 
-    ckpt = load(ckpt_path)
     with model_slot():
         return run(ckpt.model, ckpt.tokenizer, list(src_ids), list(out_ids), top_k)
 
 
 @bounded_cache(PATCHING_CACHE_BYTES)
-def swap_suggestions(ckpt_path: str, sha: str, text: str, n: int = 5) -> list:
+def swap_suggestions(ckpt, text: str, n: int = 5) -> list:
     """One-word swaps of `text` that change its translation (explorer.patching.swap)."""
     from explorer.patching.swap import suggest_swaps
 
-    ckpt = load(ckpt_path)
     with model_slot():
         return suggest_swaps(ckpt.model, ckpt.tokenizer, text, n)
 
 
 @bounded_cache(PATCHING_CACHE_BYTES)
-def minimal_pair(ckpt_path: str, sha: str, clean: str, corrupt: str):
+def minimal_pair(ckpt, clean: str, corrupt: str):
     """(the MinimalPair, its description: explorer.patching.job.describe without the logit differences),
     or the library's reason the two texts make no pair, as a str (kept too: a refusal costs two decodes)."""
     from explorer.decoding.translate import pieces
     from explorer.patching.pair import make_pair
 
-    ckpt = load(ckpt_path)
     try:
         with model_slot():
             pair = make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt)
@@ -267,25 +257,23 @@ def minimal_pair(ckpt_path: str, sha: str, clean: str, corrupt: str):
 
 
 @bounded_cache(PATCHING_CACHE_BYTES)
-def patching_grids(ckpt_path: str, sha: str, clean: str, corrupt: str):
+def patching_grids(ckpt, clean: str, corrupt: str):
     """Every patching grid of the pair, denoising and noising (one pair: seconds; at base size ~25 s)."""
     from explorer.patching.grids import pair_grids
     from explorer.patching.pair import make_pair
 
-    ckpt = load(ckpt_path)
     with model_slot():
         return pair_grids(ckpt.model, make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt))
 
 
 @bounded_cache(PATCHING_CACHE_BYTES)
-def patched_translation(ckpt_path: str, sha: str, clean: str, corrupt: str, point: str, index: tuple,
+def patched_translation(ckpt, clean: str, corrupt: str, point: str, index: tuple,
                         direction: str) -> tuple[list[str], str]:
     """(pieces, text) of one patched run's own greedy translation (PairRuns.translation)."""
     from explorer.decoding.translate import pieces
     from explorer.patching.pair import make_pair
     from explorer.patching.runs import Cell, PairRuns
 
-    ckpt = load(ckpt_path)
     with model_slot():
         runs = PairRuns(ckpt.model, make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt))
         best = runs.translation(Cell(point, tuple(index)), direction).best
@@ -294,18 +282,17 @@ def patched_translation(ckpt_path: str, sha: str, clean: str, corrupt: str, poin
 
 # ---- the Contributions page (explorer.contributions) -------------------------------------------------
 @bounded_cache(CONTRIBUTIONS_CACHE_BYTES)
-def contributions(ckpt_path: str, sha: str, src_ids: tuple, out_ids: tuple):
+def contributions(ckpt, src_ids: tuple, out_ids: tuple):
     """ALTI+ of one teacher-forced pair (explorer.contributions.sentence): every layer's matrices, the
     rollout, each output token's source share."""
     from explorer.contributions.sentence import sentence_contributions
 
-    ckpt = load(ckpt_path)
     with model_slot():
         return sentence_contributions(ckpt.model, list(src_ids), list(out_ids))
 
 
 @bounded_cache(CONTRIBUTIONS_CACHE_BYTES)
-def source_share_calibration(ckpt_path: str, sha: str, n: int) -> dict:
+def source_share_calibration(ckpt, n: int) -> dict:
     """The source share over the first n held-out pairs with a reference, forced on it (explorer.contributions.job's
     summary: percentiles, means, tokens) and "sentences": a checkpoint's own yardstick for "this word owes little
     to the source", computed once per weights. Only the checkpoint's own test.tsv is read (shipped checkpoints
@@ -316,13 +303,12 @@ def source_share_calibration(ckpt_path: str, sha: str, n: int) -> dict:
     from explorer.data.types import DataError
     from explorer.files.names import TEST_SPLIT
 
-    held_out = Path(ckpt_path) / TEST_SPLIT
+    held_out = Path(ckpt.path) / TEST_SPLIT
     if not held_out.is_file():
         raise DataError(f"the checkpoint carries no {TEST_SPLIT} of held-out pairs")
     pairs = [p for p in read_tsv(str(held_out), max_bytes=50 << 20) if p.tgt.strip()][:n]
     if not pairs:
         raise DataError(f"no pair of its {TEST_SPLIT} has a reference")
-    ckpt = load(ckpt_path)
     with model_slot():
         result = run_contributions(ckpt.model, ckpt.tokenizer, pairs, ContributionSettings(sentences=len(pairs)))
     return {**result["summary"], "sentences": result["settings"]["sentences"]}

@@ -27,7 +27,8 @@ HELP = (
     "advanced controls "
     "hidden: the CSV and JSON download buttons on every page (a figure's camera button stays); on "
     "**Translate**, the token-id tables; on **Beam search**, the length penalty and α (the Translate "
-    "page's are used); on **Architecture**, the full Q, K and V tables. Kept in the URL (`?present=1`), "
+    "page's are used); on **Architecture**, the full Q, K and V tables; on **Layers**, the DecoderLens "
+    "beam size (a link's still applies). Kept in the URL (`?present=1`), "
     "so a link prepared before the lecture opens in presenter mode; the **Next** links at the end of "
     "each page keep it.")
 # Sizes on a projector. The smallest text anywhere on a page (body, captions, every figure's ticks and

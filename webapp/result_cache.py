@@ -19,9 +19,16 @@ from typing import Any, Callable
 import cachetools
 
 
+def _plain(value: Any) -> Any:
+    """How an argument that is not plain data enters a key: by its `cache_key` (a loaded checkpoint:
+    its path and weights hash, never the model itself), else its repr."""
+    key = getattr(value, "cache_key", None)
+    return list(key) if key is not None else repr(value)
+
+
 def _key(*args: Any, **kwargs: Any) -> str:
     """Arguments as one string; dicts (decoding settings) and tuples are fine, key order is not."""
-    return json.dumps([args, kwargs], sort_keys=True, default=repr)
+    return json.dumps([args, kwargs], sort_keys=True, default=_plain)
 
 
 def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:

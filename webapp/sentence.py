@@ -199,7 +199,7 @@ def translated(ckpt, text: str, cfg: dict, *, what: str = "The translation", **k
     """The preamble of a page that shows a translation: translate on the shared model (models.translate,
     queued and cached), the notices, and None (after saying why) when there is nothing to show, so the
     page stops or returns; else the Translation."""
-    result = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, cfg, what=what, **kwargs)
+    result = state.friendly(models.translate, ckpt, text, cfg, what=what, **kwargs)
     if result is None:
         return None
     notices(ckpt.tokenizer, result, text)

@@ -21,7 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.plots.style import SIGNED_SCALE, finite, label, signed_range
+from explorer.plots.style import SIGNED_SCALE, click_targets, finite, label, signed_range
 
 DIRECTION_WORDS = {"denoise": "share restored (denoising)", "noise": "share destroyed (noising)"}
 PICKED = dict(color="black", width=3)
@@ -41,18 +41,6 @@ def _check(direction: str) -> str:
 def _outline(fig: go.Figure, row: int, col: int, xref: str = "x", yref: str = "y") -> None:
     fig.add_shape(type="rect", x0=col - 0.5, x1=col + 0.5, y0=row - 0.5, y1=row + 0.5, xref=xref, yref=yref,
                   line=PICKED, fillcolor="rgba(0,0,0,0)")
-
-
-def click_targets(rows: int, cols: int, hover: str, custom=None, **axes) -> go.Scatter:
-    """An invisible marker on every cell of a rows x cols heatmap: plotly selects points of a scatter,
-    never of a heatmap, so a click on a cell reaches the app (st.plotly_chart's on_select) as this
-    trace's point (x: column, y: row). It carries the cell's hover, the heatmap's own is skipped."""
-    y, x = np.divmod(np.arange(rows * cols), cols)                           # [R * C] row-major
-    invisible = dict(marker=dict(opacity=0))
-    return go.Scatter(x=x, y=y, mode="markers", marker=dict(symbol="square", size=18, opacity=0),
-                      selected=invisible, unselected=invisible, showlegend=False, hovertemplate=hover,
-                      customdata=None if custom is None else np.asarray(custom, dtype=object).reshape(rows * cols, -1),
-                      **axes)
 
 
 def position_grid(values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str,

@@ -45,15 +45,29 @@ def signed_range(values: np.ndarray) -> float:
     return float(found.max()) if found.size and found.max() > 0 else 1.0
 
 
+def click_targets(rows: int, cols: int, hover: str, custom=None, **axes) -> go.Scatter:
+    """An invisible marker on every cell of a rows x cols heatmap: plotly selects points of a scatter,
+    never of a heatmap, so a click on a cell reaches the app (st.plotly_chart's on_select) as this
+    trace's point (x: column, y: row). It carries the cell's hover, the heatmap's own is skipped."""
+    y, x = np.divmod(np.arange(rows * cols), cols)                           # [R * C] row-major
+    invisible = dict(marker=dict(opacity=0))
+    return go.Scatter(x=x, y=y, mode="markers", marker=dict(symbol="square", size=18, opacity=0),
+                      selected=invisible, unselected=invisible, showlegend=False, hovertemplate=hover,
+                      customdata=None if custom is None else np.asarray(custom, dtype=object).reshape(rows * cols, -1),
+                      **axes)
+
+
 def head_grid(stack: np.ndarray, title: str, diverging: bool = False, q_tokens: Sequence[str] | None = None,
-              k_tokens: Sequence[str] | None = None) -> go.Figure:
+              k_tokens: Sequence[str] | None = None, clickable: bool = False) -> go.Figure:
     """Layers down, heads across: one small heatmap per head of a stack [L, H, q, k], for every page
     that shows all heads at once. Weights in WEIGHTS_SCALE from 0; `diverging` (scores, differences)
     in SIGNED_SCALE, symmetric around 0. With q_tokens and k_tokens, hovering names the tokens.
 
     Kept light, because it is redrawn on every change: the axes are laid out by hand (plotly's
     make_subplots + add_trace costs ~0.1 s of CPU for 12 heads; this ~10 ms), values are rounded
-    to 3 decimals and sent as float32, no tick labels, one shared colour axis.
+    to 3 decimals and sent as float32, no tick labels, one shared colour axis. `clickable`: after the
+    L x H heatmaps, one trace of click targets per head (a 3 x 3 lattice over its panel, in the same
+    order), so a click on a head reaches the app as curve L*H + layer*H + head.
     """
     stack = finite(stack)                                                     # [L, H, q, k]
     hover = "query %{y} → key %{x}"
@@ -80,6 +94,12 @@ def head_grid(stack: np.ndarray, title: str, diverging: bool = False, q_tokens: 
                                        autorange="reversed")
             titles.append(dict(text=f"L{layer + 1} H{head + 1}", x=(x0 + x1) / 2, y=top - gap_y, xref="paper",
                                yref="paper", xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=10)))
+    if clickable:
+        rows, cols = stack.shape[2:]
+        for i in range(n_layers * n_heads):
+            target = click_targets(3, 3, f"layer {i // n_heads + 1}, head {i % n_heads + 1}: click to zoom"
+                                         "<extra></extra>", xaxis=f"x{i + 1}", yaxis=f"y{i + 1}")
+            data.append(dict(target.to_plotly_json(), x=target.x * (cols - 1) / 2, y=target.y * (rows - 1) / 2))
     if diverging:
         limit = signed_range(stack)
         coloraxis = dict(colorscale=SIGNED_SCALE, cmin=-limit, cmax=limit)

@@ -53,6 +53,12 @@ class LoadedCheckpoint:
     name: str
     sha256: str                 # short hash of model.safetensors
 
+    @property
+    def cache_key(self) -> tuple[str, str]:
+        """What identifies these weights in a cache of results computed on them: where they were read
+        from and their hash (the same file rewritten in place is another key)."""
+        return str(self.path), self.sha256
+
 
 # ---- saving ---------------------------------------------------------------------------------------
 

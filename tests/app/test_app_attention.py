@@ -47,7 +47,9 @@ def test_heatmaps_hold_the_models_attention(ckpt_path):
     zoom = array(chart(at, "attn_zoom")["data"][0]["z"])
     assert np.allclose(zoom, trace.attention("cross", layer - 1)[0, head - 1], atol=1e-6)
     grid = chart(at, "attn_grid")["data"]
-    assert len(grid) == ckpt.config.n_decoder_layers * ckpt.config.n_heads
+    heatmaps = [t for t in grid if t["type"] == "heatmap"]
+    assert len(heatmaps) == ckpt.config.n_decoder_layers * ckpt.config.n_heads
+    assert len(grid) == 2 * len(heatmaps)                  # and a trace of click targets per head, in the same order
     assert at.query_params["kind"] == "cross" and at.query_params["layer"] == str(layer)
 
 

@@ -11,7 +11,7 @@ import re
 
 from browser_support import (ARTIFACTS, BIBLE, NUMBERS, frames_evaluate, idle, library_translation, no_exception,
                              open_app, plotly_count, sidebar_to, squash, timed, translation_on_screen, type_sentence,
-                             wait_plotly, wait_translation)
+                             url_param, wait_plotly, wait_translation)
 
 NUMBER_TEXT = "three hundred and twenty one"
 BIBLE_TEXT = "En el principio creó Dios los cielos y la tierra."
@@ -111,6 +111,16 @@ def open_bertviz(page) -> list:
 def test_attention_views_draw_offline(visit):
     page = open_app(visit, "attention", ckpt=NUMBERS, text=NUMBER_TEXT)
     wait_plotly(page, "attn_zoom")
+    # a click on a head of the all-heads grid zooms on it: curve 2 is layer 1, head 2 (layers down, heads
+    # across); the page opens on the last layer's first head, so the URL and the zoom's title change
+    wait_plotly(page, "attn_grid")
+    assert (url_param(page, "layer"), url_param(page, "head")) == ("2", "1")
+    page.locator(".st-key-attn_grid .nsewdrag[data-subplot='x2y2']").click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '2'", timeout=60_000)
+    assert (url_param(page, "layer"), url_param(page, "head")) == ("1", "2")
+    page.wait_for_function("() => [...document.querySelectorAll('.st-key-attn_zoom .gtitle')]"
+                           ".some(t => t.textContent.startsWith('Layer 1, head 2'))", timeout=60_000)
+    no_exception(page)
     frames = open_bertviz(page)
     texts = [f.evaluate("() => document.body.innerText") for f in frames]
     head_view = next(t for t in texts if "Layer" in t)

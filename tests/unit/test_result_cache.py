@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,3 +71,22 @@ def test_the_apps_caches_are_bounded_in_bytes():
                       "compare_scores": models.COMPARISON_CACHE_BYTES, "compare_test": models.COMPARISON_CACHE_BYTES,
                       "param_change": models.COMPARISON_CACHE_BYTES, "align_one": models.ALIGNMENT_CACHE_BYTES}
     assert sum(bounds.values()) <= 512 * MIB
+
+
+def test_a_loaded_checkpoint_enters_a_key_by_its_path_and_weights_hash_only():
+    """The app's computations take the loaded checkpoint; the cache keys it by LoadedCheckpoint.cache_key,
+    so the same weights at the same path share results and other weights (or another path) do not."""
+    from types import SimpleNamespace
+
+    from explorer.store.checkpoint import LoadedCheckpoint
+    from webapp.result_cache import _key
+
+    def loaded(path: str, sha: str):
+        return LoadedCheckpoint(model=object(), tokenizer=object(), config=None, meta={}, card=None,
+                                path=Path(path), name="x", sha256=sha)
+
+    assert loaded("a", "1").cache_key == ("a", "1")
+    assert _key(loaded("a", "1"), "text") == _key(loaded("a", "1"), "text")       # another model object: same key
+    assert _key(loaded("a", "1"), "text") != _key(loaded("a", "2"), "text")
+    assert _key(loaded("a", "1"), "text") != _key(loaded("b", "1"), "text")
+    assert "object at" not in _key(loaded("a", "1"), SimpleNamespace(cache_key=("c", "3")))

@@ -29,7 +29,7 @@ state.learn(
     r"\mathrm{AER} = 1 - \frac{|A \cap S| + |A \cap P|}{|A| + |S|}")
 
 ckpt = models.require_checkpoint()
-path, sha = str(ckpt.path), ckpt.sha256
+path, sha = ckpt.cache_key
 
 own = views.shipped_gold(path, sha)
 upload = st.file_uploader("Your own gold file (one pair per line: source words ||| target words ||| links, "
@@ -90,7 +90,7 @@ if kind != "integrated-gradients" and st.toggle("Add integrated gradients to “
     methods.append(Method("integrated-gradients"))
 try:
     with st.spinner("Aligning…"):
-        found = models.align_one(path, sha, gold[k], tuple(methods), 32)
+        found = models.align_one(ckpt, gold[k], tuple(methods), 32)
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:

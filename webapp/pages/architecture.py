@@ -71,7 +71,7 @@ def block_numbers() -> None:
     result = sentence.translated(ckpt, clipped, state.decode_settings())
     if result is None:
         return
-    trace = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
+    trace = state.friendly(models.attention, ckpt, tuple(result.src_ids),
                            tuple(result.best.ids), what="Tracing the model")
     if trace is None:
         return

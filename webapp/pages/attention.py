@@ -22,7 +22,7 @@ state.learn(
     r"\qquad M_{ij} = -\infty \text{ if } j > i \text{ (decoder self-attention)}")
 
 ckpt = models.require_checkpoint()
-path, sha, cfg = str(ckpt.path), ckpt.sha256, state.decode_settings()
+path, cfg = str(ckpt.path), state.decode_settings()
 # one line on a projector, so that the heads are on the first screen
 box = dict(widget=st.text_input) if presenter.on() else dict(height=68)
 text = sentence.sentence_box("attn_text_box", "Sentence",
@@ -31,7 +31,7 @@ clipped = sentence.require_text(text, "Type a sentence above (or pick an example
 result = sentence.translated(ckpt, clipped, cfg)
 if result is None:
     st.stop()
-trace = state.friendly(models.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids),
+trace = state.friendly(models.attention, ckpt, tuple(result.src_ids), tuple(result.best.ids),
                        what="Tracing the attention")
 if trace is None:
     st.stop()

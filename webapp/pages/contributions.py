@@ -41,7 +41,7 @@ st.markdown("**Translation** (" + cfg["strategy"] + "): " + state.md_escape(resu
 forced, out_ids, forced_text = views.forced_output(ckpt, text, result)
 if forced != "output":
     st.markdown("**Teacher-forced on:** " + state.md_escape(forced_text))
-sc = state.friendly(models.contributions, str(ckpt.path), ckpt.sha256, tuple(result.src_ids), tuple(out_ids),
+sc = state.friendly(models.contributions, ckpt, tuple(result.src_ids), tuple(out_ids),
                     what="The contributions")
 if sc is None:
     st.stop()

@@ -24,7 +24,7 @@ state.learn(
     r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\xi_1 \mathrm{head}_1, \dots, \xi_H \mathrm{head}_H)\,W^O")
 
 ckpt = models.require_checkpoint()
-path, sha = str(ckpt.path), ckpt.sha256
+path, sha = ckpt.cache_key
 try:
     pairs = views.test_pairs(path, sha)
 except DataError as err:            # no test.tsv and no training corpus to take one from (e.g. imported)

@@ -105,7 +105,7 @@ def sentence_section(ckpt) -> None:
     result = sentence.translated(ckpt, text, state.decode_settings(), what="Translating the sentence")
     if result is None:                       # translated() said why (and what the model could not read)
         return
-    trace = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids),
+    trace = state.friendly(models.attention, ckpt, tuple(result.src_ids),
                            tuple(result.best.ids), what="The capture")
     if trace is None:
         return

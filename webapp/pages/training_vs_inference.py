@@ -24,7 +24,7 @@ state.learn(
     r"\qquad \text{inference: } \hat y_t = \arg\max_{w} P(w \mid \hat y_{<t}, x)\ \text{(one } t \text{ per step)}")
 
 ckpt = models.require_checkpoint()
-path, sha = str(ckpt.path), ckpt.sha256
+path = str(ckpt.path)
 text = sentence.sentence_box("tvi_text_box", "Sentence (shared with the Translate page)", height=68,
                              placeholder="Type a sentence, or pick a test example on the Translate page.")
 clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to compare "
@@ -41,7 +41,7 @@ if not reference:
     st.caption("This sentence has no reference (pick a test example on the Translate page, or type one there), "
                "so the model's own greedy output is forced.")
 
-result = state.friendly(models.side_by_side, path, sha, clipped, reference if forced_kind == "reference" else None,
+result = state.friendly(models.side_by_side, ckpt, clipped, reference if forced_kind == "reference" else None,
                         state.decode_settings(), what="Decoding")
 if result is None:
     st.stop()

@@ -30,7 +30,7 @@ with area["learn"]:
         r"\text{score}_{\text{GNMT}} = \frac{\log P(y \mid x)}{\left((5 + |y|)/6\right)^{\alpha}}")
 
 ckpt = models.require_checkpoint()
-path, sha = str(ckpt.path), ckpt.sha256
+path = str(ckpt.path)
 src_lang, tgt_lang = ckpt.meta.get("src_lang") or "source", ckpt.meta.get("tgt_lang") or "target"
 examples = sentence.examples(path)
 
@@ -83,7 +83,7 @@ with area["result"]:
 
     # ---- decode (cached per checkpoint, text and settings) ------------------------------------------
     seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sample" else [cfg["seed"]]
-    runs = [state.friendly(models.translate, path, sha, clipped, dict(cfg, seed=s), what="The translation")
+    runs = [state.friendly(models.translate, ckpt, clipped, dict(cfg, seed=s), what="The translation")
             for s in seeds]
     if any(r is None for r in runs):
         st.stop()

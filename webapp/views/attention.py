@@ -78,6 +78,18 @@ def all_stats(trace) -> dict[str, dict[str, np.ndarray]]:
 
 # ---- tab: heads ----------------------------------------------------------------------------------
 
+def zoom_clicked_head(n_layers: int, n_heads: int) -> None:
+    """A click on the all-heads grid picks that head: the grid draws its L x H heatmaps, then one trace
+    of click targets per head in the same order (plots.style.head_grid's `clickable`), so the clicked
+    curve L*H + i is layer i // H, head i % H. Runs as the click's callback, before the widgets are drawn
+    again, so the Layer and Head radios show it."""
+    point = downloads.clicked_point("attn_grid")
+    clicked = int(point.get("curve_number", -1)) - n_layers * n_heads if point else -1     # the click targets
+    if 0 <= clicked < n_layers * n_heads:
+        layer, head = divmod(clicked, n_heads)
+        st.session_state["attn_layer"], st.session_state["attn_head"] = layer + 1, head + 1
+
+
 def heads_tab(trace, view: View, name: str) -> None:
     stack = quantity_stack(trace, view.kind, view.quantity, view.d_k)       # [L, H, q, k]
     q_tok, k_tok, predicts = axes(trace, view.kind)
@@ -85,8 +97,10 @@ def heads_tab(trace, view: View, name: str) -> None:
     label = QUANTITIES[view.quantity]
     left, right = st.columns([1, 1])
     with left:
-        downloads.chart(head_grid(stack, f"All heads · {label}", diverging=diverging),
-                        downloads.file_stem(name, view.kind, view.quantity, "grid"), key="attn_grid")
+        downloads.chart(head_grid(stack, f"All heads · {label} (click a head to zoom)", diverging=diverging,
+                                  clickable=True),
+                        downloads.file_stem(name, view.kind, view.quantity, "grid"), key="attn_grid",
+                        on_click=lambda: zoom_clicked_head(*stack.shape[:2]))
     with right:
         matrix = stack[view.layer, view.head]
         mask = causal_mask(*matrix.shape) if attention_kind(view.kind).causal else None
@@ -178,7 +192,7 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
         st.info("Type a reference translation (or pick a test example on the Translate page) to compare.")
         return
     ids = output_ids(ckpt.tokenizer, ref, ckpt.config.max_len, ckpt.config.special)
-    forced = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(trace.meta["src_ids"]), tuple(ids),
+    forced = state.friendly(models.attention, ckpt, tuple(trace.meta["src_ids"]), tuple(ids),
                             what="Tracing the reference")
     if forced is None:
         return
@@ -236,9 +250,8 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
         st.info("Tick heads above: the sentence is translated again without them, and compared.")
         return
     heads = tuple(sorted(picked))
-    path, sha = str(ckpt.path), ckpt.sha256
-    ablated = state.friendly(models.translate, path, sha, text, cfg, ablate=heads, what="Re-translating")
-    forced = state.friendly(models.attention, path, sha, tuple(result.src_ids), tuple(result.best.ids), ablate=heads,
+    ablated = state.friendly(models.translate, ckpt, text, cfg, ablate=heads, what="Re-translating")
+    forced = state.friendly(models.attention, ckpt, tuple(result.src_ids), tuple(result.best.ids), ablate=heads,
                             what="Scoring the original output")
     if ablated is None or forced is None:
         return

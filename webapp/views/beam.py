@@ -63,7 +63,7 @@ def step_slider(n_steps: int) -> int:
 def show_attention(ckpt, result, trace, row: int, piece):
     """Cross-attention of the chosen hypothesis at this step (teacher-forced over its prefix)."""
     tokens = trace.tokens(row)
-    attn = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(result.src_ids), tuple(tokens),
+    attn = state.friendly(models.attention, ckpt, tuple(result.src_ids), tuple(tokens),
                           what="The attention capture")
     if attn is None:
         return None
@@ -116,7 +116,7 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
     if not forced or forced["key"] != run_key:
         return
     prefix = forced["prefix"]
-    other = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, cfg, tuple(prefix),
+    other = state.friendly(models.translate, ckpt, text, cfg, tuple(prefix),
                            what="Re-decoding with the forced prefix")
     if other is None or other.best is None:
         return

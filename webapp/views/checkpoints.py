@@ -94,8 +94,8 @@ def compare(healthy) -> None:
     if not text.strip():
         st.info("Type a sentence to compare the two checkpoints on it.")
         return
-    ta = state.friendly(models.translate, str(a.path), a.sha256, text, GREEDY, trace=False, what="Translating with A")
-    tb = state.friendly(models.translate, str(b.path), b.sha256, text, GREEDY, trace=False, what="Translating with B")
+    ta = state.friendly(models.translate, a, text, GREEDY, trace=False, what="Translating with A")
+    tb = state.friendly(models.translate, b, text, GREEDY, trace=False, what="Translating with B")
     if ta is None or tb is None:
         return
     if ta.best is None or tb.best is None:
@@ -108,7 +108,7 @@ def compare(healthy) -> None:
 
     st.subheader("Per-token log-probability of each output under both models")
     for name, t in (("A", ta), ("B", tb)):
-        s = models.compare_scores(str(a.path), a.sha256, str(b.path), b.sha256, text, t.text)
+        s = models.compare_scores(a, b, text, t.text)
         tot_a, tot_b = s.totals
         if s.aligned:
             title = f"{name}'s output: total log-prob {tot_a:.2f} under A, {tot_b:.2f} under B"
@@ -132,8 +132,8 @@ def compare(healthy) -> None:
         view = c3.radio("Show", ["A", "B", "B − A"], index=2, horizontal=True, key="ck_view")
         out = (ta if whose == "A" else tb).best.ids
         src = ta.src_ids
-        tr_a = state.friendly(models.attention, str(a.path), a.sha256, tuple(src), tuple(out), what="Tracing A")
-        tr_b = state.friendly(models.attention, str(b.path), b.sha256, tuple(src), tuple(out), what="Tracing B")
+        tr_a = state.friendly(models.attention, a, tuple(src), tuple(out), what="Tracing A")
+        tr_b = state.friendly(models.attention, b, tuple(src), tuple(out), what="Tracing B")
         if tr_a is None or tr_b is None:
             return
         y, x = tr_a.axes(kind)
@@ -157,7 +157,7 @@ def compare(healthy) -> None:
         ref = a if source == "A" else b
         try:
             with st.spinner("Translating the test sample with both models…"):
-                res = [models.compare_test(str(m.path), m.sha256, str(ref.path), ref.sha256, n) for m in (a, b)]
+                res = [models.compare_test(m, ref, n) for m in (a, b)]
         except cmp.ComparisonError as err:
             st.warning(state.md_escape(err))
         else:
@@ -168,7 +168,7 @@ def compare(healthy) -> None:
 
     st.subheader("How far the weights moved")
     try:
-        change = models.param_change(str(a.path), a.sha256, str(b.path), b.sha256)
+        change = models.param_change(a, b)
         downloads.chart(plots.param_change_figure([g for g, _ in change], [v for _, v in change]),
                         "parameter_change", key="ck_params")
     except cmp.ComparisonError as err:
@@ -220,14 +220,14 @@ def scrubber(healthy) -> None:
     ckpt = _load(ckpts[pos])
     if ckpt is None:
         return
-    t = state.friendly(models.translate, str(ckpt.path), ckpt.sha256, text, GREEDY, trace=False, what="The translation")
+    t = state.friendly(models.translate, ckpt, text, GREEDY, trace=False, what="The translation")
     if t is None:
         return
     if t.best is None:
         st.warning(t.reason or "Nothing was decoded.")
         return
     st.markdown(f"**Step {state.md_escape(steps[pos])}:** {state.md_escape(t.text)}")       # or a checkpoint's name
-    tr = state.friendly(models.attention, str(ckpt.path), ckpt.sha256, tuple(t.src_ids), tuple(t.best.ids),
+    tr = state.friendly(models.attention, ckpt, tuple(t.src_ids), tuple(t.best.ids),
                         what="Tracing")
     if tr is None:
         return

@@ -66,7 +66,7 @@ def calibration(ckpt) -> dict | None:
     try:
         with st.spinner(f"Measuring this checkpoint's source shares on {CALIBRATION_PAIRS} held-out pairs "
                         "(once per checkpoint)…"):
-            return models.source_share_calibration(str(ckpt.path), ckpt.sha256, CALIBRATION_PAIRS)
+            return models.source_share_calibration(ckpt, CALIBRATION_PAIRS)
     except (ValueError, RuntimeError) as err:
         st.caption(f"No threshold for this checkpoint ({state.md_escape(err)}), so no token is flagged.")
         return None
@@ -162,7 +162,7 @@ def training_section(ckpt, name: str) -> None:
     means, labels = [], []
     for info in group.checkpoints:
         loaded = state.friendly(models.load, info.path, what=f"Loading {info.name}")
-        calib = loaded and state.friendly(models.source_share_calibration, str(info.path), loaded.sha256,
+        calib = loaded and state.friendly(models.source_share_calibration, loaded,
                                           CALIBRATION_PAIRS, what=f"The calibration of {info.name}")
         if calib is None:
             return

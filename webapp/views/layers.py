@@ -33,7 +33,7 @@ def decoder_lens_section(ckpt, text: str, name: str) -> None:
                                help="Each encoder depth is decoded on its own, greedily or by beam search; "
                                     "at most 1.5 x the source length + 10 pieces.")
     url.write(url.LENS_BEAM, "layers_beam", int(beam))
-    rows = state.friendly(models.lens_translations, str(ckpt.path), ckpt.sha256, text, int(beam),
+    rows = state.friendly(models.lens_translations, ckpt, text, int(beam),
                           what="The DecoderLens")
     if not rows:
         return
@@ -72,7 +72,7 @@ def logit_lens_section(ckpt, result, reference: str | None, name: str) -> None:
     url.write(url.LENS_FORCED, "layers_forced", forced)
     url.write(url.LENS_SHOW, "layers_show", show)
     out = forced_ids(ckpt, result, reference, forced)
-    lens = state.friendly(models.logit_lens, str(ckpt.path), ckpt.sha256, tuple(result.src_ids), tuple(out),
+    lens = state.friendly(models.logit_lens, ckpt, tuple(result.src_ids), tuple(out),
                           what="The logit lens")
     if lens is None:
         return
