@@ -129,7 +129,7 @@ def step_attention_figure(weights: np.ndarray, src_tokens: Sequence[str], title:
     weights = np.asarray(weights)
     z = np.vstack([weights, weights.mean(axis=0, keepdims=True)])           # [H+1, S]
     rows = [f"head {h + 1}" for h in range(weights.shape[0])] + ["mean"]
-    cols = [f"{i}: {label(t)}" for i, t in enumerate(src_tokens)]
+    cols = [f"{i}: {label(t)}" for i, t in enumerate(src_tokens, 1)]                  # positions from 1
     fig = go.Figure(go.Heatmap(z=z, x=cols, y=rows, colorscale=WEIGHTS_SCALE, zmin=0, zmax=1,
                                hovertemplate="%{y}<br>source %{x}<br>weight %{z:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=120 + 26 * len(rows), margin=dict(l=60, r=20, t=50, b=60))
@@ -141,8 +141,8 @@ def prefix_attention_figure(weights: np.ndarray, src_tokens: Sequence[str], out_
                             title: str) -> go.Figure:
     """Cross-attention over the whole hypothesis prefix (mean over heads): [T, S]; last row = this step."""
     weights = np.asarray(weights)
-    cols = [f"{i}: {label(t)}" for i, t in enumerate(src_tokens)]
-    rows = [f"{i}: {label(t)}" for i, t in enumerate(out_tokens)]
+    cols = [f"{i}: {label(t)}" for i, t in enumerate(src_tokens, 1)]                  # positions from 1
+    rows = [f"{i}: {label(t)}" for i, t in enumerate(out_tokens, 1)]
     fig = go.Figure(go.Heatmap(z=weights, x=cols, y=rows, colorscale=WEIGHTS_SCALE, zmin=0, zmax=1,
                                hovertemplate="output %{y}<br>source %{x}<br>weight %{z:.3f}<extra></extra>"))
     fig.add_hrect(y0=len(rows) - 1.5, y1=len(rows) - 0.5, line=dict(color=BEST_COLOUR, width=2))

@@ -24,9 +24,11 @@ OWN_PICK = "model's own pick"
 ROWS = (READS, SCORED, OWN_PICK)       # bottom to top: row r is drawn at y = r
 
 
-def causal_mask_figure(inputs: Sequence[str], title: str = "Causal mask") -> go.Figure:
+def causal_mask_figure(inputs: Sequence[str], title: str = "Causal mask",
+                       row_labels: Sequence[str] | None = None) -> go.Figure:
     """The decoder's self-attention mask over its inputs: row i (a query) may look at columns
-    j <= i (white) and never at later ones (grey, set to -inf before the softmax)."""
+    j <= i (white) and never at later ones (grey, set to -inf before the softmax). `row_labels`: how
+    the rows are named (the app names a decoder row by the token it writes), else by their inputs."""
     n = len(inputs)
     blocked = np.triu(np.ones((n, n)), k=1)                                  # [T, T], 1 above the diagonal
     fig = go.Figure(go.Heatmap(
@@ -37,7 +39,7 @@ def causal_mask_figure(inputs: Sequence[str], title: str = "Causal mask") -> go.
     side = min(420, 140 + 18 * n)
     fig.update_layout(title=title, height=side, margin=dict(l=10, r=10, t=50, b=10),
                       xaxis=dict(title="key (position read)", side="top", **token_axis(inputs)),
-                      yaxis=dict(title="query", autorange="reversed", **token_axis(inputs)))
+                      yaxis=dict(title="query", autorange="reversed", **token_axis(row_labels or inputs)))
     return fig
 
 

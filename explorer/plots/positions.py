@@ -88,7 +88,7 @@ def wavelength_figure(wavelengths: np.ndarray, base: float, d_model: int) -> go.
 def norm_bars(tokens: Sequence[str], token_norms: np.ndarray, position_norms: np.ndarray,
               title: str = "Norm of the scaled token embedding vs its positional encoding") -> go.Figure:
     """Grouped bars per token position: ||sqrt(d)·E[x]|| next to ||PE(pos)||."""
-    x = [f"{i}: {label(t)}" for i, t in enumerate(tokens)]                          # `</s>` is plotly HTML
+    x = [f"{i}: {label(t)}" for i, t in enumerate(tokens, 1)]        # positions from 1; `</s>` is plotly HTML
     fig = go.Figure([
         go.Bar(x=x, y=token_norms, name="‖√d · E[token]‖",
                hovertemplate="%{x}<br>token embedding norm %{y:.2f}<extra></extra>"),

@@ -36,6 +36,8 @@ def test_free_text_forces_the_own_output_and_the_numbers_agree(ckpt_path):
     assert list(table["forced: reads"])[1:] == list(table["forced: token"])[:-1]   # shifted right
     mask = array(chart(at, "tvi_mask")["data"][0]["z"])
     assert (mask == np.triu(np.ones_like(mask), k=1)).all()
+    rows = chart(at, "tvi_mask")["layout"]["yaxis"]["ticktext"]            # a decoder row by the token it writes
+    assert rows[0].startswith("1: writes ") and "(reads " in rows[0], rows[0]
 
 
 def test_a_test_sentence_forces_its_reference(ckpt_path):

@@ -226,6 +226,10 @@ def test_attention_figures_and_escaping():
     z = np.asarray(fig.data[0].z)
     assert z.shape == (3, 4) and np.allclose(z[-1], weights[:, -1].mean(axis=0))
     assert "&lt;b&gt;" in fig.data[0].x[1] and "<b>" not in fig.data[0].x[1]
+    assert fig.data[0].x[0] == "1: a"                                            # positions count from 1
     fig = bplots.prefix_attention_figure(weights.mean(axis=0), list("abcd"), ["x", "y", "</s>"], "t")
     assert np.asarray(fig.data[0].z).shape == (3, 4)
+    assert (fig.data[0].x[0], fig.data[0].y[0]) == ("1: a", "1: x")
+    bars = pplots.norm_bars(["a", "b"], np.ones(2), np.ones(2))
+    assert list(bars.data[0].x) == ["1: a", "2: b"]
     assert bplots.label("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.plots.forcing import causal_mask_figure, rows_figure
-from webapp import downloads, models, sentence, state
+from webapp import downloads, models, numbering, sentence, state
 
 SAME_WITHIN = 1e-5             # the largest difference still called "the same numbers" (float rounding)
 PREFIX_SHOWN = 8               # pieces of the step-by-step input shown per step (the rest as …)
@@ -85,7 +85,8 @@ downloads.chart(rows_figure(steps.input_pieces, steps.output_pieces, steps.logpr
 
 left, right = st.columns([2, 1])
 with right:
-    downloads.chart(causal_mask_figure(forced.input_pieces, "Causal mask of the one teacher-forced pass"),
+    downloads.chart(causal_mask_figure(forced.input_pieces, "Causal mask of the one teacher-forced pass",
+                                       numbering.decoder_row_labels(forced.input_pieces, forced.output_pieces)),
                     downloads.file_stem(ckpt.name, "causal_mask"), key="tvi_mask")
     st.caption("Row i may attend to columns up to i only. Step by step, step i computes just row i: its new "
                "query against the keys cached from earlier steps.")
