@@ -10,6 +10,8 @@ st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="
 process_memory.tune_allocator()                  # once per server process: memory flat over a lesson
 
 PAGES = lecture.navigation_pages()               # {section: [st.Page]}, in the lecture's order
-navigation = st.navigation(PAGES)
+# Every page listed, always: past twelve pages Streamlit would fold the list to ten behind "View more",
+# hiding the end of the lecture from a student reading the sidebar.
+navigation = st.navigation(PAGES, expanded=True)
 sidebar.render()
 lecture.run(navigation, [page for pages in PAGES.values() for page in pages])
