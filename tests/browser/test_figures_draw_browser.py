@@ -1,5 +1,6 @@
 """Every plotly figure on every page draws in a real browser (headless Chromium, plotly.js as Streamlit
-ships it), on both shipped models and in presenter mode.
+ships it), on both shipped models (in presenter mode at 1024x768 the same checks run in
+tests/browser/test_presenter_browser.py, which walks every page there anyway).
 
 Why a browser: plotly.js can reject a figure that Python's plotly builds and serialises without a word
 (three one-row heatmaps on one categorical y axis made the Training vs inference page's two central
@@ -146,8 +147,7 @@ def problems_on(page, path: str, errors: list[str], expected: set[str] | None = 
 @pytest.mark.parametrize("name,query", [
     ("numbers", {"ckpt": NUMBERS}),
     ("bible", {"ckpt": BIBLE}),
-    ("presenter", {"ckpt": NUMBERS, "present": "1"}),
-])
+])                        # presenter mode: tests/browser/test_presenter_browser.py walks every page with these checks
 def test_every_figure_on_every_page_draws(visit, name, query):
     if not (ROOT / "checkpoints" / query["ckpt"] / "model.safetensors").is_file():
         pytest.skip(f"needs checkpoints/{query['ckpt']}")
