@@ -10,8 +10,8 @@ from browser_support import (ARTIFACTS, LONG, NUMBERS, _heading, idle, no_except
 
 NUMBER_TEXT = "three hundred and twenty one"
 # The page titles in the order of the lecture (written out here, not read from webapp.lecture).
-ORDER = ["Architecture", "Positional encoding", "Attention", "Heads", "Alignment", "Beam search", "Training vs inference",
-         "Schedule", "Train", "Checkpoints"]
+ORDER = ["Architecture", "Positional encoding", "Attention", "Layers", "Causes", "Heads", "Contributions", "Alignment",
+         "Beam search", "Training vs inference", "Schedule", "Train", "Checkpoints"]
 NEXT = "[data-testid='stMain'] a:has-text('Next:')"
 
 
