@@ -16,7 +16,7 @@ from functools import partial
 
 from explorer.contrastive.curve import BEAMS
 from explorer.contrastive.job import RANGES, SearchSettings
-from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
+from explorer.evaluation.arguments import CommandParser, checkpoint_and_held_out, count, device, parse_checked
 from explorer.files.names import SEARCH_OUT
 
 
@@ -73,19 +73,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from explorer.contrastive.job import report, run_to_file
-    from explorer.evaluation.scores import held_out_pairs
     from explorer.runtime.progress import run_command
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     try:
         settings = SearchSettings(beams=args.beams, sentences=args.sentences, penalties=args.length_penalties,
                                   exact=args.exact, exact_sentences=args.exact_sentences,
                                   exact_nodes=args.exact_nodes, exact_seconds=args.exact_seconds)
-        ckpt = load_checkpoint(args.checkpoint, device=args.device)
-        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-    except (CheckpointError, ValueError) as err:
+    except ValueError as err:                     # beams or penalties that do not go together
         print(f"error: {err}", file=sys.stderr)
         return 2
+    loaded = checkpoint_and_held_out(args.checkpoint, args.device)
+    if loaded is None:
+        return 2
+    ckpt, pairs = loaded
     return run_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta),
                        report, args.out)
 

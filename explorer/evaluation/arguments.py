@@ -65,3 +65,18 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
         print(f"error: --out {err}", file=sys.stderr)
         return None
     return args
+
+
+def checkpoint_and_held_out(checkpoint: str, device_name: str):
+    """(the loaded checkpoint, its held-out pairs) for an analysis command over a test set, or None after
+    one "error: ..." line (a checkpoint that cannot be loaded, no held-out pairs to read)."""
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.store.checkpoint import CheckpointError, load_checkpoint
+
+    try:
+        ckpt = load_checkpoint(checkpoint, device=device_name)
+        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
+    except (CheckpointError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None
+    return ckpt, pairs

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
+from explorer.evaluation.arguments import CommandParser, checkpoint_and_held_out, count, device, parse_checked
 from explorer.files.names import HEAD_LAB_OUT
 from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
@@ -39,19 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     if args is None:
         return 2
 
-    from explorer.evaluation.scores import held_out_pairs
     from explorer.heads.job import LabSettings, run_to_file
     from explorer.heads.report import report
     from explorer.runtime.progress import run_command
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
-    try:
-        settings = LabSettings(sentences=args.sentences, forced=args.forced, seeds=args.seeds, points=args.points)
-        ckpt = load_checkpoint(args.checkpoint, device=args.device)
-        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-    except (CheckpointError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    settings = LabSettings(sentences=args.sentences, forced=args.forced, seeds=args.seeds, points=args.points)
+    loaded = checkpoint_and_held_out(args.checkpoint, args.device)
+    if loaded is None:
         return 2
+    ckpt, pairs = loaded
     return run_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta),
                        report, args.out)
 

@@ -13,7 +13,7 @@ import sys
 from functools import partial
 
 from explorer.files.names import LENS_OUT
-from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
+from explorer.evaluation.arguments import CommandParser, checkpoint_and_held_out, count, device, parse_checked
 from explorer.heads.sentences import FORCED
 from explorer.lens.job import RANGES
 
@@ -38,17 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     if args is None:
         return 2
 
-    from explorer.evaluation.scores import held_out_pairs
     from explorer.lens.job import report, run_to_file
     from explorer.runtime.progress import run_command
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
-    try:
-        ckpt = load_checkpoint(args.checkpoint, device=args.device)
-        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-    except (CheckpointError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    loaded = checkpoint_and_held_out(args.checkpoint, args.device)
+    if loaded is None:
         return 2
+    ckpt, pairs = loaded
     return run_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, args.out, sentences=args.sentences,
                                beam=args.beam, forced=args.forced, meta=ckpt.meta), report, args.out)
 
