@@ -14,7 +14,7 @@ import streamlit as st
 
 from explorer.files.names import TEST_SPLIT
 from explorer.store.checkpoint import CheckpointError
-from webapp import models, state
+from webapp import models, presenter, state
 
 MAX_CHARS = 2000                      # longer input is truncated with a notice
 URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
@@ -207,3 +207,18 @@ def translated(ckpt, text: str, cfg: dict, *, what: str = "The translation", **k
         st.info(f"Nothing to show: {state.md_escape(result.reason or 'the text produced no tokens')}.")
         return None
     return result
+
+
+def page_translation(ckpt, key: str, cfg: dict, purpose: str):
+    """The top of a page that explores one sentence's translation: its sentence box (one line on a
+    projector, so the page's result stays on the first screen), the text cut to what the model reads,
+    and the translation in one line; the page stops, saying why, when there is nothing to show.
+    `purpose` ends the empty box's hint ("to see its attention."). Returns (text, clipped, result)."""
+    box = dict(widget=st.text_input) if presenter.on() else dict(height=68)
+    text = sentence_box(key, "Sentence", placeholder="Type a sentence, or pick one on the Translate page.", **box)
+    clipped = require_text(text, f"Type a sentence above (or pick an example on the Translate page) {purpose}", "used")
+    result = translated(ckpt, clipped, cfg)
+    if result is None:
+        st.stop()
+    st.markdown("**Translation** (" + cfg["strategy"] + "): " + state.md_escape(result.text or "(empty)"))
+    return text, clipped, result

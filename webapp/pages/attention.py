@@ -23,19 +23,11 @@ state.learn(
 
 ckpt = models.require_checkpoint()
 path, cfg = str(ckpt.path), state.decode_settings()
-# one line on a projector, so that the heads are on the first screen
-box = dict(widget=st.text_input) if presenter.on() else dict(height=68)
-text = sentence.sentence_box("attn_text_box", "Sentence",
-                             placeholder="Type a sentence, or pick one on the Translate page.", **box)
-clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see its attention.", "used")
-result = sentence.translated(ckpt, clipped, cfg)
-if result is None:
-    st.stop()
+text, clipped, result = sentence.page_translation(ckpt, "attn_text_box", cfg, "to see its attention.")
 trace = state.friendly(models.attention, ckpt, tuple(result.src_ids), tuple(result.best.ids),
                        what="Tracing the attention")
 if trace is None:
     st.stop()
-st.markdown("**Translation** (" + cfg["strategy"] + "): " + state.md_escape(result.text or "(empty)"))
 
 
 TABS = ["Heads", "Head summary", "Word alignment", "Output vs reference", "Head ablation", "bertviz"]

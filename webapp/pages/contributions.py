@@ -7,7 +7,7 @@ through webapp.models' cached computations -> explorer.plots.contributions).
 """
 import streamlit as st
 
-from webapp import downloads, models, presenter, sentence, state
+from webapp import downloads, models, sentence, state
 from webapp.views import contributions as views
 
 st.title("Contributions")
@@ -29,15 +29,8 @@ state.learn(
 
 ckpt = models.require_checkpoint()
 cfg = state.decode_settings()
-box = dict(widget=st.text_input) if presenter.on() else dict(height=68)
-text = sentence.sentence_box("contrib_text_box", "Sentence",
-                             placeholder="Type a sentence, or pick one on the Translate page.", **box)
-clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see "
-                                      "where each word of its translation comes from.", "used")
-result = sentence.translated(ckpt, clipped, cfg)
-if result is None:
-    st.stop()
-st.markdown("**Translation** (" + cfg["strategy"] + "): " + state.md_escape(result.text or "(empty)"))
+text, clipped, result = sentence.page_translation(ckpt, "contrib_text_box", cfg,
+                                                  "to see where each word of its translation comes from.")
 forced, out_ids, forced_text = views.forced_output(ckpt, text, result)
 if forced != "output":
     st.markdown("**Teacher-forced on:** " + state.md_escape(forced_text))

@@ -6,7 +6,7 @@ through webapp.models' cached computations -> explorer.plots.lens).
 """
 import streamlit as st
 
-from webapp import downloads, models, presenter, sentence, state
+from webapp import downloads, models, sentence, state
 from webapp.views import layers as views
 
 st.title("Layers")
@@ -23,15 +23,7 @@ state.learn(
 
 ckpt = models.require_checkpoint()
 cfg = state.decode_settings()
-box = dict(widget=st.text_input) if presenter.on() else dict(height=68)
-text = sentence.sentence_box("layers_text_box", "Sentence",
-                             placeholder="Type a sentence, or pick one on the Translate page.", **box)
-clipped = sentence.require_text(text, "Type a sentence above (or pick an example on the Translate page) to see "
-                                      "what each layer knows.", "used")
-result = sentence.translated(ckpt, clipped, cfg)
-if result is None:
-    st.stop()
-st.markdown("**Translation** (" + cfg["strategy"] + "): " + state.md_escape(result.text or "(empty)"))
+text, clipped, result = sentence.page_translation(ckpt, "layers_text_box", cfg, "to see what each layer knows.")
 name = downloads.file_stem(ckpt.name)
 views.decoder_lens_section(ckpt, clipped, name)
 views.logit_lens_section(ckpt, result, sentence.current_reference(str(ckpt.path), text), name)
