@@ -11,8 +11,7 @@ import pytest
 
 from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, timed
 from test_figures_draw_browser import problems_on, watch_console
-from test_presenter_browser import FULL_WIDTH, LAYOUT, WINDOW, text_sizes
-from webapp import presenter
+from test_presenter_browser import WINDOW, presenter_problems, shoot
 
 SHOTS = ARTIFACTS / "contributions"
 FIGURES = {"contrib_share_bars", "contrib_rollout", "contrib_cross", "contrib_attention"}
@@ -20,27 +19,6 @@ PAIR = "text=three+hundred+and+fourteen&forced=reference"               # the fi
 
 pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file(),
                                 reason=f"needs checkpoints/{NUMBERS}")
-
-
-def presenter_problems(page, where: str) -> list[str]:
-    """Text under MIN_PX, and figures narrower than the content (test_presenter_browser's rules)."""
-    out = []
-    small = [s for s in text_sizes(page) if s["px"] < presenter.MIN_PX]
-    if small:
-        out.append(f"{where}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
-    layout = page.evaluate(LAYOUT)
-    narrow = [c for c in layout["charts"] if c["width"] < FULL_WIDTH * layout["content"]]
-    if narrow:
-        out.append(f"{where}: figures not full width: {narrow}")
-    return out
-
-
-def shoot(page, name: str, keys=()) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for key in keys:
-        page.locator(f".st-key-{key}").screenshot(path=str(SHOTS / f"{name}_{key}.png"))
-    page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
 @pytest.mark.parametrize("present", [False, True], ids=["laptop", "presenter"])
@@ -64,6 +42,6 @@ def test_the_contributions_page_draws(visit, present):
         problems += presenter_problems(page, "contributions (presenter)")
     if page.locator("[data-testid='stException']").count():
         problems.append(f"contributions ({mode}): a traceback is on screen")
-    shoot(page, f"contributions_{mode}", sorted(FIGURES | {"contrib_curve"}))
+    shoot(page, SHOTS, f"contributions_{mode}", sorted(FIGURES | {"contrib_curve"}))
     assert not problems, "\n".join(problems)
     visit.assert_offline_and_quiet()

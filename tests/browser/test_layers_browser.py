@@ -11,8 +11,7 @@ import pytest
 
 from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, timed
 from test_figures_draw_browser import problems_on, watch_console
-from test_presenter_browser import FULL_WIDTH, LAYOUT, WINDOW, text_sizes
-from webapp import presenter
+from test_presenter_browser import WINDOW, presenter_problems, shoot
 
 SHOTS = ARTIFACTS / "layers"
 GRIDS = {"causes_encoder", "causes_decoder", "causes_heads", "causes_changed"}
@@ -20,28 +19,6 @@ PAIR = "text=three+hundred+and+twenty+one&pair=own&corrupt=three+hundred+and+twe
 
 pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file(),
                                 reason=f"needs checkpoints/{NUMBERS}")
-
-
-def presenter_problems(page, where: str) -> list[str]:
-    """Text under MIN_PX, and figures narrower than the content (test_presenter_browser's rules)."""
-    out = []
-    small = [s for s in text_sizes(page) if s["px"] < presenter.MIN_PX]
-    if small:
-        out.append(f"{where}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
-    layout = page.evaluate(LAYOUT)
-    narrow = [c for c in layout["charts"] if c["width"] < FULL_WIDTH * layout["content"]]
-    if narrow:
-        out.append(f"{where}: figures not full width: {narrow}")
-    return out
-
-
-def shoot(page, name: str, keys=()) -> None:
-    """The first screen, and each keyed figure on its own (the page scrolls inside Streamlit's main area)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for key in keys:
-        page.locator(f".st-key-{key}").screenshot(path=str(SHOTS / f"{name}_{key}.png"))
-    page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
 def click_a_cell(page, mode: str) -> list[str]:
@@ -79,7 +56,7 @@ def test_the_layers_and_causes_pages_draw(visit, present):
         problems += problems_on(page, f"layers ({mode})", errors, {"layers_lens_grid"})
     if present:
         problems += presenter_problems(page, "layers (presenter)")
-    shoot(page, f"layers_{mode}", ["layers_lens_grid"])
+    shoot(page, SHOTS, f"layers_{mode}", ["layers_lens_grid"])
     errors.clear()
     with timed(f"causes: patch one pair ({mode})"):
         page.goto(f"{visit.url}/causes?ckpt={NUMBERS}&{PAIR}{extra}")
@@ -95,6 +72,6 @@ def test_the_layers_and_causes_pages_draw(visit, present):
         problems.append(f"causes ({mode}): a traceback is on screen")
     assert page.get_by_text("patched translates as").count() == 1, "the picked cell's translation is not shown"
     problems += click_a_cell(page, mode)
-    shoot(page, f"causes_{mode}", sorted(GRIDS))
+    shoot(page, SHOTS, f"causes_{mode}", sorted(GRIDS))
     assert not problems, "\n".join(problems)
     visit.assert_offline_and_quiet()

@@ -84,6 +84,29 @@ def text_sizes(page) -> list[dict]:
     return sorted(sizes, key=lambda s: s["px"])
 
 
+def presenter_problems(page, where: str) -> list[str]:
+    """Text under MIN_PX, and figures narrower than the content (test_presenter_browser's rules)."""
+    out = []
+    small = [s for s in text_sizes(page) if s["px"] < presenter.MIN_PX]
+    if small:
+        out.append(f"{where}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
+    layout = page.evaluate(LAYOUT)
+    narrow = [c for c in layout["charts"] if c["width"] < FULL_WIDTH * layout["content"]]
+    if narrow:
+        out.append(f"{where}: figures not full width: {narrow}")
+    return out
+
+
+def shoot(page, folder, name: str, keys=()) -> None:
+    """The first screen, and each keyed figure on its own (the page scrolls inside Streamlit's main area),
+    into `folder` for a person to look at."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for key in keys:
+        page.locator(f".st-key-{key}").screenshot(path=str(folder / f"{name}_{key}.png"))
+    page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
+    page.screenshot(path=str(folder / f"{name}.png"))
+
+
 def test_presenter_mode_is_a_projector_layout_on_every_page(visit):
     if not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file():
         pytest.skip(f"needs checkpoints/{NUMBERS}")
