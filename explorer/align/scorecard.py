@@ -27,6 +27,7 @@ from explorer.align.pairs import model_pairs
 from explorer.align.statistical import available as eflomal_available, eflomal_links
 from explorer.inspection.attention_stats import word_matrix
 from explorer.runtime.progress import Progress, Ticker
+from explorer.evaluation.arguments import check_ranges
 
 STAGES = ("attention", "grad-x-input", "integrated-gradients", "eflomal")
 # The band the issue asks for when eflomal cannot run: German-English AER (%) as reported in the
@@ -49,10 +50,7 @@ class AlignSettings:
     eflomal: bool = True
 
     def __post_init__(self) -> None:
-        for name, (low, high) in RANGES.items():
-            value = getattr(self, name)
-            if not low <= value <= high:
-                raise ValueError(f"{name} >= {low} and <= {high} required, not {value}")
+        check_ranges(self, RANGES)
 
 
 class Tally:

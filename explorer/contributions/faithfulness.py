@@ -30,6 +30,7 @@ from explorer.contributions.sentence import sentence_contributions
 from explorer.decoding.core import special_ids
 from explorer.runtime.modes import eval_mode
 from explorer.runtime.progress import Progress, Ticker
+from explorer.evaluation.arguments import check_ranges
 
 FRACTIONS = (0.1, 0.2, 0.5)
 METHODS = ("alti", "attention-mean", "attention-last-layer", "value-norm", "grad-x-input", "integrated-gradients")
@@ -51,9 +52,7 @@ class FaithfulnessSettings:
             raise ValueError(f"unknown method(s) {unknown}; choose from {METHODS}")
         if not self.fractions or any(not 0 < f <= 1 for f in self.fractions):
             raise ValueError("fractions must be in (0, 1]")
-        for name, (low, high) in RANGES.items():
-            if not low <= getattr(self, name) <= high:
-                raise ValueError(f"{name} >= {low} and <= {high} required, not {getattr(self, name)}")
+        check_ranges(self, RANGES)
 
 
 def method_scores(model, src: list[int], out: list[int], methods: Sequence[str], ig_steps: int) -> dict[str, np.ndarray]:

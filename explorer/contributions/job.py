@@ -21,6 +21,7 @@ from explorer.contributions.sentence import SentenceContributions, sentence_cont
 from explorer.files.atomic import write_json_atomic
 from explorer.heads.sentences import FORCED, build_sentences
 from explorer.runtime.progress import Progress, Ticker
+from explorer.evaluation.arguments import check_ranges
 
 # What a run may ask for, checked by ContributionSettings and by `python -m explorer.contributions` as it
 # parses: a whole shipped test set (1000 Bible pairs) at most; each sentence is one teacher-forced pass
@@ -39,10 +40,7 @@ class ContributionSettings:
     def __post_init__(self) -> None:
         if self.forced not in FORCED:
             raise ValueError(f"forced must be one of {FORCED}, not {self.forced!r}")
-        for name, (low, high) in RANGES.items():
-            value = getattr(self, name)
-            if not low <= value <= high:
-                raise ValueError(f"{name} >= {low} and <= {high} required, not {value}")
+        check_ranges(self, RANGES)
 
 
 def rounded(m: np.ndarray) -> list:

@@ -80,3 +80,12 @@ def checkpoint_and_held_out(checkpoint: str, device_name: str):
         print(f"error: {err}", file=sys.stderr)
         return None
     return ckpt, pairs
+
+
+def check_ranges(settings, ranges: dict[str, tuple[int, int]]) -> None:
+    """ValueError naming the first field of `settings` outside its (low, high) in `ranges`: an analysis's
+    settings dataclass checks itself with the same ranges its command line checks (count())."""
+    for name, (low, high) in ranges.items():
+        value = getattr(settings, name)
+        if not low <= value <= high:
+            raise ValueError(f"{name} >= {low} and <= {high} required, not {value}")

@@ -30,6 +30,7 @@ from explorer.heads.sentences import FORCED, GREEDY, build_sentences, token_coun
 from explorer.heads.stats import HEAD_STATS, head_statistics
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS
 from explorer.runtime.progress import Progress, Ticker
+from explorer.evaluation.arguments import check_ranges
 
 STAGES = ("statistics", "importance", "single-head removal", "pruning")
 # What a run may ask for, checked by LabSettings and by `python -m explorer.heads` as it parses its
@@ -52,10 +53,7 @@ class LabSettings:
     def __post_init__(self) -> None:
         if self.forced not in FORCED:
             raise ValueError(f"forced must be one of {FORCED}, not {self.forced!r}")
-        for name, (low, high) in RANGES.items():
-            value = getattr(self, name)
-            if not low <= value <= high:
-                raise ValueError(f"{name} >= {low} and <= {high} required, not {value}")
+        check_ranges(self, RANGES)
 
     def curve_points(self) -> dict[str, int]:
         return {scope: self.points * (2 if scope == "all" else 1) for scope in SCOPES}
