@@ -43,6 +43,7 @@ ALIGNMENT_CACHE_BYTES = 8 << 20       # the Alignment page's one sentence under 
 LENS_CACHE_BYTES = 4 << 20            # the Layers page: a translation per encoder layer, the logit lens (~5-200 KB)
 PATCHING_CACHE_BYTES = 4 << 20        # the Causes page: pairs, swaps, grids (~5-50 KB), patched translations
 CONTRIBUTIONS_CACHE_BYTES = 8 << 20   # the Contributions page: one pair's ALTI+ (~0.1-2 MB), calibrations (~1 KB)
+CONTRAST_CACHE_BYTES = 2 << 20        # the Beam page: one step's contrast (~2-20 KB), a reference's fall (~2 KB)
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -312,3 +313,32 @@ def source_share_calibration(ckpt, n: int) -> dict:
     with model_slot():
         result = run_contributions(ckpt.model, ckpt.tokenizer, pairs, ContributionSettings(sentences=len(pairs)))
     return {**result["summary"], "sentences": result["settings"]["sentences"]}
+
+
+# ---- the Beam search page's contrast and the reference's fall (explorer.contrastive) ----------------
+@bounded_cache(CONTRAST_CACHE_BYTES)
+def contrast(ckpt, src_ids: tuple, prefix: tuple, chosen: int, foil: int, steps: int) -> dict:
+    """Why `chosen` and not `foil` after `prefix`: {method: StepContrast} by gradient x input and by
+    integrated gradients at `steps` points, each beside the plain attribution of `chosen`."""
+    from explorer.contrastive.attribution import contrast_all
+
+    with model_slot():
+        return contrast_all(ckpt.model, list(src_ids), list(prefix), int(chosen), int(foil), int(steps))
+
+
+@bounded_cache(CONTRAST_CACHE_BYTES)
+def reference_fall(ckpt, text: str, cfg: dict, reference: str):
+    """Where `reference` left the beam search of `text` under `cfg` (the page's own search, from translate's
+    cache) and the verdict: search error or model error. ValueError when the reference has no pieces."""
+    from explorer.contrastive.fall import reference_fall as follow
+    from explorer.text.encoding import output_ids
+
+    special = ckpt.model.cfg.special
+    ids = output_ids(ckpt.tokenizer, reference, ckpt.model.cfg.max_len, special)
+    if not reference.strip() or len(ids) <= 1:
+        raise ValueError("the reference is empty: type a translation to follow through the search")
+    found = translate(ckpt, text, cfg)
+    if found.beam_trace is None or found.best is None:
+        raise ValueError(found.reason or "no beam search to follow the reference through")
+    with model_slot():
+        return follow(ckpt.model, found.src_ids, ids, DecodeConfig(**cfg), trace=found.beam_trace, output=found.best)

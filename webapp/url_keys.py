@@ -104,6 +104,13 @@ PATCH_SWAP, PATCH_CORRUPT = UrlKey("swap", integer, 1, 24), UrlKey("corrupt")   
 PATCH_DIR = UrlKey("dir", str, choices=("denoise", "noise"))
 PATCH_GRID, PATCH_ROW, PATCH_COL = UrlKey("grid"), UrlKey("row", integer, 1, 1000), UrlKey("col", integer, 1, 1000)
 CONTRIB_FORCED = UrlKey("forced", str, choices=("output", "reference", "detached"))   # what is teacher-forced
+CONTRAST, FOIL = UrlKey("contrast", _flag), UrlKey("foil", integer, 1, 1000)   # the foil's place in its list
+FOIL_WORD = UrlKey("vs")                        # a typed foil (explorer.contrastive.foils checks it)
+CONTRAST_METHOD = UrlKey("method", str, choices=("integrated-gradients", "grad-x-input"))
+IG_POINTS = UrlKey("ig", integer, 16, 128)      # integrated gradients' points (the page offers 16/32/64/128)
+VERSE = UrlKey("verse", integer, 0, 5000)       # a test verse, 1-based (0: the sentence as typed)
+SEARCH_N, SEARCH_BEAMS = UrlKey("n", integer, 1, 5000), UrlKey("beams")     # the beam curve's sentences, sizes
+SEARCH_LP, SEARCH_EXACT = UrlKey("lp"), UrlKey("exact", _flag)               # its length penalties, exact search
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "translate": (),                            # the landing page reads only the shared state
@@ -115,7 +122,9 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD),
     "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
     "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
-    "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER),
+    "search": (SEARCH_N, SEARCH_BEAMS, SEARCH_LP, SEARCH_EXACT),
+    "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER, CONTRAST, FOIL, FOIL_WORD,
+             CONTRAST_METHOD, IG_POINTS, VERSE),
     "training_vs_inference": (),
     "schedule": (SC_D, SC_WARMUP, SC_FACTOR, SC_STEPS, SC_OVERLAY, SC_EPS, SC_VOCAB, SC_TARGET, SC_RUN),
     "train": (RUN,),

@@ -1,6 +1,7 @@
 """The Beam search page's parts: its sentence and settings, the step slider, the step view (every
 candidate of the step, ranked, kept, pruned or finished; the tree), the attention of a chosen hypothesis,
-and forcing a candidate to re-decode from it.
+forcing a candidate to re-decode from it; the contrast of a step against a foil (webapp.views.beam_contrast)
+and where a reference left the beam (webapp.views.beam_fall).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import streamlit as st
 from explorer.plots import beams as plots
 from webapp import decode_form, decode_url, downloads, models, numbering, presenter, sentence, state
 from webapp import url_keys as url
+from webapp.views import beam_contrast, beam_fall
 
 PENALTIES = decode_form.PENALTIES
 # Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
@@ -140,7 +142,7 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
 
 def main() -> None:
     ckpt = models.require_checkpoint()
-    text = sentence_input()
+    text = beam_fall.verse_picker(ckpt, sentence_input())
     cfg = settings()
     if not text.strip():
         st.info("Type a sentence above (or on the Translate page) to watch beam search translate it.")
@@ -166,10 +168,17 @@ def main() -> None:
                             "the tree stays as it is while you step through the candidates below.")
     url.write(url.BEAM_MARK, "beam_follow", follow)
     if not follow:
-        downloads.chart(plots.tree_figure(trace, piece), f"beam_tree_k{trace.beam_size}", key="beam_tree")
+        tree_chart(plots.tree_figure(trace, piece), trace, tag)
     frame = numbering.one_based_trace(trace.to_dataframe(piece).astype({"status": str}))
     downloads.table_csv_button(frame, "beam_trace", key="beam_csv", label="Whole trace as CSV")
     st.fragment(step_view)(ckpt, text, cfg, result, piece, frame, run_key, tag, follow)
+    beam_fall.fall_section(ckpt, text, cfg, piece)
+
+
+def tree_chart(fig, trace, tag: str) -> None:
+    """The tree; a click on a node picks it as the foil of the step's contrast (beam_contrast.tree_click)."""
+    downloads.chart(fig, f"beam_tree_k{trace.beam_size}", key="beam_tree",
+                    on_click=beam_contrast.tree_click(fig, trace, tag, "beam_tree"))
 
 
 def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, tag: str, follow: bool) -> None:
@@ -190,10 +199,10 @@ def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, 
     row = st.selectbox("Hypothesis at this step", rows, key=widget, format_func=lambda r: _row_label(table, r))
     url.write(url.BEAM_RANK, widget, row, options=by_rank)
     if follow:
-        downloads.chart(plots.tree_figure(trace, piece, step=step, highlight=[row]),
-                        f"beam_tree_k{trace.beam_size}", key="beam_tree")
+        tree_chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), trace, tag)
     st.subheader(f"Candidates ranked at step {step + 1}")
     st.dataframe(table.drop(columns=["row"]), hide_index=True, key="beam_table")
+    beam_contrast.contrast_section(ckpt, result, trace, row, step, piece, tag)
     st.subheader("Cross-attention of the chosen hypothesis")
     attn = show_attention(ckpt, result, trace, row, piece)
     view = {"page": "beam", "step": step + 1, "row": int(row), "hypothesis": trace.tokens(row)}
