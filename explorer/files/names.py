@@ -35,6 +35,7 @@ SHIPPED = "checkpoints"
 UPLOADS = "uploads"                      # uploaded training pairs, <hash>.tsv with <hash>.name
 HEADS = "heads"                          # the head lab's results, <weights sha>-<settings hash>.json
 ALIGN = "align"                          # the alignment scorecard's results, named as HEADS' are
+SEARCH = "search"                        # the beam-size curve's results (the Search page), named the same way
 LAUNCH_LOCK = ".launch.lock"             # one trainer launch at a time across app processes
 UPLOAD_SUFFIX = ".tsv"
 UPLOAD_NAME_SUFFIX = ".name"             # beside an upload: the uploaded file's own name

@@ -12,6 +12,7 @@
                                     holding the name it was uploaded under (shown instead of the hash)
     runs/heads/<sha>-<hash>.json    the head lab's results (not a run): one per weights + settings
     runs/align/<sha>-<hash>.json    the alignment scorecard's, named the same way
+    runs/search/<sha>-<hash>.json   the beam-size curve's (the Search page), named the same way
 
 runs/ is the repository's unless $EXPLORER_RUNS_DIR names another folder (tests, another disk);
 shipped checkpoints are in the repository's checkpoints/. The names themselves are explorer.files.names'.
@@ -26,7 +27,7 @@ import shutil
 from pathlib import Path
 
 from explorer.files import names
-from explorer.files.names import ALIGN, HEADS, SHIPPED, UPLOAD_DEFAULT_NAME, UPLOAD_NAME_SUFFIX, UPLOADS
+from explorer.files.names import ALIGN, HEADS, SEARCH, SHIPPED, UPLOAD_DEFAULT_NAME, UPLOAD_NAME_SUFFIX, UPLOADS
 from explorer.files.names import RUN_CHECKPOINTS as CHECKPOINTS
 from explorer.files.names import RUN_CONFIG as CONFIG
 from explorer.files.names import RUN_LOCK as LOCK
@@ -53,9 +54,10 @@ def runs_root() -> Path:
 
 
 def analysis_file(folder: str, weights_sha: str, settings: dict) -> Path:
-    """Where the app keeps an analysis's result (the head lab: HEADS, the alignment scorecard: ALIGN)
-    for these weights and these settings (a dict of plain values): the cache key is in the name."""
-    if folder not in (HEADS, ALIGN):
+    """Where the app keeps an analysis's result (the head lab: HEADS, the alignment scorecard: ALIGN, the
+    beam-size curve: SEARCH) for these weights and these settings (a dict of plain values): the cache key
+    is in the name."""
+    if folder not in (HEADS, ALIGN, SEARCH):
         raise ValueError(f"unknown analysis folder {folder!r}")
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9]", "", str(weights_sha))[:32] or "unknown"
