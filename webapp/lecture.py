@@ -54,6 +54,8 @@ PAGES_TABLE = (
               "is an attention map an explanation? where each output word comes from: the source or its own prefix"),
     PageEntry("alignment", "alignment.py", "Alignment", "Measure",
               "is cross-attention a word alignment? measured against gold links, beside gradient attributions"),
+    PageEntry("search", "search.py", "Search", "Measure",
+              "is a wider beam better? the beam-size curve over a test set, and the search errors behind it"),
     PageEntry("beam", "beam.py", "Beam search", "Decoding",
               "how the decoder's scores for each next piece become a whole translation"),
     PageEntry("training_vs_inference", "training_vs_inference.py", "Training vs inference", "Decoding",

@@ -31,6 +31,7 @@ from explorer.runtime.progress import Progress, Ticker
 RANGES = {"sentences": (1, 5000), "beam": (1, 64), "exact_sentences": (0, 5000), "exact_nodes": (1, 1_000_000),
           "exact_seconds": (1, 3600)}
 RESULT_KEYS = ("beam_curve", "exact")
+EXACT_STAGE = "exact search"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,16 @@ class SearchSettings:
         object.__setattr__(self, "parsed", parsed)
 
 
+def curve_stage(beam: int, penalty: Penalty) -> str:
+    return f"beam {beam}, length penalty {penalty.label}"
+
+
+def stage_names(settings: SearchSettings) -> tuple[str, ...]:
+    """The progress stages run_search reports, in order (the app's progress bar counts them)."""
+    names = tuple(curve_stage(beam, penalty) for penalty in settings.parsed for beam in settings.beams)
+    return names + (EXACT_STAGE,) if settings.exact else names
+
+
 def run_search(model, tokenizer, pairs, settings: SearchSettings, *, meta: dict | None = None,
                progress: Progress | None = None, cancel: threading.Event | None = None,
                log: Callable[[str], None] = lambda _: None) -> dict:
@@ -78,7 +89,7 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, meta: dict 
         smaller = None
         for beam in settings.beams:
             t1 = time.time()
-            tick = ticker.stage(f"beam {beam}, length penalty {penalty.label}", len(sents))
+            tick = ticker.stage(curve_stage(beam, penalty), len(sents))
             hyps = decode_set(model, sents.src, beam_config(beam, penalty), lambda done: ticker.check(tick, done))
             texts = [tokenizer.decode(h.output_ids, side="tgt") for h in hyps]
             chrfs = sentence_chrf(texts, sents.refs)
@@ -112,7 +123,7 @@ def _exact_part(model, sents, settings: SearchSettings, kept: dict, ticker: Tick
     widest = max(settings.beams)
     stop = cancel.is_set if cancel is not None else None
     cfg = beam_config(1, Penalty())
-    tick = ticker.stage("exact search", n)
+    tick = ticker.stage(EXACT_STAGE, n)
     out = []
     for i in range(n):
         start = max((hyps[i] for hyps in kept.values()), key=lambda h: h.score)

@@ -27,7 +27,8 @@ LECTURE = [
     ("causes", "Heads"),
     ("heads", "Contributions"),
     ("contributions", "Alignment"),
-    ("alignment", "Beam search"),
+    ("alignment", "Search"),
+    ("search", "Beam search"),
     ("beam", "Training vs inference"),
     ("training_vs_inference", "Schedule"),
     ("schedule", "Train"),
@@ -35,7 +36,7 @@ LECTURE = [
 ]
 URL_PATHS = {"Architecture": "architecture", "Positional encoding": "positions", "Attention": "attention",
              "Layers": "layers", "Causes": "causes",
-             "Heads": "heads", "Contributions": "contributions", "Alignment": "alignment", "Beam search": "beam", "Training vs inference": "training_vs_inference",
+             "Heads": "heads", "Contributions": "contributions", "Alignment": "alignment", "Search": "search", "Beam search": "beam", "Training vs inference": "training_vs_inference",
              "Schedule": "schedule",
              "Train": "train", "Checkpoints": "checkpoints"}
 NUMBER_TEXT = "three hundred and twenty one"

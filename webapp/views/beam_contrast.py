@@ -182,8 +182,10 @@ def completeness_text(picked) -> str:
     for what, a in (("contrast", picked.contrast), ("plain", picked.plain)):
         parts.append(f"{what}: sum {a.total:.3f} vs F(input) − F(baseline) {a.value - a.baseline:.3f}, "
                      f"error {100 * a.completeness_error:.1f}%")
+    hint = (" The path bends at this step: more points bring the sum closer."
+            if picked.contrast.completeness_error > 0.05 and picked.steps < max(IG_CHOICES) else "")
     return (f"**Completeness** of integrated gradients at {picked.steps} points (the attributions should add up "
-            "to the function's change from the zero baseline): " + "; ".join(parts) + ".")
+            "to the function's change from the zero baseline): " + "; ".join(parts) + "." + hint)
 
 
 def table_of(src_pieces, tgt_inputs, both: dict) -> pd.DataFrame:

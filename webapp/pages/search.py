@@ -1,0 +1,56 @@
+"""Search: the beam-size curve over the checkpoint's held-out pairs (explorer.contrastive.job): what a
+wider beam buys under the model and against the references, and with exact search how often each beam
+size misses the model's own best output (a search error).
+
+Thin: settings (kept in the URL) -> a background job in this process (webapp.views.search, progress in an
+st.fragment refreshed every 2 s, Cancel) -> one JSON under the runs directory, shown at once when it
+already exists for the same weights and settings -> explorer.plots.contrastive.
+"""
+import streamlit as st
+
+from explorer.contrastive.job import read_result
+from explorer.data.types import DataError
+from webapp import background, downloads, models, state
+from webapp.views import heads
+from webapp.views import search as views
+
+st.title("Search: the beam-size curve")
+state.learn(
+    "A wider beam finds translations the model scores higher, but not always better ones: past a few "
+    "hypotheses BLEU often falls as the beam grows (the **beam-search curse**, Koehn & Knowles 2017). "
+    "Stahlberg & Byrne (2019) showed why: the model's own best output, found by **exact search**, is often "
+    "short, even empty, so a search that finds it better is worse. Here each beam size decodes the first "
+    "test pairs; with exact search, a **search error** is a sentence where the beam missed an output the "
+    "model scores higher. A length penalty divides the score by a function of the length, so longer "
+    "outputs are not punished for every extra word.",
+    r"\hat y_k = \operatorname*{beam}_k\; \frac{\log p(y \mid x)}{lp(|y|)}, \qquad "
+    r"\text{search error}_k(x) = \big[\max_y \log p(y \mid x) > \log p(\hat y_k \mid x)\big]")
+
+ckpt = models.require_checkpoint()
+path, sha = ckpt.cache_key
+try:
+    pairs = heads.test_pairs(path, sha)
+except DataError as err:            # no test.tsv and no training corpus to take one from (e.g. imported)
+    st.info("The beam curve is measured over held-out test sentences, and this checkpoint has none: "
+            f"{state.md_escape(err)}. Put a `test.tsv` beside its config.json, or choose a shipped checkpoint.")
+    st.stop()
+
+settings = views.settings_form(ckpt.model, max(1, min(len(pairs), 5000)))
+if settings is None:
+    st.stop()
+out = views.result_path(sha, settings)
+result = read_result(out)
+if result is not None:
+    views.show_result(result, downloads.file_stem(ckpt.name))
+    st.stop()
+
+st.info(f"Not computed yet for these settings: {settings.sentences} sentences decoded with "
+        f"{len(settings.beams) * len(settings.parsed)} beam settings"
+        + (f", exact search on {settings.exact_sentences} of them" if settings.exact else "") +
+        ". The whole 1,002 Bible test verses at six beam sizes take about 14 minutes on two cores.")
+job = background.job_for(out)
+if job is None or not job.active:
+    if st.button("Start the beam curve", key="search_start", type="primary"):
+        views.start(path, models.app_device(), sha, settings)
+job = background.job_for(out)
+st.fragment(views.show_job, run_every=2 if job is not None and job.active else None)(str(out))

@@ -1,0 +1,160 @@
+"""The Search page's parts: the beam-size curve over the checkpoint's held-out pairs (and, with exact
+search, the search-error rate per beam size) run as a background job of the app's own process, its
+cached result file, and the views of that result (webapp/pages/search.py stays thin).
+
+Jobs (webapp.background, as the head lab's and the alignment scorecard's): one per checkpoint weights +
+SearchSettings; start() returns the running one instead of starting a second. The thread loads its own
+copy of the checkpoint, runs explorer.contrastive.job.run_to_file (progress per beam size and penalty,
+Cancel between batches and inside exact search) and writes the JSON once, atomically, under
+runs_root()/search/ (explorer.store.run_paths.analysis_file); a cancelled or failed job writes nothing.
+An existing result file for the same weights and settings is shown at once, never recomputed.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from explorer.contrastive.curve import BEAMS, Penalty, beam_config
+from explorer.contrastive.job import SearchSettings, stage_names
+from explorer.plots import contrastive as plots
+from explorer.store import run_paths as rp
+from webapp import background, downloads
+from webapp import url_keys as url
+from webapp.text_safety import md_escape
+
+PENALTIES = ("none", "gnmt:0.6")
+DEFAULT_SENTENCES = 100
+EXACT_SECONDS = (1, 60)                    # the page's bounds on exact search's time per sentence
+COLUMNS = {"length_penalty": "length penalty", "beam": "beam", "bleu": "BLEU", "chrf": "chrF",
+           "length_ratio": "length ratio", "mean_score": "mean score", "empty": "empty outputs",
+           "higher_score_worse_chrf": "higher score, worse chrF", "search_errors": "search errors (proven)",
+           "search_errors_known": "search errors known (all searched)", "seconds": "seconds"}
+
+
+def allowed_beams(model) -> tuple[int, ...]:
+    """The curve's beam sizes this model can decode with (a beam needs 2k tokens it may write)."""
+    from explorer.decoding.core import check_config
+
+    allowed = []
+    for beam in BEAMS:
+        try:
+            check_config(beam_config(beam, Penalty()), model, beam=True)
+        except ValueError:
+            continue
+        allowed.append(beam)
+    return tuple(allowed)
+
+
+def list_control(spec: url.UrlKey, widget: str, label: str, choices: tuple, default: tuple, column) -> list:
+    """A multiselect whose picks are in the URL as comma-separated text: a link's unknown parts are dropped,
+    an empty or wholly unknown list falls back to `default`; the picks shown are written back."""
+    raw = st.query_params.get(spec.key)
+    if raw is not None and raw != st.session_state.get(url.WRITTEN, {}).get(spec.key):
+        wanted = {part.strip() for part in str(raw).split(",")}
+        st.session_state[widget] = [c for c in choices if str(c) in wanted] or list(default)
+    elif not isinstance(st.session_state.get(widget), list):
+        st.session_state[widget] = [c for c in st.session_state.get("_" + widget, default) if c in choices] \
+            or list(default)
+    picked = column.multiselect(label, choices, key=widget)
+    url.put(**{spec.key: ",".join(map(str, picked)) or None})
+    st.session_state["_" + widget] = list(picked)
+    return list(picked)
+
+
+def settings_form(model, n_pairs: int) -> SearchSettings | None:
+    """The job's settings from the page's controls (kept in the URL), or None after a message."""
+    beams_allowed = allowed_beams(model)
+    cols = st.columns([1, 2, 2])
+    url.seed(url.SEARCH_N, "search_n", min(DEFAULT_SENTENCES, n_pairs), high=n_pairs)
+    n = cols[0].number_input("Sentences (the first N test pairs)", 1, n_pairs, key="search_n")
+    url.write(url.SEARCH_N, "search_n", int(n))
+    beams = list_control(url.SEARCH_BEAMS, "search_beams", "Beam sizes", beams_allowed, beams_allowed, cols[1])
+    penalties = list_control(url.SEARCH_LP, "search_lp", "Length penalties", PENALTIES, PENALTIES[:1], cols[2])
+    url.seed(url.SEARCH_EXACT, "search_exact", False, options=(False, True))
+    exact = st.checkbox("Exact search too (search errors per beam size: Stahlberg & Byrne 2019)", key="search_exact")
+    url.write(url.SEARCH_EXACT, "search_exact", exact)
+    exact_n, seconds = 0, 5
+    if exact:
+        left, right = st.columns(2)
+        exact_n = int(left.number_input("Exact search on the first N of them", 1, int(n), min(20, int(n)),
+                                        key="search_exact_n"))
+        seconds = int(right.number_input("Seconds per sentence at most", *EXACT_SECONDS, 5, key="search_exact_s"))
+    if not beams or not penalties:
+        st.info("Pick at least one beam size and one length penalty.")
+        return None
+    try:
+        return SearchSettings(beams=tuple(beams), sentences=int(n), penalties=tuple(penalties), exact=exact,
+                              exact_sentences=exact_n, exact_seconds=seconds)
+    except ValueError as err:
+        st.warning(f"These settings cannot be run: {md_escape(err)}")
+        return None
+
+
+def plain_settings(settings: SearchSettings) -> dict:
+    return {k: v for k, v in asdict(settings).items() if k != "parsed"}
+
+
+def result_path(sha: str, settings: SearchSettings) -> Path:
+    return rp.analysis_file(rp.SEARCH, sha, plain_settings(settings))
+
+
+def start(ckpt_path: str, device, sha: str, settings: SearchSettings) -> background.Job:
+    """Start the curve for these weights and settings, or return the job already running them."""
+    def work(job: background.Job) -> None:
+        from explorer.contrastive.job import run_to_file
+        from explorer.evaluation.scores import held_out_pairs
+        from explorer.store.checkpoint import load_checkpoint
+        ckpt = load_checkpoint(ckpt_path, device=device)          # a private copy, as the head lab's
+        ckpt.model.eval()
+        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
+        run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, job.path, meta=ckpt.meta,
+                    progress=job.progress, cancel=job.cancel)
+
+    return background.start(result_path(sha, settings), stage_names(settings), "Beam curve", work)
+
+
+def curve_table(result: dict) -> pd.DataFrame:
+    """The curve's rows as the page shows them (no per-sentence translations)."""
+    frame = pd.DataFrame([{k: r.get(k) for k in COLUMNS} for r in result["beam_curve"]])
+    return frame.rename(columns=COLUMNS)
+
+
+def show_result(result: dict, name: str) -> None:
+    """The curve's figures, its table, the exact search's summary and the downloads."""
+    s = result.get("settings", {})               # read back from runs/search/: its strings are shown as text
+    st.caption(f"{md_escape(s.get('sentences', '?'))} held-out sentences, outputs cut at "
+               f"{md_escape((s.get('decoding') or {}).get('max_len_a', '?'))} x source + "
+               f"{md_escape((s.get('decoding') or {}).get('max_len_b', '?'))} tokens; computed in "
+               f"{md_escape(result.get('seconds', '?'))} s.")
+    rows = result["beam_curve"]
+    downloads.chart(plots.curve_figure(rows), downloads.file_stem(name, "beam_curve"), key="search_curve")
+    st.caption("Without a length penalty a wider beam finds outputs the model scores higher, and often shorter "
+               "(the length ratio falls): the beam-search curse (Koehn & Knowles 2017).")
+    errors = plots.search_error_figure(rows)
+    if errors is not None:
+        downloads.chart(errors, downloads.file_stem(name, "search_errors"), key="search_errors")
+    table = curve_table(result)
+    st.dataframe(table, hide_index=True, key="search_table")
+    summary = result.get("exact_summary") or {}
+    if summary:
+        st.markdown(summary_text(summary))
+    downloads.table_csv_button(table, downloads.file_stem(name, "beam_curve"), key="search_csv",
+                               label="The curve as CSV")
+    downloads.bundle_button(lambda: result, downloads.file_stem(name, "search"), key="search_json",
+                            label="The whole result, translations and exact search included (JSON)")
+
+
+def summary_text(summary: dict) -> str:
+    def share(value) -> str:
+        return "—" if value is None else f"{100 * value:.0f}%"
+    return (f"**Exact search** was proven on {summary['proven']} of {summary['searched']} sentences within its "
+            f"budget. Of the proven, the model's best output is empty in {share(summary.get('empty_proven'))} and "
+            f"shorter than half the widest beam's output in {share(summary.get('short_proven'))}.")
+
+
+def show_job(path: str) -> None:
+    """The running job's progress and Cancel button (an st.fragment re-runs this every 2 s)."""
+    background.show_job(path, "search")
