@@ -32,7 +32,7 @@ from explorer.store import run_paths as rp
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-RESERVED_NAMES = (rp.UPLOADS, rp.HEADS, rp.ALIGN)                       # folders of the runs directory that are not runs
+RESERVED_NAMES = (rp.UPLOADS, rp.HEADS, rp.ALIGN, rp.SEARCH)          # folders of the runs directory that are not runs
 LAUNCHED: dict[str, subprocess.Popen] = {}     # trainers this process launched (launch.py), reaped when polled
 
 
