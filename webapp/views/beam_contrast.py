@@ -25,6 +25,7 @@ from webapp import url_keys as url
 TOGGLE, WORD, METHOD, POINTS = "beam_contrast", "beam_foil_word", "beam_contrast_method", "beam_ig_points"
 METHODS = {"integrated-gradients": "integrated gradients", "grad-x-input": "gradient x input"}
 IG_CHOICES = (16, 32, 64, 128)
+TYPED_CHARS = 200                  # a link's typed foil is cut here (a foil is one word: the check refuses > 60)
 
 
 def foil_key(tag: str, row: int) -> str:
@@ -99,10 +100,11 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
         url.write(url.FOIL, widget, token, options=by_place)
     else:
         token = None
-    url.seed(url.FOIL_WORD, WORD, "")
+    _seed_word()
     typed = cols[1].text_input("…or type a word", key=WORD,
                                help="Contrasted through its first target piece: one step writes one piece.")
-    url.write(url.FOIL_WORD, WORD, typed.strip() or None)
+    url.put(**{url.FOIL_WORD.key: typed.strip() or None})
+    st.session_state["_" + WORD] = typed
     url.seed(url.CONTRAST_METHOD, METHOD, "integrated-gradients", options=tuple(METHODS))
     method = cols[2].radio("Method", tuple(METHODS), key=METHOD, format_func=METHODS.get)
     url.write(url.CONTRAST_METHOD, METHOD, method)
@@ -122,10 +124,20 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
         show(ckpt, result, found, both, method, piece, tag)
 
 
+def _seed_word() -> None:
+    """The typed foil's start value: a link's word (cut to TYPED_CHARS), else what the box held. Not
+    url.seed: it strips text, and a blank word must reach the foil check to be refused with a message."""
+    raw = st.query_params.get(url.FOIL_WORD.key)
+    if raw is not None and raw != st.session_state.get(url.WRITTEN, {}).get(url.FOIL_WORD.key):
+        st.session_state[WORD] = str(raw)[:TYPED_CHARS]
+    elif not isinstance(st.session_state.get(WORD), str):
+        st.session_state[WORD] = st.session_state.get("_" + WORD, "")
+
+
 def _foil(ckpt, chosen: int, typed: str, token):
     """The Foil to contrast, or None after a message saying why there is none."""
     try:
-        if typed.strip():
+        if typed:                          # blank but not empty (spaces) is a hostile word, refused with a message
             return foil_from_word(ckpt.model, ckpt.tokenizer, typed, chosen)
         if token is None:
             st.info("Type a word to contrast with.")
