@@ -1,0 +1,83 @@
+"""AppTest of the Search page on the shipped numbers-en-de (tiny, fast): absurd URL settings are clamped
+or dropped and written back; a job started from the page writes the curve and the page draws it (the
+table is the file's numbers, exact search's search errors included); Cancel leaves no file.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from support.app_support import NUMBERS, chart, no_exception, open_app, runs, texts  # noqa: F401
+
+PAGE = "webapp/pages/search.py"
+pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(),
+                                reason="needs the shipped checkpoints/numbers-en-de")
+
+
+def open_page(**query):
+    return open_app("numbers-en-de", PAGE, None, {k: str(v) for k, v in query.items()})
+
+
+def wait_for(at, done, timeout=180):
+    end = time.time() + timeout
+    while time.time() < end:
+        if done():
+            return at.run()
+        time.sleep(0.5)
+    pytest.fail("the beam curve did not finish in time")
+
+
+def test_absurd_url_settings_are_clamped_or_dropped(runs):
+    at = open_page(n=10 ** 9, beams="1,2,banana,-4,64", lp="none,zzz", exact="7")
+    no_exception(at)
+    assert not at.error, texts(at.error)
+    n_pairs = int(at.number_input(key="search_n").max)
+    assert at.query_params["n"] == str(n_pairs) and at.number_input(key="search_n").value == n_pairs
+    assert at.multiselect(key="search_beams").value == [1, 2] and at.query_params["beams"] == "1,2"
+    assert at.multiselect(key="search_lp").value == ["none"] and at.query_params["lp"] == "none"
+    assert at.checkbox(key="search_exact").value is True and at.query_params["exact"] == "1"     # clamped to on
+    # beam 32 is wider than numbers-en-de's 62-piece vocabulary allows: not offered
+    assert 32 not in at.multiselect(key="search_beams").options
+    assert "Not computed yet" in texts(at.info)
+
+
+def test_a_job_started_from_the_page_draws_the_curve(runs):
+    from webapp import background
+
+    at = open_page(n=4, beams="1,2", lp="none", exact=1)
+    at.number_input(key="search_exact_n").set_value(2).run()
+    at.button(key="search_start").click().run()
+    no_exception(at)
+    job = next(j for j in background._JOBS.values() if str(j.path).startswith(str(runs)))
+    at = wait_for(at, lambda: not job.active)
+    assert job.state == "finished", job.error
+    target = job.path
+    assert target.parent == runs / "search" and target.is_file()
+    no_exception(at)
+    saved = json.loads(target.read_text())
+    table = at.dataframe[0].value
+    assert list(table["beam"]) == [1, 2] and len(saved["beam_curve"]) == 2
+    assert list(table["BLEU"]) == [r["bleu"] for r in saved["beam_curve"]]
+    assert list(table["search errors (proven)"]) == [r["search_errors"] for r in saved["beam_curve"]]
+    curve = chart(at, "search_curve")
+    assert {t["name"] for t in curve["data"]} == {"length penalty none"} and len(curve["data"]) == 4
+    assert chart(at, "search_errors")["data"]
+    assert "Exact search** was proven on" in texts(at.markdown)
+    from explorer.training import jobs
+    assert jobs.list_jobs() == []                                       # search/ is not a training run
+
+
+def test_cancel_leaves_no_file(runs):
+    from webapp import background
+
+    at = open_page(n=500, beams="1,2,4,8,16", lp="none")
+    at.button(key="search_start").click().run()
+    job = next(j for j in background._JOBS.values() if str(j.path).startswith(str(runs)) and j.active)
+    at.button(key="search_cancel").click().run()
+    no_exception(at)
+    assert job.wait(120) and job.state == "cancelled"
+    at.run()
+    assert any("cancelled" in i.value for i in at.info)
+    assert not job.path.exists()
