@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from explorer.config import DecodeConfig
+from explorer.contrastive.compact_beam import compact_beam_search
+from explorer.contrastive.workers import map_batches, usable_workers
 from explorer.decoding.core import Hypothesis
 from explorer.decoding.translate import decode
 from explorer.evaluation.scores import corpus_scores
@@ -66,17 +68,34 @@ def beam_config(beam: int, penalty: Penalty) -> DecodeConfig:
 
 
 def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
-               tick: Callable[[int], None] = lambda _: None) -> list[Hypothesis]:
+               tick: Callable[[int], None] = lambda _: None, *, workers: int | None = None) -> list[Hypothesis]:
     """The best hypothesis of every source, in input order; batches of similar lengths, ROWS_PER_BATCH
-    beam rows each; tick(done) after each batch (it raises to cancel)."""
+    beam rows each; tick(done) after each batch (it raises to cancel).
+
+    Beam search runs as explorer.contrastive.compact_beam (finished sentences leave the decoder's batch)
+    and the batches over `workers` processes (explorer.contrastive.workers; None: as many as are safe and
+    useful, at most 2): the same batches as one process decoding them in turn with the library's beam
+    search, so the same hypotheses and scores (tests/unit/test_contrastive_curve_speed.py)."""
     per_batch = max(1, ROWS_PER_BATCH // cfg.beam_size)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))
+    batches = [order[first:first + per_batch] for first in range(0, len(order), per_batch)]
     out: list[Hypothesis | None] = [None] * len(src)
-    for first in range(0, len(order), per_batch):
-        idx = order[first:first + per_batch]
-        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], cfg)):
-            out[i] = d.best
-        tick(first + len(idx))
+    finished = [0]
+
+    def run(idx: Sequence[int]) -> list[Hypothesis]:
+        rows = [list(src[i]) for i in idx]
+        found = compact_beam_search(model, rows, cfg) if cfg.strategy == "beam" else decode(model, rows, cfg)
+        return [d.best for d in found]
+
+    def done(b: int, hyps: list[Hypothesis]) -> None:
+        for i, h in zip(batches[b], hyps):
+            out[i] = h
+        finished[0] += len(hyps)
+        tick(finished[0])
+
+    if workers is None:
+        workers = usable_workers(model, len(batches))
+    map_batches(run, batches, workers, done)
     return out
 
 

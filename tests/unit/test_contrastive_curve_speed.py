@@ -1,0 +1,94 @@
+"""The beam curve's fast path gives the old path's numbers: compact beam search (finished sentences leave
+the decoder's batch) equals the library's beam search, hypothesis for hypothesis, and the curve's
+batches split over two worker processes give the same rows as one process decoding them in turn."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from explorer.contrastive import curve
+from explorer.contrastive.compact_beam import compact_beam_search
+from explorer.contrastive.curve import Penalty, beam_config, curve_row, decode_set, sentence_chrf
+from explorer.decoding.translate import decode
+from explorer.files.places import REPO_ROOT
+from explorer.heads.sentences import build_sentences
+from explorer.runtime.progress import Cancelled
+from explorer.store.checkpoint import load_checkpoint
+
+torch.set_num_threads(1)
+PENALTIES = (Penalty(), Penalty("gnmt", 0.6), Penalty("average"))
+
+
+@pytest.fixture(scope="module", params=["numbers-en-de", "bible-es-en"])
+def shipped(request):
+    from explorer.evaluation.scores import held_out_pairs
+
+    ckpt = load_checkpoint(REPO_ROOT / "checkpoints" / request.param)
+    pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
+    n = 12 if request.param == "numbers-en-de" else 4
+    return ckpt, build_sentences(ckpt.model, ckpt.tokenizer, pairs, n, "reference")
+
+
+def same(a, b) -> bool:
+    return (a.ids, a.token_logprobs, a.score, a.normalized, a.finished) == \
+        (b.ids, b.token_logprobs, b.score, b.normalized, b.finished)
+
+
+def test_compact_beam_search_equals_the_library_search(shipped):
+    ckpt, sents = shipped
+    numbers = ckpt.model.cfg.tgt_vocab_size < 100
+    for beam, penalty in [(b, p) for b in (1, 3, 8) for p in PENALTIES] if numbers else [(5, p) for p in PENALTIES]:
+        cfg = replace(beam_config(beam, penalty), n_best=beam)          # every hypothesis, not only the best
+        old = decode(ckpt.model, sents.src, cfg)
+        new = compact_beam_search(ckpt.model, sents.src, cfg)
+        assert len(old) == len(new)
+        for o, n in zip(old, new):
+            assert o.meta == n.meta and o.max_len == n.max_len
+            assert len(o.hypotheses) == len(n.hypotheses)
+            assert all(same(a, b) for a, b in zip(o.hypotheses, n.hypotheses))
+    # the sentences stop at different steps, so rows did leave the batch
+    assert len({len(d.best.ids) for d in old}) > 1
+
+
+def old_decode_set(model, src, cfg):
+    """The curve's decode before: the library's beam search on the same batches, in turn."""
+    per_batch = max(1, curve.ROWS_PER_BATCH // cfg.beam_size)
+    order = sorted(range(len(src)), key=lambda i: len(src[i]))
+    out = [None] * len(src)
+    for first in range(0, len(order), per_batch):
+        idx = order[first:first + per_batch]
+        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], cfg)):
+            out[i] = d.best
+    return out
+
+
+def test_curve_rows_equal_the_old_path_in_one_and_two_processes(shipped, monkeypatch):
+    ckpt, sents = shipped
+    monkeypatch.setattr(curve, "ROWS_PER_BATCH", 2)          # several batches, so two workers share them
+    for penalty in PENALTIES[:2]:
+        before = {}
+        for beam in (1, 4):
+            cfg = beam_config(beam, penalty)
+            old = old_decode_set(ckpt.model, sents.src, cfg)
+            for workers in (1, 2):
+                ticks = []
+                new = decode_set(ckpt.model, sents.src, cfg, ticks.append, workers=workers)
+                assert all(same(a, b) for a, b in zip(old, new))
+                assert ticks[-1] == len(sents.src) and ticks == sorted(ticks) and len(ticks) > 1
+            texts = [ckpt.tokenizer.decode(h.output_ids, side="tgt") for h in old]
+            chrfs = sentence_chrf(texts, sents.refs)
+            row = curve_row(beam, penalty, new, texts, sents.refs, chrfs, before.get("smaller"))
+            assert row == curve_row(beam, penalty, old, texts, sents.refs, chrfs, before.get("smaller"))
+            before["smaller"] = (old, chrfs)
+
+
+def test_a_cancel_stops_the_workers(shipped, monkeypatch):
+    ckpt, sents = shipped
+    monkeypatch.setattr(curve, "ROWS_PER_BATCH", 4)
+
+    def tick(done):
+        raise Cancelled()
+    with pytest.raises(Cancelled):
+        decode_set(ckpt.model, sents.src, beam_config(4, Penalty()), tick, workers=2)
