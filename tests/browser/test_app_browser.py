@@ -12,6 +12,8 @@ import re
 from browser_support import (ARTIFACTS, BIBLE, NUMBERS, frames_evaluate, idle, library_translation, no_exception,
                              open_app, plotly_count, sidebar_to, squash, timed, translation_on_screen, type_sentence,
                              url_param, wait_plotly, wait_translation)
+from test_figures_draw_browser import problems_on, watch_console
+from webapp import lecture
 
 NUMBER_TEXT = "three hundred and twenty one"
 BIBLE_TEXT = "En el principio creó Dios los cielos y la tierra."
@@ -62,35 +64,46 @@ def test_translate_bible_sentence(visit):
     visit.assert_offline_and_quiet()
 
 
-PAGES = [  # sidebar title, a chart key that must draw (None: a table instead), text that must be on the page
-    ("Architecture", "arch_diagram", None),
-    ("Attention", "attn_zoom", "drei hundert ein und zwanzig"),
-    ("Positional encoding", "pe_heatmap", None),
-    ("Beam search", "beam_tree", "drei hundert ein und zwanzig"),
-    ("Training vs inference", "tvi_forced_rows", None),
-    ("Train", "tr_planned", None),
-    ("Schedule", "sc_curves", None),
-    ("Checkpoints", None, None),
-    ("Translate", "token_probs", "drei hundert ein und zwanzig"),
-]
+# Beyond every figure drawing (test_figures_draw_browser's checks, run on each page): a chart key that must
+# draw (None: a table instead), and text that must be on the page, by sidebar title.
+PAGES = {
+    "Architecture": ("arch_diagram", None),
+    "Attention": ("attn_grid", "drei hundert ein und zwanzig"),
+    "Positional encoding": ("pe_heatmap", None),
+    "Beam search": ("beam_tree", "drei hundert ein und zwanzig"),
+    "Training vs inference": ("tvi_forced_rows", None),
+    "Train": ("tr_planned", None),
+    "Schedule": ("sc_curves", None),
+    "Checkpoints": (None, None),
+    "Translate": ("token_probs", "drei hundert ein und zwanzig"),
+}
 
 
-def test_every_page_from_the_sidebar(visit):
+def test_every_page_from_the_sidebar_draws_every_figure(visit):
+    """Every page of the page table, reached from the sidebar as a user would (one session, the numbers
+    model, its sentence typed once): no traceback, every figure drawn with no console error (the checks of
+    test_figures_draw_browser, which opens each page fresh by URL on the Bible model), the checkpoint kept."""
     page = open_app(visit, ckpt=NUMBERS)
+    errors = watch_console(page)
     translate_page_shows(page, NUMBERS, NUMBER_TEXT)
-    for title, chart, text in PAGES:
-        sidebar_to(page, title)
+    titles = [entry.title for entry in lecture.PAGES_TABLE]
+    assert set(PAGES) <= set(titles), f"pages read from the page table: {titles}"
+    problems = []
+    for entry in [*lecture.PAGES_TABLE[1:], lecture.PAGES_TABLE[0]]:       # the landing page last: typed before
+        errors.clear()
+        sidebar_to(page, entry.title)
         no_exception(page)
+        chart, text = PAGES.get(entry.title, (False, None))
         if chart:
-            assert wait_plotly(page, chart) >= 1, f"{title}: the chart {chart} drew no SVG"
-        else:
+            assert wait_plotly(page, chart) >= 1, f"{entry.title}: the chart {chart} drew no SVG"
+        elif chart is None:
             page.wait_for_selector("[data-testid='stDataFrame']")
-        if title == "Attention":
-            assert wait_plotly(page, "attn_grid") >= 1
         if text:
-            assert text in squash(page.locator("[data-testid='stMain']").inner_text()), f"{title}: no '{text}'"
+            assert text in squash(page.locator("[data-testid='stMain']").inner_text()), f"{entry.title}: no '{text}'"
         assert f"ckpt={NUMBERS}" in page.url                       # the checkpoint stays chosen across pages
-        page.screenshot(path=str(ARTIFACTS / f"page_{title.replace(' ', '_').lower()}.png"))
+        page.screenshot(path=str(ARTIFACTS / f"page_{entry.url_path}.png"))
+        problems += problems_on(page, entry.url_path, errors)        # after: it opens each tab in turn
+    assert not problems, "figures that did not draw, or errors:\n" + "\n".join(problems)
     visit.assert_offline_and_quiet()
 
 

@@ -1,7 +1,10 @@
-"""Presenter mode as a projector shows it: every page at 1024x768 in a real browser (headless Chromium).
+"""The lecture as a projector shows it: every page at 1024x768 in a real browser (headless Chromium),
+reached as a teacher reaches it: from the landing page to the last page by clicking each page's "Next"
+link in presenter mode. Each page must show its own title (in the lecture's order, written out here in
+ORDER, not read from webapp.lecture), keep the checkpoint, the sentence and presenter mode in the URL,
+draw no traceback and fetch nothing from outside 127.0.0.1; the last page says the lecture ends.
 
-What a class at the back of a room needs, measured on each page of the app (webapp.lecture.PAGES_TABLE),
-each opened by URL with ?present=1 (a fresh Streamlit session) after its script run ends:
+What a class at the back of a room needs, measured on each page after its script run ends:
 
 - no text smaller than webapp.presenter.MIN_PX: every visible text of the page's main area, HTML text
   (body, captions, labels, tabs, inline code) and plotly's SVG text (titles, ticks, legends, annotations,
@@ -23,11 +26,17 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, timed
+from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, _heading, idle, no_exception, open_app, timed,
+                             url_param)
 from test_figures_draw_browser import EXPECTED, problems_on, wait_drawn, watch_console
 from webapp import lecture, presenter
 
 WINDOW = {"width": 1024, "height": 768}
+NUMBER_TEXT = "three hundred and twenty one"
+# The page titles in the order of the lecture (written out here, not read from webapp.lecture).
+ORDER = ["Translate", "Architecture", "Positional encoding", "Attention", "Layers", "Causes", "Heads", "Contributions",
+         "Alignment", "Beam search", "Training vs inference", "Schedule", "Train", "Checkpoints"]
+NEXT = "[data-testid='stMain'] a:has-text('Next:')"
 FULL_WIDTH = 0.9                # the content's share of the window's width
 # Every visible text in the main area, smallest first: [{px, text, svg, key}] (key: the nearest keyed element).
 TEXT_SIZES = """() => {
@@ -107,61 +116,101 @@ def shoot(page, folder, name: str, keys=()) -> None:
     page.screenshot(path=str(folder / f"{name}.png"))
 
 
-def test_presenter_mode_is_a_projector_layout_on_every_page(visit):
+def title(page) -> str:
+    return page.locator("[data-testid='stMain'] h1").first.inner_text().strip()
+
+
+def larger_type(page) -> None:
+    """The root font is larger than Streamlit's 16 px: presenter mode's style, which arrives with the
+    script run's elements (waited for, not read at once: a loaded machine delivers it later)."""
+    page.wait_for_function("() => parseFloat(getComputedStyle(document.documentElement).fontSize) > 16",
+                           timeout=LONG)
+
+
+def next_page(page, expected: str) -> None:
+    """Click the one "Next" link under the page, which must name `expected`; wait for its title."""
+    link = page.locator(NEXT)
+    link.first.wait_for(timeout=LONG)           # drawn under the page once its run is over
+    idle(page)
+    assert link.count() == 1, f"{title(page)}: {link.count()} 'Next' links"
+    assert f"Next: {expected} — " in link.inner_text()
+    link.click()
+    page.wait_for_function("t => [...document.querySelectorAll('h1')].some(h => h.innerText.startsWith(t))",
+                           arg=_heading(expected), timeout=LONG)
+    idle(page)
+
+
+def page_problems(page, shown: str, path: str, errors: list[str], warnings: list[str], smallest: dict) -> list[str]:
+    """Every presenter-mode check on the page now; its smallest text goes into `smallest`."""
+    problems = problems_on(page, f"{shown} (presenter)", errors, EXPECTED.get(path, set()))  # figures drawn
+    sizes = text_sizes(page)                                               # in every tab
+    page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
+    page.screenshot(path=str(ARTIFACTS / "presenter" / f"{shown.replace(' ', '_')}.png"))
+    assert sizes, f"{shown}: no text measured"
+    smallest[shown] = sizes[0]
+    if warnings:
+        problems.append(f"{shown}: plotly warned in the console: {sorted(set(warnings))[:3]}")
+    small = [s for s in sizes if s["px"] < presenter.MIN_PX]
+    if small:
+        problems.append(f"{shown}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
+    layout = page.evaluate(LAYOUT)
+    if layout["sidebar"] > 1:
+        problems.append(f"{shown}: the sidebar is open ({layout['sidebar']:.0f} px of the window)")
+    if layout["content"] < FULL_WIDTH * WINDOW["width"]:
+        problems.append(f"{shown}: the content is {layout['content']:.0f} px wide, not the window's width "
+                        f"({layout['window']:.0f} px with its margins)")
+    narrow = [c for c in layout["charts"] if c["width"] < FULL_WIDTH * layout["content"]]
+    if narrow:
+        problems.append(f"{shown}: figures not stacked to full width: {narrow}")
+    if path == lecture.START:
+        places = page.evaluate(TRANSLATE_PLACES)
+        if places["translation"] is None or places["translation"] > WINDOW["height"]:
+            problems.append(f"{shown}: the translation is not on the first screen ({places})")
+        elif places["learn"] is not None and places["learn"] < places["translation"]:
+            problems.append(f"{shown}: the Learn panel comes before the translation ({places})")
+    return problems
+
+
+def test_follow_the_lecture_in_presenter_mode_at_1024x768(visit):
     if not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file():
         pytest.skip(f"needs checkpoints/{NUMBERS}")
     assert WINDOW["width"] < presenter.STACK_BELOW_PX
+    assert [entry.title for entry in lecture.PAGES_TABLE] == ORDER, "the lecture's pages changed: update ORDER"
     page = visit.page
     page.set_viewport_size(WINDOW)
     errors = watch_console(page)
     warnings: list[str] = []                   # plotly.js's own warnings ("WARN: ..."), logged at level trace
     page.on("console", lambda m: warnings.append(m.text[:200]) if m.text.startswith("WARN:") else None)
-    shots = ARTIFACTS / "presenter"
-    shots.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "presenter").mkdir(parents=True, exist_ok=True)
     problems, smallest = [], {}
-    visits = [(entry.url_path, NUMBERS) for entry in lecture.PAGES_TABLE]
-    if (ROOT / "checkpoints" / BIBLE / "model.safetensors").is_file():
-        visits.append((lecture.START, BIBLE))
-    for path, name in visits:
+    page = open_app(visit, ckpt=NUMBERS, text=NUMBER_TEXT, present="1")
+    for i, entry in enumerate(lecture.PAGES_TABLE):
+        with timed(f"presenter /{entry.url_path} ({NUMBERS}) at {WINDOW['width']}x{WINDOW['height']}"):
+            if i:
+                errors.clear()
+                warnings.clear()
+                next_page(page, ORDER[i])
+            assert title(page).startswith(_heading(ORDER[i]))
+            no_exception(page)
+            assert url_param(page, "present") == "1", f"{ORDER[i]}: presenter mode was dropped from the URL"
+            assert url_param(page, "ckpt") == NUMBERS and url_param(page, "text") == NUMBER_TEXT
+            larger_type(page)
+            problems += page_problems(page, entry.url_path, entry.url_path, errors, warnings, smallest)
+    assert page.locator(NEXT).count() == 0                                  # the last page
+    assert page.locator("[data-testid='stMain'] a:has-text('End of the lecture')").count() == 1
+    assert page.get_by_text("Presenter mode").count() >= 1
+    if (ROOT / "checkpoints" / BIBLE / "model.safetensors").is_file():    # the Bible model's Translate page too
         errors.clear()
         warnings.clear()
-        with timed(f"presenter /{path} ({name}) at {WINDOW['width']}x{WINDOW['height']}"):
-            page.goto(f"{visit.url}/{path}?ckpt={name}&present=1")
-            page.wait_for_selector("h1", timeout=LONG)
-            idle(page)
-            shown = path if name == NUMBERS else f"{path} ({name})"
-            # every figure drawn, the ones the page draws on opening there, no console error
-            problems += problems_on(page, f"{shown} (presenter)", errors, EXPECTED.get(path, set()))
-        sizes = text_sizes(page)                                               # in every tab
-        page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
-        page.screenshot(path=str(shots / f"{shown.replace(' ', '_')}.png"))
-        assert sizes, f"{shown}: no text measured"
-        smallest[shown] = sizes[0]
-        if warnings:
-            problems.append(f"{shown}: plotly warned in the console: {sorted(set(warnings))[:3]}")
-        small = [s for s in sizes if s["px"] < presenter.MIN_PX]
-        if small:
-            problems.append(f"{shown}: {len(small)} text(s) under {presenter.MIN_PX} px, e.g. {small[:4]}")
-        layout = page.evaluate(LAYOUT)
-        if layout["sidebar"] > 1:
-            problems.append(f"{shown}: the sidebar is open ({layout['sidebar']:.0f} px of the window)")
-        if layout["content"] < FULL_WIDTH * WINDOW["width"]:
-            problems.append(f"{shown}: the content is {layout['content']:.0f} px wide, not the window's width "
-                            f"({layout['window']:.0f} px with its margins)")
-        narrow = [c for c in layout["charts"] if c["width"] < FULL_WIDTH * layout["content"]]
-        if narrow:
-            problems.append(f"{shown}: figures not stacked to full width: {narrow}")
-        if path == lecture.START:
-            places = page.evaluate(TRANSLATE_PLACES)
-            if places["translation"] is None or places["translation"] > WINDOW["height"]:
-                problems.append(f"translate: the translation is not on the first screen ({places})")
-            elif places["learn"] is not None and places["learn"] < places["translation"]:
-                problems.append(f"translate: the Learn panel comes before the translation ({places})")
+        page.goto(f"{visit.url}/{lecture.START}?ckpt={BIBLE}&present=1")
+        page.wait_for_selector("h1", timeout=LONG)
+        idle(page)
+        problems += page_problems(page, f"{lecture.START} ({BIBLE})", lecture.START, errors, warnings, smallest)
     with open(ARTIFACTS / "presenter_fonts.log", "a") as log:
         log.write(f"smallest text in presenter mode at {WINDOW['width']}x{WINDOW['height']} (px):\n")
         for path, s in smallest.items():
             log.write(f"  {path:30s} {s['px']:5.1f}  {'svg' if s['svg'] else 'html'}  "
                       f"{s['key'] or '-'}: {s['text']!r}\n")
-    assert len(smallest) == len(visits)
+    assert len(smallest) >= len(lecture.PAGES_TABLE)
     assert not problems, "presenter mode at 1024x768:\n" + "\n".join(problems)
     visit.assert_offline_and_quiet()
