@@ -35,7 +35,7 @@ WINDOW = {"width": 1024, "height": 768}
 NUMBER_TEXT = "three hundred and twenty one"
 # The page titles in the order of the lecture (written out here, not read from webapp.lecture).
 ORDER = ["Translate", "Architecture", "Positional encoding", "Attention", "Layers", "Causes", "Heads", "Contributions",
-         "Alignment", "Beam search", "Training vs inference", "Schedule", "Train", "Checkpoints"]
+         "Alignment", "Search", "Beam search", "Training vs inference", "Schedule", "Train", "Checkpoints"]
 NEXT = "[data-testid='stMain'] a:has-text('Next:')"
 FULL_WIDTH = 0.9                # the content's share of the window's width
 # Every visible text in the main area, smallest first: [{px, text, svg, key}] (key: the nearest keyed element).
