@@ -13,10 +13,12 @@ score, side by side (and the Alignment page's one sentence, webapp.views.alignme
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Iterator
 
 import os
+import threading
 from pathlib import Path
 
 import streamlit as st
@@ -270,15 +272,42 @@ def patching_grids(ckpt, clean: str, corrupt: str):
 @bounded_cache(PATCHING_CACHE_BYTES)
 def patched_translation(ckpt, clean: str, corrupt: str, point: str, index: tuple,
                         direction: str) -> tuple[list[str], str]:
-    """(pieces, text) of one patched run's own greedy translation (PairRuns.translation)."""
+    """(pieces, text) of one patched run's own greedy translation (PairRuns.translation). The pair is
+    minimal_pair's (cached) and the two runs' activations are kept for the pair's next picks, so a cell
+    pick costs one patched decode (benchmarks/layers.py: "cell pick")."""
     from explorer.decoding.translate import pieces
-    from explorer.patching.pair import make_pair
-    from explorer.patching.runs import Cell, PairRuns
+    from explorer.patching.runs import Cell
 
+    found = minimal_pair(ckpt, clean, corrupt)
+    if isinstance(found, str):
+        raise ValueError(found)
     with model_slot():
-        runs = PairRuns(ckpt.model, make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt))
-        best = runs.translation(Cell(point, tuple(index)), direction).best
+        best = _kept_runs(ckpt, found[0]).translation(Cell(point, tuple(index)), direction).best
     return pieces(ckpt.tokenizer, best.ids, "tgt"), ckpt.tokenizer.decode(best.output_ids, side="tgt")
+
+
+PAIR_RUNS_KEPT = 4                    # pairs whose clean and corrupted activations stay (~1 MB each at base size)
+_pair_runs: "OrderedDict[tuple, object]" = OrderedDict()
+_pair_runs_lock = threading.Lock()
+
+
+def _kept_runs(ckpt, pair):
+    """The PairRuns of `pair` on this checkpoint (its two runs, every patchable activation kept), the last
+    PAIR_RUNS_KEPT pairs' kept. Only read after they are built: translation() leaves them as they are."""
+    from explorer.patching.runs import PairRuns
+
+    key = (ckpt.cache_key, tuple(pair.clean_src), tuple(pair.corrupt_src), tuple(pair.prefix))
+    with _pair_runs_lock:
+        runs = _pair_runs.get(key)
+        if runs is not None:
+            _pair_runs.move_to_end(key)
+            return runs
+    runs = PairRuns(ckpt.model, pair)
+    with _pair_runs_lock:
+        _pair_runs[key] = runs
+        while len(_pair_runs) > PAIR_RUNS_KEPT:
+            _pair_runs.popitem(last=False)
+    return runs
 
 
 # ---- the Contributions page (explorer.contributions) -------------------------------------------------
