@@ -82,8 +82,8 @@ def fall_section(ckpt, text: str, cfg: dict, piece) -> None:
     cols[2].metric("Reference score", f"{fall.reference_normalized:.2f}",
                    help="Its log-probability under the model, divided by the length penalty: the search's objective")
     cols[3].metric("Output score", f"{fall.output_normalized:.2f}",
-                   delta=f"{fall.reference_normalized - fall.output_normalized:+.2f} reference − output",
-                   delta_color="off")
+                   delta=f"{fall.reference_normalized - fall.output_normalized:+.2f}", delta_color="off",
+                   help="The winner's score; below it, the reference's score minus the winner's")
     words = fall.text(piece)
     verdict = {"search error": st.error, "model error": st.warning}.get(fall.verdict, st.success)
     verdict(state.md_escape(words[0].upper() + words[1:]) + "." + EXPLAIN.get(fall.verdict, ""))
