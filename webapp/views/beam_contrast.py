@@ -194,8 +194,9 @@ def completeness_text(picked) -> str:
     for what, a in (("contrast", picked.contrast), ("plain", picked.plain)):
         parts.append(f"{what}: sum {a.total:.3f} vs F(input) − F(baseline) {a.value - a.baseline:.3f}, "
                      f"error {100 * a.completeness_error:.1f}%")
-    hint = (" The path bends at this step: more points bring the sum closer."
-            if picked.contrast.completeness_error > 0.05 and picked.steps < max(IG_CHOICES) else "")
+    hint = (" Off by more than 5%: the path from the baseline bends sharply at this step, and more points do not "
+            "always close the gap (docs/SEARCH.md), so read the bars as approximate."
+            if picked.contrast.completeness_error > 0.05 else "")
     return (f"**Completeness** of integrated gradients at {picked.steps} points (the attributions should add up "
             "to the function's change from the zero baseline): " + "; ".join(parts) + "." + hint)
 
