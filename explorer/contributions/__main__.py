@@ -52,6 +52,9 @@ def build_parser() -> CommandParser:
                         help="with --faithfulness: random rankings, the baseline (default 3)")
     parser.add_argument("--ig-steps", type=count("ig steps", *FAITH_RANGES["ig_steps"]), default=16,
                         help="with --faithfulness: integrated-gradients path points (default 16)")
+    parser.add_argument("--workers", type=count("workers", 1, 64), default=1,
+                        help="with --faithfulness: worker processes over sentences, one thread each (default 1; "
+                             "the same numbers with any count)")
     parser.add_argument("--out", default=CONTRIBUTIONS_OUT, help=f"the JSON file to write (default {CONTRIBUTIONS_OUT})")
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     return parser
@@ -102,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = faithfulness.FaithfulnessSettings(methods=tuple(args.methods), seeds=args.seeds,
                                                      ig_steps=args.ig_steps)
         run = partial(job.run_to_file, faithfulness.run_faithfulness, args.out, pairs=pairs,
-                      sentences=args.sentences, settings=settings, **common)
+                      sentences=args.sentences, settings=settings, workers=args.workers, **common)
         return run_command(run, faithfulness.report, args.out)
     if args.alignment:
         run = partial(job.run_to_file, alignment.run_alignment, args.out, gold=gold, pairs=args.gold_pairs,

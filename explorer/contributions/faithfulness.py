@@ -58,8 +58,8 @@ class FaithfulnessSettings:
 def method_scores(model, src: list[int], out: list[int], methods: Sequence[str], ig_steps: int) -> dict[str, np.ndarray]:
     """Each method's score of every source token for every output token: [T, S], higher = more used."""
     from explorer.align.attention import cross_weights, value_vectors, weighted_all
-    from explorer.align.attribution import piece_attributions
     from explorer.align.pairs import ModelPair
+    from explorer.contributions.gradients import all_targets
 
     found: dict[str, np.ndarray] = {}
     sc = sentence_contributions(model, src, out)
@@ -72,7 +72,7 @@ def method_scores(model, src: list[int], out: list[int], methods: Sequence[str],
         found["value-norm"] = weighted_all(cross_weights(model, pair), norms)              # [T, S]
     for method in ("grad-x-input", "integrated-gradients"):
         if method in methods:                                                              # signed: support
-            found[method] = piece_attributions(model, pair, method, ig_steps)
+            found[method] = all_targets(model, src, out, method, ig_steps)
     return {m: np.asarray(found[m], dtype=np.float64) for m in methods}
 
 
@@ -98,25 +98,30 @@ def edited(src: list[int], chosen: list[int], keep: bool, unk: int) -> tuple[int
 @torch.no_grad()
 def forced_logprobs(model, sources: list[tuple[int, ...]], out: list[int], positions: list[int],
                     batch_rows: int) -> list[float]:
-    """log p(out[positions[r]] | sources[r], out[:positions[r]]) per row, batched. Rows go in order of
-    position, and a batch decodes only up to its last position (later decoder inputs cannot change an
-    earlier position's output); only the scored position goes through the output projection."""
+    """log p(out[positions[r]] | sources[r], out[:positions[r]]) per row, batched. A source that several
+    rows share is encoded and decoded once (rows of one source differ only in the position read).
+    Sources go in order of the last position they are read at, `batch_rows` per pass, and a pass decodes
+    only up to its last position (later decoder inputs cannot change an earlier position's output);
+    only the scored positions go through the output projection."""
     device = next(model.parameters()).device
     out_t = torch.tensor([out], dtype=torch.long, device=device)                          # [1, T]
     tgt_in = torch.cat([torch.full_like(out_t[:, :1], special_ids(model).start), out_t[:, :-1]], dim=1)  # [1, T]
-    order = sorted(range(len(sources)), key=lambda r: positions[r])
+    rows_of: dict[tuple[int, ...], list[int]] = {}
+    for r, source in enumerate(sources):
+        rows_of.setdefault(tuple(source), []).append(r)
+    order = sorted(rows_of, key=lambda source: max(positions[r] for r in rows_of[source]))
     found = [0.0] * len(sources)
     with eval_mode(model):
         for first in range(0, len(order), batch_rows):
             part = order[first:first + batch_rows]
-            pos = torch.tensor([positions[r] for r in part], dtype=torch.long, device=device)  # [B]
-            src = torch.tensor([sources[r] for r in part], dtype=torch.long, device=device)   # [B, S]
+            src = torch.tensor(part, dtype=torch.long, device=device)                      # [B, S]
             memory, src_mask = model.encode(src)                                           # [B, S, d]
-            upto = int(pos.max()) + 1
-            hidden = model.decode(tgt_in[:, :upto].expand(len(part), -1), memory, src_mask)   # [B, t, d]
-            rows = torch.arange(len(part), device=device)
-            lp = model.generator(hidden[rows, pos].unsqueeze(1))[:, 0]                     # [B, V]
-            for r, value in zip(part, lp.gather(1, out_t[0, pos].unsqueeze(1)).squeeze(1).tolist()):
+            rows = [r for source in part for r in rows_of[source]]
+            which = torch.tensor([b for b, source in enumerate(part) for _ in rows_of[source]], device=device)  # [N]
+            pos = torch.tensor([positions[r] for r in rows], dtype=torch.long, device=device)   # [N]
+            hidden = model.decode(tgt_in[:, :int(pos.max()) + 1].expand(len(part), -1), memory, src_mask)  # [B, t, d]
+            lp = model.generator(hidden[which, pos].unsqueeze(1))[:, 0]                    # [N, V]
+            for r, value in zip(rows, lp.gather(1, out_t[0, pos].unsqueeze(1)).squeeze(1).tolist()):
                 found[r] = value
     return found
 
@@ -183,8 +188,11 @@ def table(per_sentence: list[dict], settings: FaithfulnessSettings) -> list[dict
 
 def run_faithfulness(model, tokenizer, pairs, sentences: int, settings: FaithfulnessSettings, *,
                      meta: dict | None = None, progress: Progress | None = None,
-                     cancel: threading.Event | None = None, log: Callable[[str], None] = lambda _: None) -> dict:
-    """The scorecard over the first `sentences` pairs, forced on their references. Raises Cancelled."""
+                     cancel: threading.Event | None = None, log: Callable[[str], None] = lambda _: None,
+                     workers: int = 1) -> dict:
+    """The scorecard over the first `sentences` pairs, forced on their references, over `workers`
+    processes (explorer.contributions.parallel: command lines only; the same numbers). Raises Cancelled."""
+    from explorer.contributions.parallel import ordered_map
     from explorer.text.encoding import output_ids, source_ids
 
     meta, t0 = meta or {}, time.time()
@@ -192,17 +200,37 @@ def run_faithfulness(model, tokenizer, pairs, sentences: int, settings: Faithful
     pairs = list(pairs)[:sentences]
     ticker = Ticker(progress, cancel)
     tick = ticker.stage("faithfulness", len(pairs))
+    items = [(model, source_ids(tokenizer, p.src, max_len, special), output_ids(tokenizer, p.tgt, max_len, special),
+              settings) for p in pairs]
     per_sentence = []
-    for i, p in enumerate(pairs):
-        per_sentence.append(sentence_faithfulness(model, source_ids(tokenizer, p.src, max_len, special),
-                                                  output_ids(tokenizer, p.tgt, max_len, special), settings))
-        ticker.check(tick, i + 1)
+    results = ordered_map(sentence_faithfulness, items, workers)
+    try:
+        for measures in results:
+            per_sentence.append(measures)
+            ticker.check(tick, len(per_sentence))
+    finally:
+        results.close()                                  # a cancelled job ends its workers
     log(f"{len(pairs)} sentences in {time.time() - t0:.1f} s")
     return {"settings": {"checkpoint": meta.get("name", ""), "weights_sha256": meta.get("weights_sha256", ""),
                          "check": "faithfulness", "sentences": len(pairs), "removal": "unk id",
                          "methods": list(settings.methods), "fractions": list(settings.fractions),
-                         "seeds": settings.seeds, "ig_steps": settings.ig_steps},
-            "rows": table(per_sentence, settings), "seconds": round(time.time() - t0, 1)}
+                         "seeds": settings.seeds, "ig_steps": settings.ig_steps, "workers": workers},
+            "rows": table(per_sentence, settings), "per_sentence": fraction_means(per_sentence),
+            "seconds": round(time.time() - t0, 1)}
+
+
+def fraction_means(per_sentence: list[dict]) -> dict:
+    """{ranking: {measure: [[mean over tokens per fraction] per sentence]}}: what `table` reads, so that
+    runs over parts of a test set can be put together into one table (from_fraction_means)."""
+    return {name: {measure: [np.round(s[name][measure].mean(axis=1), 6).tolist() for s in per_sentence]
+                   for measure in ("comprehensiveness", "sufficiency")} for name in per_sentence[0]} if per_sentence else {}
+
+
+def from_fraction_means(saved: dict) -> list[dict]:
+    """fraction_means back into per-sentence measures [F, 1] that `table` reads as it reads [F, T]."""
+    n = len(next(iter(next(iter(saved.values())).values())))
+    return [{name: {measure: np.array(values[i])[:, None] for measure, values in by.items()}
+             for name, by in saved.items()} for i in range(n)]
 
 
 def report(result: dict) -> str:
