@@ -14,6 +14,7 @@ from functools import partial
 from explorer.align.scorecard import RANGES
 from explorer.evaluation.arguments import CommandParser, count, device, parse_checked
 from explorer.files.names import ALIGNMENT_OUT
+from explorer.runtime.workers import add_workers, launch, resolve_workers, run_split_command, wants_launch
 
 
 def build_parser() -> CommandParser:
@@ -30,6 +31,7 @@ def build_parser() -> CommandParser:
                         help="integrated-gradients path points (default 32, %d to %d)" % RANGES["ig_steps"])
     parser.add_argument("--no-eflomal", action="store_true", help="leave out the statistical aligner")
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
+    add_workers(parser)
     return parser
 
 
@@ -38,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     if args is None:
         return 2
 
+    workers = resolve_workers(args.workers, args.pairs)
+    if wants_launch(workers):
+        return launch("explorer.align", argv if argv is not None else sys.argv[1:], workers)
     from explorer.align.job import run_to_file, training_pairs
     from explorer.align.gold import GoldError
     from explorer.align.gold_sets import default_gold, held_out_share, user_gold
@@ -45,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.align.scorecard import AlignSettings
     from explorer.data import DataError
     from explorer.evaluation.scores import held_out_pairs
-    from explorer.runtime.progress import run_command
+    from explorer.runtime.split import from_env
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
     settings = AlignSettings(pairs=args.pairs, attribution_pairs=args.attribution_pairs,
@@ -66,9 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, GoldError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return run_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, gold, settings, args.out, meta=ckpt.meta,
-                               gold_name=name, held_out=held_out_share(gold, held) if held else None,
-                               train_pairs=lambda: training_pairs(ckpt.meta, held)), report, args.out)
+    split = from_env()
+    return run_split_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, gold, settings, args.out,
+                                     meta=ckpt.meta, gold_name=name, split=split,
+                                     held_out=held_out_share(gold, held) if held else None,
+                                     train_pairs=lambda: training_pairs(ckpt.meta, held)), report, args.out, split)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from explorer.align.scorecard import run_scorecard
 from explorer.files.atomic import read_json_object, write_json_atomic
+from explorer.runtime.split import ONE
 
 
 def training_pairs(meta: dict, held_out: Sequence) -> tuple[Sequence, str]:
@@ -29,9 +30,11 @@ def training_pairs(meta: dict, held_out: Sequence) -> tuple[Sequence, str]:
 
 
 def run_to_file(model, tokenizer, gold, settings, out: str | os.PathLike, **kwargs) -> dict:
-    """run_scorecard, then the result written atomically to `out` (nothing when cancelled)."""
+    """run_scorecard, then the result written atomically to `out` (nothing when cancelled; on a
+    split, by the main process only)."""
     result = run_scorecard(model, tokenizer, gold, settings, **kwargs)
-    write_json_atomic(Path(out), result)
+    if kwargs.get("split", ONE).is_main:
+        write_json_atomic(Path(out), result)
     return result
 
 

@@ -26,7 +26,9 @@ from explorer.align.metrics import EXTRACTIONS, AlignmentScore, extract_links, s
 from explorer.align.pairs import model_pairs
 from explorer.align.statistical import available as eflomal_available, eflomal_links
 from explorer.inspection.attention_stats import word_matrix
-from explorer.runtime.progress import Progress, Ticker
+from explorer.runtime.clock import StageClock
+from explorer.runtime.progress import Cancelled, Progress, Ticker
+from explorer.runtime.split import ONE, Split
 from explorer.evaluation.arguments import check_ranges
 
 STAGES = ("attention", "grad-x-input", "integrated-gradients", "eflomal")
@@ -61,9 +63,12 @@ class Tally:
         self.links: dict[tuple, list[set[Link]]] = {}
 
     def add(self, key: tuple, pair_index: int, matrix: np.ndarray, absolute: bool = False) -> None:
-        m = np.abs(matrix) if absolute else matrix
-        for rule in EXTRACTIONS:
-            self.links.setdefault((key, rule), [set() for _ in self.gold])[pair_index] = extract_links(m, rule)
+        self.add_extracted(key, pair_index, extracted(matrix, absolute))
+
+    def add_extracted(self, key: tuple, pair_index: int, links: dict[str, set[Link]]) -> None:
+        """One pair's links per extraction rule (extracted()), e.g. computed by another process."""
+        for rule, found in links.items():
+            self.links.setdefault((key, rule), [set() for _ in self.gold])[pair_index] = found
 
     def add_links(self, key: tuple, links: Sequence[set[Link]]) -> None:
         self.links[(key, "target")] = list(links)
@@ -71,6 +76,12 @@ class Tally:
     def score(self, key: tuple, rule: str = "target", upto: int | None = None) -> AlignmentScore:
         n = len(self.gold) if upto is None else upto
         return score_links(self.gold[:n], self.links[(key, rule)][:n])
+
+
+def extracted(matrix: np.ndarray, absolute: bool = False) -> dict[str, set[Link]]:
+    """A word matrix's links under every extraction rule (by size when `absolute`: attributions)."""
+    m = np.abs(matrix) if absolute else matrix
+    return {rule: extract_links(m, rule) for rule in EXTRACTIONS}
 
 
 def _row(name: str, key: tuple, tally: Tally, upto: int | None = None) -> dict:
@@ -87,37 +98,55 @@ def run_scorecard(model, tokenizer, gold: Sequence[GoldPair], settings: AlignSet
                   meta: dict | None = None, gold_name: str = "", held_out: int | None = None,
                   train_pairs: Callable[[], tuple[Sequence, str]] | None = None,
                   progress: Progress | None = None, cancel: threading.Event | None = None,
-                  log: Callable[[str], None] = lambda _: None) -> dict:
-    """Every row of the scorecard (see the module docstring); raises Cancelled."""
+                  log: Callable[[str], None] = lambda _: None, split: Split = ONE) -> dict:
+    """Every row of the scorecard (see the module docstring); raises Cancelled. With a `split`
+    (explorer.runtime.split: the processes torchrun started), each process aligns its share of the
+    pairs and all gather every pair's links; the main one alone reports, runs eflomal and writes."""
     meta, t0 = meta or {}, time.time()
-    ticker = Ticker(progress, cancel)
+    if not split.is_main:
+        progress, log = None, (lambda _: None)
+    ticker, clock = Ticker(progress, cancel), StageClock()
     usable, skipped = model_pairs(model, tokenizer, list(gold)[:settings.pairs])
     if not usable:
         raise ValueError("no gold pair can be read by this model word for word (see explorer.align.pairs)")
     tally = Tally([mp.gold for mp in usable])
     n_layers, n_heads = model.cfg.n_decoder_layers, model.cfg.n_heads
 
-    tick = ticker.stage("attention", len(usable))
-    for i, mp in enumerate(usable):
-        for key, matrix in attention_matrices(model, mp):
-            tally.add(key, i, matrix)
-        ticker.check(tick, i + 1)
+    def stage(name: str, total: int) -> Callable[[int], None]:
+        tick = ticker.stage(name, total)
+
+        def check(done: int) -> None:
+            if not tick(done):
+                raise Cancelled()
+        return check
+
+    def attention_links(mp) -> list[tuple[tuple, dict]]:
+        return [(key, extracted(matrix)) for key, matrix in attention_matrices(model, mp)]
+
+    for i, found in enumerate(split.map(usable, attention_links, stage("attention", len(usable)))):
+        for key, links in found:
+            tally.add_extracted(key, i, links)
+    clock.lap("attention")
 
     n_attr = min(settings.attribution_pairs, len(usable))
     deltas: list[float] = []
     for method in ATTRIBUTIONS if n_attr else ():
-        tick = ticker.stage(method, n_attr)
-        for i, mp in enumerate(usable[:n_attr]):
+        def attribution_links(mp, method=method) -> tuple[dict, list]:
             if method == "integrated-gradients":
                 pieces, delta = piece_attributions(model, mp, method, settings.ig_steps, with_delta=True)
                 change = pieces.sum(axis=1) - delta                           # F(x) - F(baseline) per target
-                deltas += [(abs(d), abs(c)) for d, c in zip(delta, change)]
+                gaps = [(abs(d), abs(c)) for d, c in zip(delta, change)]
             else:
-                pieces = piece_attributions(model, mp, method)
-            tally.add((method,), i, word_matrix(pieces, mp.tgt_groups, mp.src_groups), absolute=True)
-            ticker.check(tick, i + 1)
+                pieces, gaps = piece_attributions(model, mp, method), []
+            return extracted(word_matrix(pieces, mp.tgt_groups, mp.src_groups), absolute=True), gaps
 
-    statistical = _eflomal(tally, settings, train_pairs, ticker, log)
+        for i, (links, gaps) in enumerate(split.map(usable[:n_attr], attribution_links, stage(method, n_attr))):
+            tally.add_extracted((method,), i, links)
+            deltas += gaps
+        clock.lap(method)
+
+    statistical = _eflomal(tally, settings, train_pairs, ticker, log) if split.is_main else {"skipped": "main only"}
+    clock.lap("eflomal")
     grid = {m: {o: [[tally.score((m, o, l, h)).aer for h in range(n_heads)] for l in range(n_layers)]
                 for o in OFFSETS} for m in METHODS}
     layers = {m: {o: [tally.score((m, o, l, None)).aer for l in range(n_layers)] for o in OFFSETS} for m in METHODS}
@@ -150,6 +179,8 @@ def run_scorecard(model, tokenizer, gold: Sequence[GoldPair], settings: AlignSet
         "published_de_en": PUBLISHED_DE_EN,
         "integrated_gradients": {"pairs": n_attr, "steps": settings.ig_steps, **_spread(deltas)},
         "seconds": round(time.time() - t0, 1),
+        "stage_seconds": clock.seconds,
+        "processes": split.world,
     }
 
 

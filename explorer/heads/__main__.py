@@ -12,6 +12,8 @@ import sys
 from functools import partial
 
 from explorer.evaluation.arguments import CommandParser, checkpoint_and_held_out, count, device, parse_checked
+from explorer.runtime.workers import add_workers, launch, resolve_workers, run_split_command, \
+    wants_launch
 from explorer.files.names import HEAD_LAB_OUT
 from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
@@ -31,6 +33,7 @@ def build_parser() -> CommandParser:
                         help="scored points per kind's pruning curve after the first; all kinds together: 2x "
                              "(default 3, at most %d)" % RANGES["points"][1])
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
+    add_workers(parser)
     return parser
 
 
@@ -39,17 +42,21 @@ def main(argv: list[str] | None = None) -> int:
     if args is None:
         return 2
 
+    workers = resolve_workers(args.workers, args.sentences)
+    if wants_launch(workers):
+        return launch("explorer.heads", argv if argv is not None else sys.argv[1:], workers)
     from explorer.heads.job import LabSettings, run_to_file
     from explorer.heads.report import report
-    from explorer.runtime.progress import run_command
+    from explorer.runtime.split import from_env
 
+    split = from_env()
     settings = LabSettings(sentences=args.sentences, forced=args.forced, seeds=args.seeds, points=args.points)
     loaded = checkpoint_and_held_out(args.checkpoint, args.device)
     if loaded is None:
         return 2
     ckpt, pairs = loaded
-    return run_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta),
-                       report, args.out)
+    return run_split_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out,
+                                     meta=ckpt.meta, split=split), report, args.out, split)
 
 
 if __name__ == "__main__":

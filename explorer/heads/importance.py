@@ -32,6 +32,7 @@ from explorer.inspection.hooks import intervene
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS, attention_name
 from explorer.runtime.modes import eval_mode
 from explorer.runtime.progress import Cancelled
+from explorer.runtime.split import ONE, Split
 
 Head = tuple[str, int, int]           # (kind, layer, head), 0-based
 
@@ -66,25 +67,31 @@ def sentence_losses(log_probs: torch.Tensor, tgt_out: torch.Tensor, pad: int) ->
 
 
 def gradient_importance(model: nn.Module, sents: SentenceSet, batch_size: int = 16,
-                        tick: Callable[[int], bool] | None = None) -> dict[str, np.ndarray]:
+                        tick: Callable[[int], bool] | None = None, split: Split = ONE) -> dict[str, np.ndarray]:
     """Michel et al.'s I_h = mean over sentences of |dL/dxi_h|, per kind [L, H], not yet normalised.
-    L is each sentence's mean teacher-forced token loss on sents.out."""
+    L is each sentence's mean teacher-forced token loss on sents.out. With a `split`, each process
+    takes its share of the batches; the per-batch sums are added in batch order (the same sum)."""
     pad = special_ids(model).pad
     n_heads = model.cfg.n_heads
     total = {kind: torch.zeros(ATTENTION_KINDS[kind].n_layers(model.cfg), n_heads) for kind in KINDS}
+    batches = list(teacher_batches(model, sents, batch_size))
+    own: dict[int, list[torch.Tensor]] = {}
     done = 0
     with eval_mode(model):
-        for idx, src, tgt_in, tgt_out in teacher_batches(model, sents, batch_size):
+        for b in split.mine(len(batches)):
+            idx, src, tgt_in, tgt_out = batches[b]
             gates = {kind: torch.ones(len(idx), t.shape[0], n_heads, requires_grad=True)  # [B, L, H]
                      for kind, t in total.items()}
             with torch.enable_grad(), gated(model, gates):
                 loss = sentence_losses(model(src, tgt_in), tgt_out, pad)      # [B]
                 grads = torch.autograd.grad(loss.sum(), list(gates.values()))  # each [B, L, H]
-            for kind, g in zip(gates, grads):
-                total[kind] += g.abs().sum(0)                                 # [L, H]
+            own[b] = [g.abs().sum(0) for g in grads]                          # each [L, H]
             done += len(idx)
-            if tick is not None and tick(done) is False:
+            if tick is not None and tick(min(len(sents), done * split.world)) is False:
                 raise Cancelled()
+    for sums in split.gather(own, len(batches)):
+        for kind, g in zip(total, sums):
+            total[kind] += g                                                  # [L, H]
     return {kind: (t / len(sents)).numpy().astype(np.float64) for kind, t in total.items()}
 
 
@@ -129,7 +136,6 @@ class HeadRemover:
         self.originals = {(kind, layer): self._w_o(kind, layer).detach().clone()
                           for kind in KINDS for layer in range(ATTENTION_KINDS[kind].n_layers(model.cfg))}
         self.cache: dict[frozenset, dict[str, float]] = {}
-        self.decodes = 0
 
     def _w_o(self, kind: str, layer: int) -> torch.Tensor:
         spec = ATTENTION_KINDS[kind]
@@ -158,8 +164,13 @@ class HeadRemover:
         if key not in self.cache:
             found = corpus_scores(self.texts(key), self.sents.refs)
             self.cache[key] = {"bleu": found["bleu"], "chrf": found["chrf"]}
-            self.decodes += 1
         return self.cache[key]
+
+    @property
+    def decodes(self) -> int:
+        """Greedy decodes of the set so far: one per distinct set of removed heads (on a split, by
+        any process: the gathered scores are cached alike)."""
+        return len(self.cache)
 
 
 @dataclass(frozen=True)
@@ -178,15 +189,24 @@ class Removal:
 
 
 def single_head_removal(model: nn.Module, remover: HeadRemover, sents: SentenceSet,
-                        tick: Callable[[int], bool] | None = None) -> list[Removal]:
-    """Remove each head alone (Michel et al.'s Table 1 experiment, here for every kind)."""
+                        tick: Callable[[int], bool] | None = None, split: Split = ONE) -> list[Removal]:
+    """Remove each head alone (Michel et al.'s Table 1 experiment, here for every kind). With a
+    `split`, each process removes its share of the heads; every process ends with every result
+    (and the remover's cache holds every single-head score, as the pruning curves expect)."""
     full, full_loss = remover.scores(()), teacher_loss(model, sents)
+    heads = all_heads(model)
+
+    def one(head: Head) -> tuple[dict[str, float], float]:
+        return remover.scores([head]), teacher_loss(model, sents, [head])
+
+    def progress(done: int) -> None:
+        if tick is not None and tick(done) is False:
+            raise Cancelled()
+
     out = []
-    for n, head in enumerate(all_heads(model), 1):
-        found, loss = remover.scores([head]), teacher_loss(model, sents, [head])
+    for head, (found, loss) in zip(heads, split.map(heads, one, progress)):
+        remover.cache[frozenset([head])] = found
         out.append(Removal(*head, bleu=found["bleu"], chrf=found["chrf"], loss=loss,
                            bleu_drop=full["bleu"] - found["bleu"], chrf_drop=full["chrf"] - found["chrf"],
                            loss_rise=loss - full_loss))
-        if tick is not None and tick(n) is False:
-            raise Cancelled()
     return out

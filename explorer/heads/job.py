@@ -30,6 +30,8 @@ from explorer.heads.sentences import FORCED, GREEDY, build_sentences, token_coun
 from explorer.heads.stats import HEAD_STATS, head_statistics
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS
 from explorer.runtime.progress import Progress, Ticker
+from explorer.runtime.clock import StageClock
+from explorer.runtime.split import ONE, Split
 from explorer.evaluation.arguments import check_ranges
 
 STAGES = ("statistics", "importance", "single-head removal", "pruning")
@@ -106,33 +108,46 @@ def frequencies(tokenizer, meta: dict, pairs) -> tuple[dict[str, Counter], str]:
 
 def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict | None = None,
                  progress: Progress | None = None, cancel: threading.Event | None = None,
-                 log: Callable[[str], None] = lambda _: None) -> dict:
-    """Every head-lab result as plain JSON-ready data (see the module docstring). Raises Cancelled."""
+                 log: Callable[[str], None] = lambda _: None, split: Split = ONE) -> dict:
+    """Every head-lab result as plain JSON-ready data (see the module docstring). Raises Cancelled.
+    With a `split` (explorer.runtime.split: the processes torchrun started), each process computes
+    its share of every stage and all end with the same result; only the main one reports progress."""
     meta = meta or {}
+    if not split.is_main:
+        progress, log = None, (lambda _: None)
     t0 = time.time()
     ticker = Ticker(progress, cancel)
+    clock = StageClock()
     sents = build_sentences(model, tokenizer, pairs, settings.sentences, settings.forced)
     cost = estimate_cost(model, settings, len(sents))
-    log(f"cost: {cost.text()}")
+    log(f"cost: {cost.text()}" + (f"; {split.world} processes" if split.active else ""))
     counts, rare_source = frequencies(tokenizer, meta, pairs)
-    stats = head_statistics(model, sents, counts, settings.batch_size, ticker.stage("statistics", len(sents)))
-    raw = gradient_importance(model, sents, settings.batch_size, ticker.stage("importance", len(sents)))
+    clock.lap("sentences")
+    stats = head_statistics(model, sents, counts, settings.batch_size, ticker.stage("statistics", len(sents)), split)
+    clock.lap("statistics")
+    raw = gradient_importance(model, sents, settings.batch_size, ticker.stage("importance", len(sents)), split)
     normalized = {kind: normalize_per_layer(v) for kind, v in raw.items()}
+    clock.lap("importance")
     remover = HeadRemover(model, tokenizer, sents, stop=cancel.is_set if cancel is not None else None)
     heads = all_heads(model)
     tick = ticker.stage("single-head removal", len(heads))
     t1 = time.time()
     full = remover.scores(())
     log(f"full model: BLEU {full['bleu']:.2f} chrF {full['chrf']:.2f}; one decode of the set took "
-        f"{time.time() - t1:.1f} s, so about {(time.time() - t1) * cost.decodes / 60:.1f} min of decoding in all")
-    removals = single_head_removal(model, remover, sents, tick)
+        f"{time.time() - t1:.1f} s, so about {(time.time() - t1) * cost.decodes / 60 / split.world:.1f} min "
+        f"of decoding in all")
+    removals = single_head_removal(model, remover, sents, tick, split)
+    clock.lap("single-head removal")
     curves = plan_curves(normalized, settings.seeds, settings.curve_points())
-    score_curves(curves, remover, ticker.stage("pruning", sum(len(c.removed) for c in curves)))
+    score_curves(curves, remover, ticker.stage("pruning", sum(len(c.removed) for c in curves)), split)
+    clock.lap("pruning")
     return {
         "settings": settings_key(settings, meta, len(sents)),
         "rare_frequencies": rare_source,
         "cost": asdict(cost),
         "seconds": round(time.time() - t0, 1),
+        "stage_seconds": clock.seconds,
+        "processes": split.world,
         "stats": [{"kind": kind, "layer": layer + 1, "head": head + 1,
                    **{name: _num(ks.mean[name][layer, head]) for name in HEAD_STATS},
                    **{f"{name}_std": _num(ks.std[name][layer, head]) for name in HEAD_STATS}}
@@ -161,9 +176,11 @@ def settings_key(settings: LabSettings, meta: dict, n_sentences: int) -> dict:
 
 
 def run_to_file(model, tokenizer, pairs, settings: LabSettings, out: str | os.PathLike, **kwargs) -> dict:
-    """run_head_lab, then the result written atomically to `out` (nothing written when cancelled)."""
+    """run_head_lab, then the result written atomically to `out` (nothing written when cancelled; on a
+    split, by the main process only)."""
     result = run_head_lab(model, tokenizer, pairs, settings, **kwargs)
-    write_json_atomic(Path(out), result)
+    if kwargs.get("split", ONE).is_main:
+        write_json_atomic(Path(out), result)
     return result
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from explorer.heads.importance import Head, HeadRemover
 from explorer.inspection.trace import KINDS
 from explorer.runtime.progress import Cancelled
+from explorer.runtime.split import ONE, Split
 
 SCOPES = KINDS + ("all",)
 
@@ -78,9 +79,21 @@ def plan_curves(normalized: dict[str, np.ndarray], seeds: int, points: dict[str,
     return curves
 
 
-def score_curves(curves: list[Curve], remover: HeadRemover, tick: Callable[[int], bool] | None = None) -> list[Curve]:
-    """Fill each curve's bleu/chrf (in place; returned for chaining). tick(points done) may cancel."""
-    done = 0
+def score_curves(curves: list[Curve], remover: HeadRemover, tick: Callable[[int], bool] | None = None,
+                 split: Split = ONE) -> list[Curve]:
+    """Fill each curve's bleu/chrf (in place; returned for chaining). tick(points done) may cancel.
+    The distinct sets not scored yet are decoded first, in curve order (with a `split`, each process
+    takes its share and every process caches every score); then the curves read the cache."""
+    total = sum(len(c.removed) for c in curves)
+    fresh = list(dict.fromkeys(frozenset(c.heads[:n]) for c in curves for n in c.removed
+                               if frozenset(c.heads[:n]) not in remover.cache))
+
+    def progress(done: int) -> None:
+        if tick is not None and tick(done) is False:
+            raise Cancelled()
+
+    for key, found in zip(fresh, split.map(fresh, remover.scores, progress)):
+        remover.cache[key] = found
     for curve in curves:
         curve.bleu.clear()
         curve.chrf.clear()
@@ -88,9 +101,7 @@ def score_curves(curves: list[Curve], remover: HeadRemover, tick: Callable[[int]
             found = remover.scores(curve.heads[:n])
             curve.bleu.append(found["bleu"])
             curve.chrf.append(found["chrf"])
-            done += 1
-            if tick is not None and tick(done) is False:
-                raise Cancelled()
+    progress(total)
     return curves
 
 

@@ -30,6 +30,7 @@ from explorer.inspection.hooks import capture
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS, attention_name
 from explorer.runtime.modes import eval_mode
 from explorer.runtime.progress import Cancelled
+from explorer.runtime.split import ONE, Split
 
 HEAD_STATS = ("entropy", "spread", "confidence", "to_prev", "to_self", "to_next", "to_eos", "to_rare",
               "diagonality")
@@ -116,18 +117,22 @@ def sentence_keys(model: nn.Module, src: list[int], out: list[int], counts: dict
 
 @torch.no_grad()
 def head_statistics(model: nn.Module, sents: SentenceSet, counts: dict[str, Counter], batch_size: int = 16,
-                    tick: Callable[[int], bool] | None = None) -> dict[str, KindStats]:
+                    tick: Callable[[int], bool] | None = None, split: Split = ONE) -> dict[str, KindStats]:
     """Every kind's statistics over the set, teacher-forced on sents.out. counts: token frequencies
     per side ("src", "tgt") that define each sentence's rarest token. `tick(sentences done)` is
-    called after each batch; it returning False stops early (explorer.heads.job's cancellation)."""
-    per_sentence: list[dict] = [None] * len(sents)
+    called after each batch; it returning False stops early (explorer.heads.job's cancellation).
+    With a `split` (explorer.runtime.split), each process measures its share of the batches."""
     names = [attention_name(kind, layer) for kind in KINDS
              for layer in range(ATTENTION_KINDS[kind].n_layers(model.cfg))]
+    batches = list(teacher_batches(model, sents, batch_size))
+    own: dict[int, list] = {}
     done = 0
     with eval_mode(model):
-        for idx, src, tgt_in, _ in teacher_batches(model, sents, batch_size):
+        for b in split.mine(len(batches)):
+            idx, src, tgt_in, _ = batches[b]
             with capture(model, names) as trace:
                 model(src, tgt_in)                                            # [B, T, V]
+            own[b] = []
             for row, i in enumerate(idx):
                 lengths = {"src": len(sents.src[i]), "tgt": len(sents.out[i])}
                 stacks = {}
@@ -136,10 +141,12 @@ def head_statistics(model: nn.Module, sents: SentenceSet, counts: dict[str, Coun
                     stacks[kind] = np.stack([trace.arrays[attention_name(kind, layer)][row, :, :q, :k]
                                              for layer in range(spec.n_layers(model.cfg))])  # [L, H, q, k]
                 eos, rare = sentence_keys(model, sents.src[i], sents.out[i], counts)
-                per_sentence[i] = sentence_stats(stacks, eos, rare)
+                own[b].append((i, sentence_stats(stacks, eos, rare)))
             done += len(idx)
-            if tick is not None and tick(done) is False:
+            if tick is not None and tick(min(len(sents), done * split.world)) is False:
                 raise Cancelled()
+    per_sentence: list[dict] = [None] * len(sents)
+    for part in split.gather(own, len(batches)):
+        for i, figures in part:
+            per_sentence[i] = figures
     return combine(per_sentence)
-
-

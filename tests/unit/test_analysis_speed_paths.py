@@ -1,0 +1,106 @@
+"""The split paths give the one-process numbers: explorer.runtime.split's share and gather, and the head
+lab and the alignment scorecard computed by two processes (here two threads standing in for
+torchrun's processes, exchanging through the same gather) against one, JSON number for number.
+The real torchrun run is tests/integration/test_analysis_split.py."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from explorer.align.gold import GoldPair
+from explorer.align.scorecard import AlignSettings, run_scorecard
+from explorer.heads.job import LabSettings, run_head_lab
+from explorer.runtime.clock import TIMING_KEYS
+from explorer.runtime.split import ONE, Split
+from tests.support.decoding_helpers import StandInTokenizer, random_model, toy_pairs
+
+
+@dataclass(frozen=True)
+class ThreadSplit(Split):
+    """A Split whose processes are threads of this one: gather() posts this rank's results on a
+    shared board and waits for the others', as torch.distributed's all_gather_object does."""
+
+    board: dict = field(default_factory=dict, compare=False)
+    barrier: Any = field(default=None, compare=False)
+
+    def gather(self, results: dict[int, Any], n: int) -> list:
+        self.barrier.wait()
+        self.board[(self.rank, "round")] = self.board.get((self.rank, "round"), 0) + 1
+        key = ("results", self.board[(self.rank, "round")])
+        self.board.setdefault(key, {}).update(results)
+        self.barrier.wait()
+        merged = self.board[key]
+        assert sorted(merged) == list(range(n)), "every item computed once"
+        return [merged[i] for i in range(n)]
+
+
+def run_split(world: int, job) -> list:
+    """job(split) on `world` threads, each with its rank; their return values by rank."""
+    board, barrier = {}, threading.Barrier(world)
+    out: list = [None] * world
+    errors: list = []
+
+    def one(rank: int) -> None:
+        try:
+            out[rank] = job(ThreadSplit(rank, world, board, barrier))
+        except BaseException as err:                      # shown by the assert below
+            errors.append(err)
+            barrier.abort()
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return out
+
+
+def numbers(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k not in TIMING_KEYS}
+
+
+def test_each_item_has_one_owner_and_every_process_gets_all_results_in_order():
+    assert [list(Split(r, 3).mine(8)) for r in range(3)] == [[0, 3, 6], [1, 4, 7], [2, 5]]
+    computed = []
+    results = run_split(3, lambda split: split.map(list(range(8)), lambda x: computed.append(x) or x * x))
+    assert results == [[x * x for x in range(8)]] * 3
+    assert sorted(computed) == list(range(8))                   # each item once, by one process
+    assert ONE.map([1, 2], lambda x: -x) == [-1, -2] and not ONE.active and ONE.is_main
+
+
+class IdTokenizer:
+    def encode(self, text, side="src"):
+        return [int(t) for t in text.split()]
+
+    def decode(self, ids, side="tgt"):
+        return " ".join(str(int(i)) for i in ids)
+
+
+def test_the_head_lab_split_over_two_processes_gives_the_same_json(model):
+    gen = torch.Generator().manual_seed(3)
+    pairs = [SimpleNamespace(src=" ".join(str(int(t)) for t in torch.randint(4, 40, (n,), generator=gen)),
+                             tgt=" ".join(str(int(t)) for t in torch.randint(4, 40, (n - 1,), generator=gen)))
+             for n in (3, 5, 4, 6, 2, 7, 5)]
+    settings = LabSettings(sentences=7, seeds=1, points=1, batch_size=2)
+    one = run_head_lab(model, IdTokenizer(), pairs, settings)
+    split = run_split(2, lambda s: run_head_lab(model, IdTokenizer(), pairs, settings, split=s))
+    assert numbers(split[0]) == numbers(one) and numbers(split[1]) == numbers(one)
+    assert split[0]["processes"] == 2 and one["processes"] == 1
+
+
+def test_the_scorecard_split_over_two_processes_gives_the_same_json():
+    model, tok = random_model(), StandInTokenizer()
+    letters = "abcdefghijklmnopqrst"
+    gold = []
+    for src, tgt in toy_pairs(5, torch.Generator().manual_seed(11), "reverse"):
+        s, t = [letters[i - 4] for i in src], [letters[i - 4] for i in tgt]
+        gold.append(GoldPair(s, t, frozenset((i, len(s) - 1 - i) for i in range(min(len(s), len(t))))))
+    settings = AlignSettings(pairs=5, attribution_pairs=3, ig_steps=4, eflomal=False)
+    one = run_scorecard(model, tok, gold, settings)
+    split = run_split(2, lambda s: run_scorecard(model, tok, gold, settings, split=s))
+    assert numbers(split[0]) == numbers(one)
+    assert one["integrated_gradients"]["pairs"] == 3 and one["rows"]
