@@ -110,7 +110,7 @@ CONTRAST_METHOD = UrlKey("method", str, choices=("integrated-gradients", "grad-x
 IG_POINTS = UrlKey("ig", integer, 16, 128)      # integrated gradients' points (the page offers 16/32/64/128)
 VERSE = UrlKey("verse", integer, 0, 5000)       # a test verse, 1-based (0: the sentence as typed)
 SEARCH_N, SEARCH_BEAMS = UrlKey("n", integer, 1, 5000), UrlKey("beams")     # the beam curve's sentences, sizes
-SEARCH_LP, SEARCH_EXACT = UrlKey("lp"), UrlKey("exact", _flag)               # its length penalties, exact search
+SEARCH_LP, SEARCH_EXACT = UrlKey("penalties"), UrlKey("exact", _flag)        # its length penalties, exact search
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "translate": (),                            # the landing page reads only the shared state

@@ -30,23 +30,33 @@ def wait_for(at, done, timeout=180):
 
 
 def test_absurd_url_settings_are_clamped_or_dropped(runs):
-    at = open_page(n=10 ** 9, beams="1,2,banana,-4,64", lp="none,zzz", exact="7")
+    at = open_page(n=10 ** 9, beams="1,2,banana,-4,64", penalties="none,gnmt:0.6,zzz", exact="7")
     no_exception(at)
     assert not at.error, texts(at.error)
     n_pairs = int(at.number_input(key="search_n").max)
     assert at.query_params["n"] == str(n_pairs) and at.number_input(key="search_n").value == n_pairs
     assert at.multiselect(key="search_beams").value == [1, 2] and at.query_params["beams"] == "1,2"
-    assert at.multiselect(key="search_lp").value == ["none"] and at.query_params["lp"] == "none"
+    assert at.multiselect(key="search_lp").value == ["none", "gnmt:0.6"]
+    assert at.query_params["penalties"] == "none,gnmt:0.6"
     assert at.checkbox(key="search_exact").value is True and at.query_params["exact"] == "1"     # clamped to on
     # beam 32 is wider than numbers-en-de's 62-piece vocabulary allows: not offered
     assert 32 not in at.multiselect(key="search_beams").options
     assert "Not computed yet" in texts(at.info)
 
 
+def test_the_new_url_keys_are_not_the_lectures_shared_ones():
+    """A page key that is also a carried one (the decoding settings' lp, beam...) would be overwritten by them."""
+    from webapp.lecture import CARRIED
+    from webapp.url_keys import PAGE_KEYS
+
+    for page in ("search", "beam"):
+        assert not {k.key for k in PAGE_KEYS[page]} & set(CARRIED), page
+
+
 def test_a_job_started_from_the_page_draws_the_curve(runs):
     from webapp import background
 
-    at = open_page(n=4, beams="1,2", lp="none", exact=1)
+    at = open_page(n=4, beams="1,2", penalties="none", exact=1)
     at.number_input(key="search_exact_n").set_value(2).run()
     at.button(key="search_start").click().run()
     no_exception(at)
@@ -72,7 +82,7 @@ def test_a_job_started_from_the_page_draws_the_curve(runs):
 def test_cancel_leaves_no_file(runs):
     from webapp import background
 
-    at = open_page(n=500, beams="1,2,4,8,16", lp="none")
+    at = open_page(n=500, beams="1,2,4,8,16", penalties="none")
     at.button(key="search_start").click().run()
     job = next(j for j in background._JOBS.values() if str(j.path).startswith(str(runs)) and j.active)
     at.button(key="search_cancel").click().run()
