@@ -9,7 +9,13 @@ same decoder work whatever the random weights prefer:
   over the model's output (one teacher-forced forward, the generator on every decoder layer);
 * patching grid: every grid of one minimal pair (encoder depth x source position, decoder layer x target
   position, layer x head of the three attention kinds, the changed word per depth), denoising and noising;
-  the pair is measured after --prefix shared output tokens.
+  the pair is measured after --prefix shared output tokens;
+* cell pick: what the Causes page computes when a cell is picked (webapp.models.patched_translation):
+  the pair's clean and corrupted runs kept (PairRuns: two teacher-forced forwards) and the patched run's
+  own greedy translation (PairRuns.translation: one decode, up to 1.5 x source + 10 tokens, EOS allowed),
+  for a cell of the encoder (layer 1's output at the changed position) and of the decoder (the last
+  layer's first cross-attention head); the pair itself (two greedy decodes) is cached by the page;
+* cell pick, runs kept: a later pick of the same pair (the page keeps the two runs): the decode alone.
 Medians of process CPU time and wall time, the ratio to the reference, and the goals (lens sweep < 0.5 s
 on small, < 3 s at base size; a patching grid < 5 s on small, < 60 s at base size).
 """
@@ -29,6 +35,7 @@ from explorer.lens.logit_lens import logit_lens
 from explorer.model import Transformer
 from explorer.patching.grids import pair_grids
 from explorer.patching.pair import MinimalPair
+from explorer.patching.runs import Cell, PairRuns
 
 BASE_VOCAB = 58101
 GOALS = {("small", "lens sweep"): 0.5, ("base", "lens sweep"): 3.0,
@@ -83,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = DecodeConfig(strategy="greedy", max_len_a=0.0, max_len_b=args.out_len, min_len=args.out_len)
     print(f"{args.src_len}-token source, outputs of {args.out_len} tokens, patched after {args.prefix}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), median of {args.repeats} after 1 warm-up")
-    print(f"{'model':6s} {'variant':16s} {'CPU s':>8s} {'wall s':>8s} {'x translation':>14s}  goal")
+    print(f"{'model':6s} {'variant':20s} {'CPU s':>8s} {'wall s':>8s} {'x translation':>14s}  goal")
     for size in args.sizes.split(","):
         model = model_of(size)
         eos = model.cfg.special.eos
@@ -97,14 +104,23 @@ def main(argv: list[str] | None = None) -> int:
             decoder_lens(model, [src], cfg)
             logit_lens(model, None, src, output)
 
+        cells = {"cell pick, encoder": Cell("encoder.layers.0.resid_post", (1,)),
+                 "cell pick, decoder": Cell(f"decoder.layers.{model.cfg.n_decoder_layers - 1}.cross_attn.context", (0,))}
         variants = {"translation": lambda: greedy_search(model, [src], cfg), "lens sweep": sweep,
-                    "patching grid": lambda: pair_grids(model, pair)}
+                    "patching grid": lambda: pair_grids(model, pair),
+                    **{name: (lambda c=c: PairRuns(model, pair).translation(c)) for name, c in cells.items()}}
+        kept_runs = PairRuns(model, pair)
+        cells["cell pick, runs kept"] = cells["cell pick, decoder"]
+        variants["cell pick, runs kept"] = lambda: kept_runs.translation(cells["cell pick, decoder"])
         measured = {name: timed(fn, args.repeats) for name, fn in variants.items()}
         reference = measured["translation"][0]
         for name, (cpu, wall) in measured.items():
             goal = GOALS.get((size, name))
             verdict = "" if goal is None else f"< {goal:g} s: {'met' if cpu < goal else 'MISSED'}"
-            print(f"{size:6s} {name:16s} {cpu:8.3f} {wall:8.3f} {cpu / reference:13.1f}x  {verdict}", flush=True)
+            if name in cells:
+                tokens = len(PairRuns(model, pair).translation(cells[name]).best.ids)
+                verdict = f"{tokens} output tokens"
+            print(f"{size:6s} {name:20s} {cpu:8.3f} {wall:8.3f} {cpu / reference:13.1f}x  {verdict}", flush=True)
     return 0
 
 
