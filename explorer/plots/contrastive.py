@@ -69,8 +69,12 @@ def curve_figure(rows: Sequence[dict]) -> go.Figure:
                                      hovertemplate="beam %{x}: %{y:.3f}<extra>" + label(penalty) + "</extra>"),
                           row=i // 2 + 1, col=i % 2 + 1)
     fig.update_xaxes(type="log", title_text="beam size", tickvals=sorted({r["beam"] for r in rows}))
-    fig.update_layout(title="The beam-size curve", height=620, margin=dict(l=40, r=20, t=90, b=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0, xanchor="left"))
+    # the title, then the legend under it, both placed from the figure's top edge: above the subplots'
+    # own titles, in any type size (presenter mode scales the margins with the text)
+    fig.update_layout(title=dict(text="The beam-size curve", x=0, xanchor="left", y=0.99, yanchor="top",
+                                 yref="container"),
+                      height=660, margin=dict(l=40, r=20, t=120, b=40),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=0.93, yanchor="top", yref="container"))
     return fig
 
 

@@ -137,7 +137,9 @@ def show_result(result: dict, name: str) -> None:
     if errors is not None:
         downloads.chart(errors, downloads.file_stem(name, "search_errors"), key="search_errors")
     table = curve_table(result)
-    st.dataframe(table, hide_index=True, key="search_table")
+    st.dataframe(table, hide_index=True, key="search_table", column_config={
+        name: st.column_config.NumberColumn(format="%.2f" if name in ("BLEU", "chrF", "mean score") else "%.3f")
+        for name in table.columns if name not in ("length penalty", "beam", "seconds")})
     summary = result.get("exact_summary") or {}
     if summary:
         st.markdown(summary_text(summary))
