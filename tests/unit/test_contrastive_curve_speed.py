@@ -21,14 +21,22 @@ torch.set_num_threads(1)
 PENALTIES = (Penalty(), Penalty("gnmt", 0.6), Penalty("average"))
 
 
-@pytest.fixture(scope="module", params=["numbers-en-de", "bible-es-en"])
-def shipped(request):
+def held_out(name: str, n: int):
     from explorer.evaluation.scores import held_out_pairs
 
-    ckpt = load_checkpoint(REPO_ROOT / "checkpoints" / request.param)
+    ckpt = load_checkpoint(REPO_ROOT / "checkpoints" / name)
     pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-    n = 12 if request.param == "numbers-en-de" else 4
     return ckpt, build_sentences(ckpt.model, ckpt.tokenizer, pairs, n, "reference")
+
+
+@pytest.fixture(scope="module", params=["numbers-en-de", "bible-es-en"])
+def shipped(request):
+    return held_out(request.param, 12 if request.param == "numbers-en-de" else 4)
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    return held_out("numbers-en-de", 12)
 
 
 def same(a, b) -> bool:
@@ -39,7 +47,7 @@ def same(a, b) -> bool:
 def test_compact_beam_search_equals_the_library_search(shipped):
     ckpt, sents = shipped
     numbers = ckpt.model.cfg.tgt_vocab_size < 100
-    for beam, penalty in [(b, p) for b in (1, 3, 8) for p in PENALTIES] if numbers else [(5, p) for p in PENALTIES]:
+    for beam, penalty in [(b, p) for b in (1, 3, 8) for p in PENALTIES] if numbers else [(5, p) for p in PENALTIES[:2]]:
         cfg = replace(beam_config(beam, penalty), n_best=beam)          # every hypothesis, not only the best
         old = decode(ckpt.model, sents.src, cfg)
         new = compact_beam_search(ckpt.model, sents.src, cfg)
@@ -64,9 +72,9 @@ def old_decode_set(model, src, cfg):
     return out
 
 
-def test_curve_rows_equal_the_old_path_in_one_and_two_processes(shipped, monkeypatch):
-    ckpt, sents = shipped
-    monkeypatch.setattr(curve, "ROWS_PER_BATCH", 2)          # several batches, so two workers share them
+def test_curve_rows_equal_the_old_path_in_one_and_two_processes(numbers, monkeypatch):
+    ckpt, sents = numbers
+    monkeypatch.setattr(curve, "ROWS_PER_BATCH", 4)          # several batches, so two workers share them
     for penalty in PENALTIES[:2]:
         before = {}
         for beam in (1, 4):
@@ -84,8 +92,8 @@ def test_curve_rows_equal_the_old_path_in_one_and_two_processes(shipped, monkeyp
             before["smaller"] = (old, chrfs)
 
 
-def test_a_cancel_stops_the_workers(shipped, monkeypatch):
-    ckpt, sents = shipped
+def test_a_cancel_stops_the_workers(numbers, monkeypatch):
+    ckpt, sents = numbers
     monkeypatch.setattr(curve, "ROWS_PER_BATCH", 4)
 
     def tick(done):
