@@ -68,7 +68,7 @@ def test_click_a_pruned_candidate_then_follow_a_test_verses_reference(visit):
     assert page.get_by_text("rather than").count() >= 1, "the contrast's sentence is not shown"
     assert page.get_by_text("Completeness").count() == 1
     problems = problems_on(page, "beam contrast", errors, {"beam_tree", "beam_contrast_chart"})
-    shoot(page, SHOTS, "contrast", ["beam_contrast_chart"])
+    shoot(page, SHOTS, "contrast", ["beam_tree", "beam_contrast_chart"])
     with timed("beam: pick a test verse (presenter)"):
         pick_the_first_verse(page)
         page.get_by_text("Left the beam at step", exact=True).wait_for(timeout=LONG)

@@ -177,6 +177,7 @@ def main() -> None:
 
 def tree_chart(fig, trace, tag: str) -> None:
     """The tree; a click on a node picks it as the foil of the step's contrast (beam_contrast.tree_click)."""
+    beam_contrast.undimmed(fig)
     downloads.chart(fig, f"beam_tree_k{trace.beam_size}", key="beam_tree",
                     on_click=beam_contrast.tree_click(fig, trace, tag, "beam_tree"))
 

@@ -25,6 +25,7 @@ from webapp import url_keys as url
 TOGGLE, WORD, METHOD, POINTS = "beam_contrast", "beam_foil_word", "beam_contrast_method", "beam_ig_points"
 METHODS = {"integrated-gradients": "integrated gradients", "grad-x-input": "gradient x input"}
 IG_CHOICES = (16, 32, 64, 128)
+UNSELECTED_TEXT = "#31333f"        # the node labels' colour (Streamlit's text), kept after a click
 TYPED_CHARS = 200                  # a link's typed foil is cut here (a foil is one word: the check refuses > 60)
 
 
@@ -51,6 +52,14 @@ def picked_from_tree(trace, row: int) -> tuple[int, int | None]:
     ranked = ([r for r in siblings if r in best] + [r for r in siblings if cand["status"][r] in (KEPT, FINISHED)]
               + siblings)
     return (ranked[0], int(cand["token"][row])) if ranked else (row, None)
+
+
+def undimmed(fig) -> None:
+    """A clicked node stays selected in the browser, and plotly then fades every other node and its label
+    to a fifth: the tree would go grey after one click. The tree is a map, not a selection, so nodes keep
+    their look (the contrast below says which node was picked)."""
+    fig.update_traces(selector=lambda t: "markers" in (t.mode or ""),
+                      unselected=dict(marker=dict(opacity=1), textfont=dict(color=UNSELECTED_TEXT)))
 
 
 def tree_click(fig, trace, tag: str, key: str):
