@@ -5,7 +5,8 @@ target prefix] (explorer.contributions.job), written atomically to --out. --deta
 how well the source share tells a source's own reference from another pair's (explorer.contributions.
 detached); --alignment scores each layer's cross contributions as a word aligner beside raw attention
 (explorer.contributions.alignment); --faithfulness removes the source tokens each explanation ranks
-highest (explorer.contributions.faithfulness). Every argument is checked before the checkpoint is loaded, and a
+highest (explorer.contributions.faithfulness); --over-training gives the mean source share at each
+checkpoint of the run (explorer.contributions.training). Every argument is checked before the checkpoint is loaded, and a
 --pairs or --gold file is read first, so a slip is refused at once in one line.
 """
 from __future__ import annotations
@@ -43,6 +44,10 @@ def build_parser() -> CommandParser:
     check.add_argument("--alignment", action="store_true",
                        help="instead: AER per layer of the cross contributions beside raw attention, on --gold "
                             "or the checkpoint's gold set")
+    check.add_argument("--over-training", action="store_true",
+                       help="instead: the mean source share at each checkpoint of this checkpoint's run found "
+                            "beside it (the shipped epoch-1 and final Bible models; the numbers run's steps), "
+                            "all forced on this checkpoint's first N held-out references")
     parser.add_argument("--gold", help="with --alignment: a gold file (source ||| target ||| links)")
     parser.add_argument("--gold-pairs", type=count("gold pairs", *GOLD_PAIRS), default=200,
                         help="with --alignment: the first N gold pairs (default 200)")
@@ -69,14 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_checked(build_parser(), argv)
     if args is None:
         return 2
-    if (args.detached_check or args.faithfulness) and args.forced != "reference":
-        return _refuse("--detached-check and --faithfulness force references; drop --forced")
+    if (args.detached_check or args.faithfulness or args.over_training) and args.forced != "reference":
+        return _refuse("--detached-check, --faithfulness and --over-training force references; drop --forced")
     if args.gold and not args.alignment:
         return _refuse("--gold is read only with --alignment")
 
     from explorer.align.gold import GoldError
     from explorer.align.gold_sets import default_gold, user_gold
-    from explorer.contributions import alignment, detached, faithfulness, job
+    from explorer.contributions import alignment, detached, faithfulness, job, training
     from explorer.data import DataError
     from explorer.data.files import read_tsv
     from explorer.evaluation.scores import held_out_pairs
@@ -107,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         run = partial(job.run_to_file, faithfulness.run_faithfulness, args.out, pairs=pairs,
                       sentences=args.sentences, settings=settings, workers=args.workers, **common)
         return run_command(run, faithfulness.report, args.out)
+    if args.over_training:
+        run = partial(job.run_to_file, training.run_over_training, args.out, pairs=pairs,
+                      sentences=args.sentences, path=ckpt.path, **common)
+        return run_command(run, training.report, args.out)
     if args.alignment:
         run = partial(job.run_to_file, alignment.run_alignment, args.out, gold=gold, pairs=args.gold_pairs,
                       gold_name=gold_name, **common)
