@@ -4,8 +4,10 @@ process against the split over every core, in the same run.
 The models the project opens are OPUS-MT (Marian) models: base size (6+6 layers x 8 heads, d_model
 512, d_ff 2048) with a 58,101-piece vocabulary, 144 heads where `small` has 36. Each analysis is
 run as its command (`python -m explorer heads|align ...`, a fresh process, loading included) on a
-few sentences, first as one process (`--workers 1`, the path before the split) then split over
-`--workers N` processes under torchrun, interleaved per model so load from other processes hits both.
+few sentences, first on the path before (`--workers 1`, and for the head lab `--no-reuse`: every
+removal decoded step by step) then as the commands run now (split over `--workers N` processes under
+torchrun; the head lab checks single-head removals in one pass, explorer.heads.verify), one after the
+other per model so load from other processes hits both.
 Printed per run: seconds, decodes (head lab) or pairs (scorecard) per second, CPU utilisation
 (the processes' CPU time / wall time, in cores), whether its JSON numbers equal the one-process run's
 (timings left out), and the time the command's defaults would take (200 sentences, 3 seeds; the
@@ -108,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
         models = {}
         for name in args.models.split(","):
             models[name] = SMALL if name == "small" else Path(args.base) if args.base else build_base(Path(tmp))
-        rows = []
         for name, checkpoint in models.items():
             decodes = default_decodes(checkpoint) if "heads" in args.analyses else 0
             for analysis in args.analyses.split(","):
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                 results = {}
                 for workers in (1, args.workers):
                     out = Path(tmp) / f"{name}-{analysis}-{workers}.json"
-                    timing = run_command([analysis, str(checkpoint), *extra, "--workers", str(workers),
+                    before = ["--no-reuse"] if analysis == "heads" and workers == 1 else []
+                    timing = run_command([analysis, str(checkpoint), *extra, *before, "--workers", str(workers),
                                           "--out", str(out)])
                     result = json.loads(out.read_text())
                     if analysis == "heads":
@@ -132,13 +134,13 @@ def main(argv: list[str] | None = None) -> int:
                                                   min(args.attribution_pairs, result["gold"]["pairs"]))
                     results[workers] = (timing, result)
                     same = "" if workers == 1 else ("yes" if numbers(result) == numbers(results[1][1]) else "NO")
-                    rows.append((name, analysis, workers, timing["wall"], rate, timing["cpu"] / timing["wall"],
-                                 projected / 60, same, result["stage_seconds"]))
-                    print(f"{name:5} {analysis:5} workers {workers}: {timing['wall']:7.1f} s  {rate:>15}  CPU "
-                          f"{rows[-1][5]:.2f} of {cores()} cores  defaults ~{projected / 60:6.1f} min  "
-                          f"same numbers: {same or '-'}  stages {result['stage_seconds']}", flush=True)
+                    label = "before" if workers == 1 else f"now, {workers} processes"
+                    print(f"{name:5} {analysis:5} {label:>14}: {timing['wall']:7.1f} s  {rate:>15}  CPU "
+                          f"{timing['cpu'] / timing['wall']:.2f} of {cores()} cores  defaults ~{projected / 60:6.1f} min  "
+                          f"same numbers: {same or '-'}  stages {result['stage_seconds']} {result.get('checks', '')}",
+                          flush=True)
                 one, split = results[1][0]["wall"], results[args.workers][0]["wall"]
-                print(f"{name:5} {analysis:5} split / one process: {one / split:.2f}x faster", flush=True)
+                print(f"{name:5} {analysis:5} now / before: {one / split:.2f}x faster", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 

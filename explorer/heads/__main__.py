@@ -34,6 +34,9 @@ def build_parser() -> CommandParser:
                              "(default 3, at most %d)" % RANGES["points"][1])
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     add_workers(parser)
+    parser.add_argument("--no-reuse", action="store_true",
+                        help="decode every sentence of every removal step by step, without first checking the "
+                             "full model's outputs (the slower path the checks replaced; same numbers)")
     return parser
 
 
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ckpt, pairs = loaded
     return run_split_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out,
-                                     meta=ckpt.meta, split=split), report, args.out, split)
+                                     meta=ckpt.meta, split=split, reuse=not args.no_reuse), report, args.out, split)
 
 
 if __name__ == "__main__":

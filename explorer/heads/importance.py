@@ -28,6 +28,7 @@ from torch import nn
 from explorer.decoding.core import special_ids
 from explorer.evaluation.scores import corpus_scores
 from explorer.heads.sentences import SentenceSet, greedy_texts, teacher_batches
+from explorer.heads.verify import greedy_outputs, still_greedy
 from explorer.inspection.hooks import intervene
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS, attention_name
 from explorer.runtime.modes import eval_mode
@@ -126,16 +127,22 @@ class HeadRemover:
     """A private copy of the model whose W^O input columns are zeroed for the heads removed, so that
     decoding runs unhooked (see the module docstring). `scores(removed)` decodes the set greedily and
     returns BLEU/chrF; results are kept per set of removed heads, so curves that share a point
-    (nothing removed, everything removed) decode it once."""
+    (nothing removed, everything removed) decode it once. With `reuse` (the default), a single head's
+    removal first checks the full model's outputs in one teacher-forced pass (explorer.heads.verify)
+    and decodes step by step only the sentences whose output it cannot show unchanged; reuse=False
+    decodes every sentence of every removal (the path before, kept to compare against)."""
 
-    def __init__(self, model: nn.Module, tokenizer, sents: SentenceSet, stop: Callable[[], bool] | None = None):
+    def __init__(self, model: nn.Module, tokenizer, sents: SentenceSet, stop: Callable[[], bool] | None = None,
+                 reuse: bool = True):
         self.model = copy.deepcopy(model).eval()
         self.stop = stop                          # asked before each decoding batch (Cancel within one batch)
-        self.tokenizer, self.sents = tokenizer, sents
+        self.tokenizer, self.sents, self.reuse = tokenizer, sents, reuse
         self.d_head = model.cfg.d_model // model.cfg.n_heads
         self.originals = {(kind, layer): self._w_o(kind, layer).detach().clone()
                           for kind in KINDS for layer in range(ATTENTION_KINDS[kind].n_layers(model.cfg))}
         self.cache: dict[frozenset, dict[str, float]] = {}
+        self.full: list | None = None             # the full model's greedy outputs (verify.Output each)
+        self.checked = self.redecoded = 0         # sentences checked in one pass / decoded again after a check
 
     def _w_o(self, kind: str, layer: int) -> torch.Tensor:
         spec = ATTENTION_KINDS[kind]
@@ -156,12 +163,32 @@ class HeadRemover:
                 target.copy_(weight)                                          # bumps _version: decoders rebuild
 
     def texts(self, removed: Iterable[Head]) -> list[str]:
-        self.apply(removed)
-        return greedy_texts(self.model, self.tokenizer, self.sents, stop=self.stop)
+        heads = list(removed)
+        self.apply(heads)
+        if not self.reuse:
+            return greedy_texts(self.model, self.tokenizer, self.sents, stop=self.stop)
+        src = self.sents.src
+        if self.full is None or len(heads) != 1:
+            outputs = greedy_outputs(self.model, src, stop=self.stop)
+            if not heads:
+                self.full = outputs
+        else:
+            same = still_greedy(self.model, src, self.full)
+            again = [i for i, ok in enumerate(same) if not ok]
+            outputs = list(self.full)
+            for i, found in zip(again, greedy_outputs(self.model, [src[i] for i in again], stop=self.stop)):
+                outputs[i] = found
+            self.checked += len(src)
+            self.redecoded += len(again)
+        eos = special_ids(self.model).eos
+        return [self.tokenizer.decode(ids[:-1] if finished and ids and ids[-1] == eos else ids, side="tgt")
+                for ids, finished in outputs]
 
     def scores(self, removed: Iterable[Head]) -> dict[str, float]:
         key = frozenset(removed)
         if key not in self.cache:
+            if len(key) == 1 and self.reuse and self.full is None:
+                self.scores(())                   # the full model's outputs: the candidates a check needs
             found = corpus_scores(self.texts(key), self.sents.refs)
             self.cache[key] = {"bleu": found["bleu"], "chrf": found["chrf"]}
         return self.cache[key]

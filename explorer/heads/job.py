@@ -108,10 +108,11 @@ def frequencies(tokenizer, meta: dict, pairs) -> tuple[dict[str, Counter], str]:
 
 def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict | None = None,
                  progress: Progress | None = None, cancel: threading.Event | None = None,
-                 log: Callable[[str], None] = lambda _: None, split: Split = ONE) -> dict:
+                 log: Callable[[str], None] = lambda _: None, split: Split = ONE, reuse: bool = True) -> dict:
     """Every head-lab result as plain JSON-ready data (see the module docstring). Raises Cancelled.
     With a `split` (explorer.runtime.split: the processes torchrun started), each process computes
-    its share of every stage and all end with the same result; only the main one reports progress."""
+    its share of every stage and all end with the same result; only the main one reports progress.
+    reuse=False decodes every removal step by step (HeadRemover: the path before its checks)."""
     meta = meta or {}
     if not split.is_main:
         progress, log = None, (lambda _: None)
@@ -128,7 +129,7 @@ def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict |
     raw = gradient_importance(model, sents, settings.batch_size, ticker.stage("importance", len(sents)), split)
     normalized = {kind: normalize_per_layer(v) for kind, v in raw.items()}
     clock.lap("importance")
-    remover = HeadRemover(model, tokenizer, sents, stop=cancel.is_set if cancel is not None else None)
+    remover = HeadRemover(model, tokenizer, sents, stop=cancel.is_set if cancel is not None else None, reuse=reuse)
     heads = all_heads(model)
     tick = ticker.stage("single-head removal", len(heads))
     t1 = time.time()
@@ -148,6 +149,7 @@ def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict |
         "seconds": round(time.time() - t0, 1),
         "stage_seconds": clock.seconds,
         "processes": split.world,
+        "checks": {"sentences_checked": remover.checked, "decoded_again": remover.redecoded},
         "stats": [{"kind": kind, "layer": layer + 1, "head": head + 1,
                    **{name: _num(ks.mean[name][layer, head]) for name in HEAD_STATS},
                    **{f"{name}_std": _num(ks.std[name][layer, head]) for name in HEAD_STATS}}

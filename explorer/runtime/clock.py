@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-TIMING_KEYS = ("seconds", "stage_seconds", "processes")     # a result's keys that say how it ran, not what
+TIMING_KEYS = ("seconds", "stage_seconds", "processes", "checks")   # a result's keys that say how it ran, not what
 
 
 class StageClock:

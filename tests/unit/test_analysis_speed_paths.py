@@ -1,7 +1,8 @@
-"""The split paths give the one-process numbers: explorer.runtime.split's share and gather, and the head
-lab and the alignment scorecard computed by two processes (here two threads standing in for
-torchrun's processes, exchanging through the same gather) against one, JSON number for number.
-The real torchrun run is tests/integration/test_analysis_split.py."""
+"""The fast paths give the numbers of the paths before them: explorer.runtime.split's share and gather;
+the head lab and the alignment scorecard computed by two processes (here two threads standing in
+for torchrun's processes, exchanging through the same gather) against one, JSON number for number;
+single-head removals checked in one pass (explorer.heads.verify) against decoded step by step, on a
+tiny model and on the shipped ones. The real torchrun run is tests/integration/test_analysis_split.py."""
 from __future__ import annotations
 
 import threading
@@ -9,11 +10,16 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import torch
 
 from explorer.align.gold import GoldPair
 from explorer.align.scorecard import AlignSettings, run_scorecard
+from explorer.evaluation.arguments import checkpoint_and_held_out
+from explorer.files.places import REPO_ROOT
+from explorer.heads.importance import HeadRemover, all_heads
 from explorer.heads.job import LabSettings, run_head_lab
+from explorer.heads.sentences import SentenceSet, build_sentences
 from explorer.runtime.clock import TIMING_KEYS
 from explorer.runtime.split import ONE, Split
 from tests.support.decoding_helpers import StandInTokenizer, random_model, toy_pairs
@@ -85,10 +91,11 @@ def test_the_head_lab_split_over_two_processes_gives_the_same_json(model):
     pairs = [SimpleNamespace(src=" ".join(str(int(t)) for t in torch.randint(4, 40, (n,), generator=gen)),
                              tgt=" ".join(str(int(t)) for t in torch.randint(4, 40, (n - 1,), generator=gen)))
              for n in (3, 5, 4, 6, 2, 7, 5)]
-    settings = LabSettings(sentences=7, seeds=1, points=1, batch_size=2)
+    settings = LabSettings(sentences=7, seeds=0, points=1, batch_size=2)
     one = run_head_lab(model, IdTokenizer(), pairs, settings)
     split = run_split(2, lambda s: run_head_lab(model, IdTokenizer(), pairs, settings, split=s))
     assert numbers(split[0]) == numbers(one) and numbers(split[1]) == numbers(one)
+    assert numbers(run_head_lab(model, IdTokenizer(), pairs, settings, reuse=False)) == numbers(one)
     assert split[0]["processes"] == 2 and one["processes"] == 1
 
 
@@ -104,3 +111,30 @@ def test_the_scorecard_split_over_two_processes_gives_the_same_json():
     split = run_split(2, lambda s: run_scorecard(model, tok, gold, settings, split=s))
     assert numbers(split[0]) == numbers(one)
     assert one["integrated_gradients"]["pairs"] == 3 and one["rows"]
+
+
+def removal_texts(model, tokenizer, sents, heads, reuse: bool) -> tuple[list[list[str]], HeadRemover]:
+    remover = HeadRemover(model, tokenizer, sents, reuse=reuse)
+    remover.scores(())
+    return [remover.texts([h]) for h in heads], remover
+
+
+def test_checked_outputs_equal_decoded_ones_where_removals_change_them(model):
+    """A random tiny model: removing a head changes many outputs, so checks fail and decode again."""
+    gen = torch.Generator().manual_seed(5)
+    src = [torch.randint(4, 40, (n,), generator=gen).tolist() + [3] for n in (3, 6, 4, 8, 5)]
+    sents = SentenceSet(src=src, out=[s[:2] + [3] for s in src], refs=["x"] * 5, forced="reference")
+    heads = all_heads(model)[::2]
+    checked, remover = removal_texts(model, IdTokenizer(), sents, heads, reuse=True)
+    assert checked == removal_texts(model, IdTokenizer(), sents, heads, reuse=False)[0]
+    assert remover.checked == len(heads) * 5 and 0 < remover.redecoded < remover.checked
+
+
+@pytest.mark.parametrize("name, n, every", [("numbers-en-de", 3, 2), ("bible-es-en", 2, 6)])
+def test_checked_outputs_equal_decoded_ones_on_the_shipped_models(name, n, every):
+    ckpt, pairs = checkpoint_and_held_out(str(REPO_ROOT / "checkpoints" / name), "cpu")
+    sents = build_sentences(ckpt.model, ckpt.tokenizer, pairs, n)
+    heads = all_heads(ckpt.model)[::every]
+    checked, remover = removal_texts(ckpt.model, ckpt.tokenizer, sents, heads, reuse=True)
+    assert checked == removal_texts(ckpt.model, ckpt.tokenizer, sents, heads, reuse=False)[0]
+    assert remover.redecoded < remover.checked               # some outputs are shown unchanged, not decoded
