@@ -9,6 +9,12 @@ sentence_contributions (its own hooked forward, every block's decomposition, the
 process CPU time and of wall time; the ratio says what the analysis costs beyond reading the model once.
 Goals: < 0.2 s on small, < 1 s at base size, judged on CPU time (with one thread it equals wall time on
 an idle machine, and it does not count the waits for a core that other jobs cause).
+
+--faithfulness (small model only, one round after one warm-up): the faithfulness scorecard's gradient
+methods by the reference path (captum, one backward per target and path point:
+explorer.align.attribution.piece_attributions) against the scorecard's batched path
+(explorer.contributions.gradients.all_targets), the same numbers; and one sentence's whole scorecard
+(every method, 3 random seeds, 16 path points) with what 200 such sentences cost on 2 workers.
 """
 from __future__ import annotations
 
@@ -57,6 +63,26 @@ def measure(size: str, src_len: int, tgt_len: int, warmup: int, repeats: int) ->
     return {name: (statistics.median(cpu[name]), statistics.median(wall[name])) for name in wall}
 
 
+def faithfulness(src_len: int, tgt_len: int) -> None:
+    from explorer.align.attribution import piece_attributions
+    from explorer.align.pairs import ModelPair
+    from explorer.contributions.faithfulness import FaithfulnessSettings, sentence_faithfulness
+    from explorer.contributions.gradients import all_targets
+
+    model = model_of("small")
+    src, out = ids(model, src_len, 1), ids(model, tgt_len, 2)
+    pair = ModelPair(gold=None, src_ids=src, out_ids=out, src_groups=[], tgt_groups=[])
+    print(f"faithfulness, small, {src_len}-token source, {tgt_len}-token output, 16 path points (CPU s)")
+    for method in ("grad-x-input", "integrated-gradients"):
+        _, cpu = time_rounds({"captum rows": lambda: piece_attributions(model, pair, method, 16),
+                              "batched": lambda: all_targets(model, src, out, method, 16)}, 1, 1)
+        old, new = cpu["captum rows"][0], cpu["batched"][0]
+        print(f"  {method:22s} captum per row {old:7.2f}  batched {new:7.2f}  ratio {old / new:5.1f}")
+    _, cpu = time_rounds({"sentence": lambda: sentence_faithfulness(model, src, out, FaithfulnessSettings())}, 1, 1)
+    each = cpu["sentence"][0]
+    print(f"  whole scorecard of the sentence {each:.2f} s; 200 such sentences on 2 workers ~ {200 * each / 2 / 60:.1f} min")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks contributions", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", nargs="+", choices=tuple(GOALS), default=list(GOALS))
@@ -65,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--faithfulness", action="store_true",
+                        help="also the faithfulness scorecard's gradients, old path against new, and one sentence's scorecard")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -79,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         status = status if met else 1
         print(f"{size:8s} {1000 * f_cpu:15.1f} {1000 * c_cpu:13.1f} {1000 * c_wall:14.1f} {c_cpu / f_cpu:6.1f} "
               f"{'<' if met else 'NOT <'} {GOALS[size]} s")
+    if args.faithfulness:
+        faithfulness(args.src_len, args.tgt_len)
     return status
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from functools import partial
+from pathlib import Path
 
 from explorer.contributions.faithfulness import METHODS, RANGES as FAITH_RANGES
 from explorer.contributions.job import RANGES
@@ -60,6 +61,9 @@ def build_parser() -> CommandParser:
     parser.add_argument("--workers", type=count("workers", 1, 64), default=1,
                         help="with --faithfulness: worker processes over sentences, one thread each (default 1; "
                              "the same numbers with any count)")
+    parser.add_argument("--combine", nargs="+", metavar="JSON",
+                        help="with --faithfulness: instead of measuring, put together scorecards of consecutive parts "
+                             "of a test set (each run with --pairs of its part) into one table")
     parser.add_argument("--out", default=CONTRIBUTIONS_OUT, help=f"the JSON file to write (default {CONTRIBUTIONS_OUT})")
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     return parser
@@ -78,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse("--detached-check, --faithfulness and --over-training force references; drop --forced")
     if args.gold and not args.alignment:
         return _refuse("--gold is read only with --alignment")
+    if args.combine and not args.faithfulness:
+        return _refuse("--combine puts faithfulness scorecards together: add --faithfulness")
 
     from explorer.align.gold import GoldError
     from explorer.align.gold_sets import default_gold, user_gold
@@ -85,9 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.data import DataError
     from explorer.data.files import read_tsv
     from explorer.evaluation.scores import held_out_pairs
+    from explorer.files.atomic import read_json_object
     from explorer.runtime.progress import run_command
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
+    parts = [read_json_object(Path(f), ("settings", "per_sentence")) for f in args.combine or []]
+    if None in parts:
+        return _refuse(f"--combine {args.combine[parts.index(None)]}: not a faithfulness scorecard JSON")
     try:                                            # the user's files first: read before the checkpoint is loaded
         pairs = read_tsv(args.pairs) if args.pairs else None
         gold, gold_name = user_gold(args.gold) if args.gold else (None, "")
@@ -106,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         run = partial(job.run_to_file, detached.run_detached_check, args.out, pairs=pairs,
                       sentences=args.sentences, **common)
         return run_command(run, detached.report, args.out)
+    if args.combine:
+        run = partial(job.run_to_file, lambda **_: faithfulness.combine(parts, ckpt.meta.get("weights_sha256", "")),
+                      args.out)
+        return run_command(run, faithfulness.report, args.out)
     if args.faithfulness:
         settings = faithfulness.FaithfulnessSettings(methods=tuple(args.methods), seeds=args.seeds,
                                                      ig_steps=args.ig_steps)

@@ -233,6 +233,34 @@ def from_fraction_means(saved: dict) -> list[dict]:
              for name, by in saved.items()} for i in range(n)]
 
 
+SAME = ("checkpoint", "weights_sha256", "removal", "methods", "fractions", "seeds", "ig_steps")
+
+
+def combine(results: list[dict], weights_sha256: str = "") -> dict:
+    """Scorecards of consecutive parts of a test set (--pairs of each part) as one: the per-sentence
+    fraction means put together and the table computed again over all of them. ValueError when the
+    parts differ in a setting or checkpoint, or one lacks its per-sentence means."""
+    if not results:
+        raise ValueError("nothing to combine")
+    first = results[0]["settings"]
+    for r in results:
+        if not r.get("per_sentence") or r.get("settings", {}).get("check") != "faithfulness":
+            raise ValueError("a file to combine is not a faithfulness scorecard with per-sentence means")
+        differ = [k for k in SAME if r["settings"].get(k) != first.get(k)]
+        if differ:
+            raise ValueError(f"the scorecards differ in {', '.join(differ)}")
+    if weights_sha256 and first.get("weights_sha256") != weights_sha256:
+        raise ValueError("the scorecards were measured on other weights than this checkpoint's")
+    saved = {name: {m: [v for r in results for v in r["per_sentence"][name][m]] for m in by}
+             for name, by in results[0]["per_sentence"].items()}
+    settings = FaithfulnessSettings(methods=tuple(first["methods"]), fractions=tuple(first["fractions"]),
+                                    seeds=first["seeds"], ig_steps=first["ig_steps"])
+    per_sentence = from_fraction_means(saved)
+    return {"settings": {**first, "sentences": len(per_sentence), "parts": len(results)},
+            "rows": table(per_sentence, settings), "per_sentence": saved,
+            "seconds": round(sum(r.get("seconds", 0) for r in results), 1)}
+
+
 def report(result: dict) -> str:
     lines = [f"faithfulness over {result['settings']['sentences']} sentences (source tokens replaced by unk; "
              f"fractions {result['settings']['fractions']}), mean log-prob drop with 95% interval",

@@ -141,3 +141,29 @@ def test_the_faithfulness_scorecard_from_the_command_line(tmp_path, capsys):
         (m, k) for m in ("alti", "attention-mean", "random") for k in ("comprehensiveness", "sufficiency")}
     assert all(r["ci95"][0] <= r["mean"] <= r["ci95"][1] for r in rows)
     assert "comprehensiveness" in capsys.readouterr().out
+
+
+def test_scorecards_of_parts_combine_into_the_scorecard_of_the_whole(tmp_path, capsys):
+    lines = ["twenty-one\teinundzwanzig", "five hundred\tfünfhundert", "seven\tsieben"]
+    files = []
+    for name, part in (("all", lines), ("a", lines[:2]), ("b", lines[2:])):
+        (tmp_path / f"{name}.tsv").write_text("\n".join(part) + "\n")
+        out = tmp_path / f"{name}.json"
+        assert main([NUMBERS, "--faithfulness", "--pairs", str(tmp_path / f"{name}.tsv"), "--methods", "alti",
+                     "attention-mean", "--seeds", "2", "--out", str(out)]) == 0
+        files.append(out)
+    combined = tmp_path / "combined.json"
+    assert main([NUMBERS, "--faithfulness", "--combine", str(files[1]), str(files[2]), "--out", str(combined)]) == 0
+    whole, parts = json.loads(files[0].read_text()), json.loads(combined.read_text())
+    assert parts["settings"]["sentences"] == 3 and parts["settings"]["parts"] == 2
+    for a, b in zip(whole["rows"], parts["rows"]):
+        assert (a["method"], a["measure"]) == (b["method"], b["measure"])
+        assert abs(a["mean"] - b["mean"]) < 1e-5 and np.allclose(a["ci95"], b["ci95"], atol=1e-5)
+    capsys.readouterr()
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**parts, "settings": {**parts["settings"], "seeds": 3}}))
+    assert main([NUMBERS, "--faithfulness", "--combine", str(files[1]), str(other), "--out", str(combined)]) == 2
+    assert "differ in seeds" in capsys.readouterr().err
+    assert main([NUMBERS, "--combine", str(files[1])]) == 2
+    assert main([NUMBERS, "--faithfulness", "--combine", str(tmp_path / "a.tsv")]) == 2
+    assert "not a faithfulness scorecard" in capsys.readouterr().err
