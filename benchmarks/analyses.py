@@ -94,6 +94,32 @@ def default_decodes(checkpoint: Path) -> int:
     return estimate_cost(model, LabSettings(), DEFAULTS["heads"]["sentences"]).decodes
 
 
+def profile_removals(checkpoint: Path, sentences: int) -> None:
+    """Where a single-head removal's time goes (1 thread, one process, the path before the checks):
+    three heads removed, each a greedy decode of the set and a teacher-forced loss, under torch's
+    profiler; prints CPU seconds per part and the operators by self CPU time."""
+    import torch
+
+    from explorer.evaluation.arguments import checkpoint_and_held_out
+    from explorer.heads.importance import HeadRemover, all_heads, teacher_loss
+    from explorer.heads.sentences import build_sentences
+
+    torch.set_num_threads(1)
+    ckpt, pairs = checkpoint_and_held_out(str(checkpoint), "cpu")
+    sents = build_sentences(ckpt.model, ckpt.tokenizer, pairs, sentences)
+    remover = HeadRemover(ckpt.model, ckpt.tokenizer, sents, reuse=False)
+    remover.scores(())
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for head in all_heads(ckpt.model)[::50][:3]:
+            start = time.process_time()
+            remover.scores([head])
+            middle = time.process_time()
+            teacher_loss(ckpt.model, sents, [head])
+            print(f"{checkpoint.name} {head}: greedy decode {middle - start:.2f} s CPU, teacher-forced loss "
+                  f"{time.process_time() - middle:.2f} s CPU ({sentences} sentences)", flush=True)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks analyses", description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="small,base", help="small, base or both (default small,base)")
@@ -104,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=10, help="scorecard gold pairs (default 10)")
     parser.add_argument("--attribution-pairs", type=int, default=2, help="of them with attributions (default 2)")
     parser.add_argument("--workers", type=int, default=cores(), help="processes of the split run (default: cores)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile three single-head removals per model (1 thread) instead of the timings")
     args = parser.parse_args(argv)
     print(f"{cores()} cores; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-analyses-") as tmp:
@@ -111,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.models.split(","):
             models[name] = SMALL if name == "small" else Path(args.base) if args.base else build_base(Path(tmp))
         for name, checkpoint in models.items():
+            if args.profile:
+                profile_removals(checkpoint, args.sentences)
+                continue
             decodes = default_decodes(checkpoint) if "heads" in args.analyses else 0
             for analysis in args.analyses.split(","):
                 if analysis == "heads":
