@@ -40,12 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     if args is None:
         return 2
 
-    workers = resolve_workers(args.workers, args.pairs)
-    if wants_launch(workers):
-        return launch("explorer.align", argv if argv is not None else sys.argv[1:], workers)
     from explorer.align.job import run_to_file, training_pairs
     from explorer.align.gold import GoldError
     from explorer.align.gold_sets import default_gold, held_out_share, user_gold
+    from explorer.align.pairs import model_pairs
     from explorer.align.report import report
     from explorer.align.scorecard import AlignSettings
     from explorer.data import DataError
@@ -71,6 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, GoldError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    usable = len(model_pairs(ckpt.model, ckpt.tokenizer, list(gold)[:args.pairs])[0])
+    if not usable:                                  # said here, before any process is started for it
+        print("error: no gold pair can be read by this model word for word (see explorer.align.pairs)", file=sys.stderr)
+        return 2
+    workers = resolve_workers(args.workers, usable)
+    if wants_launch(workers):                       # everything is checked: the processes load their own copy
+        del ckpt
+        return launch("explorer.align", argv if argv is not None else sys.argv[1:], workers)
     split = from_env()
     return run_split_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, gold, settings, args.out,
                                      meta=ckpt.meta, gold_name=name, split=split,

@@ -45,9 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     if args is None:
         return 2
 
-    workers = resolve_workers(args.workers, args.sentences)
-    if wants_launch(workers):
-        return launch("explorer.heads", argv if argv is not None else sys.argv[1:], workers)
     from explorer.heads.job import LabSettings, run_to_file
     from explorer.heads.report import report
     from explorer.runtime.split import from_env
@@ -58,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     if loaded is None:
         return 2
     ckpt, pairs = loaded
+    workers = resolve_workers(args.workers, min(args.sentences, len(pairs)))
+    if wants_launch(workers):                       # everything is checked: the processes load their own copy
+        del ckpt, loaded
+        return launch("explorer.heads", argv if argv is not None else sys.argv[1:], workers)
     return run_split_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out,
                                      meta=ckpt.meta, split=split, reuse=not args.no_reuse), report, args.out, split)
 
