@@ -10,7 +10,7 @@ same decoder work whatever the random weights prefer:
 * patching grid: every grid of one minimal pair (encoder depth x source position, decoder layer x target
   position, layer x head of the three attention kinds, the changed word per depth), denoising and noising;
   the pair is measured after --prefix shared output tokens;
-* cell pick: what the Causes page computes when a cell is picked (webapp.models.patched_translation):
+* cell pick: what the Causes page computes when a cell is picked (webapp.analyses.patched_translation):
   the pair's clean and corrupted runs kept (PairRuns: two teacher-forced forwards) and the patched run's
   own greedy translation (PairRuns.translation: one decode, up to 1.5 x source + 10 tokens, EOS allowed),
   for a cell of the encoder (layer 1's output at the changed position) and of the decoder (the last

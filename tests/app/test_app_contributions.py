@@ -139,12 +139,12 @@ def test_a_checkpoint_alone_and_without_test_pairs_says_so_in_one_line_each(tmp_
 
 
 def test_without_a_calibration_nothing_is_flagged_and_the_page_says_why(monkeypatch):
-    from webapp import models
+    from webapp import analyses
 
     def no_pairs(*args, **kwargs):
         raise ValueError("no test sentences: none here")
 
-    monkeypatch.setattr(models, "source_share_calibration", no_pairs)
+    monkeypatch.setattr(analyses, "source_share_calibration", no_pairs)
     at = open_page(forced="detached")
     no_exception(at)
     text = shown_markdown(at)

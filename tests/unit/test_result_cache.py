@@ -61,16 +61,19 @@ def test_each_call_gets_its_own_copy_and_errors_are_not_cached():
 
 
 def test_the_apps_caches_are_bounded_in_bytes():
-    from webapp import models
+    from webapp import analyses, models
 
     computations = (models.translate, models.attention, models.score, models.side_by_side, models.compare_scores,
-                    models.compare_test, models.param_change, models.align_one)
+                    models.compare_test, models.param_change, analyses.align_one)
     bounds = {fn.__name__: fn.cache.maxsize for fn in computations}
     assert bounds == {"translate": models.TRANSLATION_CACHE_BYTES, "attention": models.TRACE_CACHE_BYTES,
                       "score": models.SCORE_CACHE_BYTES, "side_by_side": models.SCORE_CACHE_BYTES,
                       "compare_scores": models.COMPARISON_CACHE_BYTES, "compare_test": models.COMPARISON_CACHE_BYTES,
-                      "param_change": models.COMPARISON_CACHE_BYTES, "align_one": models.ALIGNMENT_CACHE_BYTES}
-    assert sum(bounds.values()) <= 512 * MIB
+                      "param_change": models.COMPARISON_CACHE_BYTES, "align_one": analyses.ALIGNMENT_CACHE_BYTES}
+    every = [fn for module in (models, analyses) for fn in vars(module).values()
+             if callable(fn) and hasattr(fn, "cache") and getattr(fn, "__module__", "") == module.__name__]
+    assert len(every) >= 18, [fn.__name__ for fn in every]          # the analyses' caches are counted too
+    assert sum(fn.cache.maxsize for fn in every) <= 512 * MIB
 
 
 def test_a_loaded_checkpoint_enters_a_key_by_its_path_and_weights_hash_only():

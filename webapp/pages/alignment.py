@@ -11,7 +11,7 @@ from explorer.align.job import read_result
 from explorer.align.pairs import Unusable
 from explorer.align.scorecard import AlignSettings
 from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
-from webapp import background, models, sentence, state
+from webapp import analyses, background, models, sentence, state
 from webapp import url_keys as url
 from webapp.views import alignment as views
 
@@ -90,7 +90,7 @@ if kind != "integrated-gradients" and st.toggle("Add integrated gradients to “
     methods.append(Method("integrated-gradients"))
 try:
     with st.spinner("Aligning…"):
-        found = models.align_one(ckpt, gold[k], tuple(methods), 32)
+        found = analyses.align_one(ckpt, gold[k], tuple(methods), 32)
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:

@@ -7,7 +7,7 @@ through webapp.models' cached computations -> explorer.plots.contributions).
 """
 import streamlit as st
 
-from webapp import downloads, models, sentence, state
+from webapp import analyses, downloads, models, sentence, state
 from webapp.views import contributions as views
 
 st.title("Contributions")
@@ -34,7 +34,7 @@ text, clipped, result = sentence.page_translation(ckpt, "contrib_text_box", cfg,
 forced, out_ids, forced_text = views.forced_output(ckpt, text, result)
 if forced != "output":
     st.markdown("**Teacher-forced on:** " + state.md_escape(forced_text))
-sc = state.friendly(models.contributions, ckpt, tuple(result.src_ids), tuple(out_ids),
+sc = state.friendly(analyses.contributions, ckpt, tuple(result.src_ids), tuple(out_ids),
                     what="The contributions")
 if sc is None:
     st.stop()

@@ -84,7 +84,7 @@ def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: lis
     return background.start(path, STAGES, "Alignment scorecard", work)
 
 
-# ---- one sentence: webapp.models.align_one (the shared model, queued, byte-bounded cache) -------------
+# ---- one sentence: webapp.analyses.align_one (the shared model, queued, byte-bounded cache) -------------
 def count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 

@@ -1,6 +1,6 @@
 """The Beam search page's contrast: why the search's hypothesis wrote its token at a step and not a foil
 (Yin & Neubig 2022), by gradient x input and integrated gradients, beside the plain attribution of the
-chosen token (explorer.contrastive through webapp.models.contrast, cached per checkpoint).
+chosen token (explorer.contrastive through webapp.analyses.contrast, cached per checkpoint).
 
 The foil is a candidate the same parent could have written (a kept or pruned node of the tree, or an
 alternative the trace recorded), picked in a list or by a click on the tree, or a typed word (its first
@@ -19,7 +19,7 @@ from explorer.align.attribution import IG_STEPS
 from explorer.contrastive.foils import foil_from_id, foil_from_word, step_of
 from explorer.decoding.beam_trace import FINISHED, KEPT, STATUSES
 from explorer.plots import contrastive as plots
-from webapp import downloads, models, presenter, state
+from webapp import analyses, downloads, presenter, state
 from webapp import url_keys as url
 
 TOGGLE, WORD, METHOD, POINTS = "beam_contrast", "beam_foil_word", "beam_contrast_method", "beam_ig_points"
@@ -127,7 +127,7 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
         return
     if foil.note:
         st.info(state.md_escape(foil.note))
-    both = state.friendly(models.contrast, ckpt, tuple(result.src_ids), tuple(found.prefix), found.chosen,
+    both = state.friendly(analyses.contrast, ckpt, tuple(result.src_ids), tuple(found.prefix), found.chosen,
                           foil.token, steps, what="The contrastive attribution")
     if both is not None:
         show(ckpt, result, found, both, method, piece, tag)

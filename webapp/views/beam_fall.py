@@ -1,7 +1,7 @@
 """The Beam search page's reference: pick one of the checkpoint's held-out test verses (its source becomes
 the page's sentence, its translation the reference) or type a reference, and see where the reference
 left the beam, its rank there, its score against the winner's, and whether the search or the model is
-to blame (Stahlberg & Byrne 2019; explorer.contrastive.fall through webapp.models.reference_fall, which
+to blame (Stahlberg & Byrne 2019; explorer.contrastive.fall through webapp.analyses.reference_fall, which
 follows the reference through the page's own cached search).
 
 The verse is in the URL (1-based; 0: the sentence as typed), but the sentence is the fact the page shows:
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from webapp import models, sentence, state
+from webapp import analyses, sentence, state
 from webapp import url_keys as url
 
 VERSE, REFERENCE = "beam_verse", "beam_reference"
@@ -72,7 +72,7 @@ def fall_section(ckpt, text: str, cfg: dict, piece) -> None:
     if not reference.strip():
         st.info("Pick a test verse above, or type a reference translation, to see where it left the beam.")
         return
-    fall = state.friendly(models.reference_fall, ckpt, text, cfg, reference, what="Following the reference")
+    fall = state.friendly(analyses.reference_fall, ckpt, text, cfg, reference, what="Following the reference")
     if fall is None:
         return
     cols = st.columns(4)

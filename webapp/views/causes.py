@@ -17,7 +17,7 @@ import streamlit as st
 from explorer.patching.grids import GRIDS, grid_cells
 from explorer.patching.job import row_labels
 from explorer.plots import patching as plots
-from webapp import downloads, models, state
+from webapp import analyses, downloads, state
 from webapp import url_keys as url
 from webapp.numbering import position_label
 from webapp.sentence import URL_CHARS
@@ -50,7 +50,7 @@ def corrupted_text(ckpt, clean: str) -> str | None:
         url.write(url.PATCH_CORRUPT, "causes_corrupt", own)
         return own
     url.put(corrupt=None)
-    swaps = state.friendly(models.swap_suggestions, ckpt, clean, what="Suggesting a swap") or []
+    swaps = state.friendly(analyses.swap_suggestions, ckpt, clean, what="Suggesting a swap") or []
     if not swaps:
         url.put(swap=None)
         st.info("No one-word swap of this sentence changes its translation (a swap must keep the piece count: a "
@@ -70,7 +70,7 @@ def _pieces(pieces: list[str], changed: set[int]) -> str:
 
 def show_pair(ckpt, clean: str, corrupt: str):
     """The pair (MinimalPair, its pieces) after showing it; None after the library's refusal, as a message."""
-    found = state.friendly(models.minimal_pair, ckpt, clean, corrupt, what="Making the pair")
+    found = state.friendly(analyses.minimal_pair, ckpt, clean, corrupt, what="Making the pair")
     if found is None:
         return None
     if isinstance(found, str):
@@ -113,7 +113,7 @@ def computed_grids(ckpt, clean: str, corrupt: str, pair):
             if not st.button("Patch every activation", key="causes_start", type="primary"):
                 return None
     with st.spinner("Patching every activation, one at a time…"):
-        grids = state.friendly(models.patching_grids, ckpt, clean, corrupt, what="Patching")
+        grids = state.friendly(analyses.patching_grids, ckpt, clean, corrupt, what="Patching")
     if grids is not None:
         offer.empty()                                             # the offer goes once the grids are there
     if grids is not None and key not in done:
@@ -207,7 +207,7 @@ def show_patched(ckpt, clean: str, corrupt: str, pair, info: dict, cell: tuple[s
                  chosen: str) -> None:
     grid, row, col = cell
     target = grid_cells(ckpt.model, pair, grid)[row][col]
-    found = state.friendly(models.patched_translation, ckpt, clean, corrupt, target.point,
+    found = state.friendly(analyses.patched_translation, ckpt, clean, corrupt, target.point,
                            tuple(target.index or ()), chosen, what="The patched run's translation")
     if found is None:
         return

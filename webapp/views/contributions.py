@@ -21,7 +21,7 @@ import streamlit as st
 from explorer.decoding.core import special_ids
 from explorer.plots import contributions as plots
 from explorer.text.encoding import output_ids
-from webapp import downloads, models, sentence, state
+from webapp import analyses, downloads, models, sentence, state
 from webapp import url_keys as url
 from webapp.numbering import position_label
 
@@ -62,11 +62,11 @@ def forced_output(ckpt, text: str, result) -> tuple[str, list[int], str]:
 
 
 def calibration(ckpt) -> dict | None:
-    """The checkpoint's calibration (models.source_share_calibration), None (with a caption) without one."""
+    """The checkpoint's calibration (analyses.source_share_calibration), None (with a caption) without one."""
     try:
         with st.spinner(f"Measuring this checkpoint's source shares on {CALIBRATION_PAIRS} held-out pairs "
                         "(once per checkpoint)…"):
-            return models.source_share_calibration(ckpt, CALIBRATION_PAIRS)
+            return analyses.source_share_calibration(ckpt, CALIBRATION_PAIRS)
     except (ValueError, RuntimeError) as err:
         st.caption(f"No threshold for this checkpoint ({state.md_escape(err)}), so no token is flagged.")
         return None
@@ -162,7 +162,7 @@ def training_section(ckpt, name: str) -> None:
     means, labels = [], []
     for info in group.checkpoints:
         loaded = state.friendly(models.load, info.path, what=f"Loading {info.name}")
-        calib = loaded and state.friendly(models.source_share_calibration, loaded,
+        calib = loaded and state.friendly(analyses.source_share_calibration, loaded,
                                           CALIBRATION_PAIRS, what=f"The calibration of {info.name}")
         if calib is None:
             return

@@ -15,7 +15,7 @@ import streamlit as st
 from explorer.decoding.core import special_ids
 from explorer.plots.lens import SHOWN, lens_grid
 from explorer.text.encoding import output_ids
-from webapp import downloads, models, presenter, state
+from webapp import analyses, downloads, presenter, state
 from webapp import url_keys as url
 from webapp.numbering import position_label
 
@@ -33,7 +33,7 @@ def decoder_lens_section(ckpt, text: str, name: str) -> None:
                                help="Each encoder depth is decoded on its own, greedily or by beam search; "
                                     "at most 1.5 x the source length + 10 pieces.")
     url.write(url.LENS_BEAM, "layers_beam", int(beam))
-    rows = state.friendly(models.lens_translations, ckpt, text, int(beam),
+    rows = state.friendly(analyses.lens_translations, ckpt, text, int(beam),
                           what="The DecoderLens")
     if not rows:
         return
@@ -72,7 +72,7 @@ def logit_lens_section(ckpt, result, reference: str | None, name: str) -> None:
     url.write(url.LENS_FORCED, "layers_forced", forced)
     url.write(url.LENS_SHOW, "layers_show", show)
     out = forced_ids(ckpt, result, reference, forced)
-    lens = state.friendly(models.logit_lens, ckpt, tuple(result.src_ids), tuple(out),
+    lens = state.friendly(analyses.logit_lens, ckpt, tuple(result.src_ids), tuple(out),
                           what="The logit lens")
     if lens is None:
         return
