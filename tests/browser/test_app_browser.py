@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from browser_support import (ARTIFACTS, BIBLE, NUMBERS, frames_evaluate, idle, library_translation, no_exception,
-                             open_app, plotly_count, sidebar_to, squash, timed, translation_on_screen, type_sentence,
+                             open_app, sidebar_to, squash, timed, translation_on_screen, type_sentence,
                              url_param, wait_plotly, wait_translation)
 from test_figures_draw_browser import problems_on, watch_console
 from webapp import lecture
