@@ -19,15 +19,16 @@ from typing import Callable, Sequence
 
 from explorer.config import DecodeConfig
 from explorer.contrastive.compact_beam import compact_beam_search
-from explorer.contrastive.workers import map_batches, usable_workers
 from explorer.decoding.core import Hypothesis
 from explorer.decoding.translate import decode
 from explorer.evaluation.scores import corpus_scores
+from explorer.runtime.forked import imap, usable_workers
 
 BEAMS = (1, 2, 4, 8, 16, 32)
 # Outputs cut at 1.5 x source + 10 tokens (as the head lab's and the lenses' decodes): a wide beam that
 # babbles stops there, and the exact search's space is bounded by the same rule.
 MAX_LEN_A, MAX_LEN_B = 1.5, 10
+MAX_WORKERS = 2                      # the curve's goal is for 2 cores; more would share them
 ROWS_PER_BATCH = 256                 # beam rows decoded at once: sentences per batch = this // beam
 
 
@@ -73,8 +74,8 @@ def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
     beam rows each; tick(done) after each batch (it raises to cancel).
 
     Beam search runs as explorer.contrastive.compact_beam (finished sentences leave the decoder's batch)
-    and the batches over `workers` processes (explorer.contrastive.workers; None: as many as are safe and
-    useful, at most 2): the same batches as one process decoding them in turn with the library's beam
+    and the batches over `workers` forked processes (explorer.runtime.forked; None: as many as are safe
+    and useful, at most MAX_WORKERS; the costliest first, so the last to end are short): the same batches as one process decoding them in turn with the library's beam
     search, so the same hypotheses and scores (tests/unit/test_contrastive_curve_speed.py)."""
     per_batch = max(1, ROWS_PER_BATCH // cfg.beam_size)
     order = sorted(range(len(src)), key=lambda i: len(src[i]))
@@ -87,15 +88,17 @@ def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
         found = compact_beam_search(model, rows, cfg) if cfg.strategy == "beam" else decode(model, rows, cfg)
         return [d.best for d in found]
 
-    def done(b: int, hyps: list[Hypothesis]) -> None:
-        for i, h in zip(batches[b], hyps):
-            out[i] = h
-        finished[0] += len(hyps)
-        tick(finished[0])
-
     if workers is None:
-        workers = usable_workers(model, len(batches))
-    map_batches(run, batches, workers, done)
+        workers = usable_workers(model, len(batches), MAX_WORKERS)
+    results = imap(run, [(idx,) for idx in batches], workers, ordered=False, order=range(len(batches) - 1, -1, -1))
+    try:
+        for b, hyps in results:
+            for i, h in zip(batches[b], hyps):
+                out[i] = h
+            finished[0] += len(hyps)
+            tick(finished[0])                                # it raises to cancel
+    finally:
+        results.close()                                      # a cancelled curve ends its workers
     return out
 
 

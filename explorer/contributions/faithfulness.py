@@ -191,8 +191,8 @@ def run_faithfulness(model, tokenizer, pairs, sentences: int, settings: Faithful
                      cancel: threading.Event | None = None, log: Callable[[str], None] = lambda _: None,
                      workers: int = 1) -> dict:
     """The scorecard over the first `sentences` pairs, forced on their references, over `workers`
-    processes (explorer.contributions.parallel: command lines only; the same numbers). Raises Cancelled."""
-    from explorer.contributions.parallel import ordered_map
+    forked processes (explorer.runtime.forked: command lines only; the same numbers). Raises Cancelled."""
+    from explorer.runtime.forked import imap
     from explorer.text.encoding import output_ids, source_ids
 
     meta, t0 = meta or {}, time.time()
@@ -203,9 +203,9 @@ def run_faithfulness(model, tokenizer, pairs, sentences: int, settings: Faithful
     items = [(model, source_ids(tokenizer, p.src, max_len, special), output_ids(tokenizer, p.tgt, max_len, special),
               settings) for p in pairs]
     per_sentence = []
-    results = ordered_map(sentence_faithfulness, items, workers)
+    results = imap(sentence_faithfulness, items, workers)
     try:
-        for measures in results:
+        for _, measures in results:
             per_sentence.append(measures)
             ticker.check(tick, len(per_sentence))
     finally:

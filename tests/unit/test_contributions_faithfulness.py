@@ -86,17 +86,17 @@ def test_intervals_and_settings():
 
 
 def test_worker_processes_give_the_numbers_of_one_process(model):
-    from explorer.contributions.parallel import ordered_map
+    from explorer.runtime.forked import imap
 
     settings = FaithfulnessSettings(methods=("alti", "integrated-gradients"), seeds=1, ig_steps=2, fractions=(0.5,))
     items = [(model, SRC, OUT, settings), (model, SRC[::-1][1:] + [3], OUT[:3] + [3], settings)]
     before = torch.get_num_threads()
     torch.set_num_threads(1)                                       # as each worker runs
     try:
-        alone = list(ordered_map(sentence_faithfulness, items, workers=1))
+        alone = [r for _, r in imap(sentence_faithfulness, items, workers=1)]
     finally:
         torch.set_num_threads(before)
-    forked = list(ordered_map(sentence_faithfulness, items, workers=2))
+    forked = [r for _, r in imap(sentence_faithfulness, items, workers=2)]
     assert len(forked) == 2 and forked[1]["alti"]["sufficiency"].shape == (1, 4)
     for a, b in zip(alone, forked):
         for name in a:
