@@ -17,27 +17,13 @@ import time
 
 import torch
 
-from explorer.contrastive import curve
-from explorer.contrastive.curve import Penalty, beam_config, decode_set
-from explorer.decoding.translate import decode
+from explorer.contrastive.curve import Penalty, beam_config, decode_set, library_decode_set
 
 
 def cpu_seconds() -> float:
     """CPU time of this process and of its waited-for children (the workers, once their pool closes)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def library_path(model, src, cfg):
-    """The curve's decode before: the library's beam search on the same batches, in turn."""
-    per_batch = max(1, curve.ROWS_PER_BATCH // cfg.beam_size)
-    order = sorted(range(len(src)), key=lambda i: len(src[i]))
-    out = [None] * len(src)
-    for first in range(0, len(order), per_batch):
-        idx = order[first:first + per_batch]
-        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], cfg)):
-            out[i] = d.best
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ckpt, pairs = loaded
     sents = build_sentences(ckpt.model, ckpt.tokenizer, pairs, args.sentences, "reference")
-    paths = {"library, 1 process": lambda cfg: library_path(ckpt.model, sents.src, cfg),
+    paths = {"library, 1 process": lambda cfg: library_decode_set(ckpt.model, sents.src, cfg),
              "curve, 1 process": lambda cfg: decode_set(ckpt.model, sents.src, cfg, workers=1),
              "curve, 2 processes": lambda cfg: decode_set(ckpt.model, sents.src, cfg, workers=2)}
     print(f"{len(sents.src)} sentences of {args.checkpoint}, 1 thread per process; CPU s (wall s) and CPU ratio "

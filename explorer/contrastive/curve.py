@@ -68,6 +68,24 @@ def beam_config(beam: int, penalty: Penalty) -> DecodeConfig:
                         max_len_b=MAX_LEN_B)
 
 
+def length_batches(src: Sequence[Sequence[int]], cfg: DecodeConfig) -> list[list[int]]:
+    """The sources' indices in batches of similar lengths (shortest first), ROWS_PER_BATCH beam rows each."""
+    per_batch = max(1, ROWS_PER_BATCH // cfg.beam_size)
+    order = sorted(range(len(src)), key=lambda i: len(src[i]))
+    return [order[first:first + per_batch] for first in range(0, len(order), per_batch)]
+
+
+def library_decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig) -> list[Hypothesis]:
+    """decode_set's reference: the library's own search (explorer.decoding.translate.decode) on the same
+    batches, in turn, in one process; what the curve decoded before compact beam search and the workers,
+    kept so the tests and `python -m benchmarks search_curve` compare the two."""
+    out: list[Hypothesis | None] = [None] * len(src)
+    for idx in length_batches(src, cfg):
+        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], cfg)):
+            out[i] = d.best
+    return out
+
+
 def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
                tick: Callable[[int], None] = lambda _: None, *, workers: int | None = None) -> list[Hypothesis]:
     """The best hypothesis of every source, in input order; batches of similar lengths, ROWS_PER_BATCH
@@ -77,9 +95,7 @@ def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
     and the batches over `workers` forked processes (explorer.runtime.forked; None: as many as are safe
     and useful, at most MAX_WORKERS; the costliest first, so the last to end are short): the same batches as one process decoding them in turn with the library's beam
     search, so the same hypotheses and scores (tests/unit/test_contrastive_curve_speed.py)."""
-    per_batch = max(1, ROWS_PER_BATCH // cfg.beam_size)
-    order = sorted(range(len(src)), key=lambda i: len(src[i]))
-    batches = [order[first:first + per_batch] for first in range(0, len(order), per_batch)]
+    batches = length_batches(src, cfg)
     out: list[Hypothesis | None] = [None] * len(src)
     finished = [0]
 

@@ -10,7 +10,8 @@ import torch
 
 from explorer.contrastive import curve
 from explorer.contrastive.compact_beam import compact_beam_search
-from explorer.contrastive.curve import Penalty, beam_config, curve_row, decode_set, sentence_chrf
+from explorer.contrastive.curve import (Penalty, beam_config, curve_row, decode_set, library_decode_set,
+                                        sentence_chrf)
 from explorer.decoding.translate import decode
 from explorer.files.places import REPO_ROOT
 from explorer.heads.sentences import build_sentences
@@ -60,18 +61,6 @@ def test_compact_beam_search_equals_the_library_search(shipped):
     assert len({len(d.best.ids) for d in old}) > 1
 
 
-def old_decode_set(model, src, cfg):
-    """The curve's decode before: the library's beam search on the same batches, in turn."""
-    per_batch = max(1, curve.ROWS_PER_BATCH // cfg.beam_size)
-    order = sorted(range(len(src)), key=lambda i: len(src[i]))
-    out = [None] * len(src)
-    for first in range(0, len(order), per_batch):
-        idx = order[first:first + per_batch]
-        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], cfg)):
-            out[i] = d.best
-    return out
-
-
 def test_curve_rows_equal_the_old_path_in_one_and_two_processes(numbers, monkeypatch):
     ckpt, sents = numbers
     monkeypatch.setattr(curve, "ROWS_PER_BATCH", 4)          # several batches, so two workers share them
@@ -79,7 +68,7 @@ def test_curve_rows_equal_the_old_path_in_one_and_two_processes(numbers, monkeyp
         before = {}
         for beam in (1, 4):
             cfg = beam_config(beam, penalty)
-            old = old_decode_set(ckpt.model, sents.src, cfg)
+            old = library_decode_set(ckpt.model, sents.src, cfg)
             for workers in (1, 2):
                 ticks = []
                 new = decode_set(ckpt.model, sents.src, cfg, ticks.append, workers=workers)
