@@ -14,12 +14,13 @@ import torch.distributed as dist
 from torch import nn
 
 from explorer.runtime.device import resolve_device
+from explorer.runtime.split import Split
 
 
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
+@dataclass(frozen=True)
+class Dist(Split):
+    """A Split (rank, world, active, is_main: explorer.runtime.split) with the rank's local GPU index."""
+
     local_rank: int = 0
 
     @classmethod
@@ -32,14 +33,6 @@ class Dist:
         if not dist.is_initialized():
             dist.init_process_group(backend=backend)
         return cls(rank=rank, world=world, local_rank=local)
-
-    @property
-    def active(self) -> bool:
-        return self.world > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
 
     def device(self, name: str) -> torch.device:
         """The device `name` resolves to (explorer.runtime.device.resolve_device); a rank's plain CUDA is its own GPU."""
