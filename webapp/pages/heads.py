@@ -7,7 +7,6 @@ it already exists for the same weights and settings -> explorer.plots.heads.
 """
 import streamlit as st
 
-from explorer.data.types import DataError
 from explorer.heads.job import LabSettings, estimate_cost, read_result
 from explorer.heads.sentences import FORCED
 from webapp import background, lecture, models, state
@@ -25,13 +24,7 @@ state.learn(
 
 ckpt = models.require_checkpoint()
 path, sha = ckpt.cache_key
-try:
-    pairs = views.test_pairs(path, sha)
-except DataError as err:            # no test.tsv and no training corpus to take one from (e.g. imported)
-    st.info("The head lab measures over held-out test sentences, and this checkpoint has none: "
-            f"{state.md_escape(err)}. Put a `test.tsv` beside its config.json (a header line `ref`, `src`, `tgt` "
-            "separated by tabs, then one pair per line, as in the shipped checkpoints), or choose a shipped one.")
-    st.stop()
+pairs = views.test_pairs_or_stop(ckpt, "The head lab measures")
 
 defaults = LabSettings()
 state.remembered("heads_n", range(1, views.MAX_SENTENCES + 1), defaults.sentences, "lab_n", int)

@@ -9,7 +9,6 @@ already exists for the same weights and settings -> explorer.plots.contrastive.
 import streamlit as st
 
 from explorer.contrastive.job import read_result
-from explorer.data.types import DataError
 from webapp import background, downloads, models, state
 from webapp.views import heads
 from webapp.views import search as views
@@ -28,12 +27,7 @@ state.learn(
 
 ckpt = models.require_checkpoint()
 path, sha = ckpt.cache_key
-try:
-    pairs = heads.test_pairs(path, sha)
-except DataError as err:            # no test.tsv and no training corpus to take one from (e.g. imported)
-    st.info("The beam curve is measured over held-out test sentences, and this checkpoint has none: "
-            f"{state.md_escape(err)}. Put a `test.tsv` beside its config.json, or choose a shipped checkpoint.")
-    st.stop()
+pairs = heads.test_pairs_or_stop(ckpt, "The beam curve is measured")
 
 settings = views.settings_form(ckpt.model, max(1, min(len(pairs), 5000)))
 if settings is None:

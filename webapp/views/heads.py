@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from explorer.data.types import DataError
 from explorer.heads.job import STAGES, LabSettings
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
@@ -38,6 +39,20 @@ def test_pairs(ckpt_path: str, sha: str) -> list:
     """The checkpoint's held-out pairs (its test.tsv, else its dataset's test split); DataError if none."""
     from explorer.evaluation.scores import held_out_pairs
     return list(held_out_pairs(ckpt_path, models.load(ckpt_path).meta)[0])
+
+
+def test_pairs_or_stop(ckpt, measured: str) -> list:
+    """The checkpoint's held-out pairs; without any, says that `measured` ("The head lab measures") needs
+    them and how to give some, and stops the page."""
+    path, sha = ckpt.cache_key
+    try:
+        return test_pairs(path, sha)
+    except DataError as err:            # no test.tsv and no training corpus to take one from (e.g. imported)
+        st.info(f"{measured} over held-out test sentences, and this checkpoint has none: "
+                f"{md_escape(err)}. Put a `test.tsv` beside its config.json (a header line `ref`, `src`, "
+                "`tgt` separated by tabs, then one pair per line, as in the shipped checkpoints), or choose a "
+                "shipped one.")
+        st.stop()
 
 
 def result_path(sha: str, settings: LabSettings) -> Path:
