@@ -17,18 +17,9 @@ from explorer.contributions.blocks import forced_pass
 from explorer.contributions.decomposition import contributions, normalise, row_chunks, transformed_vectors
 from explorer.model import Transformer
 from support.base_model import MARIAN_OPTIONS, VOCAB_SIZE
-from support.model_helpers import make_model
+from support.model_helpers import make_model, one_thread  # noqa: F401 (a fixture)
 
 SRC, OUT = [5, 9, 12, 7, 30, 3], [11, 4, 17, 8, 3]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small products: one thread is faster than two fighting other jobs for the machine's cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def block_outputs(model, src, out) -> dict[str, torch.Tensor]:

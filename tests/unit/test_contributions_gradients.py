@@ -11,18 +11,9 @@ import torch
 from explorer.align.attribution import piece_attributions, row_bytes
 from explorer.align.pairs import ModelPair
 from explorer.contributions.gradients import all_targets, path_points
-from support.model_helpers import make_model
+from support.model_helpers import make_model, one_thread  # noqa: F401 (a fixture)
 
 SRC, OUT = [5, 9, 12, 7, 30, 3], [11, 4, 17, 8, 21, 3]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small products: one thread is faster than two fighting other jobs for the machine's cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["post-LN", "pre-LN"])
