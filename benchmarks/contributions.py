@@ -12,8 +12,8 @@ an idle machine, and it does not count the waits for a core that other jobs caus
 
 --faithfulness (small model only, one round after one warm-up): the faithfulness scorecard's gradient
 methods by the reference path (captum, one backward per target and path point:
-explorer.align.attribution.piece_attributions) against the scorecard's batched path
-(explorer.contributions.gradients.all_targets), the same numbers; and one sentence's whole scorecard
+explorer.align.attribution.piece_attributions(path="captum")) against the batched path
+(explorer.align.gradients.attributions), the same numbers; and one sentence's whole scorecard
 (every method, 3 random seeds, 16 path points) with what 200 such sentences cost on 2 workers.
 """
 from __future__ import annotations
@@ -67,15 +67,15 @@ def faithfulness(src_len: int, tgt_len: int) -> None:
     from explorer.align.attribution import piece_attributions
     from explorer.align.pairs import ModelPair
     from explorer.contributions.faithfulness import FaithfulnessSettings, sentence_faithfulness
-    from explorer.contributions.gradients import all_targets
+    from explorer.align.gradients import attributions
 
     model = model_of("small")
     src, out = ids(model, src_len, 1), ids(model, tgt_len, 2)
     pair = ModelPair(gold=None, src_ids=src, out_ids=out, src_groups=[], tgt_groups=[])
     print(f"faithfulness, small, {src_len}-token source, {tgt_len}-token output, 16 path points (CPU s)")
     for method in ("grad-x-input", "integrated-gradients"):
-        _, cpu = time_rounds({"captum rows": lambda: piece_attributions(model, pair, method, 16),
-                              "batched": lambda: all_targets(model, src, out, method, 16)}, 1, 1)
+        _, cpu = time_rounds({"captum rows": lambda: piece_attributions(model, pair, method, 16, path="captum"),
+                              "batched": lambda: attributions(model, src, out, method, 16)}, 1, 1)
         old, new = cpu["captum rows"][0], cpu["batched"][0]
         print(f"  {method:22s} captum per row {old:7.2f}  batched {new:7.2f}  ratio {old / new:5.1f}")
     _, cpu = time_rounds({"sentence": lambda: sentence_faithfulness(model, src, out, FaithfulnessSettings())}, 1, 1)

@@ -98,10 +98,12 @@ def run_scorecard(model, tokenizer, gold: Sequence[GoldPair], settings: AlignSet
                   meta: dict | None = None, gold_name: str = "", held_out: int | None = None,
                   train_pairs: Callable[[], tuple[Sequence, str]] | None = None,
                   progress: Progress | None = None, cancel: threading.Event | None = None,
-                  log: Callable[[str], None] = lambda _: None, split: Split = ONE) -> dict:
+                  log: Callable[[str], None] = lambda _: None, split: Split = ONE,
+                  attribution_path: str = "batched") -> dict:
     """Every row of the scorecard (see the module docstring); raises Cancelled. With a `split`
     (explorer.runtime.split: the processes torchrun started), each process aligns its share of the
-    pairs and all gather every pair's links; the main one alone reports, runs eflomal and writes."""
+    pairs and all gather every pair's links; the main one alone reports, runs eflomal and writes.
+    `attribution_path`: attribution.PATHS ("captum": the reference path, for tests and benchmarks)."""
     meta, t0 = meta or {}, time.time()
     if not split.is_main:
         progress, log = None, (lambda _: None)
@@ -133,11 +135,12 @@ def run_scorecard(model, tokenizer, gold: Sequence[GoldPair], settings: AlignSet
     for method in ATTRIBUTIONS if n_attr else ():
         def attribution_links(mp, method=method) -> tuple[dict, list]:
             if method == "integrated-gradients":
-                pieces, delta = piece_attributions(model, mp, method, settings.ig_steps, with_delta=True)
+                pieces, delta = piece_attributions(model, mp, method, settings.ig_steps, with_delta=True,
+                                                   path=attribution_path)
                 change = pieces.sum(axis=1) - delta                           # F(x) - F(baseline) per target
                 gaps = [(abs(d), abs(c)) for d, c in zip(delta, change)]
             else:
-                pieces, gaps = piece_attributions(model, mp, method), []
+                pieces, gaps = piece_attributions(model, mp, method, path=attribution_path), []
             return extracted(word_matrix(pieces, mp.tgt_groups, mp.src_groups), absolute=True), gaps
 
         for i, (links, gaps) in enumerate(split.map(usable[:n_attr], attribution_links, stage(method, n_attr))):

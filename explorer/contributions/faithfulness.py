@@ -59,7 +59,7 @@ def method_scores(model, src: list[int], out: list[int], methods: Sequence[str],
     """Each method's score of every source token for every output token: [T, S], higher = more used."""
     from explorer.align.attention import cross_weights, value_vectors, weighted_all
     from explorer.align.pairs import ModelPair
-    from explorer.contributions.gradients import all_targets
+    from explorer.align.gradients import attributions
 
     found: dict[str, np.ndarray] = {}
     sc = sentence_contributions(model, src, out)
@@ -72,7 +72,7 @@ def method_scores(model, src: list[int], out: list[int], methods: Sequence[str],
         found["value-norm"] = weighted_all(cross_weights(model, pair), norms)              # [T, S]
     for method in ("grad-x-input", "integrated-gradients"):
         if method in methods:                                                              # signed: support
-            found[method] = all_targets(model, src, out, method, ig_steps)
+            found[method] = attributions(model, src, out, method, ig_steps)
     return {m: np.asarray(found[m], dtype=np.float64) for m in methods}
 
 
