@@ -15,6 +15,7 @@ from explorer.evaluation.arguments import CommandParser, checkpoint_and_held_out
 from explorer.runtime.workers import add_workers, launch, resolve_workers, run_split_command, \
     wants_launch
 from explorer.files.names import HEAD_LAB_OUT
+from explorer.heads.importance import SINGLE_REMOVALS
 from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
 
@@ -34,6 +35,10 @@ def build_parser() -> CommandParser:
                              "(default 3, at most %d)" % RANGES["points"][1])
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     add_workers(parser)
+    parser.add_argument("--single-removal", choices=tuple(SINGLE_REMOVALS), default="bleu",
+                        help="how each head removed alone is scored: bleu (default, exact) decodes the set without "
+                             "it; loss (approximate, faster) takes the rise of the teacher-forced loss alone and "
+                             "decodes no removal, so there is no BLEU drop per head")
     parser.add_argument("--no-reuse", action="store_true",
                         help="decode every sentence of every removal step by step, without first checking the "
                              "full model's outputs (the slower path the checks replaced; same numbers)")
@@ -50,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.runtime.split import from_env
 
     split = from_env()
-    settings = LabSettings(sentences=args.sentences, forced=args.forced, seeds=args.seeds, points=args.points)
+    settings = LabSettings(sentences=args.sentences, forced=args.forced, seeds=args.seeds, points=args.points,
+                           single_removal=args.single_removal)
     loaded = checkpoint_and_held_out(args.checkpoint, args.device)
     if loaded is None:
         return 2

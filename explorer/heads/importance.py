@@ -27,6 +27,7 @@ from torch import nn
 
 from explorer.decoding.core import special_ids
 from explorer.evaluation.scores import corpus_scores
+from explorer.heads.memo import EncoderMemo, removes_encoder_heads, teacher_log_probs
 from explorer.heads.sentences import SentenceSet, greedy_texts, teacher_batches
 from explorer.heads.verify import greedy_outputs, still_greedy
 from explorer.inspection.hooks import intervene
@@ -104,17 +105,21 @@ def normalize_per_layer(importance: np.ndarray) -> np.ndarray:
 
 
 @torch.no_grad()
-def teacher_loss(model: nn.Module, sents: SentenceSet, removed: Iterable[Head] = (), batch_size: int = 32) -> float:
-    """Mean over sentences of the teacher-forced token loss, with `removed` heads gated to 0."""
+def teacher_loss(model: nn.Module, sents: SentenceSet, removed: Iterable[Head] = (), batch_size: int = 32,
+                 memo: EncoderMemo | None = None) -> float:
+    """Mean over sentences of the teacher-forced token loss, with `removed` heads gated to 0. With a
+    `memo`, a removal that leaves the encoder whole reuses the full model's encoder output
+    (explorer.heads.memo: the same numbers)."""
     heads = list(removed)
     gates = {kind: torch.ones(ATTENTION_KINDS[kind].n_layers(model.cfg), model.cfg.n_heads) for kind in KINDS}
     for kind, layer, head in heads:
         gates[kind][layer, head] = 0.0
     pad = special_ids(model).pad
+    reuse = None if removes_encoder_heads(heads) else memo
     total = 0.0
     with gated(model, {k: g for k, g in gates.items() if (g == 0).any()}) if heads else _nothing():
         for _, src, tgt_in, tgt_out in teacher_batches(model, sents, batch_size):
-            total += float(sentence_losses(model(src, tgt_in), tgt_out, pad).sum())
+            total += float(sentence_losses(teacher_log_probs(model, src, tgt_in, reuse), tgt_out, pad).sum())
     return total / len(sents)
 
 
@@ -129,8 +134,10 @@ class HeadRemover:
     returns BLEU/chrF; results are kept per set of removed heads, so curves that share a point
     (nothing removed, everything removed) decode it once. With `reuse` (the default), a single head's
     removal first checks the full model's outputs in one teacher-forced pass (explorer.heads.verify)
-    and decodes step by step only the sentences whose output it cannot show unchanged; reuse=False
-    decodes every sentence of every removal (the path before, kept to compare against)."""
+    and decodes step by step only the sentences whose output it cannot show unchanged, and its `memo`
+    keeps the full model's encoder outputs for the passes that remove only decoder heads (these checks
+    and teacher_loss); reuse=False decodes every sentence of every removal and encodes in every pass
+    (the path before, kept to compare against)."""
 
     def __init__(self, model: nn.Module, tokenizer, sents: SentenceSet, stop: Callable[[], bool] | None = None,
                  reuse: bool = True):
@@ -143,6 +150,7 @@ class HeadRemover:
         self.cache: dict[frozenset, dict[str, float]] = {}
         self.full: list | None = None             # the full model's greedy outputs (verify.Output each)
         self.checked = self.redecoded = 0         # sentences checked in one pass / decoded again after a check
+        self.memo = EncoderMemo() if reuse else None   # shared with teacher_loss: the copy's encoder is the model's
 
     def _w_o(self, kind: str, layer: int) -> torch.Tensor:
         spec = ATTENTION_KINDS[kind]
@@ -173,7 +181,8 @@ class HeadRemover:
             if not heads:
                 self.full = outputs
         else:
-            same = still_greedy(self.model, src, self.full)
+            same = still_greedy(self.model, src, self.full,
+                                memo=None if removes_encoder_heads(heads) else self.memo)
             again = [i for i, ok in enumerate(same) if not ok]
             outputs = list(self.full)
             for i, found in zip(again, greedy_outputs(self.model, [src[i] for i in again], stop=self.stop)):
@@ -200,31 +209,46 @@ class HeadRemover:
         return len(self.cache)
 
 
+# How single-head removals are scored, and what the JSON says of it. "bleu" (the default) decodes the
+# set without each head: its BLEU and chrF drops, exact. "loss" is an approximate option: a head is
+# scored by the rise of the teacher-forced loss alone (the loss every run also reports), and no removal
+# is decoded, so there is no BLEU drop per head (the full model's BLEU and the pruning curves are decoded
+# as always). It saves one greedy decode of the set per head; how well it ranks heads against the BLEU
+# drop is measured in docs/PERFORMANCE.md.
+SINGLE_REMOVALS = {"bleu": "bleu (exact)", "loss": "loss (approximate)"}
+
+
 @dataclass(frozen=True)
 class Removal:
-    """One head removed alone: the set's greedy BLEU/chrF and teacher-forced loss, and their changes."""
+    """One head removed alone: the set's greedy BLEU/chrF and teacher-forced loss, and their changes
+    (BLEU and chrF None when the removals were scored by the loss alone)."""
 
     kind: str
     layer: int                       # 0-based
     head: int                        # 0-based
-    bleu: float
-    chrf: float
+    bleu: float | None
+    chrf: float | None
     loss: float
-    bleu_drop: float                 # full model's BLEU - this BLEU (positive: removing it hurts)
-    chrf_drop: float
+    bleu_drop: float | None          # full model's BLEU - this BLEU (positive: removing it hurts)
+    chrf_drop: float | None
     loss_rise: float                 # this loss - full model's loss
 
 
 def single_head_removal(model: nn.Module, remover: HeadRemover, sents: SentenceSet,
-                        tick: Callable[[int], bool] | None = None, split: Split = ONE) -> list[Removal]:
+                        tick: Callable[[int], bool] | None = None, split: Split = ONE,
+                        scoring: str = "bleu") -> list[Removal]:
     """Remove each head alone (Michel et al.'s Table 1 experiment, here for every kind). With a
     `split`, each process removes its share of the heads; every process ends with every result
-    (and the remover's cache holds every single-head score, as the pruning curves expect)."""
-    full, full_loss = remover.scores(()), teacher_loss(model, sents)
+    (and the remover's cache holds every single-head score, as the pruning curves expect).
+    scoring="loss" (SINGLE_REMOVALS) decodes none of the removals: the same losses, no BLEU."""
+    if scoring not in SINGLE_REMOVALS:
+        raise ValueError(f"single-head removal is scored by one of {tuple(SINGLE_REMOVALS)}, not {scoring!r}")
+    decoded = scoring == "bleu"
+    full, full_loss = remover.scores(()), teacher_loss(model, sents, memo=remover.memo)
     heads = all_heads(model)
 
-    def one(head: Head) -> tuple[dict[str, float], float]:
-        return remover.scores([head]), teacher_loss(model, sents, [head])
+    def one(head: Head) -> tuple[dict[str, float] | None, float]:
+        return (remover.scores([head]) if decoded else None), teacher_loss(model, sents, [head], memo=remover.memo)
 
     def progress(done: int) -> None:
         if tick is not None and tick(done) is False:
@@ -232,8 +256,11 @@ def single_head_removal(model: nn.Module, remover: HeadRemover, sents: SentenceS
 
     out = []
     for head, (found, loss) in zip(heads, split.map(heads, one, progress)):
-        remover.cache[frozenset([head])] = found
-        out.append(Removal(*head, bleu=found["bleu"], chrf=found["chrf"], loss=loss,
-                           bleu_drop=full["bleu"] - found["bleu"], chrf_drop=full["chrf"] - found["chrf"],
+        if found is not None:
+            remover.cache[frozenset([head])] = found
+        scores = found or {"bleu": None, "chrf": None}
+        out.append(Removal(*head, bleu=scores["bleu"], chrf=scores["chrf"], loss=loss,
+                           bleu_drop=None if found is None else full["bleu"] - found["bleu"],
+                           chrf_drop=None if found is None else full["chrf"] - found["chrf"],
                            loss_rise=loss - full_loss))
     return out

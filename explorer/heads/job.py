@@ -21,8 +21,8 @@ from typing import Callable
 
 import numpy as np
 
-from explorer.heads.importance import HeadRemover, all_heads, gradient_importance, normalize_per_layer, \
-    single_head_removal
+from explorer.heads.importance import SINGLE_REMOVALS, HeadRemover, all_heads, gradient_importance, \
+    normalize_per_layer, single_head_removal
 from explorer.files.atomic import read_json_object, write_json_atomic
 from explorer.heads.pruning import SCOPES, plan_curves, removable, score_curves
 from explorer.heads.roles import label_heads
@@ -51,11 +51,22 @@ class LabSettings:
     seeds: int = 3                   # random removal orders (the pruning baseline)
     points: int = 3                  # scored points per kind's pruning curve after the first (all kinds: 2x)
     batch_size: int = 16
+    single_removal: str = "bleu"     # SINGLE_REMOVALS: "bleu" decodes each removal (exact), "loss" approximates
 
     def __post_init__(self) -> None:
         if self.forced not in FORCED:
             raise ValueError(f"forced must be one of {FORCED}, not {self.forced!r}")
+        if self.single_removal not in SINGLE_REMOVALS:
+            raise ValueError(f"single_removal must be one of {tuple(SINGLE_REMOVALS)}, not {self.single_removal!r}")
         check_ranges(self, RANGES)
+
+    def key(self) -> dict:
+        """The settings as the app's result file names them: every field, the exact default scoring
+        left out, so results computed before the option existed keep their names."""
+        fields = asdict(self)
+        if fields["single_removal"] == "bleu":
+            del fields["single_removal"]
+        return fields
 
     def curve_points(self) -> dict[str, int]:
         return {scope: self.points * (2 if scope == "all" else 1) for scope in SCOPES}
@@ -83,7 +94,7 @@ def estimate_cost(model, settings: LabSettings, n_sentences: int) -> Cost:
     zeros = {kind: np.zeros((ATTENTION_KINDS[kind].n_layers(model.cfg), model.cfg.n_heads)) for kind in KINDS}
     curves = plan_curves(zeros, settings.seeds, settings.curve_points())
     points = {frozenset(c.heads[:n]) for c in curves for n in c.removed}
-    singles = {frozenset([h]) for h in all_heads(model)}
+    singles = {frozenset([h]) for h in all_heads(model)} if settings.single_removal == "bleu" else set()
     own_output = 1 if settings.forced == "output" else 0                    # the forced output is decoded first
     return Cost(n_sentences, heads, batches + loss_batches * (heads + 1), batches,
                 len(points | singles | {frozenset()}) + own_output)
@@ -137,7 +148,7 @@ def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict |
     log(f"full model: BLEU {full['bleu']:.2f} chrF {full['chrf']:.2f}; one decode of the set took "
         f"{time.time() - t1:.1f} s, so about {(time.time() - t1) * cost.decodes / 60 / split.world:.1f} min "
         f"of decoding in all")
-    removals = single_head_removal(model, remover, sents, tick, split)
+    removals = single_head_removal(model, remover, sents, tick, split, settings.single_removal)
     clock.lap("single-head removal")
     curves = plan_curves(normalized, settings.seeds, settings.curve_points())
     score_curves(curves, remover, ticker.stage("pruning", sum(len(c.removed) for c in curves)), split)
@@ -149,7 +160,9 @@ def run_head_lab(model, tokenizer, pairs, settings: LabSettings, *, meta: dict |
         "seconds": round(time.time() - t0, 1),
         "stage_seconds": clock.seconds,
         "processes": split.world,
-        "checks": {"sentences_checked": remover.checked, "decoded_again": remover.redecoded},
+        "checks": {"sentences_checked": remover.checked, "decoded_again": remover.redecoded,
+                   "encoder_batches_reused": remover.memo.reused if remover.memo is not None else 0},
+        "single_removal": SINGLE_REMOVALS[settings.single_removal],
         "stats": [{"kind": kind, "layer": layer + 1, "head": head + 1,
                    **{name: _num(ks.mean[name][layer, head]) for name in HEAD_STATS},
                    **{f"{name}_std": _num(ks.std[name][layer, head]) for name in HEAD_STATS}}
@@ -173,7 +186,7 @@ def settings_key(settings: LabSettings, meta: dict, n_sentences: int) -> dict:
     """What identifies a result: the weights, the sentences, the forcing, the seeds, the points."""
     return {"checkpoint": meta.get("name", ""), "weights_sha256": meta.get("weights_sha256", ""),
             "sentences": n_sentences, "forced": settings.forced, "seeds": settings.seeds,
-            "points": settings.points, "decoding": {"strategy": "greedy", "max_len_a": GREEDY.max_len_a,
+            "points": settings.points, "single_removal": settings.single_removal, "decoding": {"strategy": "greedy", "max_len_a": GREEDY.max_len_a,
                                                     "max_len_b": GREEDY.max_len_b}}
 
 

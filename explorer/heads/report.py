@@ -38,11 +38,18 @@ def report(result: dict) -> str:
         why = f"{r['rule']}: {r['value']:.2f}" if r["rule"] else ""
         out.append(f"  {r['kind']:8s} L{r['layer']} h{r['head']}  {r['role']:22s} {why}{extra}")
     full = result["pruning"]["full"]
-    out += ["", f"== single-head removal (full model: BLEU {full['bleu']:.2f}, chrF {full['chrf']:.2f}) ==",
+    rows = result["single_head_removal"]
+    decoded = all(r["bleu_drop"] is not None for r in rows)
+    out += ["", f"== single-head removal, scored by {result.get('single_removal', 'bleu (exact)')} (full model: "
+                f"BLEU {full['bleu']:.2f}, chrF {full['chrf']:.2f}) ==",
             "  kind     L  h   BLEU drop  chrF drop  loss rise"]
-    for r in sorted(result["single_head_removal"], key=lambda r: -r["bleu_drop"]):
-        out.append(f"  {r['kind']:8s} {r['layer']}  {r['head']}   {r['bleu_drop']:9.2f}  {r['chrf_drop']:9.2f}  "
-                   f"{r['loss_rise']:9.4f}")
+    for r in sorted(rows, key=lambda r: -(r["bleu_drop"] if decoded else r["loss_rise"])):
+        drops = "  ".join(f"{r[k]:9.2f}" if r[k] is not None else f"{'-':>9}" for k in ("bleu_drop", "chrf_drop"))
+        out.append(f"  {r['kind']:8s} {r['layer']}  {r['head']}   {drops}  {r['loss_rise']:9.4f}")
+    agreement = loss_rank_agreement(rows)
+    if agreement is not None:
+        out.append(f"  loss rise vs BLEU drop, Spearman rank correlation over {len(rows)} heads: {agreement:.3f} "
+                   "(how well --single-removal loss would rank these heads)")
     out += ["", "== pruning curves: BLEU after removing n heads (importance order | mean of random orders) =="]
     curves = result["pruning"]["curves"]
     for scope in dict.fromkeys(c["scope"] for c in curves):
@@ -56,3 +63,16 @@ def report(result: dict) -> str:
         for k, v in result["pruning"]["removable_within_1_bleu"].items()))
     out.append(f"  {result['pruning']['decodes']} decodes, {result['seconds']} s")
     return "\n".join(out)
+
+
+def loss_rank_agreement(rows: list[dict]) -> float | None:
+    """Spearman's rank correlation between the heads' loss rise and their BLEU drop (ties share their
+    mean rank): how well scoring removals by the loss alone ranks heads as decoding them does. None
+    without decoded drops, or when either is constant (no ranking to compare)."""
+    import pandas as pd
+
+    pairs = pd.DataFrame([(r["loss_rise"], r["bleu_drop"]) for r in rows if r.get("bleu_drop") is not None
+                          and r.get("loss_rise") is not None], columns=["loss", "bleu"])
+    if len(pairs) < 2 or pairs["loss"].nunique() < 2 or pairs["bleu"].nunique() < 2:
+        return None
+    return float(pairs.corr(method="spearman").loc["loss", "bleu"])

@@ -20,6 +20,7 @@ from torch import nn
 
 from explorer.decoding.core import NEG_INF, special_ids
 from explorer.decoding.translate import decode
+from explorer.heads.memo import EncoderMemo, teacher_log_probs
 from explorer.heads.sentences import GREEDY, SentenceSet, teacher_batches
 from explorer.runtime.modes import eval_mode
 from explorer.runtime.progress import Cancelled
@@ -47,9 +48,10 @@ def greedy_outputs(model: nn.Module, src: Sequence[Sequence[int]], batch_size: i
 
 @torch.no_grad()
 def still_greedy(model: nn.Module, src: Sequence[Sequence[int]], candidates: Sequence[Output],
-                 batch_size: int = 32) -> list[bool]:
+                 batch_size: int = 32, memo: EncoderMemo | None = None) -> list[bool]:
     """For each sentence: would greedy decoding of `model` return its candidate (see the module
-    docstring)? One teacher-forced pass per batch; False wherever it cannot be shown."""
+    docstring)? One teacher-forced pass per batch; False wherever it cannot be shown. `memo`: the
+    full model's encoder outputs, when `model`'s encoder is whole (explorer.heads.memo)."""
     if GREEDY.min_len:                            # EOS banned early would need per-position bans
         return [False] * len(src)
     special = special_ids(model)
@@ -61,7 +63,7 @@ def still_greedy(model: nn.Module, src: Sequence[Sequence[int]], candidates: Seq
         return ok
     with eval_mode(model):
         for idx, s, tgt_in, tgt_out in teacher_batches(model, sents, batch_size):
-            log_probs = model(s, tgt_in)                                      # [B, T, V]
+            log_probs = teacher_log_probs(model, s, tgt_in, memo)             # [B, T, V]
             banned = torch.tensor(list(special.never_output), device=log_probs.device)
             log_probs = log_probs.index_fill(2, banned, NEG_INF)              # [B, T, V]
             top = log_probs.topk(2, dim=-1)                                   # values, indices [B, T, 2]
