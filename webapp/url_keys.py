@@ -117,7 +117,8 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "architecture": (UrlKey("block"), UrlKey("token", integer, 1), LAYER, HEAD),
     "positions": (PE_D, PE_BASE, PE_LEN, PE_SIDE),
     "attention": (UrlKey("kind"), LAYER, HEAD, UrlKey("show"), UrlKey("ablate"), UrlKey("view")),
-    "heads": (UrlKey("lab_n", integer, 1), UrlKey("lab_forced"), UrlKey("lab_seeds", integer, 0)),
+    "heads": (UrlKey("lab_n", integer, 1), UrlKey("lab_forced"), UrlKey("lab_seeds", integer, 0),
+              UrlKey("lab_single", str, choices=("bleu", "loss"))),     # single-head removal's scoring
     "contributions": (CONTRIB_FORCED, LAYER),
     "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD),
     "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
