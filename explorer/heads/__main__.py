@@ -8,6 +8,7 @@ refused at once in one line rather than after the run or with a traceback.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from functools import partial
 
@@ -18,6 +19,13 @@ from explorer.files.names import HEAD_LAB_OUT
 from explorer.heads.importance import SINGLE_REMOVALS
 from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
+
+
+def scoring(text: str) -> str:
+    """An argparse type: one of SINGLE_REMOVALS' names, else a one-line reason (the value cut short)."""
+    if text not in SINGLE_REMOVALS:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not one of {', '.join(SINGLE_REMOVALS)}")
+    return text
 
 
 def build_parser() -> CommandParser:
@@ -35,13 +43,14 @@ def build_parser() -> CommandParser:
                              "(default 3, at most %d)" % RANGES["points"][1])
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     add_workers(parser)
-    parser.add_argument("--single-removal", choices=tuple(SINGLE_REMOVALS), default="bleu",
+    parser.add_argument("--single-removal", type=scoring, default="bleu", metavar="{bleu,loss}",
                         help="how each head removed alone is scored: bleu (default, exact) decodes the set without "
                              "it; loss (approximate, faster) takes the rise of the teacher-forced loss alone and "
                              "decodes no removal, so there is no BLEU drop per head")
     parser.add_argument("--no-reuse", action="store_true",
                         help="decode every sentence of every removal step by step, without first checking the "
-                             "full model's outputs (the slower path the checks replaced; same numbers)")
+                             "full model's outputs, and encode the sources again in every teacher-forced pass "
+                             "(the slower paths the checks and the kept encoder output replaced; same numbers)")
     return parser
 
 

@@ -3,7 +3,8 @@ plotly Figures out, no Streamlit. Layers and heads are 1-based, as in the JSON.
 
 - head_grids: one layers x heads heatmap per attention kind of one per-head value (confidence,
   entropy, normalised importance);
-- removal_histogram: how much BLEU the set loses when each head alone is removed;
+- removal_histogram: how much BLEU the set loses (or, approximate, how much its teacher-forced loss
+  rises) when each head alone is removed;
 - pruning_figure: BLEU against the share of heads removed, least important first vs the mean of
   the random orders, one panel per scope (each kind, then all heads together).
 """
@@ -56,15 +57,23 @@ def head_grids(rows: Sequence[dict], field: str, title: str, colorscale: str = S
     return fig
 
 
-def removal_histogram(removals: Sequence[dict]) -> go.Figure:
-    """Histogram of the BLEU drop when each head alone is removed (positive: removing it hurts)."""
-    drops = [r["bleu_drop"] for r in removals if r.get("bleu_drop") is not None]
-    fig = go.Figure(go.Histogram(x=drops, nbinsx=max(5, min(40, len(drops))), marker_color="#4c78a8",
-                                 hovertemplate="BLEU drop %{x}<br>%{y} heads<extra></extra>"))
+REMOVAL_AXES = {                        # a single-head removal's score: title, x axis, hover label
+    "bleu_drop": ("BLEU drop when one head is removed (each head alone)",
+                  "BLEU of the full model − BLEU without the head", "BLEU drop"),
+    "loss_rise": ("Loss rise when one head is removed (approximate)",
+                  "teacher-forced loss without the head − the full model's (nats per token)", "loss rise"),
+}
+
+
+def removal_histogram(removals: Sequence[dict], field: str = "bleu_drop") -> go.Figure:
+    """Histogram of what each head's removal alone costs (positive: removing it hurts): the BLEU drop,
+    or with field="loss_rise" the teacher-forced loss rise (the head lab's approximate scoring)."""
+    title, axis, label = REMOVAL_AXES[field]
+    values = [r[field] for r in removals if r.get(field) is not None]
+    fig = go.Figure(go.Histogram(x=values, nbinsx=max(5, min(40, len(values))), marker_color="#4c78a8",
+                                 hovertemplate=f"{label} %{{x}}<br>%{{y}} heads<extra></extra>"))
     fig.add_vline(x=0, line_dash="dot", line_color="grey")
-    fig.update_layout(title="BLEU drop when one head is removed (each head alone)", height=320,
-                      xaxis_title="BLEU of the full model − BLEU without the head", yaxis_title="heads",
-                      bargap=0.05)
+    fig.update_layout(title=title, height=320, xaxis_title=axis, yaxis_title="heads", bargap=0.05)
     return fig
 
 

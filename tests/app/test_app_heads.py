@@ -2,12 +2,13 @@
 result and shows the cost; a result file written by explorer.heads' run_to_file where the page looks
 for it is shown at once (heatmaps, roles, removal histogram, pruning curves, links to the Attention
 page's zoom carrying kind, layer and head); a tiny job started from the page completes and writes
-that file; a cancelled job writes nothing. Runs directory: a temporary $EXPLORER_RUNS_DIR.
+that file; a cancelled job writes nothing; the approximate single-head scoring (loss rise alone) is
+offered, never the default, said in words where its figure is drawn, and kept in the URL, and a link
+with a scoring that does not exist gets a message. Runs directory: a temporary $EXPLORER_RUNS_DIR.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -30,7 +31,7 @@ def lab_file(settings) -> Path:
     from explorer.store import run_paths as rp
     from explorer.store.checkpoint import load_checkpoint
 
-    return rp.head_lab_file(load_checkpoint(NUMBERS).sha256, asdict(settings))
+    return rp.head_lab_file(load_checkpoint(NUMBERS).sha256, settings.key())
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +168,50 @@ def test_lab_settings_live_in_the_url(runs):
     no_exception(at)
     assert (at.session_state["heads_n"], at.session_state["heads_seeds"]) == (500, 3)
     assert at.query_params["lab_n"] == "500"
+
+
+def test_the_approximate_scoring_is_offered_not_the_default_and_said_where_it_is_drawn(runs):
+    import json
+
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.heads.job import LabSettings, run_to_file
+    from explorer.store.checkpoint import load_checkpoint
+
+    at = open_heads()
+    radio = at.radio(key="heads_single")
+    assert radio.value == "bleu" and list(radio.options) == ["BLEU drop: decode each removal (exact)",
+                                                             "loss rise only (approximate, faster)"]
+    exact_cost = next(i.value for i in at.info if "Cost:" in i.value)
+    radio.set_value("loss").run()
+    no_exception(at)
+    assert at.query_params["lab_single"] in ("loss", ["loss"])
+    loss_cost = next(i.value for i in at.info if "Cost:" in i.value)
+    assert loss_cost != exact_cost and "greedy decodes" in loss_cost       # fewer decodes: none per head
+
+    ckpt = load_checkpoint(NUMBERS)
+    settings = LabSettings(sentences=3, seeds=0, single_removal="loss")
+    target = lab_file(settings)
+    assert target != lab_file(LabSettings(sentences=3, seeds=0))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    result = run_to_file(ckpt.model, ckpt.tokenizer, held_out_pairs(ckpt.path, ckpt.meta)[0], settings, target,
+                         meta=ckpt.meta)
+    assert json.loads(target.read_text())["single_removal"] == "loss (approximate)"
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "3", "lab_seeds": "0", "lab_single": "loss"})
+    no_exception(at)
+    assert at.session_state["heads_single"] == "loss"
+    assert any("loss rise alone (approximate)" in c.value and "no BLEU drop" in c.value for c in at.caption)
+    removal = chart(at, "heads_removal")
+    assert "approximate" in removal["layout"]["title"]["text"]
+    assert sorted(array(removal["data"][0]["x"])) == pytest.approx(sorted(r["loss_rise"]
+                                                                          for r in result["single_head_removal"]))
+    table = at.dataframe[0].value
+    assert "loss rise (approximate)" in table and "BLEU drop" not in table
+
+
+@pytest.mark.parametrize("value", ["blue", "LOSS", "<b>x</b>", "x" * 3000])
+def test_a_link_with_an_unknown_scoring_gets_a_message_and_the_exact_default(runs, value):
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_single": value})
+    no_exception(at)
+    warnings = [w.value for w in at.warning if "single-head removal scored by" in w.value]
+    assert len(warnings) == 1 and "exact scoring" in warnings[0] and len(warnings[0]) < 400
+    assert at.session_state["heads_single"] == "bleu" and "lab_single" not in at.query_params

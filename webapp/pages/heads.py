@@ -7,6 +7,7 @@ it already exists for the same weights and settings -> explorer.plots.heads.
 """
 import streamlit as st
 
+from explorer.heads.importance import SINGLE_REMOVALS
 from explorer.heads.job import LabSettings, estimate_cost, read_result
 from explorer.heads.sentences import FORCED
 from webapp import background, lecture, models, state
@@ -30,15 +31,20 @@ defaults = LabSettings()
 state.remembered("heads_n", range(1, views.MAX_SENTENCES + 1), defaults.sentences, "lab_n", int)
 state.remembered("heads_forced", FORCED, defaults.forced, "lab_forced")
 state.remembered("heads_seeds", range(0, views.MAX_SEEDS + 1), defaults.seeds, "lab_seeds", int)
+views.say_unknown_scoring()                      # a link's lab_single that is no scoring: said, then the default
+state.remembered("heads_single", SINGLE_REMOVALS, defaults.single_removal, "lab_single")
 col1, col2, col3 = st.columns(3)
 n = col1.number_input("Sentences (the first N test pairs)", 1, views.MAX_SENTENCES, key="heads_n")
 forced = col2.radio("Teacher-force", FORCED, key="heads_forced", horizontal=True,
                     format_func={"reference": "the reference", "output": "the model's own output"}.get)
 seeds = col3.number_input("Random removal orders (pruning baseline)", 0, views.MAX_SEEDS, key="heads_seeds")
-state.remember("heads_n", "heads_forced", "heads_seeds")
+single = st.radio("Score each head removed alone by", tuple(SINGLE_REMOVALS), key="heads_single", horizontal=True,
+                  format_func=views.SCORINGS.get, help=views.SCORING_HELP)
+state.remember("heads_n", "heads_forced", "heads_seeds", "heads_single")
 state.url_set(lab_n=None if n == defaults.sentences else int(n), lab_forced=None if forced == defaults.forced else forced,
-              lab_seeds=None if seeds == defaults.seeds else int(seeds))     # a reload or a shared link keeps them
-settings = LabSettings(sentences=int(n), forced=forced, seeds=int(seeds))
+              lab_seeds=None if seeds == defaults.seeds else int(seeds),   # a reload or a shared link keeps them
+              lab_single=None if single == defaults.single_removal else single)
+settings = LabSettings(sentences=int(n), forced=forced, seeds=int(seeds), single_removal=single)
 out = views.result_path(sha, settings)
 result = read_result(out)
 carried = lecture.carried_query()

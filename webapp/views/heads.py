@@ -15,7 +15,6 @@ Cache: an existing result file for the same weights and settings is shown at onc
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -32,6 +31,12 @@ from webapp.text_safety import md_escape
 MAX_SENTENCES = 500
 NO_ROLE = "no rule matched"     # a head none of the role rules names (the result file holds null)
 MAX_SEEDS = 10
+SCORINGS = {"bleu": "BLEU drop: decode each removal (exact)",        # explorer.heads.importance.SINGLE_REMOVALS
+            "loss": "loss rise only (approximate, faster)"}
+SCORING_HELP = ("Exact: the test sentences are translated again without each head, and the head is scored by how "
+                "much BLEU falls. Approximate: each head is scored only by how much the teacher-forced loss rises "
+                "without it; no removal is translated, so there is no BLEU drop per head, and a head that changes "
+                "the loss may leave the greedy translations as they were (or the other way round).")
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -56,7 +61,22 @@ def test_pairs_or_stop(ckpt, measured: str) -> list:
 
 
 def result_path(sha: str, settings: LabSettings) -> Path:
-    return rp.head_lab_file(sha, asdict(settings))
+    return rp.head_lab_file(sha, settings.key())
+
+
+def say_unknown_scoring() -> None:
+    """A link whose lab_single is not a scoring this page offers: say so (the page then shows the
+    exact default and writes it back into the URL)."""
+    raw = st.query_params.get("lab_single")
+    if raw is not None and raw not in SCORINGS:
+        st.warning(f"The link asks for single-head removal scored by “{md_escape(str(raw)[:40])}”, which is not "
+                   f"one of {', '.join(SCORINGS)}: the exact scoring (BLEU drop) is shown instead.")
+
+
+def removal_scoring(result: dict) -> str:
+    """How a result scored its single-head removals: "bleu" or "loss" (results from before the
+    option was offered were decoded: "bleu")."""
+    return "loss" if str(result.get("single_removal", "")).startswith("loss") else "bleu"
 
 
 def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> background.Job:
@@ -86,15 +106,19 @@ def zoom_url(kind: str, layer: int, head: int, carried: dict[str, str]) -> str:
     return "attention?" + urlencode(zoom_query(kind, layer, head, carried))
 
 
+REMOVAL_COLUMNS = {"bleu": ("bleu_drop", "BLEU drop"), "loss": ("loss_rise", "loss rise (approximate)")}
+
+
 def roles_table(result: dict, carried: dict[str, str]) -> pd.DataFrame:
     importance = {(r["kind"], r["layer"], r["head"]): r.get("normalized") for r in result["importance"]}
-    drops = {(r["kind"], r["layer"], r["head"]): r.get("bleu_drop") for r in result["single_head_removal"]}
+    field, column = REMOVAL_COLUMNS[removal_scoring(result)]
+    drops = {(r["kind"], r["layer"], r["head"]): r.get(field) for r in result["single_head_removal"]}
     rows = []
     for r in result["roles"]:
         key = (r["kind"], r["layer"], r["head"])
         rows.append({"kind": KIND_LABELS.get(r["kind"], r["kind"]), "layer": r["layer"], "head": r["head"],
                      "role": r.get("role") or NO_ROLE, "rule": r.get("rule") or "", "figure": r.get("value"),
-                     "importance": importance.get(key), "BLEU drop": drops.get(key),
+                     "importance": importance.get(key), column: drops.get(key),
                      "zoom": zoom_url(r["kind"], r["layer"], r["head"], carried)})
     return pd.DataFrame(rows)
 
@@ -122,9 +146,12 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
         "zoom": st.column_config.LinkColumn("zoom", display_text="open in Attention"),
         "figure": st.column_config.NumberColumn(format="%.3f"),
         "importance": st.column_config.NumberColumn(format="%.3f"),
-        "BLEU drop": st.column_config.NumberColumn(format="%.2f")})
+        "BLEU drop": st.column_config.NumberColumn(format="%.2f"),
+        "loss rise (approximate)": st.column_config.NumberColumn(format="%.4f")})
+    scoring = removal_scoring(result)
     downloads.table_csv_button(table.drop(columns=["zoom"]), "head_lab_roles", key="heads_roles_csv",
-                               label="Roles, importance and BLEU drop as CSV")
+                               label="Roles, importance and " + ("BLEU drop" if scoring == "bleu" else "loss rise")
+                               + " as CSV")
     downloads.bundle_button(lambda: result, "head_lab", key="heads_json",
                             label="The whole head lab, pruning curves included (JSON)")
     heads = [(r["kind"], r["layer"], r["head"]) for r in result["roles"]]
@@ -138,8 +165,14 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
                                                      "on the Attention page"), icon=":material/zoom_in:",
                      query_params=zoom_query(kind, layer, head, carried))
     st.subheader("Removing one head")
-    st.plotly_chart(plots.removal_histogram(result["single_head_removal"]), key="heads_removal",
-                    width="stretch")
+    if scoring == "loss":
+        st.caption("Scored by the **loss rise alone (approximate)**: each head was removed and the teacher-forced "
+                   "loss measured; no removal was translated, so there is no BLEU drop per head. Choose “"
+                   + SCORINGS["bleu"] + "” above for the exact BLEU drop.")
+    else:
+        st.caption("Scored by the **BLEU drop (exact)**: the test sentences translated again without each head.")
+    st.plotly_chart(plots.removal_histogram(result["single_head_removal"], REMOVAL_COLUMNS[scoring][0]),
+                    key="heads_removal", width="stretch")
     st.subheader("Pruning curves")
     st.plotly_chart(plots.pruning_figure(result["pruning"].get("curves", [])), key="heads_pruning",
                     width="stretch")
