@@ -71,10 +71,10 @@ def numbers(result: dict) -> dict:
 def project_heads(result: dict, sentences: int, default_decodes: int) -> float:
     """Seconds at 200 sentences and 3 seeds: each stage scaled by sentences (pruning also by its decodes)."""
     stage, scale = result["stage_seconds"], DEFAULTS["heads"]["sentences"] / sentences
-    heads = result["cost"]["heads"]
-    measured_points = max(1, result["pruning"]["decodes"] - heads - 1)
+    singles = 0 if str(result.get("single_removal", "")).startswith("loss") else result["cost"]["heads"]
+    measured_points = max(1, result["pruning"]["decodes"] - singles - 1)      # the curves' own decodes
     return (stage.get("sentences", 0) + scale * (stage["statistics"] + stage["importance"]
-            + stage["single-head removal"]) + scale * stage["pruning"] * (default_decodes - heads - 1) / measured_points)
+            + stage["single-head removal"]) + scale * stage["pruning"] * (default_decodes - singles - 1) / measured_points)
 
 
 def project_align(result: dict, pairs: int, attribution_pairs: int) -> float:
@@ -85,13 +85,65 @@ def project_align(result: dict, pairs: int, attribution_pairs: int) -> float:
     return seconds
 
 
-def default_decodes(checkpoint: Path) -> int:
+def default_decodes(checkpoint: Path, single_removal: str = "bleu") -> int:
     """Greedy decodes of the set the head lab's defaults make on this model (its cost estimate)."""
     from explorer.heads.job import LabSettings, estimate_cost
     from explorer.store.checkpoint import load_checkpoint
 
     model = load_checkpoint(str(checkpoint)).model
-    return estimate_cost(model, LabSettings(), DEFAULTS["heads"]["sentences"]).decodes
+    settings = LabSettings(single_removal=single_removal)
+    return estimate_cost(model, settings, DEFAULTS["heads"]["sentences"]).decodes
+
+
+def loss_paths(name: str, checkpoint: Path, sentences: int) -> None:
+    """The teacher-forced loss of every single-head removal in this process, one thread: encoding the
+    sources in every pass (the path before) against the full model's encoder output kept for decoder
+    and cross heads (explorer.heads.memo); CPU seconds (process time: waits for a core on a loaded
+    machine do not count), in two interleaved rounds, and whether every loss is the same."""
+    import torch
+
+    from explorer.evaluation.arguments import checkpoint_and_held_out
+    from explorer.heads.importance import all_heads, teacher_loss
+    from explorer.heads.memo import EncoderMemo
+    from explorer.heads.sentences import build_sentences
+
+    torch.set_num_threads(1)
+    ckpt, pairs = checkpoint_and_held_out(str(checkpoint), "cpu")
+    sents = build_sentences(ckpt.model, ckpt.tokenizer, pairs, sentences)
+    heads = [()] + [[h] for h in all_heads(ckpt.model)]
+    seconds, losses = {"before": 0.0, "now": 0.0}, {}
+    for _ in range(2):
+        for path in ("before", "now"):
+            memo = EncoderMemo() if path == "now" else None
+            start = time.process_time()
+            losses[path] = [teacher_loss(ckpt.model, sents, removed, memo=memo) for removed in heads]
+            seconds[path] += time.process_time() - start
+    old, new = seconds["before"], seconds["now"]
+    print(f"{name:5} teacher-forced losses of {len(heads)} removals x {len(sents)} sentences, 2 rounds: encoded "
+          f"each time {old:7.1f} s CPU, encoder output kept {new:7.1f} s CPU, {old / new:.2f}x  same losses: "
+          f"{'yes' if losses['before'] == losses['now'] else 'NO'}  (load average {os.getloadavg()[0]:.1f})",
+          flush=True)
+
+
+def approximate_heads(name: str, checkpoint: Path, extra: list[str], workers: int, folder: Path,
+                      exact: tuple[dict, dict], projected_decodes: int, sentences: int) -> None:
+    """The head lab again with `--single-removal loss` (no removal decoded), after the exact run of the
+    same settings: its time against the exact run's, and Spearman's rank correlation between its loss
+    rises and the exact run's BLEU drops over the heads (explorer.heads.report.loss_rank_agreement)."""
+    from explorer.heads.report import loss_rank_agreement
+
+    out = folder / f"{name}-heads-loss.json"
+    timing = run_command(["heads", str(checkpoint), *extra, "--single-removal", "loss", "--workers", str(workers),
+                          "--out", str(out)])
+    result = json.loads(out.read_text())
+    rows = [{"loss_rise": a["loss_rise"], "bleu_drop": e["bleu_drop"]}
+            for a, e in zip(result["single_head_removal"], exact[1]["single_head_removal"])]
+    rho = loss_rank_agreement(rows)
+    projected = project_heads(result, sentences, projected_decodes)
+    print(f"{name:5} heads  approximate ({workers} processes, --single-removal loss): {timing['wall']:7.1f} s, "
+          f"CPU {timing['cpu']:.1f} s, exact {exact[0]['cpu']:.1f} s CPU: {exact[0]['cpu'] / timing['cpu']:.2f}x less  "
+          f"defaults ~{projected / 60:6.1f} min  stages {result['stage_seconds']}  Spearman(loss rise, exact BLEU "
+          f"drop) over {len(rows)} heads: {'-' if rho is None else f'{rho:.3f}'}", flush=True)
 
 
 def profile_removals(checkpoint: Path, sentences: int) -> None:
@@ -132,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=cores(), help="processes of the split run (default: cores)")
     parser.add_argument("--profile", action="store_true",
                         help="profile three single-head removals per model (1 thread) instead of the timings")
+    parser.add_argument("--loss-paths", action="store_true",
+                        help="the head lab's teacher-forced loss of every single-head removal in this process "
+                             "(1 thread), encoding every time against the kept encoder output, instead of the commands")
+    parser.add_argument("--single-removal", choices=("bleu", "loss"), default="bleu",
+                        help="loss: after the head lab's exact runs, run it again with --single-removal loss "
+                             "(approximate) and compare its time and its ranking of heads (default bleu: not run)")
     args = parser.parse_args(argv)
     print(f"{cores()} cores; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-analyses-") as tmp:
@@ -142,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile:
                 profile_removals(checkpoint, args.sentences)
                 continue
+            if args.loss_paths:
+                loss_paths(name, checkpoint, args.sentences)
+                continue
             decodes = default_decodes(checkpoint) if "heads" in args.analyses else 0
             for analysis in args.analyses.split(","):
                 if analysis == "heads":
@@ -150,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                     extra = ["--gold", str(GOLD), "--pairs", str(args.pairs), "--attribution-pairs",
                              str(args.attribution_pairs), "--no-eflomal"]
                 results = {}
-                for workers in (1, args.workers):
-                    out = Path(tmp) / f"{name}-{analysis}-{workers}.json"
-                    before = ["--no-reuse"] if analysis == "heads" and workers == 1 else []
+                for run, workers in enumerate((1, args.workers)):    # 0: the path before, 1: now
+                    out = Path(tmp) / f"{name}-{analysis}-{run}.json"
+                    before = ["--no-reuse"] if analysis == "heads" and run == 0 else []
                     timing = run_command([analysis, str(checkpoint), *extra, *before, "--workers", str(workers),
                                           "--out", str(out)])
                     result = json.loads(out.read_text())
@@ -163,15 +224,18 @@ def main(argv: list[str] | None = None) -> int:
                         rate = f"{result['gold']['pairs'] / timing['wall']:.2f} pairs/s"
                         projected = project_align(result, result["gold"]["pairs"],
                                                   min(args.attribution_pairs, result["gold"]["pairs"]))
-                    results[workers] = (timing, result)
-                    same = "" if workers == 1 else ("yes" if numbers(result) == numbers(results[1][1]) else "NO")
-                    label = "before" if workers == 1 else f"now, {workers} processes"
+                    results[run] = (timing, result)
+                    same = "" if run == 0 else ("yes" if numbers(result) == numbers(results[0][1]) else "NO")
+                    label = "before" if run == 0 else f"now, {workers} processes"
                     print(f"{name:5} {analysis:5} {label:>14}: {timing['wall']:7.1f} s  {rate:>15}  CPU "
                           f"{timing['cpu'] / timing['wall']:.2f} of {cores()} cores  defaults ~{projected / 60:6.1f} min  "
                           f"same numbers: {same or '-'}  stages {result['stage_seconds']} {result.get('checks', '')}",
                           flush=True)
-                one, split = results[1][0]["wall"], results[args.workers][0]["wall"]
+                one, split = results[0][0]["wall"], results[1][0]["wall"]
                 print(f"{name:5} {analysis:5} now / before: {one / split:.2f}x faster", flush=True)
+                if analysis == "heads" and args.single_removal == "loss":
+                    approximate_heads(name, checkpoint, extra, args.workers, Path(tmp), results[1],
+                                      default_decodes(checkpoint, "loss"), args.sentences)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
