@@ -123,14 +123,15 @@ def our_loss(model: nn.Module, src, tgt_in, tgt_out) -> torch.Tensor:
     return model(src, tgt_in, targets=tgt_out, label_smoothing=0.1)
 
 
-def make_step(model: nn.Module, loss_fn, bf16: bool):
-    """One optimizer step as the trainer takes it (loss / target tokens, clip 1.0, Adam); returns tokens."""
+def make_step(model: nn.Module, loss_fn, bf16: bool, device_type: str = "cpu"):
+    """One optimizer step as the trainer takes it (loss / target tokens, clip 1.0, Adam); returns tokens.
+    The batches must already be on the model's device (`device_type` is its kind, for autocast)."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def step(src, tgt_in, tgt_out) -> int:
         opt.zero_grad(set_to_none=True)
         n_tgt = int((tgt_out != PAD).sum())
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
             loss = loss_fn(model, src, tgt_in, tgt_out) / n_tgt
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

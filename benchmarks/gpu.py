@@ -1,0 +1,202 @@
+"""One prepared GPU check: is the model right on the device, how fast does it train and decode there.
+
+    python -m benchmarks gpu [--out gpu-check] [--budget 480] [--device auto] [--tiny]
+
+Stages, in order, each printing one line and adding to one JSON file under --out:
+  tests        pytest's `cuda`-marked tests (tests/unit/test_cuda.py; they skip without a GPU)      tests.json
+  correctness  capture on == off; incremental decoding == a full forward; beam ids on the device ==
+               on the CPU (log-probs within 1e-4); training lowers the loss and bf16 autocast ends
+               within 2% of float32 after 50 steps of `small`                                       correctness.json
+  training     tokens/s and model FLOPs utilisation of ours and torch.nn.Transformer on the same
+               batches, `small` and `base` (8k vocabulary), float32 (TF32 matmuls) and bf16 autocast  training.json
+  decoding     beam 5 with the full BeamTrace against Hugging Face generate on the same OPUS-MT-sized
+               weights; sentences/s of the evaluate path                                            decoding.json
+and summary.json (the lines, the machine, the goals met or not). Correctness runs with TF32 off (as
+PyTorch's default), so the device is compared with the CPU in true float32; the float32 speed rows turn
+it on. A stage that would not fit in what is left of --budget is skipped and says so; a stage that
+breaks records its error and the next one runs. --tiny: tiny sizes and few sentences, so the whole check
+runs on a CPU in well under a minute (tests/unit/test_gpu_check.py runs it in CI: it cannot rot).
+Exit status 1 when a correctness stage failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from benchmarks import gpu_checks as checks
+from benchmarks import gpu_speed as speed
+from explorer.files.atomic import write_json_atomic
+from explorer.runtime.device import check_device, resolve_device
+
+GOALS = {"train_ratio": 1.2, "train_mfu": 0.35, "decode_ratio": 1.5}   # base bf16 vs nn.Transformer; beam vs HF
+
+
+@dataclass
+class Stage:
+    group: str                      # the JSON file it adds to
+    name: str
+    seconds: tuple[float, float]    # what it is expected to take: (full, --tiny), to skip what cannot fit
+    run: Callable[["Run"], dict]
+
+
+@dataclass
+class Run:
+    device: torch.device
+    tiny: bool
+    budget: float
+    out: Path
+    started: float = field(default_factory=time.perf_counter)
+    results: dict = field(default_factory=dict)
+
+    def left(self) -> float:
+        return self.budget - (time.perf_counter() - self.started)
+
+    def pick(self, full, tiny):
+        return tiny if self.tiny else full
+
+
+def cuda_tests(run: Run) -> dict:
+    """pytest -m cuda in a child process (its own CUDA context; a crash there is a failed line here)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider", "tests/unit/test_cuda.py"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=max(30.0, min(150.0, run.left())))
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "line": "cuda tests: timed out"}
+    tail = (done.stdout + done.stderr).strip().splitlines()
+    last = tail[-1] if tail else "no output"
+    return {"ok": done.returncode == 0, "returncode": done.returncode, "output": "\n".join(tail[-40:]),
+            "line": f"cuda tests: {last.strip('= ')}"}
+
+
+def training_row(size: str, bf16: bool) -> Callable[[Run], dict]:
+    def stage(run: Run) -> dict:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = not bf16
+        try:
+            batches = speed.random_batches(run.pick(12, 3), run.pick(speed.PAPER_BATCH_TOKENS, 150), run.device)
+            return speed.compare_training(run.device, size, bf16, batches, rounds=run.pick(4, 2), steps=run.pick(5, 1))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    return stage
+
+
+def stages(tiny: bool) -> list[Stage]:
+    small, base = ("tiny", "tiny") if tiny else ("small", "base")      # the presets behind the rows' names
+    return [
+        Stage("tests", "cuda tests", (60, 20), cuda_tests),
+        Stage("correctness", "capture", (10, 3), lambda r: checks.capture_matches(r.device, r.pick(16, 2))),
+        Stage("correctness", "incremental", (20, 4), lambda r: checks.incremental_matches(r.device, r.pick(16, 2))),
+        Stage("correctness", "beam vs cpu", (60, 4), lambda r: checks.beam_matches_cpu(r.device, r.pick(50, 2))),
+        Stage("correctness", "bf16 vs fp32", (30, 6),
+              lambda r: checks.training_converges(r.device, small, r.pick(50, 4), r.pick(400, 8))),
+        Stage("training", "train small fp32", (40, 3), training_row(small, False)),
+        Stage("training", "train small bf16", (40, 3), training_row(small, True)),
+        Stage("training", "train base fp32", (60, 3), training_row(base, False)),
+        Stage("training", "train base bf16", (50, 3), training_row(base, True)),
+        Stage("decoding", "beam vs HF", (60, 6),
+              lambda r: speed.beam_against_hf(r.device, base, r.pick(58101, 500), r.pick(10, 2), r.pick(25, 6),
+                                              r.pick(40, 5), r.pick(3, 1))),
+        Stage("decoding", "evaluate path", (30, 4),
+              lambda r: speed.batched_throughput(r.device, checks.SHIPPED[r.pick(0, 1)], r.pick(1003, 4), r.pick(128, 4))),
+    ]
+
+
+def machine(device: torch.device) -> dict:
+    info = {"torch": torch.__version__, "python": platform.python_version(), "device": str(device),
+            "cuda": torch.version.cuda, "threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}", memory_gib=props.total_memory / 2**30,
+                    multiprocessors=props.multi_processor_count, cudnn=torch.backends.cudnn.version(),
+                    peak_bf16=speed.peak_flops(device, "bf16"), peak_tf32=speed.peak_flops(device, "fp32"))
+    return info
+
+
+def goals(results: dict, tiny: bool) -> list[str]:
+    """The issue's goals, each said met or not, from the rows that ran (nothing said of rows that did not).
+    With --tiny the rows are not the goals' sizes, and the lines say so."""
+    lines = []
+    base = results.get("train base bf16", {})
+    if "models" in base:
+        ours = base["models"][speed.OURS]
+        lines.append(f"goal base bf16 ours / nn.Transformer >= {GOALS['train_ratio']}: {base['ratio']:.2f} "
+                     f"({'met' if base['ratio'] >= GOALS['train_ratio'] else 'NOT met'})")
+        if ours["mfu"] is not None:
+            lines.append(f"goal base bf16 MFU >= {GOALS['train_mfu']:.0%}: {ours['mfu']:.1%} "
+                         f"({'met' if ours['mfu'] >= GOALS['train_mfu'] else 'NOT met'})")
+    beam = results.get("beam vs HF", {})
+    if "ratio_hf_over_traced" in beam:
+        ratio = beam["ratio_hf_over_traced"]
+        lines.append(f"goal beam 5 with trace >= {GOALS['decode_ratio']}x HF generate: {ratio:.2f}x "
+                     f"({'met' if ratio >= GOALS['decode_ratio'] else 'NOT met'})")
+    return [line + " [--tiny: not the goal's sizes]" for line in lines] if tiny else lines
+
+
+def run_all(run: Run, only: set[str] | None = None) -> int:
+    by_group: dict[str, dict] = {}
+    lines, failed = [], []
+    for stage in stages(run.tiny):
+        if only and stage.group not in only:
+            continue
+        expected = stage.seconds[1 if run.tiny else 0]
+        if run.left() < expected:
+            result = {"ok": None, "line": f"{stage.name}: skipped, {run.left():.0f} s of the budget left, "
+                                          f"about {expected:.0f} s needed"}
+        else:
+            start = time.perf_counter()
+            try:
+                result = stage.run(run)
+            except Exception as err:           # one broken stage is recorded; the others still run
+                result = {"ok": False, "error": traceback.format_exc(limit=8),
+                          "line": f"{stage.name}: ERROR {type(err).__name__}: {str(err)[:200]}"}
+            result["seconds"] = time.perf_counter() - start
+        run.results[stage.name] = result
+        by_group.setdefault(stage.group, {})[stage.name] = result
+        if result.get("ok") is False and stage.group in ("tests", "correctness"):
+            failed.append(stage.name)
+        line = f"[{stage.group}] {result['line']} ({result.get('seconds', 0):.1f} s)"
+        lines.append(line)
+        print(line, flush=True)
+        write_json_atomic(run.out / f"{stage.group}.json", by_group[stage.group])
+    for line in goals(run.results, run.tiny):
+        lines.append(line)
+        print(line, flush=True)
+    total = time.perf_counter() - run.started
+    verdict = f"GPU check on {run.device}: {'FAILED ' + ', '.join(failed) if failed else 'correctness passed'}; {total:.0f} s"
+    print(verdict, flush=True)
+    write_json_atomic(run.out / "summary.json", {"machine": machine(run.device), "tiny": run.tiny,
+                                                 "budget_s": run.budget, "seconds": total, "lines": lines,
+                                                 "failed": failed, "verdict": verdict})
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks gpu", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="gpu-check", help="folder for the JSON files (created)")
+    parser.add_argument("--budget", type=float, default=480.0, help="seconds; stages that would not fit are skipped")
+    parser.add_argument("--device", default="auto", type=_device, help="cpu, cuda, cuda:N or auto (CUDA if present)")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes: the whole check in seconds, on a CPU too")
+    parser.add_argument("--only", action="append", choices=("tests", "correctness", "training", "decoding"),
+                        help="run only these groups (repeatable)")
+    args = parser.parse_args(argv)
+    device = resolve_device(args.device)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(json.dumps(machine(device)), flush=True)
+    return run_all(Run(device, args.tiny, args.budget, out), set(args.only or ()) or None)
+
+
+def _device(name: str) -> str:
+    try:
+        return check_device(name)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
