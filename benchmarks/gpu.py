@@ -55,6 +55,7 @@ class Run:
     tiny: bool
     budget: float
     out: Path
+    batch_tokens: int = 25_000      # padded tokens a side of a training batch (the paper's ~25,000)
     started: float = field(default_factory=time.perf_counter)
     results: dict = field(default_factory=dict)
 
@@ -82,7 +83,7 @@ def training_row(size: str, bf16: bool) -> Callable[[Run], dict]:
     def stage(run: Run) -> dict:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = not bf16
         try:
-            batches = speed.random_batches(run.pick(12, 3), run.pick(speed.PAPER_BATCH_TOKENS, 150), run.device)
+            batches = speed.random_batches(run.pick(12, 3), run.pick(run.batch_tokens, 150), run.device)
             return speed.compare_training(run.device, size, bf16, batches, rounds=run.pick(4, 2), steps=run.pick(5, 1))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
@@ -112,7 +113,8 @@ def stages(tiny: bool) -> list[Stage]:
 
 def machine(device: torch.device) -> dict:
     info = {"torch": torch.__version__, "python": platform.python_version(), "device": str(device),
-            "cuda": torch.version.cuda, "threads": torch.get_num_threads()}
+            "cuda": torch.version.cuda, "threads": torch.get_num_threads(),
+            "cudnn_attention": torch.backends.cuda.cudnn_sdp_enabled()}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.update(name=props.name, capability=f"{props.major}.{props.minor}", memory_gib=props.total_memory / 2**30,
@@ -185,14 +187,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=480.0, help="seconds; stages that would not fit are skipped")
     parser.add_argument("--device", default="auto", type=_device, help="cpu, cuda, cuda:N or auto (CUDA if present)")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: the whole check in seconds, on a CPU too")
+    parser.add_argument("--batch-tokens", type=int, default=speed.PAPER_BATCH_TOKENS,
+                        help="padded tokens a side of each training batch (the paper's ~25,000)")
+    parser.add_argument("--no-cudnn-attention", action="store_true",
+                        help="keep PyTorch's attention off its cuDNN kernels (flash / memory-efficient ones instead)")
     parser.add_argument("--only", action="append", choices=("tests", "correctness", "training", "decoding"),
                         help="run only these groups (repeatable)")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
+    if args.no_cudnn_attention:
+        torch.backends.cuda.enable_cudnn_sdp(False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(json.dumps(machine(device)), flush=True)
-    return run_all(Run(device, args.tiny, args.budget, out), set(args.only or ()) or None)
+    return run_all(Run(device, args.tiny, args.budget, out, args.batch_tokens), set(args.only or ()) or None)
 
 
 def _device(name: str) -> str:
