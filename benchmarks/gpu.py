@@ -36,7 +36,7 @@ import torch
 from benchmarks import gpu_checks as checks
 from benchmarks import gpu_speed as speed
 from explorer.files.atomic import write_json_atomic
-from explorer.runtime.device import check_device, resolve_device
+from explorer.runtime.device import check_device, resolve_device, training_kernels
 
 GOALS = {"train_ratio": 1.2, "train_mfu": 0.35, "decode_ratio": 1.5}   # base bf16 vs nn.Transformer; beam vs HF
 
@@ -56,6 +56,7 @@ class Run:
     budget: float
     out: Path
     batch_tokens: int = 25_000      # padded tokens a side of a training batch (the paper's ~25,000)
+    compile: bool = False           # training rows: ours through torch.compile
     started: float = field(default_factory=time.perf_counter)
     results: dict = field(default_factory=dict)
 
@@ -84,7 +85,8 @@ def training_row(size: str, bf16: bool) -> Callable[[Run], dict]:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = not bf16
         try:
             batches = speed.random_batches(run.pick(12, 3), run.pick(run.batch_tokens, 150), run.device)
-            return speed.compare_training(run.device, size, bf16, batches, rounds=run.pick(4, 2), steps=run.pick(5, 1))
+            return speed.compare_training(run.device, size, bf16, batches, rounds=run.pick(4, 2), steps=run.pick(5, 1),
+                                          compile_ours=run.compile)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     return stage
@@ -143,11 +145,11 @@ def goals(results: dict, tiny: bool) -> list[str]:
     return [line + " [--tiny: not the goal's sizes]" for line in lines] if tiny else lines
 
 
-def run_all(run: Run, only: set[str] | None = None) -> int:
+def run_all(run: Run, only: set[str] | None = None, names: set[str] | None = None) -> int:
     by_group: dict[str, dict] = {}
     lines, failed = [], []
     for stage in stages(run.tiny):
-        if only and stage.group not in only:
+        if (only and stage.group not in only) or (names and stage.name not in names):
             continue
         expected = stage.seconds[1 if run.tiny else 0]
         if run.left() < expected:
@@ -189,18 +191,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: the whole check in seconds, on a CPU too")
     parser.add_argument("--batch-tokens", type=int, default=speed.PAPER_BATCH_TOKENS,
                         help="padded tokens a side of each training batch (the paper's ~25,000)")
-    parser.add_argument("--no-cudnn-attention", action="store_true",
-                        help="keep PyTorch's attention off its cuDNN kernels (flash / memory-efficient ones instead)")
+    parser.add_argument("--cudnn-attention", action="store_true",
+                        help="leave bf16 attention on cuDNN's kernels (the trainer turns them off: explorer.runtime.device)")
+    parser.add_argument("--compile", action="store_true", help="training rows: ours through torch.compile (dynamic shapes)")
+    parser.add_argument("--stage", action="append", help="run only the stages of this name (repeatable)")
     parser.add_argument("--only", action="append", choices=("tests", "correctness", "training", "decoding"),
                         help="run only these groups (repeatable)")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
-    if args.no_cudnn_attention:
-        torch.backends.cuda.enable_cudnn_sdp(False)
+    if not args.cudnn_attention:
+        training_kernels(device)                       # what the trainer runs on
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(json.dumps(machine(device)), flush=True)
-    return run_all(Run(device, args.tiny, args.budget, out, args.batch_tokens), set(args.only or ()) or None)
+    run = Run(device, args.tiny, args.budget, out, args.batch_tokens, args.compile)
+    return run_all(run, set(args.only or ()) or None, set(args.stage or ()) or None)
 
 
 def _device(name: str) -> str:

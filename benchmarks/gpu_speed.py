@@ -84,12 +84,15 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def compare_training(device, size: str, bf16: bool, batches, rounds: int, steps: int) -> dict:
+def compare_training(device, size: str, bf16: bool, batches, rounds: int, steps: int,
+                     compile_ours: bool = False) -> dict:
     """Ours against nn.Transformer, one size and precision: interleaved rounds (A B, B A, ...) of
     `steps` steps each after two warm-up steps; tokens/s, model TFLOP/s and MFU of each, their ratio."""
     cfg = preset(size, src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.1)
     torch.manual_seed(0)
     models = {OURS: Transformer(cfg).to(device).train(), REFERENCE: ReferenceTransformer(cfg).to(device).train()}
+    if compile_ours:                      # the warm-up steps below pay the compilation
+        models[OURS] = torch.compile(models[OURS], dynamic=True)
     losses = {OURS: our_loss, REFERENCE: reference_loss}
     step = {name: make_step(m, losses[name], bf16, device.type) for name, m in models.items()}
     flops = []
@@ -122,10 +125,11 @@ def compare_training(device, size: str, bf16: bool, batches, rounds: int, steps:
     if device.type == "cuda":
         torch.cuda.empty_cache()
     mfu = rows[OURS]["mfu"]
-    line = (f"train {size} {precision}: ours {rows[OURS]['tokens_per_s']:,.0f} tok/s"
+    line = (f"train {size} {precision}{' (ours compiled)' if compile_ours else ''}: ours {rows[OURS]['tokens_per_s']:,.0f} tok/s"
             f"{'' if mfu is None else f' MFU {mfu:.1%}'}, nn.Transformer {rows[REFERENCE]['tokens_per_s']:,.0f} "
             f"tok/s; ratio {ratio:.2f}")
-    return {"ok": True, "preset": size, "precision": precision, "peak_flops": peak, "parameters": cfg.to_dict(),
+    return {"ok": True, "preset": size, "precision": precision, "compiled": compile_ours,
+            "cudnn_attention": torch.backends.cuda.cudnn_sdp_enabled(), "peak_flops": peak, "parameters": cfg.to_dict(),
             "batches": len(batches), "padded_tokens_per_side": batch_tokens_of(batches), "rounds": rounds,
             "steps_per_round": steps, "models": rows, "ratio": ratio, "profile_ours": profile, "line": line}
 

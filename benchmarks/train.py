@@ -35,6 +35,7 @@ from torch import nn
 from explorer.config import TrainConfig, preset
 from explorer.data.batching import make_batches, pad_batch
 from explorer.model import Transformer, sinusoidal_table
+from explorer.runtime.device import training_optimizer
 from explorer.text.encoding import source_ids, target_ids
 from explorer.text.special import BOS_ID, SPECIAL_PIECES
 from explorer.text.special import PAD_ID as PAD
@@ -126,7 +127,7 @@ def our_loss(model: nn.Module, src, tgt_in, tgt_out) -> torch.Tensor:
 def make_step(model: nn.Module, loss_fn, bf16: bool, device_type: str = "cpu"):
     """One optimizer step as the trainer takes it (loss / target tokens, clip 1.0, Adam); returns tokens.
     The batches must already be on the model's device (`device_type` is its kind, for autocast)."""
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    opt = training_optimizer(model.parameters(), torch.device(device_type), lr=1e-4)
 
     def step(src, tgt_in, tgt_out) -> int:
         opt.zero_grad(set_to_none=True)

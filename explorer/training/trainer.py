@@ -26,7 +26,7 @@ from explorer.data.encoded import encode_pairs
 from explorer.evaluation.scores import evaluate_split
 from explorer.files.atomic import DISK_FULL, recover, write_json_atomic
 from explorer.model import Transformer, parameter_count
-from explorer.runtime.device import resolve_device
+from explorer.runtime.device import resolve_device, training_kernels, training_optimizer
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.store.card import fine_tuned_card
@@ -101,7 +101,8 @@ class Trainer:
             print("warning: --bf16 on a CPU without native bfloat16 (AVX512-BF16/AMX): bfloat16 matrix "
                   "products fall back to slow kernels (a training step ~12x slower than float32); use float32",
                   file=sys.stderr, flush=True)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+        training_kernels(self.device)
+        self.optimizer = training_optimizer(self.model.parameters(), self.device)
         steps_per_epoch = self.plan.steps_per_epoch()
         self.total_steps = (math.ceil(cfg.epochs * steps_per_epoch) if cfg.epochs else cfg.max_steps)
         if self.dist.is_main and (note := warmup_note(self.total_steps, cfg.warmup)):
