@@ -172,6 +172,49 @@ def profile_removals(checkpoint: Path, sentences: int) -> None:
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
 
 
+def attribution_paths(name: str, checkpoint: Path, pairs: int, attribution_pairs: int, steps: int) -> None:
+    """The scorecard's attribution stage in this process, one thread: its gold pairs (the first `pairs`,
+    gradients on the first `attribution_pairs` usable ones, as `python -m explorer align`), each method by
+    captum's path (path="captum", the path before) then by the batched one (explorer.align.gradients):
+    CPU seconds after a warm-up (process time: waits for a core on a loaded machine do not count), the largest
+    difference of the attributions and of integrated gradients' convergence deltas, and whether every
+    pair's links are the same under every extraction rule."""
+    import numpy as np
+    import torch
+
+    from explorer.align.attribution import ATTRIBUTIONS, piece_attributions
+    from explorer.align.gold import read_gold
+    from explorer.align.pairs import model_pairs
+    from explorer.align.scorecard import extracted
+    from explorer.inspection.attention_stats import word_matrix
+    from explorer.store.checkpoint import load_checkpoint
+
+    torch.set_num_threads(1)
+    model, tokenizer = (ck := load_checkpoint(str(checkpoint))).model, ck.tokenizer
+    usable = model_pairs(model, tokenizer, read_gold(GOLD)[:pairs])[0][:attribution_pairs]
+    sizes = ", ".join(f"{len(mp.src_ids)}x{len(mp.out_ids)}" for mp in usable)
+    print(f"{name}: {len(usable)} pairs (source x target pieces: {sizes}), {steps} integrated-gradients steps, "
+          f"1 thread, load average {os.getloadavg()[0]:.1f}", flush=True)
+    for method in ATTRIBUTIONS:
+        seconds, found = {}, {}
+        for path in ("captum", "batched"):                       # warm-up: first calls pay for set-up
+            piece_attributions(model, usable[0], method, 2, targets=[0], path=path)
+        for path in ("captum", "batched"):
+            start = time.process_time()
+            found[path] = [piece_attributions(model, mp, method, steps, with_delta=True, path=path) for mp in usable]
+            seconds[path] = time.process_time() - start
+        pairs_of = list(zip(usable, found["captum"], found["batched"]))
+        worst = max(float(np.abs(old[0] - new[0]).max()) for _, old, new in pairs_of)
+        delta = max(float(np.abs(old[1] - new[1]).max()) for _, old, new in pairs_of)
+        same = all(extracted(word_matrix(old[0], mp.tgt_groups, mp.src_groups), True)
+                   == extracted(word_matrix(new[0], mp.tgt_groups, mp.src_groups), True) for mp, old, new in pairs_of)
+        old, new = seconds["captum"], seconds["batched"]
+        print(f"{name:5} {method:21}: captum {old:8.1f} s CPU  batched {new:8.1f} s CPU  {old / new:5.2f}x  "
+              f"max |difference| {worst:.1e}, deltas {delta:.1e}  same links: {'yes' if same else 'NO'}  "
+              f"60 pairs ~{old / len(usable):.1f} / {new / len(usable):.1f} CPU-min  "
+              f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks analyses", description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="small,base", help="small, base or both (default small,base)")
@@ -190,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--single-removal", choices=("bleu", "loss"), default="bleu",
                         help="loss: after the head lab's exact runs, run it again with --single-removal loss "
                              "(approximate) and compare its time and its ranking of heads (default bleu: not run)")
+    parser.add_argument("--attribution-paths", action="store_true",
+                        help="the scorecard's attributions in this process (1 thread), captum's path against the "
+                             "batched one, instead of the commands")
+    parser.add_argument("--ig-steps", type=int, default=32, help="integrated-gradients steps (default 32)")
     args = parser.parse_args(argv)
     print(f"{cores()} cores; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-analyses-") as tmp:
@@ -202,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if args.loss_paths:
                 loss_paths(name, checkpoint, args.sentences)
+                continue
+            if args.attribution_paths:
+                attribution_paths(name, checkpoint, args.pairs, args.attribution_pairs, args.ig_steps)
                 continue
             decodes = default_decodes(checkpoint) if "heads" in args.analyses else 0
             for analysis in args.analyses.split(","):

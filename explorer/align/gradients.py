@@ -16,9 +16,11 @@ target's log-prob depends on its own position's hidden state alone. The rows do 
 each target's gradient is its own: batching changes the speed, not the numbers (held to captum
 within 1e-5 by tests/unit/test_align_gradients.py).
 
-Memory is bounded in bytes as for captum's rows (row_bytes: one row = one target at one path point):
-a group holds at most rows_per_batch rows, and a group's forward stops at its last target's position
-(later decoder inputs cannot change an earlier output).
+Memory is bounded in bytes (`budget`, ATTRIBUTION_BYTES by default): a pass of p path points holds
+the forward's saved tensors of p rows (row_bytes, the bound of captum's rows too) and, as its backward
+goes one operation at a time, a few gradients of p x k rows for k targets (target_bytes); batch_shape
+picks k and p to fit. A group's forward stops at its last target's position (later decoder inputs
+cannot change an earlier output).
 """
 from __future__ import annotations
 
@@ -55,6 +57,32 @@ def row_bytes(cfg, src_len: int, tgt_len: int) -> int:
 
 def rows_per_batch(cfg, src_len: int, tgt_len: int, budget: int = ATTRIBUTION_BYTES) -> int:
     return max(1, budget // row_bytes(cfg, src_len, tgt_len))
+
+
+def target_bytes(cfg, src_len: int, tgt_len: int) -> int:
+    """An upper estimate of what one more target adds to one path point's batched backward pass
+    (float32): the batched pass goes back one operation at a time, so per target it holds the gradients
+    of about one layer (an encoder's and a decoder's together, as in row_bytes: the gradient at the
+    encoder's output gathers over every decoder layer), its cotangent at the decoder's output, its
+    gradient at the token vectors and the generator's at its one position; the forward's saved
+    tensors are the path point's own (row_bytes), shared by every target. Measured peaks: 0.6 to 0.9 of
+    the budget (small at 48 MB with 58 and 127 source pieces, small and base at 192 MB with 25 and 41);
+    tests/unit/test_attribution_memory.py checks four users at once."""
+    d, f, h = cfg.d_model, cfg.d_ff, cfg.n_heads
+    s, t = src_len, tgt_len
+    layers = s * (8 * d + 2 * f) + 2 * h * s * s + t * (12 * d + 2 * f) + 2 * h * (t * t + t * s)
+    return 4 * (layers + 2 * t * d + 2 * s * d + 4 * cfg.tgt_vocab_size)
+
+
+def batch_shape(cfg, src_len: int, tgt_len: int, targets: int, points: int,
+                budget: int = ATTRIBUTION_BYTES) -> tuple[int, int]:
+    """(targets per group, path points per pass) within `budget` bytes: a pass of p points and k
+    targets takes p x (row_bytes + k x target_bytes). The forward of every point is repeated once per
+    group, the backward is one per target and point whatever the grouping, so the targets come first
+    (as many as fit with one point a pass), then as many points as fit beside them."""
+    row, each = row_bytes(cfg, src_len, tgt_len), target_bytes(cfg, src_len, tgt_len)
+    group = max(1, min(targets, (budget - row) // each))
+    return group, max(1, min(points, budget // (row + group * each)))
 
 
 def check_method(method: str) -> None:
@@ -112,6 +140,7 @@ def _group_gradient(model, src, tgt_in, out, tokens, positions, alphas, weights,
         cotangent[torch.arange(k), :, positions] = seed.transpose(0, 1).to(hidden.dtype)    # [k, A, d]
         grads, = torch.autograd.grad(hidden, vectors, cotangent, is_grads_batched=True)     # [k, A, S, d]
         total += (grads * step.view(1, -1, 1, 1).to(grads.dtype)).sum(dim=1)                # [k, S, d]
+        del hidden, cotangent, grads                     # before the next pass allocates its own
     return total
 
 
@@ -127,9 +156,7 @@ def attributions(model, src_ids: Sequence[int], out_ids: Sequence[int], method: 
     wanted = list(range(out.shape[1])) if targets is None else [int(t) for t in targets]
     if any(not 0 <= t < out.shape[1] for t in wanted):
         raise ValueError(f"target positions must be in 0..{out.shape[1] - 1}, not {wanted}")
-    per_batch = rows_per_batch(model.cfg, src.shape[1], out.shape[1], budget)
-    per_group = max(1, per_batch // len(alphas))                     # targets whose rows fit one batch
-    per_pass = min(len(alphas), per_batch)                           # path points per forward
+    per_group, per_pass = batch_shape(model.cfg, src.shape[1], out.shape[1], len(wanted), len(alphas), budget)
     embed = model.encoder.embed
     rows, deltas = [], []
     with eval_mode(model), torch.enable_grad():

@@ -12,7 +12,8 @@ import torch
 
 from explorer.align.attribution import piece_attributions, row_bytes
 from explorer.align.gold import read_gold
-from explorer.align.gradients import attributions, forced_log_probs, hidden_states, path_points, teacher_inputs
+from explorer.align.gradients import (attributions, batch_shape, forced_log_probs, hidden_states, path_points,
+                                      target_bytes, teacher_inputs)
 from explorer.align.numbers_gold import number_gold
 from explorer.align.pairs import ModelPair, model_pair
 from explorer.files.places import REPO_ROOT
@@ -31,14 +32,16 @@ def model(request):
 def test_fast_path_equals_captum_one_row_at_a_time(model, method):
     pair = ModelPair(gold=None, src_ids=SRC, out_ids=OUT, src_groups=[], tgt_groups=[])
     reference, ref_delta = piece_attributions(model, pair, method, steps=4, with_delta=True, path="captum")
-    one_row = row_bytes(model.cfg, len(SRC), len(OUT))
-    for budget in (1 << 30, 2 * one_row, 1):    # all at once; 2 rows a batch; one row (1 target, 1 point)
+    one_row, target = row_bytes(model.cfg, len(SRC), len(OUT)), target_bytes(model.cfg, len(SRC), len(OUT))
+    two = one_row + 2 * target                  # groups of 2 targets, one path point a pass
+    assert batch_shape(model.cfg, len(SRC), len(OUT), len(OUT), 4, two) == (2, 1)
+    for budget in (1 << 30, two, 1):            # all at once; 2 targets and 1 point a pass; 1 and 1
         fast, delta = piece_attributions(model, pair, method, steps=4, with_delta=True, budget=budget)
         assert fast.shape == (len(OUT), len(SRC)) and delta.shape == (len(OUT),)
         assert np.abs(fast - reference).max() < 1e-5, budget
         assert np.abs(delta - ref_delta).max() < 1e-5, budget
     assert np.abs(reference).max() > 1e-3                                                # not trivially zero
-    some = attributions(model, SRC, OUT, method, steps=4, targets=[4, 1, 4], budget=2 * one_row)
+    some = attributions(model, SRC, OUT, method, steps=4, targets=[4, 1, 4], budget=two)
     assert np.abs(some - reference[[4, 1, 4]]).max() < 1e-5
 
 

@@ -46,6 +46,23 @@ def test_rows_per_batch_shrink_as_pairs_grow():
     assert long * A.row_bytes(cfg, 190, 180) <= A.ATTRIBUTION_BYTES
 
 
+def test_the_batched_paths_groups_fit_the_budget():
+    """Targets x path points of one batched pass: within the budget wherever one row fits; more
+    targets a group as the budget grows, fewer as pairs grow; one target and one point at the least."""
+    from explorer.align.gradients import batch_shape, target_bytes
+    from explorer.config import preset
+    cfg = preset("small", src_vocab_size=8000, tgt_vocab_size=8000)
+    for s, t in ((25, 24), (60, 58), (190, 180)):
+        row, each = A.row_bytes(cfg, s, t), target_bytes(cfg, s, t)
+        for budget in (48 << 20, A.ATTRIBUTION_BYTES, 1 << 30):
+            group, points = batch_shape(cfg, s, t, t, 32, budget)
+            assert 1 <= group <= t and 1 <= points <= 32
+            assert points * (row + group * each) <= budget
+    assert batch_shape(cfg, 25, 24, 24, 32, 48 << 20)[0] > batch_shape(cfg, 190, 180, 180, 32, 48 << 20)[0]
+    assert batch_shape(cfg, 25, 24, 24, 32, 1 << 30) == (24, 32)
+    assert batch_shape(cfg, 190, 180, 180, 32, 1) == (1, 1)
+
+
 PROBE = textwrap.dedent("""
     import json, sys, threading
     import torch
