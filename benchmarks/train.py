@@ -127,7 +127,7 @@ def our_loss(model: nn.Module, src, tgt_in, tgt_out) -> torch.Tensor:
 def make_step(model: nn.Module, loss_fn, bf16: bool, device_type: str = "cpu"):
     """One optimizer step as the trainer takes it (loss / target tokens, clip 1.0, Adam); returns tokens.
     The batches must already be on the model's device (`device_type` is its kind, for autocast)."""
-    opt = training_optimizer(model.parameters(), torch.device(device_type), lr=1e-4)
+    opt = training_optimizer(model.parameters(), lr=1e-4)
 
     def step(src, tgt_in, tgt_out) -> int:
         opt.zero_grad(set_to_none=True)

@@ -102,7 +102,7 @@ class Trainer:
                   "products fall back to slow kernels (a training step ~12x slower than float32); use float32",
                   file=sys.stderr, flush=True)
         training_kernels(self.device)
-        self.optimizer = training_optimizer(self.model.parameters(), self.device)
+        self.optimizer = training_optimizer(self.model.parameters())
         steps_per_epoch = self.plan.steps_per_epoch()
         self.total_steps = (math.ceil(cfg.epochs * steps_per_epoch) if cfg.epochs else cfg.max_steps)
         if self.dist.is_main and (note := warmup_note(self.total_steps, cfg.warmup)):

@@ -50,3 +50,14 @@ def test_the_app_reads_its_device_from_the_environment(monkeypatch):
     assert models.app_device() == torch.device("cuda", 3)
     monkeypatch.delenv(models.DEVICE_ENV)
     assert models.app_device() == resolve_device("auto")
+
+
+def test_training_turns_cudnn_attention_off_on_cuda_only(monkeypatch):
+    from explorer.runtime.device import training_kernels
+
+    calls = []
+    monkeypatch.setattr(torch.backends.cuda, "enable_cudnn_sdp", lambda on: calls.append(on))
+    training_kernels(torch.device("cpu"))
+    assert calls == []
+    training_kernels(torch.device("cuda"))
+    assert calls == [False]
