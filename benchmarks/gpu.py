@@ -57,6 +57,7 @@ class Run:
     out: Path
     batch_tokens: int = 25_000      # padded tokens a side of a training batch (the paper's ~25,000)
     compile: bool = False           # training rows: ours through torch.compile
+    fused_adam: bool = False        # training rows: Adam's fused kernel for both models
     started: float = field(default_factory=time.perf_counter)
     results: dict = field(default_factory=dict)
 
@@ -86,7 +87,7 @@ def training_row(size: str, bf16: bool) -> Callable[[Run], dict]:
         try:
             batches = speed.random_batches(run.pick(12, 3), run.pick(run.batch_tokens, 150), run.device)
             return speed.compare_training(run.device, size, bf16, batches, rounds=run.pick(4, 2), steps=run.pick(5, 1),
-                                          compile_ours=run.compile)
+                                          compile_ours=run.compile, fused_adam=run.fused_adam)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     return stage
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cudnn-attention", action="store_true",
                         help="leave bf16 attention on cuDNN's kernels (the trainer turns them off: explorer.runtime.device)")
     parser.add_argument("--compile", action="store_true", help="training rows: ours through torch.compile (dynamic shapes)")
+    parser.add_argument("--fused-adam", action="store_true", help="training rows: Adam's fused kernel, both models")
     parser.add_argument("--stage", action="append", help="run only the stages of this name (repeatable)")
     parser.add_argument("--only", action="append", choices=("tests", "correctness", "training", "decoding"),
                         help="run only these groups (repeatable)")
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(json.dumps(machine(device)), flush=True)
-    run = Run(device, args.tiny, args.budget, out, args.batch_tokens, args.compile)
+    run = Run(device, args.tiny, args.budget, out, args.batch_tokens, args.compile, args.fused_adam)
     return run_all(run, set(args.only or ()) or None, set(args.stage or ()) or None)
 
 

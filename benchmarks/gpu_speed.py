@@ -85,7 +85,7 @@ def _sync(device) -> None:
 
 
 def compare_training(device, size: str, bf16: bool, batches, rounds: int, steps: int,
-                     compile_ours: bool = False) -> dict:
+                     compile_ours: bool = False, fused_adam: bool = False) -> dict:
     """Ours against nn.Transformer, one size and precision: interleaved rounds (A B, B A, ...) of
     `steps` steps each after two warm-up steps; tokens/s, model TFLOP/s and MFU of each, their ratio."""
     cfg = preset(size, src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.1)
@@ -94,7 +94,7 @@ def compare_training(device, size: str, bf16: bool, batches, rounds: int, steps:
     if compile_ours:                      # the warm-up steps below pay the compilation
         models[OURS] = torch.compile(models[OURS], dynamic=True)
     losses = {OURS: our_loss, REFERENCE: reference_loss}
-    step = {name: make_step(m, losses[name], bf16, device.type) for name, m in models.items()}
+    step = {name: make_step(m, losses[name], bf16, device.type, fused_adam) for name, m in models.items()}
     flops = []
     for src, _, tgt_out in batches:
         flops.append(training_flops(cfg, (src != PAD_ID).sum(1).tolist(), (tgt_out != PAD_ID).sum(1).tolist()))
@@ -128,7 +128,7 @@ def compare_training(device, size: str, bf16: bool, batches, rounds: int, steps:
     line = (f"train {size} {precision}{' (ours compiled)' if compile_ours else ''}: ours {rows[OURS]['tokens_per_s']:,.0f} tok/s"
             f"{'' if mfu is None else f' MFU {mfu:.1%}'}, nn.Transformer {rows[REFERENCE]['tokens_per_s']:,.0f} "
             f"tok/s; ratio {ratio:.2f}")
-    return {"ok": True, "preset": size, "precision": precision, "compiled": compile_ours,
+    return {"ok": True, "preset": size, "precision": precision, "compiled": compile_ours, "fused_adam": fused_adam,
             "cudnn_attention": torch.backends.cuda.cudnn_sdp_enabled(), "peak_flops": peak, "parameters": cfg.to_dict(),
             "batches": len(batches), "padded_tokens_per_side": batch_tokens_of(batches), "rounds": rounds,
             "steps_per_round": steps, "models": rows, "ratio": ratio, "profile_ours": profile, "line": line}

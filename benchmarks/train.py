@@ -124,10 +124,10 @@ def our_loss(model: nn.Module, src, tgt_in, tgt_out) -> torch.Tensor:
     return model(src, tgt_in, targets=tgt_out, label_smoothing=0.1)
 
 
-def make_step(model: nn.Module, loss_fn, bf16: bool, device_type: str = "cpu"):
+def make_step(model: nn.Module, loss_fn, bf16: bool, device_type: str = "cpu", fused_adam: bool = False):
     """One optimizer step as the trainer takes it (loss / target tokens, clip 1.0, Adam); returns tokens.
     The batches must already be on the model's device (`device_type` is its kind, for autocast)."""
-    opt = training_optimizer(model.parameters(), lr=1e-4)
+    opt = training_optimizer(model.parameters(), lr=1e-4, fused=fused_adam)
 
     def step(src, tgt_in, tgt_out) -> int:
         opt.zero_grad(set_to_none=True)

@@ -28,12 +28,13 @@ def training_kernels(device) -> None:
         torch.backends.cuda.enable_cudnn_sdp(False)
 
 
-def training_optimizer(parameters, lr: float = 0.0):
+def training_optimizer(parameters, lr: float = 0.0, fused: bool = False):
     """The paper's Adam (beta1 0.9, beta2 0.98, eps 1e-9; Vaswani et al. 2017, 5.3), for the trainer and
-    the training benchmarks alike. (Adam's fused CUDA kernel is a candidate not yet measured here.)"""
+    the training benchmarks alike. `fused`: Adam's one-kernel update (`python -m benchmarks gpu --fused-adam`
+    measures it; not the trainer's until measured to help)."""
     import torch
 
-    return torch.optim.Adam(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    return torch.optim.Adam(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
 
 
 def resolve_device(name: str = "auto"):
