@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from explorer.contrastive.job import report, run_to_file
-    from explorer.runtime.progress import run_command
+    from explorer.runtime.split import from_env
+    from explorer.runtime.workers import run_split_command
 
     try:
         settings = SearchSettings(beams=args.beams, sentences=args.sentences, penalties=args.length_penalties,
@@ -86,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     if loaded is None:
         return 2
     ckpt, pairs = loaded
-    return run_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out, meta=ckpt.meta),
-                       report, args.out)
+    split = from_env()                            # under torchrun: each process its share (explorer.runtime.split)
+    return run_split_command(partial(run_to_file, ckpt.model, ckpt.tokenizer, pairs, settings, args.out,
+                                     meta=ckpt.meta, split=split), report, args.out, split)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from explorer.decoding.core import Hypothesis
 from explorer.decoding.translate import decode
 from explorer.evaluation.scores import corpus_scores
 from explorer.runtime.forked import imap, usable_workers
+from explorer.runtime.split import ONE, Split
 
 BEAMS = (1, 2, 4, 8, 16, 32)
 # Outputs cut at 1.5 x source + 10 tokens (as the head lab's and the lenses' decodes): a wide beam that
@@ -87,17 +88,21 @@ def library_decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig) -
 
 
 def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
-               tick: Callable[[int], None] = lambda _: None, *, workers: int | None = None) -> list[Hypothesis]:
+               tick: Callable[[int], None] = lambda _: None, *, workers: int | None = None,
+               split: Split = ONE) -> list[Hypothesis]:
     """The best hypothesis of every source, in input order; batches of similar lengths, ROWS_PER_BATCH
     beam rows each; tick(done) after each batch (it raises to cancel).
 
     Beam search runs as explorer.contrastive.compact_beam (finished sentences leave the decoder's batch)
     and the batches over `workers` forked processes (explorer.runtime.forked; None: as many as are safe
     and useful, at most MAX_WORKERS; the costliest first, so the last to end are short): the same batches as one process decoding them in turn with the library's beam
-    search, so the same hypotheses and scores (tests/unit/test_contrastive_curve_speed.py)."""
+    search, so the same hypotheses and scores (tests/unit/test_contrastive_curve_speed.py). Under torchrun
+    each process decodes every world-th batch (explorer.runtime.split) and all get every hypothesis."""
     batches = length_batches(src, cfg)
     out: list[Hypothesis | None] = [None] * len(src)
     finished = [0]
+    mine = list(split.mine(len(batches)))
+    own: dict[int, list[Hypothesis]] = {}
 
     def run(idx: Sequence[int]) -> list[Hypothesis]:
         rows = [list(src[i]) for i in idx]
@@ -105,16 +110,18 @@ def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
         return [d.best for d in found]
 
     if workers is None:
-        workers = usable_workers(model, len(batches), MAX_WORKERS)
-    results = imap(run, [(idx,) for idx in batches], workers, ordered=False, order=range(len(batches) - 1, -1, -1))
+        workers = usable_workers(model, len(mine), MAX_WORKERS)
+    results = imap(run, [(batches[b],) for b in mine], workers, ordered=False, order=range(len(mine) - 1, -1, -1))
     try:
-        for b, hyps in results:
-            for i, h in zip(batches[b], hyps):
-                out[i] = h
+        for k, hyps in results:
+            own[mine[k]] = hyps
             finished[0] += len(hyps)
-            tick(finished[0])                                # it raises to cancel
+            tick(min(len(src), finished[0] * split.world))   # it raises to cancel
     finally:
         results.close()                                      # a cancelled curve ends its workers
+    for idx, hyps in zip(batches, split.gather(own, len(batches))):
+        for i, h in zip(idx, hyps):
+            out[i] = h
     return out
 
 

@@ -22,6 +22,7 @@ from explorer.contrastive.curve import BEAMS, Penalty, beam_config, curve_row, d
 from explorer.contrastive.exact import TOLERANCE, exact_search
 from explorer.decoding.core import check_config
 from explorer.files.atomic import read_json_object, write_json_atomic
+from explorer.runtime.split import ONE, Split
 from explorer.heads.sentences import build_sentences
 from explorer.runtime.progress import Progress, Ticker
 
@@ -76,8 +77,9 @@ def stage_names(settings: SearchSettings) -> tuple[str, ...]:
 
 def run_search(model, tokenizer, pairs, settings: SearchSettings, *, meta: dict | None = None,
                progress: Progress | None = None, cancel: threading.Event | None = None,
-               log: Callable[[str], None] = lambda _: None) -> dict:
-    """The beam curve (and with settings.exact the per-sentence exact search) as JSON-ready data."""
+               log: Callable[[str], None] = lambda _: None, split: Split = ONE) -> dict:
+    """The beam curve (and with settings.exact the per-sentence exact search) as JSON-ready data; under
+    torchrun split over its processes (explorer.runtime.split: batches, then exact-search sentences)."""
     meta = meta or {}
     for beam in settings.beams:                  # every size this model allows, before anything is decoded
         check_config(beam_config(beam, Penalty()), model, beam=True)
@@ -90,7 +92,8 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, meta: dict 
         for beam in settings.beams:
             t1 = time.time()
             tick = ticker.stage(curve_stage(beam, penalty), len(sents))
-            hyps = decode_set(model, sents.src, beam_config(beam, penalty), lambda done: ticker.check(tick, done))
+            hyps = decode_set(model, sents.src, beam_config(beam, penalty), lambda done: ticker.check(tick, done),
+                              split=split)
             texts = [tokenizer.decode(h.output_ids, side="tgt") for h in hyps]
             chrfs = sentence_chrf(texts, sents.refs)
             row = curve_row(beam, penalty, hyps, texts, sents.refs, chrfs, smaller)
@@ -100,7 +103,7 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, meta: dict 
             smaller = (hyps, chrfs)
             log(f"beam {beam:2d} {penalty.label:8s} BLEU {row['bleu']:6.2f} chrF {row['chrf']:6.2f} "
                 f"ratio {row['length_ratio']:.3f} mean score {row['mean_score']:.3f} ({row['seconds']} s)")
-    exact = _exact_part(model, sents, settings, kept, ticker, cancel, log) if settings.exact else []
+    exact = _exact_part(model, sents, settings, kept, ticker, cancel, log, split) if settings.exact else []
     if exact:
         _search_errors(rows, exact, settings)
     return {
@@ -112,34 +115,37 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, meta: dict 
         "exact_summary": _exact_summary(exact),
         "references": sents.refs,
         "seconds": round(time.time() - t0, 1),
+        "processes": split.world,
     }
 
 
 def _exact_part(model, sents, settings: SearchSettings, kept: dict, ticker: Ticker,
-                cancel: threading.Event | None, log) -> list[dict]:
-    """Exact search per sentence, its bound started at the best-scoring output of any beam."""
+                cancel: threading.Event | None, log, split: Split = ONE) -> list[dict]:
+    """Exact search per sentence, its bound started at the best-scoring output of any beam; under torchrun
+    each process searches every world-th sentence."""
     n = settings.exact_sentences or len(sents)
     n = min(n, len(sents))
     widest = max(settings.beams)
     stop = cancel.is_set if cancel is not None else None
     cfg = beam_config(1, Penalty())
     tick = ticker.stage(EXACT_STAGE, n)
-    out = []
-    for i in range(n):
+    own: dict[int, dict] = {}
+    for i in split.mine(n):
         start = max((hyps[i] for hyps in kept.values()), key=lambda h: h.score)
         found = exact_search(model, sents.src[i], cfg, initial=start, max_nodes=settings.exact_nodes,
                              max_seconds=settings.exact_seconds, stop=stop)
         if found.stopped_by == "cancelled":
             ticker.check(lambda _: False, i)
         beam_out = kept[("none", widest)][i].output_ids
-        out.append({"index": i, "proven": found.proven, "score": round(found.score, 5),
-                    "length": len(found.output_ids), "finished": found.finished,
-                    "empty": not found.output_ids, "short": len(found.output_ids) < 0.5 * len(beam_out),
-                    "beam_length": len(beam_out), "nodes": found.nodes, "seconds": round(found.seconds, 2),
-                    "stopped_by": found.stopped_by, "ids": found.output_ids,
-                    "beam_scores": {str(b): round(kept[("none", b)][i].score, 5) for b in settings.beams},
-                    "beam_ids_equal": {str(b): kept[("none", b)][i].ids == found.ids for b in settings.beams}})
-        ticker.check(tick, i + 1)
+        own[i] = {"index": i, "proven": found.proven, "score": round(found.score, 5),
+                  "length": len(found.output_ids), "finished": found.finished,
+                  "empty": not found.output_ids, "short": len(found.output_ids) < 0.5 * len(beam_out),
+                  "beam_length": len(beam_out), "nodes": found.nodes, "seconds": round(found.seconds, 2),
+                  "stopped_by": found.stopped_by, "ids": found.output_ids,
+                  "beam_scores": {str(b): round(kept[("none", b)][i].score, 5) for b in settings.beams},
+                  "beam_ids_equal": {str(b): kept[("none", b)][i].ids == found.ids for b in settings.beams}}
+        ticker.check(tick, min(n, len(own) * split.world))
+    out = split.gather(own, n)
     proven = sum(e["proven"] for e in out)
     log(f"exact search: proven on {proven} of {len(out)} sentences")
     return out
@@ -172,9 +178,11 @@ def _exact_summary(exact: list[dict]) -> dict:
 
 
 def run_to_file(model, tokenizer, pairs, settings: SearchSettings, out: str | os.PathLike, **kwargs) -> dict:
-    """run_search, then the result written atomically to `out` (nothing written when cancelled)."""
+    """run_search, then the result written atomically to `out` (nothing written when cancelled; split over
+    torchrun's processes, by the main process only)."""
     result = run_search(model, tokenizer, pairs, settings, **kwargs)
-    write_json_atomic(Path(out), result)
+    if kwargs.get("split", ONE).is_main:
+        write_json_atomic(Path(out), result)
     return result
 
 

@@ -120,12 +120,16 @@ def main(argv: list[str] | None = None) -> int:
         run = partial(job.run_to_file, lambda **_: faithfulness.combine(parts, ckpt.meta.get("weights_sha256", "")),
                       args.out)
         return run_command(run, faithfulness.report, args.out)
-    if args.faithfulness:
+    if args.faithfulness:                          # under torchrun: each process its share of the sentences
+        from explorer.runtime.split import from_env
+        from explorer.runtime.workers import run_split_command
+
         settings = faithfulness.FaithfulnessSettings(methods=tuple(args.methods), seeds=args.seeds,
                                                      ig_steps=args.ig_steps)
+        split = from_env()
         run = partial(job.run_to_file, faithfulness.run_faithfulness, args.out, pairs=pairs,
-                      sentences=args.sentences, settings=settings, workers=args.workers, **common)
-        return run_command(run, faithfulness.report, args.out)
+                      sentences=args.sentences, settings=settings, workers=args.workers, split=split, **common)
+        return run_split_command(run, faithfulness.report, args.out, split)
     if args.over_training:
         run = partial(job.run_to_file, training.run_over_training, args.out, pairs=pairs,
                       sentences=args.sentences, path=ckpt.path, **common)

@@ -30,6 +30,7 @@ from explorer.contributions.sentence import sentence_contributions
 from explorer.decoding.core import special_ids
 from explorer.runtime.modes import eval_mode
 from explorer.runtime.progress import Progress, Ticker
+from explorer.runtime.split import ONE, Split
 from explorer.evaluation.arguments import check_ranges
 
 FRACTIONS = (0.1, 0.2, 0.5)
@@ -189,9 +190,11 @@ def table(per_sentence: list[dict], settings: FaithfulnessSettings) -> list[dict
 def run_faithfulness(model, tokenizer, pairs, sentences: int, settings: FaithfulnessSettings, *,
                      meta: dict | None = None, progress: Progress | None = None,
                      cancel: threading.Event | None = None, log: Callable[[str], None] = lambda _: None,
-                     workers: int = 1) -> dict:
+                     workers: int = 1, split: Split = ONE) -> dict:
     """The scorecard over the first `sentences` pairs, forced on their references, over `workers`
-    forked processes (explorer.runtime.forked: command lines only; the same numbers). Raises Cancelled."""
+    forked processes (explorer.runtime.forked: command lines only) and, under torchrun, split over its
+    processes (explorer.runtime.split: each takes every world-th sentence, the measures gathered in
+    order); the same numbers either way. Raises Cancelled."""
     from explorer.runtime.forked import imap
     from explorer.text.encoding import output_ids, source_ids
 
@@ -202,19 +205,22 @@ def run_faithfulness(model, tokenizer, pairs, sentences: int, settings: Faithful
     tick = ticker.stage("faithfulness", len(pairs))
     items = [(model, source_ids(tokenizer, p.src, max_len, special), output_ids(tokenizer, p.tgt, max_len, special),
               settings) for p in pairs]
-    per_sentence = []
-    results = imap(sentence_faithfulness, items, workers)
+    mine = list(split.mine(len(items)))
+    own: dict[int, dict] = {}
+    results = imap(sentence_faithfulness, [items[i] for i in mine], workers)
     try:
-        for _, measures in results:
-            per_sentence.append(measures)
-            ticker.check(tick, len(per_sentence))
+        for k, measures in results:
+            own[mine[k]] = measures
+            ticker.check(tick, min(len(items), len(own) * split.world))
     finally:
         results.close()                                  # a cancelled job ends its workers
+    per_sentence = split.gather(own, len(items))
     log(f"{len(pairs)} sentences in {time.time() - t0:.1f} s")
     return {"settings": {"checkpoint": meta.get("name", ""), "weights_sha256": meta.get("weights_sha256", ""),
                          "check": "faithfulness", "sentences": len(pairs), "removal": "unk id",
                          "methods": list(settings.methods), "fractions": list(settings.fractions),
                          "seeds": settings.seeds, "ig_steps": settings.ig_steps, "workers": workers},
+            "processes": split.world,
             "rows": table(per_sentence, settings), "per_sentence": fraction_means(per_sentence),
             "seconds": round(time.time() - t0, 1)}
 

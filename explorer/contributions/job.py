@@ -21,6 +21,7 @@ from explorer.contributions.sentence import SentenceContributions, sentence_cont
 from explorer.files.atomic import write_json_atomic
 from explorer.heads.sentences import FORCED, build_sentences
 from explorer.runtime.progress import Progress, Ticker
+from explorer.runtime.split import ONE
 from explorer.evaluation.arguments import check_ranges
 
 # What a run may ask for, checked by ContributionSettings and by `python -m explorer.contributions` as it
@@ -111,9 +112,11 @@ def run_contributions(model, tokenizer, pairs, settings: ContributionSettings, *
 def run_to_file(run: Callable[..., dict], out: str | os.PathLike, **kwargs) -> dict:
     """run(**kwargs) (run_contributions, detached.run_detached_check, alignment.run_alignment or
     faithfulness.run_faithfulness), then the result
-    written atomically to `out`: nothing is written when it is cancelled or fails."""
+    written atomically to `out`: nothing is written when it is cancelled or fails (and, split over
+    torchrun's processes, by the main process only)."""
     result = run(**kwargs)
-    write_json_atomic(Path(out), result)
+    if kwargs.get("split", ONE).is_main:
+        write_json_atomic(Path(out), result)
     return result
 
 

@@ -138,3 +138,37 @@ def test_checked_outputs_equal_decoded_ones_on_the_shipped_models(name, n, every
     checked, remover = removal_texts(ckpt.model, ckpt.tokenizer, sents, heads, reuse=True)
     assert checked == removal_texts(ckpt.model, ckpt.tokenizer, sents, heads, reuse=False)[0]
     assert remover.redecoded < remover.checked               # some outputs are shown unchanged, not decoded
+
+
+def _letter_pairs(n: int, seed: int) -> list[SimpleNamespace]:
+    tok = StandInTokenizer()
+    return [SimpleNamespace(src=tok.decode(src), tgt=tok.decode(tgt))
+            for src, tgt in toy_pairs(n, torch.Generator().manual_seed(seed), "reverse")]
+
+
+def test_the_faithfulness_scorecard_split_over_two_processes_gives_the_same_json():
+    from explorer.contributions.faithfulness import FaithfulnessSettings, run_faithfulness
+
+    model, tok, pairs = random_model(), StandInTokenizer(), _letter_pairs(5, 5)
+    settings = FaithfulnessSettings(methods=("alti", "attention-mean", "grad-x-input"), seeds=2, ig_steps=4)
+    one = run_faithfulness(model, tok, pairs, 5, settings)
+    split = run_split(2, lambda s: run_faithfulness(model, tok, pairs, 5, settings, split=s))
+    assert numbers(split[0]) == numbers(one) and numbers(split[1]) == numbers(one)
+    assert split[0]["processes"] == 2 and one["processes"] == 1 and len(one["per_sentence"]["alti"]["sufficiency"]) == 5
+
+
+def test_the_beam_curve_and_exact_search_split_over_two_processes_give_the_same_json():
+    from explorer.contrastive.job import SearchSettings, run_search
+
+    def same(result: dict) -> dict:        # a row's and an exact search's seconds say how long, not what
+        result = numbers(result)
+        result["beam_curve"] = [{k: v for k, v in r.items() if k != "seconds"} for r in result["beam_curve"]]
+        result["exact"] = [{k: v for k, v in e.items() if k != "seconds"} for e in result["exact"]]
+        return result
+
+    model, tok, pairs = random_model(), StandInTokenizer(), _letter_pairs(7, 9)
+    settings = SearchSettings(beams=(1, 3), sentences=7, exact=True, exact_nodes=300, exact_seconds=60)
+    one = run_search(model, tok, pairs, settings)
+    split = run_split(2, lambda s: run_search(model, tok, pairs, settings, split=s))
+    assert same(split[0]) == same(one) and same(split[1]) == same(one)
+    assert split[0]["processes"] == 2 and len(one["exact"]) == 7 and len(one["beam_curve"]) == 4   # 2 beams x 2 penalties
