@@ -38,8 +38,8 @@ PUBLISHED_DE_EN = {"fast_align": 27.0, "eflomal": 22.6, "GIZA++": 20.6, "awesome
 # What a run may ask for, checked by AlignSettings and by `python -m explorer.align` as it parses its
 # arguments: no more pairs than a gold file may hold (the app offers up to the gold set's size);
 # integrated-gradients steps up to twice the app's cap of 64 for one sentence (Sundararajan et al.
-# found 20 to 300 enough; each step is a forward and backward pass per target piece, ~5 s a Bible
-# verse at the default 32).
+# found 20 to 300 enough; each step is a forward shared by the targets and a backward pass per target
+# piece, ~5 s of CPU a Bible verse on bible-es-en at the default 32).
 RANGES = {"pairs": (1, MAX_PAIRS), "attribution_pairs": (0, MAX_PAIRS), "ig_steps": (2, 128)}
 
 
@@ -47,7 +47,7 @@ RANGES = {"pairs": (1, MAX_PAIRS), "attribution_pairs": (0, MAX_PAIRS), "ig_step
 class AlignSettings:
     pairs: int = 200                  # the first N gold pairs
     attribution_pairs: int = 60       # gradient methods on the first N usable ones (0: skip them);
-    # integrated gradients costs ig_steps forward + backward passes per target piece (~5 s a Bible verse)
+    # integrated gradients costs ig_steps backward passes per target piece (~5 s of CPU a Bible verse)
     ig_steps: int = IG_STEPS
     eflomal: bool = True
 
