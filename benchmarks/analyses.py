@@ -178,7 +178,8 @@ def attribution_paths(name: str, checkpoint: Path, pairs: int, attribution_pairs
     captum's path (path="captum", the path before) then by the batched one (explorer.align.gradients):
     CPU seconds after a warm-up (process time: waits for a core on a loaded machine do not count), the largest
     difference of the attributions and of integrated gradients' convergence deltas, and whether every
-    pair's links are the same under every extraction rule."""
+    pair's links are the same under every extraction rule; then the whole scorecard (eflomal left out)
+    on either path: CPU seconds and whether its JSON is the same but for timings."""
     import numpy as np
     import torch
 
@@ -213,6 +214,29 @@ def attribution_paths(name: str, checkpoint: Path, pairs: int, attribution_pairs
               f"max |difference| {worst:.1e}, deltas {delta:.1e}  same links: {'yes' if same else 'NO'}  "
               f"60 pairs ~{old / len(usable):.1f} / {new / len(usable):.1f} CPU-min  "
               f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+    from explorer.align.scorecard import AlignSettings, run_scorecard
+
+    settings = AlignSettings(pairs=pairs, attribution_pairs=attribution_pairs, ig_steps=steps, eflomal=False)
+    cards = {}
+    for path in ("captum", "batched"):
+        start = time.process_time()
+        cards[path] = numbers(run_scorecard(model, tokenizer, read_gold(GOLD), settings, attribution_path=path))
+        cards[path]["cpu"] = time.process_time() - start
+    old, new = cards["captum"].pop("cpu"), cards["batched"].pop("cpu")
+    print(f"{name:5} whole scorecard ({pairs} pairs, no eflomal): captum {old:.1f} s CPU  batched {new:.1f} s CPU  "
+          f"JSON the same (floats within 1e-5): {'yes' if same_json(cards['captum'], cards['batched']) else 'NO'}",
+          flush=True)
+
+
+def same_json(a, b) -> bool:
+    """The same JSON, floats within 1e-5 (+1e-4 relative): where float32 sums may round differently."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-5 + 1e-4 * abs(b)
+    return a == b
 
 
 def main(argv: list[str] | None = None) -> int:
