@@ -56,3 +56,13 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+class IdTokenizer:
+    """Text is space-separated ids (a tokenizer stand-in for analyses that read text)."""
+
+    def encode(self, text, side="src"):
+        return [int(t) for t in text.split()]
+
+    def decode(self, ids, side="tgt"):
+        return " ".join(str(int(i)) for i in ids)

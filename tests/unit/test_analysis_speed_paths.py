@@ -23,6 +23,7 @@ from explorer.heads.sentences import SentenceSet, build_sentences
 from explorer.runtime.clock import TIMING_KEYS
 from explorer.runtime.split import ONE, Split
 from tests.support.decoding_helpers import StandInTokenizer, random_model, toy_pairs
+from support.model_helpers import IdTokenizer
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,6 @@ def test_each_item_has_one_owner_and_every_process_gets_all_results_in_order():
     assert sorted(computed) == list(range(8))                   # each item once, by one process
     assert ONE.map([1, 2], lambda x: -x) == [-1, -2] and not ONE.active and ONE.is_main
 
-
-class IdTokenizer:
-    def encode(self, text, side="src"):
-        return [int(t) for t in text.split()]
-
-    def decode(self, ids, side="tgt"):
-        return " ".join(str(int(i)) for i in ids)
 
 
 def test_the_head_lab_split_over_two_processes_gives_the_same_json(model):

@@ -14,16 +14,7 @@ from explorer.heads.pruning import Curve, importance_order, plan_curves, random_
 from explorer.heads.sentences import SentenceSet, greedy_texts
 from explorer.inspection.hooks import ablate_heads
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS
-
-
-class IdTokenizer:
-    """Text is space-separated ids (what the heads lab needs of a tokenizer)."""
-
-    def encode(self, text, side="src"):
-        return [int(t) for t in text.split()]
-
-    def decode(self, ids, side="tgt"):
-        return " ".join(str(int(i)) for i in ids)
+from support.model_helpers import IdTokenizer
 
 
 def sentences(n: int = 4) -> SentenceSet:

@@ -10,17 +10,9 @@ import pytest
 from explorer.heads.job import LabSettings, estimate_cost, run_to_file
 from explorer.inspection.trace import KINDS
 from explorer.runtime.progress import Cancelled
+from support.model_helpers import IdTokenizer
 
 
-
-class IdTokenizer:
-    """Text is space-separated ids."""
-
-    def encode(self, text, side="src"):
-        return [int(t) for t in text.split()]
-
-    def decode(self, ids, side="tgt"):
-        return " ".join(str(int(i)) for i in ids)
 
 PAIRS = [SimpleNamespace(src="5 6 7", tgt="8 9"), SimpleNamespace(src="10 11 12 13", tgt="14 15 16"),
          SimpleNamespace(src="17 18", tgt="19")]

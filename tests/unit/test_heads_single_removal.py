@@ -13,15 +13,8 @@ import pytest
 from explorer.heads.importance import SINGLE_REMOVALS
 from explorer.heads.job import LabSettings, estimate_cost, run_head_lab
 from explorer.heads.report import loss_rank_agreement, report
-from support.model_helpers import one_thread  # noqa: F401 (a fixture)
+from support.model_helpers import IdTokenizer, one_thread  # noqa: F401 (a fixture)
 
-
-class IdTokenizer:
-    def encode(self, text, side="src"):
-        return [int(t) for t in text.split()]
-
-    def decode(self, ids, side="tgt"):
-        return " ".join(str(int(i)) for i in ids)
 
 
 PAIRS = [SimpleNamespace(src="5 6 7", tgt="8 9"), SimpleNamespace(src="10 11 12 13", tgt="14 15 16"),
