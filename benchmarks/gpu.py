@@ -55,7 +55,7 @@ class Run:
     tiny: bool
     budget: float
     out: Path
-    batch_tokens: int = 25_000      # padded tokens a side of a training batch (the paper's ~25,000)
+    batch_tokens: int = speed.PAPER_BATCH_TOKENS      # padded tokens a side of a training batch
     compile: bool = False           # training rows: ours through torch.compile
     fused_adam: bool = False        # training rows: Adam's fused kernel for both models
     started: float = field(default_factory=time.perf_counter)

@@ -12,11 +12,13 @@ from pathlib import Path
 import torch
 
 from explorer.config import DecodeConfig, preset
+from explorer.data.batching import pad_batch
 from explorer.data.encoded import encode_pairs
 from explorer.data.files import read_tsv
 from explorer.decoding import beam_search, greedy_search, score_targets
 from explorer.inspection.hooks import capture
 from explorer.model import Transformer
+from explorer.runtime.device import training_optimizer
 from explorer.store.checkpoint import load_checkpoint
 
 SHIPPED = ("checkpoints/bible-es-en", "checkpoints/numbers-en-de")
@@ -24,25 +26,18 @@ LOGPROB_TOLERANCE = 1e-4          # the issue's: log-probs on the device within 
 BF16_TOLERANCE = 0.02             # bf16 autocast's loss after 50 steps within 2% (relative) of float32's
 
 
-def test_pairs(checkpoint: str, n: int, max_len: int = 64):
-    """The first n held-out pairs of a shipped checkpoint, encoded with its own tokenizer."""
+def test_pairs(checkpoint: str, n: int, max_len: int | None = 64):
+    """The first n held-out pairs of a shipped checkpoint, encoded with its own tokenizer and cut to
+    max_len pieces (None: the model's own limit)."""
     loaded = load_checkpoint(checkpoint)
     pairs = read_tsv(str(Path(checkpoint) / "test.tsv"))[:n]
-    return loaded, encode_pairs(loaded.tokenizer, pairs, max_len, loaded.config.special)
+    return loaded, encode_pairs(loaded.tokenizer, pairs, max_len or loaded.config.max_len, loaded.config.special)
 
 
-def padded(rows: list[list[int]], pad: int, device) -> torch.Tensor:
-    width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), pad, dtype=torch.long)                  # [B, L]
-    for i, r in enumerate(rows):
-        out[i, :len(r)] = torch.tensor(r)
-    return out.to(device)
-
-
-def teacher_batch(split, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(src [B, S], tgt_in [B, T], tgt_out [B, T]) of an encoded split, padded with its pad id."""
-    tgt = padded(split.tgt, split.pad_id, device)                                 # [B, T+1]
-    return padded(split.src, split.pad_id, device), tgt[:, :-1], tgt[:, 1:]
+def teacher_batch(split, device, rows: slice = slice(None)) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(src [B, S], tgt_in [B, T], tgt_out [B, T]) of an encoded split's `rows`, padded with its pad id."""
+    tgt = pad_batch(split.tgt[rows], split.pad_id).to(device)                     # [B, T+1]
+    return pad_batch(split.src[rows], split.pad_id).to(device), tgt[:, :-1], tgt[:, 1:]
 
 
 def capture_matches(device, sentences: int) -> dict:
@@ -107,7 +102,7 @@ def beam_matches_cpu(device, sentences: int) -> dict:
 
 def _train(model: Transformer, batches, steps: int, bf16: bool, device) -> list[float]:
     """`steps` Adam steps (constant rate 5e-4, clip 1.0) cycling over `batches`; the losses per token."""
-    opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.98), eps=1e-9)
+    opt = training_optimizer(model.parameters(), lr=5e-4)
     losses = []
     for i in range(steps):
         src, tgt_in, tgt_out = batches[i % len(batches)]
@@ -137,9 +132,8 @@ def training_converges(device, size: str, steps: int, sentences: int) -> dict:
     model (the Bible model's 8k vocabulary) trained `steps` steps on the same real held-out verses,
     their held-batch loss after it within BF16_TOLERANCE of each other."""
     loaded, split = test_pairs(SHIPPED[0], sentences)
-    rows = list(range(len(split)))
-    chunk = max(1, len(rows) // 8)
-    batches = [teacher_batch(_subset(split, rows[i:i + chunk]), device) for i in range(0, len(rows), chunk)]
+    chunk = max(1, len(split) // 8)
+    batches = [teacher_batch(split, device, slice(i, i + chunk)) for i in range(0, len(split), chunk)]
     held, batches = batches[-1], batches[:-1]
     cfg = preset(size, src_vocab_size=loaded.config.src_vocab_size, tgt_vocab_size=loaded.config.tgt_vocab_size)
     torch.manual_seed(0)
@@ -159,9 +153,3 @@ def training_converges(device, size: str, steps: int, sentences: int) -> dict:
                     f"{after16:.3f} ({relative:.1%} apart; {'pass' if ok else 'FAIL'}: decreases, <= "
                     f"{BF16_TOLERANCE:.0%})"}
 
-
-def _subset(split, rows: list[int]):
-    part = copy.copy(split)
-    part.src, part.tgt = [split.src[i] for i in rows], [split.tgt[i] for i in rows]
-    part.src_text, part.tgt_text = [split.src_text[i] for i in rows], [split.tgt_text[i] for i in rows]
-    return part

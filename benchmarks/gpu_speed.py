@@ -10,25 +10,24 @@ holds the forward count equal to torch's FlopCounterMode on a batch without padd
 """
 from __future__ import annotations
 
-import random
 import statistics
 import time
 from typing import Callable
 
 import torch
 
-from benchmarks.train import ReferenceTransformer, make_step, our_loss, reference_loss
+from benchmarks.train import VOCAB, ReferenceTransformer, make_step, our_loss, padded_batches, random_pairs, \
+    reference_loss
 from explorer.config import ModelConfig, preset
-from explorer.data.batching import make_batches, pad_batch
+from explorer.data.batching import make_batches
 from explorer.model import Transformer
-from explorer.text.special import BOS_ID, PAD_ID, SPECIAL_PIECES
+from explorer.text.special import PAD_ID
 
 # Dense (no sparsity) tensor-core peaks from NVIDIA's H100 / H200 SXM datasheets, FLOP/s: bf16 989.4 T
 # ("1,979 teraFLOPS with sparsity"), TF32 494.7 T ("989 teraFLOPS with sparsity"). Matched on the name
 # torch reports; other chips get no MFU (said, not guessed).
 PEAKS = {"H100": {"bf16": 989.4e12, "fp32": 494.7e12}, "H200": {"bf16": 989.4e12, "fp32": 494.7e12}}
 PAPER_BATCH_TOKENS = 25_000      # "approximately 25000 source tokens and 25000 target tokens" (Vaswani et al. 2017, 5.1)
-VOCAB = 8000
 OURS, REFERENCE = "ours", "nn.Transformer"
 
 
@@ -61,22 +60,11 @@ def training_flops(cfg: ModelConfig, src_lens: list[int], tgt_lens: list[int]) -
 
 
 def random_batches(n: int, batch_tokens: int, device, seed: int = 0) -> list[tuple[torch.Tensor, ...]]:
-    """n (src, tgt_in, tgt_out) batches of random ids with Bible-like lengths (34 +- 14 source, 30 +- 12
-    target pieces), bucketed by length as the trainer batches, each side ~batch_tokens padded tokens."""
-    rng = random.Random(seed)
-    first = len(SPECIAL_PIECES)
-    count = n * batch_tokens // 25 + 64
-    lengths = [(min(120, max(3, int(rng.gauss(34, 14)))), min(120, max(3, int(rng.gauss(30, 12)))))
-               for _ in range(count)]
-    seqs = [([rng.randrange(first, VOCAB) for _ in range(s)], [BOS_ID] + [rng.randrange(first, VOCAB) for _ in range(t)])
-            for s, t in lengths]
+    """n (src, tgt_in, tgt_out) batches of random ids with Bible-like lengths (benchmarks/train.py's), bucketed
+    by length as the trainer batches them, each side at most batch_tokens padded tokens: the fullest n."""
+    lengths, seqs = random_pairs(n * batch_tokens // 25 + 64, seed)
     groups = sorted(make_batches(lengths, batch_tokens, seed=seed), key=len, reverse=True)[:n]
-    out = []
-    for idx in groups:
-        src = pad_batch([seqs[i][0] for i in idx]).to(device)                     # [B, S]
-        tgt = pad_batch([seqs[i][1] for i in idx]).to(device)                     # [B, T+1]
-        out.append((src, tgt[:, :-1], tgt[:, 1:]))
-    return out
+    return padded_batches(groups, seqs, device)
 
 
 def _sync(device) -> None:
@@ -206,7 +194,7 @@ def batched_throughput(device, checkpoint: str, sentences: int, batch_size: int)
     from explorer.config import DecodeConfig
     from explorer.evaluation.scores import translate_ids
 
-    loaded, split = test_pairs(checkpoint, sentences, max_len=loaded_max_len(checkpoint))
+    loaded, split = test_pairs(checkpoint, sentences, max_len=None)
     model = loaded.model.to(device).eval()
     cfg = DecodeConfig(beam_size=5)
     translate_ids(model, split.src[:batch_size], cfg, device, batch_size)          # warm-up
@@ -221,8 +209,3 @@ def batched_throughput(device, checkpoint: str, sentences: int, batch_size: int)
             "line": f"evaluate path ({checkpoint.split('/')[-1]}, beam 5, batches of {batch_size}): "
                     f"{rate:,.1f} sentences/s over {len(split)} sentences"}
 
-
-def loaded_max_len(checkpoint: str) -> int:
-    from explorer.store.checkpoint import read_config
-
-    return read_config(checkpoint)[1].max_len

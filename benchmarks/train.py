@@ -78,19 +78,30 @@ def bench_batches(n: int, batch_tokens: int, seed: int = 0) -> tuple[list[tuple[
     """n padded (src, tgt_in, tgt_out) batches: real Bible sentences if available, else random ids."""
     lengths, seqs, source = _bible_ids(n * 300)
     if seqs is None:
-        rng = random.Random(seed)
-        lengths = [(max(3, int(rng.gauss(34, 14))), max(3, int(rng.gauss(30, 12)))) for _ in range(n * 300)]
-        seqs = [([rng.randrange(FIRST_PIECE, VOCAB) for _ in range(s)],
-                 [BOS_ID] + [rng.randrange(FIRST_PIECE, VOCAB) for _ in range(t)])
-                for s, t in lengths]
+        lengths, seqs = random_pairs(n * 300, seed)
         source = "random ids, Bible-like lengths"
-    batches = make_batches(lengths, batch_tokens, seed=seed)[:n]
+    return padded_batches(make_batches(lengths, batch_tokens, seed=seed)[:n], seqs), source
+
+
+def random_pairs(count: int, seed: int = 0) -> tuple[list[tuple[int, int]], list[tuple[list[int], list[int]]]]:
+    """count (source ids, BOS + target ids) pairs of random non-special ids with Bible-like lengths
+    (34 +- 14 source, 30 +- 12 target pieces), and their (source, target) lengths."""
+    rng = random.Random(seed)
+    lengths = [(max(3, int(rng.gauss(34, 14))), max(3, int(rng.gauss(30, 12)))) for _ in range(count)]
+    seqs = [([rng.randrange(FIRST_PIECE, VOCAB) for _ in range(s)],
+             [BOS_ID] + [rng.randrange(FIRST_PIECE, VOCAB) for _ in range(t)])
+            for s, t in lengths]
+    return lengths, seqs
+
+
+def padded_batches(groups: list[list[int]], seqs, device="cpu") -> list[tuple[torch.Tensor, ...]]:
+    """(src [B, S], tgt_in [B, T], tgt_out [B, T]) for each group of pair indices, padded, on `device`."""
     out = []
-    for idx in batches:
-        src = pad_batch([seqs[i][0] for i in idx])                                 # [B, S]
-        tgt = pad_batch([seqs[i][1] for i in idx])                                 # [B, T+1]
+    for idx in groups:
+        src = pad_batch([seqs[i][0] for i in idx]).to(device)                     # [B, S]
+        tgt = pad_batch([seqs[i][1] for i in idx]).to(device)                     # [B, T+1]
         out.append((src, tgt[:, :-1], tgt[:, 1:]))
-    return out, source
+    return out
 
 
 def _bible_ids(limit: int):
