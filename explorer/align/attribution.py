@@ -25,10 +25,9 @@ import numpy as np
 import torch
 
 from explorer.align.gradients import (ATTRIBUTION_BYTES, ATTRIBUTIONS, IG_STEPS, TOKENS, attributions,
-                                      check_method, row_bytes, rows_per_batch, teacher_inputs)
+                                      check_method, hidden_states, row_bytes, rows_per_batch, teacher_inputs)
 from explorer.align.pairs import ModelPair
 from explorer.inspection.attention_stats import word_matrix
-from explorer.inspection.hooks import intervene
 from explorer.runtime.compute_queue import QUEUE
 from explorer.runtime.device import match_threads
 from explorer.runtime.modes import eval_mode
@@ -45,17 +44,13 @@ def log_prob_function(model, mp: ModelPair) -> tuple[Callable[[torch.Tensor, tor
     Only the scored position goes through the generator: the full [B, T, V] log-softmax would be the
     largest tensor of the pass, and every row reads one entry of it."""
     src, tgt_in, out = teacher_inputs(model, mp.src_ids, mp.out_ids)
-    embed = model.encoder.embed
     with torch.no_grad():
-        tokens = (embed.lookup(src) * embed.scale).detach()                   # [1, S, d]
+        tokens = model.encoder.embed.token_vectors(src).detach()              # [1, S, d]
 
     def forward(vectors: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:   # [B, S, d], [B] -> [B]
-        b = vectors.shape[0]
-        with intervene(model, {TOKENS: lambda _: vectors}):
-            memory, src_mask = model.encode(src.expand(b, -1))             # [B, S, d]
-            hidden = model.decode(tgt_in.expand(b, -1), memory, src_mask)     # [B, T, d]
-            rows = torch.arange(b, device=hidden.device)
-            log_probs = model.generator(hidden[rows, positions].unsqueeze(1))  # [B, 1, V]
+        hidden = hidden_states(model, src, tgt_in, vectors)                    # [B, T, d]
+        rows = torch.arange(vectors.shape[0], device=hidden.device)
+        log_probs = model.generator(hidden[rows, positions].unsqueeze(1))      # [B, 1, V]
         return log_probs[:, 0].gather(1, out[0, positions].unsqueeze(1)).squeeze(1)   # [B]
 
     return forward, tokens

@@ -157,11 +157,10 @@ def attributions(model, src_ids: Sequence[int], out_ids: Sequence[int], method: 
     if any(not 0 <= t < out.shape[1] for t in wanted):
         raise ValueError(f"target positions must be in 0..{out.shape[1] - 1}, not {wanted}")
     per_group, per_pass = batch_shape(model.cfg, src.shape[1], out.shape[1], len(wanted), len(alphas), budget)
-    embed = model.encoder.embed
     rows, deltas = [], []
     with eval_mode(model), torch.enable_grad():
         with torch.no_grad():
-            tokens = (embed.lookup(src) * embed.scale).detach()                              # [1, S, d]
+            tokens = model.encoder.embed.token_vectors(src).detach()                     # [1, S, d]
         for first in range(0, len(wanted), per_group):
             positions = torch.tensor(wanted[first:first + per_group], device=tokens.device)  # [k]
             total = _group_gradient(model, src, tgt_in, out, tokens, positions, alphas, weights, per_pass)

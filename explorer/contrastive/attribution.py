@@ -81,8 +81,8 @@ def _function(model, src_ids: Sequence[int], prefix: list[int], chosen: int, foi
     tgt_in = torch.tensor([[special_ids(model).start] + prefix], dtype=torch.long, device=src.device)  # [1, T]
     enc, dec = model.encoder.embed, model.decoder.embed
     with torch.no_grad():
-        src_vectors = (enc.lookup(src) * enc.scale).detach()                    # [1, S, d]
-        tgt_vectors = (dec.lookup(tgt_in) * dec.scale).detach()                 # [1, T, d]
+        src_vectors = enc.token_vectors(src).detach()                    # [1, S, d]
+        tgt_vectors = dec.token_vectors(tgt_in).detach()                 # [1, T, d]
 
     def forward(source: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         b = source.shape[0]

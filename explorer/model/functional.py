@@ -80,6 +80,12 @@ def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0, layout: 
     return table.float()
 
 
+def token_vectors(ids: Tensor, lookup: Map, scale: float) -> Tensor:
+    """The token summand of an embedding: looked-up vectors times `scale` (the `tokens` capture point's
+    value, and what gradient attributions take as their input)."""
+    return lookup(ids) * scale                                                  # [B, T, d]
+
+
 def embed(ids: Tensor, lookup: Map, table: Tensor, offset: int, scale: float,
           tokens: Map = identity, positions: Map = identity, dropout: Map = identity) -> Tensor:
     """Token vectors times `scale` (embedding_scale: sqrt(d_model) or 1) plus the positional rows.
@@ -92,7 +98,7 @@ def embed(ids: Tensor, lookup: Map, table: Tensor, offset: int, scale: float,
     batch, length = ids.shape                                                   # ids [B, T]
     if offset + length > table.shape[0]:
         raise ValueError(f"sequence of {offset + length} positions exceeds max_len={table.shape[0]}")
-    tok = tokens(lookup(ids) * scale)                                           # [B, T, d]
+    tok = tokens(token_vectors(ids, lookup, scale))                             # [B, T, d]
     pos = positions(table[offset:offset + length].unsqueeze(0).expand(batch, -1, -1))  # [B, T, d]
     return dropout(tok + pos)                                                   # [B, T, d]
 

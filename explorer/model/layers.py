@@ -98,6 +98,10 @@ class Embeddings(nn.Module):
         """The positional rows [max_len, d]: the learned parameters or the sinusoidal buffer."""
         return self.position_table.weight if self.learned else self.pe
 
+    def token_vectors(self, ids: torch.Tensor) -> torch.Tensor:
+        """The scaled token vectors of `ids` [B, T] -> [B, T, d], before positions (the `tokens` point)."""
+        return fn.token_vectors(ids, self.lookup, self.scale)
+
     def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return self.out(fn.embed(ids, self.lookup, self.table, offset, self.scale, self.tokens,
                                  self.positions, self.dropout))                 # [B, T, d]
