@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from explorer.files.places import REPO_ROOT
+from explorer.heads.job import removal_scoring
 from explorer.runtime.clock import TIMING_KEYS
 from explorer.runtime.workers import cores
 
@@ -71,7 +72,7 @@ def numbers(result: dict) -> dict:
 def project_heads(result: dict, sentences: int, default_decodes: int) -> float:
     """Seconds at 200 sentences and 3 seeds: each stage scaled by sentences (pruning also by its decodes)."""
     stage, scale = result["stage_seconds"], DEFAULTS["heads"]["sentences"] / sentences
-    singles = 0 if str(result.get("single_removal", "")).startswith("loss") else result["cost"]["heads"]
+    singles = 0 if removal_scoring(result) == "loss" else result["cost"]["heads"]
     measured_points = max(1, result["pruning"]["decodes"] - singles - 1)      # the curves' own decodes
     return (stage.get("sentences", 0) + scale * (stage["statistics"] + stage["importance"]
             + stage["single-head removal"]) + scale * stage["pruning"] * (default_decodes - singles - 1) / measured_points)

@@ -186,8 +186,14 @@ def settings_key(settings: LabSettings, meta: dict, n_sentences: int) -> dict:
     """What identifies a result: the weights, the sentences, the forcing, the seeds, the points."""
     return {"checkpoint": meta.get("name", ""), "weights_sha256": meta.get("weights_sha256", ""),
             "sentences": n_sentences, "forced": settings.forced, "seeds": settings.seeds,
-            "points": settings.points, "single_removal": settings.single_removal, "decoding": {"strategy": "greedy", "max_len_a": GREEDY.max_len_a,
-                                                    "max_len_b": GREEDY.max_len_b}}
+            "points": settings.points, "single_removal": settings.single_removal,
+            "decoding": {"strategy": "greedy", "max_len_a": GREEDY.max_len_a, "max_len_b": GREEDY.max_len_b}}
+
+
+def removal_scoring(result: dict) -> str:
+    """How a result scored its single-head removals, a key of SINGLE_REMOVALS, read from its settings
+    (results from before the option existed were decoded: "bleu")."""
+    return result.get("settings", {}).get("single_removal", "bleu")
 
 
 def run_to_file(model, tokenizer, pairs, settings: LabSettings, out: str | os.PathLike, **kwargs) -> dict:

@@ -21,7 +21,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.data.types import DataError
-from explorer.heads.job import STAGES, LabSettings
+from explorer.heads.job import STAGES, LabSettings, removal_scoring
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_paths as rp
@@ -71,12 +71,6 @@ def say_unknown_scoring() -> None:
     if raw is not None and raw not in SCORINGS:
         st.warning(f"The link asks for single-head removal scored by “{md_escape(str(raw)[:40])}”, which is not "
                    f"one of {', '.join(SCORINGS)}: the exact scoring (BLEU drop) is shown instead.")
-
-
-def removal_scoring(result: dict) -> str:
-    """How a result scored its single-head removals: "bleu" or "loss" (results from before the
-    option was offered were decoded: "bleu")."""
-    return "loss" if str(result.get("single_removal", "")).startswith("loss") else "bleu"
 
 
 def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> background.Job:
