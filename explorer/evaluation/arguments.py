@@ -10,6 +10,7 @@ exit status 2, as its other refusals do, not argparse's usage dump and SystemExi
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Callable
 
@@ -22,9 +23,11 @@ class ArgumentsError(ValueError):
 
 class CommandParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors raise ArgumentsError (the command prints it as one line and
-    returns 2) instead of printing the usage and exiting the interpreter."""
+    returns 2) instead of printing the usage and exiting the interpreter. A value refused by `choices`
+    is echoed cut to 40 characters (argparse repeats the whole value, however long)."""
 
     def error(self, message: str):
+        message = re.sub(r"(invalid choice: .{40}).+?( \(choose from)", r"\1...\2", message, flags=re.S)
         raise ArgumentsError(f"{message} (see {self.prog} --help)")
 
 

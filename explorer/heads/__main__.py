@@ -8,7 +8,6 @@ refused at once in one line rather than after the run or with a traceback.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from functools import partial
 
@@ -19,13 +18,6 @@ from explorer.files.names import HEAD_LAB_OUT
 from explorer.heads.importance import SINGLE_REMOVALS
 from explorer.heads.job import RANGES
 from explorer.heads.sentences import FORCED
-
-
-def scoring(text: str) -> str:
-    """An argparse type: one of SINGLE_REMOVALS' names, else a one-line reason (the value cut short)."""
-    if text not in SINGLE_REMOVALS:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not one of {', '.join(SINGLE_REMOVALS)}")
-    return text
 
 
 def build_parser() -> CommandParser:
@@ -43,7 +35,7 @@ def build_parser() -> CommandParser:
                              "(default 3, at most %d)" % RANGES["points"][1])
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     add_workers(parser)
-    parser.add_argument("--single-removal", type=scoring, default="bleu", metavar="{bleu,loss}",
+    parser.add_argument("--single-removal", choices=tuple(SINGLE_REMOVALS), default="bleu",
                         help="how each head removed alone is scored: bleu (default, exact) decodes the set without "
                              "it; loss (approximate, faster) takes the rise of the teacher-forced loss alone and "
                              "decodes no removal, so there is no BLEU drop per head")

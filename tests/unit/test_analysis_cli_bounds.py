@@ -128,6 +128,12 @@ def test_every_count_has_a_range_checked_while_parsing(command, flag, bad, tmp_p
     assert len(line) < 200 and not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize("command, flag", [("heads", "--forced"), ("heads", "--single-removal")])
+def test_a_long_value_outside_the_choices_is_echoed_cut_short(command, flag, tmp_path, capsys, no_loading):
+    line = refused(command, [flag, "x" * 5000, "--out", str(tmp_path / "x.json")], capsys)
+    assert flag in line and "invalid choice" in line and "choose from" in line and len(line) < 300
+
+
 def test_the_ranges_are_the_library_settings_own():
     from explorer.align.scorecard import RANGES as ALIGN, AlignSettings
     from explorer.heads.job import RANGES as HEADS, LabSettings
