@@ -24,12 +24,20 @@ system-deps:
 run: setup
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
-test: setup system-deps
-	$(PY) -m pytest -q
+# Unit tests and AppTests run on up to 4 cores at once (pytest-xdist; one torch thread per worker, so the
+# workers do not fight over the cores), then the trainer subprocesses and the browser, one test at a time
+# (they start processes of their own: everything outside tests/unit and tests/app). `pytest` alone runs
+# everything in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS)
 
-# The inner loop: unit tests and Streamlit AppTests (no trainer subprocesses, no browser), about two minutes.
+test: setup system-deps
+	$(PARALLEL) tests/unit tests/app
+	$(PY) -m pytest -q tests --ignore=tests/unit --ignore=tests/app
+
+# The inner loop: unit tests and Streamlit AppTests (no trainer subprocesses, no browser), 6 minutes on 2 cores.
 test-fast: setup
-	$(PY) -m pytest -q tests/unit tests/app
+	$(PARALLEL) tests/unit tests/app
 
 bench: setup
 	$(PY) -m benchmarks all

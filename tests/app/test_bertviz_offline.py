@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support.bertviz_inputs import HOSTILE, TGT, stacks
 from webapp import bertviz_offline as bv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,20 +21,6 @@ INSTALLED = {"head_view.js": ("bertviz", "bertviz/head_view.js"),
              "model_view.js": ("bertviz", "bertviz/model_view.js"),
              "d3": ("mpld3", "mpld3/js/d3.v5.min.js"),
              "jquery": ("xstatic-jquery", "xstatic/pkg/jquery/data/jquery.slim.min.js")}
-
-HOSTILE = ["<img src=x onerror=\"window.PWNED=1\">", "</script><script>window.PWNED=2</script>", "&amp;", "▁ok", "</s>"]
-TGT = ["<s>", "▁\"quoted\"", "▁it's", "▁<b>"]
-
-
-def stacks(layers=2, heads=3, src=len(HOSTILE), tgt=len(TGT), seed=0):
-    rng = np.random.default_rng(seed)
-
-    def soft(*shape):
-        x = rng.random(shape)
-        return (x / x.sum(-1, keepdims=True)).astype(np.float32)
-
-    return {"encoder": soft(layers, heads, src, src), "decoder": soft(layers, heads, tgt, tgt),
-            "cross": soft(layers, heads, tgt, src)}
 
 
 def params_of(html: str) -> dict:

@@ -3,7 +3,7 @@ installed packages (bertviz's views were written for jQuery 2.0; they run on 3.7
 from __future__ import annotations
 
 from webapp import bertviz_offline as bv
-from test_bertviz_offline import HOSTILE, TGT, stacks
+from support.bertviz_inputs import HOSTILE, TGT, stacks
 
 
 def test_bertviz_draws_in_chromium_without_network(browser):

@@ -40,7 +40,7 @@ def test_the_fine_tune_recipe_keeps_dev_bleu_of_numbers_en_de(tmp_path):
     proc = run([sys.executable, "-m", "explorer.train", "--run-dir", str(run_dir), "--dataset", "numbers",
                 "--init-from", str(SHIPPED), "--max-steps", str(STEPS), "--batch-tokens", "2000",
                 "--warmup", str(recipe.warmup), "--lr-factor", repr(recipe.lr_factor), "--eval-every", str(STEPS),
-                "--eval-sentences", str(DEV), "--save-every", str(STEPS), "--threads", "1"])
+                "--eval-sentences", str(DEV), "--save-every", str(STEPS), "--threads", "2"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     after = [r for r in rf.read_metrics(run_dir) if r.get("kind") == "eval" and r.get("step") == STEPS][-1]["bleu"]
     print(f"numbers-en-de dev BLEU ({DEV} sentences): {before:.2f} before, {after:.2f} after {STEPS} fine-tuning "
