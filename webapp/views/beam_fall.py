@@ -84,18 +84,26 @@ def fall_section(ckpt, text: str, cfg: dict, piece) -> None:
     cols[3].metric("Output score", f"{fall.output_normalized:.2f}",
                    delta=f"{fall.reference_normalized - fall.output_normalized:+.2f}", delta_color="off",
                    help="The winner's score; below it, the reference's score minus the winner's")
-    words = fall.text(piece)
     verdict = {"search error": st.error, "model error": st.warning}.get(fall.verdict, st.success)
-    verdict(state.md_escape(words[0].upper() + words[1:]) + "." + EXPLAIN.get(fall.verdict, ""))
+    verdict(verdict_text(fall, piece))
     if fall.step is not None:
         st.button(f"Show step {fall.step + 1} above", key="beam_fall_go", on_click=_go_to, args=(fall.step,),
                   help="Moves the step slider to where the reference left the beam.")
 
 
+# Said after the verdict's own words (explorer.contrastive.fall), which already name who is to blame:
+# this adds what to do about it, not the blame again.
 EXPLAIN = {
-    "search error": " A wider beam (or exact search) could have found it: the search, not the model, lost it.",
-    "model error": " No search would return it: the model itself prefers its own output.",
+    "search error": " A wider beam, or exact search, could find it.",
+    "model error": " A wider beam would not help: any better search returns an output the model scores at "
+                   "least as high; only a better model would prefer the reference.",
 }
+
+
+def verdict_text(fall, piece) -> str:
+    """The verdict in words (the library's), then what it means for the search (EXPLAIN), as markdown."""
+    words = fall.text(piece)
+    return state.md_escape(words[0].upper() + words[1:]) + "." + EXPLAIN.get(fall.verdict, "")
 
 
 def _go_to(step: int) -> None:

@@ -82,6 +82,6 @@ def logit_lens_section(ckpt, result, reference: str | None, name: str) -> None:
                     [position_label(t, p) for t, p in enumerate(written)], show)
     downloads.chart(fig, downloads.file_stem(name, "logit_lens"), key="layers_lens_grid")
     agreement = ", ".join(f"layer {i + 1}: {v:.0%}" for i, v in enumerate(lens.top1_agreement()))
-    st.caption(f"Rows: the {FORCED[forced]}, one piece per row. Each cell: the piece that decoder layer would write "
+    st.caption(f"Rows: {FORCED[forced]}, one piece per row. Each cell: the piece that decoder layer would write "
                f"there if it were the last; colour: {SHOWN[show]}. The share of positions where a layer's guess is "
                f"already the final token (top-1 agreement): {agreement}.")

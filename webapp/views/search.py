@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 import streamlit as st
@@ -131,8 +132,7 @@ def show_result(result: dict, name: str) -> None:
                f"{md_escape(result.get('seconds', '?'))} s.")
     rows = result["beam_curve"]
     downloads.chart(plots.curve_figure(rows), downloads.file_stem(name, "beam_curve"), key="search_curve")
-    st.caption("Without a length penalty a wider beam finds outputs the model scores higher, and often shorter "
-               "(the length ratio falls): the beam-search curse (Koehn & Knowles 2017).")
+    st.caption(curve_caption(rows))
     errors = plots.search_error_figure(rows)
     if errors is not None:
         downloads.chart(errors, downloads.file_stem(name, "search_errors"), key="search_errors")
@@ -147,6 +147,36 @@ def show_result(result: dict, name: str) -> None:
                                label="The curve as CSV")
     downloads.bundle_button(lambda: result, downloads.file_stem(name, "search"), key="search_json",
                             label="The whole result, translations and exact search included (JSON)")
+
+
+def curve_caption(rows: Sequence[dict]) -> str:
+    """What the curve's numbers mean, and whether this run shows the beam-search curse: said from the
+    rows, so the text never claims a fall that the figure above it does not show."""
+    plain = sorted((r for r in rows if r.get("length_penalty") == "none"), key=lambda r: r["beam"])
+    if not plain:
+        curse = ("The beam-search curse (Koehn & Knowles 2017) shows without a length penalty: add \"none\" to "
+                 "the length penalties to see it.")
+    elif len(plain) < 2:
+        curse = ("With one beam size per length penalty there is no curve to read; pick two or more to see "
+                 "whether a wider beam helps.")
+    else:
+        first, last = plain[0], plain[-1]
+        shorter = last["length_ratio"] < first["length_ratio"]
+        higher = last["mean_score"] > first["mean_score"]
+        if shorter or higher:
+            curse = (f"Here, without a length penalty, beam {last['beam']} against beam {first['beam']}: "
+                     f"mean score {first['mean_score']:.2f} -> {last['mean_score']:.2f}, length ratio "
+                     f"{first['length_ratio']:.2f} -> {last['length_ratio']:.2f}, BLEU {first['bleu']:.1f} -> "
+                     f"{last['bleu']:.1f}. Higher scores with shorter outputs and lower BLEU are the "
+                     "beam-search curse (Koehn & Knowles 2017).")
+        else:
+            curse = (f"Here a wider beam changes neither the mean score nor the length (beam {first['beam']} to "
+                     f"{last['beam']}, no length penalty): the smallest beam already finds what the model prefers, so "
+                     "this run shows no beam-search curse (Koehn & Knowles 2017).")
+    return (curse + " Mean score: the outputs' summed log-probability per sentence (natural log; 0 is "
+            "certain), before any length penalty. Length ratio: output words / reference words. "
+            "Higher score, worse chrF: the share of sentences whose output scores higher than the next "
+            "smaller beam's yet has a lower sentence chrF (empty for the smallest beam: nothing to compare with).")
 
 
 def summary_text(summary: dict) -> str:

@@ -1,0 +1,72 @@
+"""The words under the figures say what is on screen: found by walking the app as a student, a teacher
+and a researcher would. The Search page's caption reads the curve it sits under (no beam-search curse
+claimed on a flat curve, its columns' units said), its cost notice counts in good English and names the
+model its timing is for; the beam page's verdict says who is to blame once; the logit lens's caption
+has no doubled word.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from support.app_support import NUMBERS, no_exception, open_app, runs, texts  # noqa: F401
+from explorer.contrastive.fall import MODEL_ERROR, SEARCH_ERROR, ReferenceFall
+
+needs_numbers = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(),
+                                   reason="needs the shipped checkpoints/numbers-en-de")
+
+
+def row(beam, ratio, score, bleu, penalty="none"):
+    return {"length_penalty": penalty, "beam": beam, "length_ratio": ratio, "mean_score": score, "bleu": bleu}
+
+
+def test_the_curve_caption_claims_no_curse_on_a_flat_curve():
+    from webapp.views.search import curve_caption
+
+    flat = curve_caption([row(1, 1.0, -0.62, 100.0), row(2, 1.0, -0.62, 100.0), row(4, 1.0, -0.62, 100.0)])
+    assert "no beam-search curse" in flat and "length ratio falls" not in flat
+    cursed = curve_caption([row(1, 0.98, -9.1, 30.2), row(32, 0.81, -7.4, 24.0)])
+    assert "beam 32 against beam 1" in cursed and "-9.10 -> -7.40" in cursed and "0.98 -> 0.81" in cursed
+    assert "add \"none\"" in curve_caption([row(1, 1.0, -1.0, 50.0, "gnmt:0.6"), row(2, 1.0, -1.0, 50.0, "gnmt:0.6")])
+    assert "no curve to read" in curve_caption([row(4, 1.0, -1.0, 50.0)])
+    for caption in (flat, cursed):                      # every column without a unit is explained
+        assert "Mean score: the outputs' summed log-probability per sentence (natural log" in caption
+        assert "Higher score, worse chrF" in caption and "smallest beam" in caption
+
+
+@needs_numbers
+def test_the_search_cost_notice_counts_in_english_and_names_its_model(runs):
+    at = open_app("numbers-en-de", "webapp/pages/search.py", None, {"n": "1", "beams": "1", "penalties": "none"})
+    no_exception(at)
+    notice = texts(at.info)
+    assert "1 sentence decoded with 1 beam setting." in notice, notice
+    assert "1 sentences" not in notice and "settings." not in notice
+    assert "bible-es-en's whole test set" in notice       # the timing is said to be another model's
+    at = open_app("numbers-en-de", "webapp/pages/search.py", None, {"n": "3", "beams": "1,2", "penalties": "none"})
+    assert "3 sentences decoded with 2 beam settings." in texts(at.info)
+
+
+def fall(verdict: str, fate: str = "finished") -> ReferenceFall:
+    return ReferenceFall(reference=[5, 6, 2], output=[5, 7, 2], reference_score=-3.1, reference_normalized=-3.107,
+                         output_score=-2.4, output_normalized=-2.444, beam_size=5, fate=fate, step=None, rank=None,
+                         prefix_score=None, best_score=None, last_kept_score=None, verdict=verdict)
+
+
+@pytest.mark.parametrize("verdict", [MODEL_ERROR, SEARCH_ERROR])
+def test_the_beam_verdict_blames_once_and_says_what_would_help(verdict):
+    from webapp.views.beam_fall import verdict_text
+
+    shown = verdict_text(fall(verdict), str)
+    assert shown.startswith(verdict.capitalize())
+    assert shown.count("prefers its") + shown.count("lost it") == 1, shown
+    assert "wider beam" in shown
+
+
+@needs_numbers
+def test_the_logit_lens_caption_has_no_doubled_word():
+    at = open_app("numbers-en-de", "webapp/pages/layers.py", "three hundred and twenty one")
+    no_exception(at)
+    caption = next(c.value for c in at.caption if c.value.startswith("Rows:"))
+    assert caption.startswith("Rows: the translation above, one piece per row")
+    assert not re.search(r"\b(\w+) \1\b", caption), caption
