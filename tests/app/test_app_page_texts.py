@@ -70,3 +70,29 @@ def test_the_logit_lens_caption_has_no_doubled_word():
     caption = next(c.value for c in at.caption if c.value.startswith("Rows:"))
     assert caption.startswith("Rows: the translation above, one piece per row")
     assert not re.search(r"\b(\w+) \1\b", caption), caption
+
+
+@needs_numbers
+def test_the_head_roles_table_says_what_each_number_is(runs):
+    import json
+
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.heads.job import LabSettings, run_to_file
+    from explorer.store import run_paths as rp
+    from explorer.store.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(NUMBERS)
+    pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
+    settings = LabSettings(sentences=4, seeds=1)
+    target = rp.head_lab_file(ckpt.sha256, settings.key())
+    target.parent.mkdir(parents=True)
+    run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, target, meta=ckpt.meta)
+    at = open_app("numbers-en-de", "webapp/pages/heads.py", "three hundred and twenty one",
+                  session={"heads_n": 4, "heads_seeds": 1})
+    no_exception(at)
+    table = at.dataframe[0]
+    assert "figure" in table.value.columns
+    config = json.loads(table.proto.columns)
+    for column in ("rule", "figure", "importance", "BLEU drop"):
+        assert config[column].get("help"), (column, config.get(column))
+    assert "l2 norm" in config["importance"]["help"] and "BLEU points" in config["BLEU drop"]["help"]

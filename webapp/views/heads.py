@@ -103,6 +103,21 @@ def zoom_url(kind: str, layer: int, head: int, carried: dict[str, str]) -> str:
 REMOVAL_COLUMNS = {"bleu": ("bleu_drop", "BLEU drop"), "loss": ("loss_rise", "loss rise (approximate)")}
 
 
+# What each number of the Roles table is (a researcher reads the table without the module docstrings);
+# shown as the column headers' tooltips.
+ROLE_COLUMN_HELP = {
+    "rule": "The documented rule that gave the role, with its threshold (empty: no rule holds).",
+    "figure": "The head's mean value of the statistic the rule tests, over the test sentences (empty when "
+              "unlabelled): compare it with the rule's threshold.",
+    "importance": "Michel et al. 2019: the mean |dL/dξ| over sentences for the head's gate ξ, divided by the "
+                  "l2 norm of its layer's heads (the same kind); larger matters more.",
+    "BLEU drop": "BLEU points lost on the test sentences when this head alone is removed (full model − without "
+                 "it; negative: BLEU rose).",
+    "loss rise (approximate)": "Cross-entropy (nats per token) gained when this head alone is removed, "
+                               "teacher-forced; no decoding.",
+}
+
+
 def roles_table(result: dict, carried: dict[str, str]) -> pd.DataFrame:
     importance = {(r["kind"], r["layer"], r["head"]): r.get("normalized") for r in result["importance"]}
     field, column = REMOVAL_COLUMNS[removal_scoring(result)]
@@ -138,10 +153,12 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
     table = roles_table(result, carried)
     st.dataframe(table, hide_index=True, key="heads_roles", column_config={
         "zoom": st.column_config.LinkColumn("zoom", display_text="open in Attention"),
-        "figure": st.column_config.NumberColumn(format="%.3f"),
-        "importance": st.column_config.NumberColumn(format="%.3f"),
-        "BLEU drop": st.column_config.NumberColumn(format="%.2f"),
-        "loss rise (approximate)": st.column_config.NumberColumn(format="%.4f")})
+        "rule": st.column_config.TextColumn(help=ROLE_COLUMN_HELP["rule"]),
+        "figure": st.column_config.NumberColumn(format="%.3f", help=ROLE_COLUMN_HELP["figure"]),
+        "importance": st.column_config.NumberColumn(format="%.3f", help=ROLE_COLUMN_HELP["importance"]),
+        "BLEU drop": st.column_config.NumberColumn(format="%.2f", help=ROLE_COLUMN_HELP["BLEU drop"]),
+        "loss rise (approximate)": st.column_config.NumberColumn(
+            format="%.4f", help=ROLE_COLUMN_HELP["loss rise (approximate)"])})
     scoring = removal_scoring(result)
     downloads.table_csv_button(table.drop(columns=["zoom"]), "head_lab_roles", key="heads_roles_csv",
                                label="Roles, importance and " + ("BLEU drop" if scoring == "bleu" else "loss rise")
