@@ -96,3 +96,32 @@ def test_the_head_roles_table_says_what_each_number_is(runs):
     for column in ("rule", "figure", "importance", "BLEU drop"):
         assert config[column].get("help"), (column, config.get(column))
     assert "l2 norm" in config["importance"]["help"] and "BLEU points" in config["BLEU drop"]["help"]
+
+
+def test_a_near_tied_patching_pair_is_flagged_and_a_clear_one_is_not():
+    from webapp.views.causes import weak_difference_note
+
+    assert "only 0.04 apart" in weak_difference_note({"clean": 0.02, "corrupt": -0.02})
+    assert weak_difference_note({"clean": 4.1, "corrupt": -3.0}) is None
+
+
+@needs_numbers
+def test_the_causes_page_warns_only_when_the_runs_barely_disagree():
+    at = open_app("numbers-en-de", "webapp/pages/causes.py", "three hundred and twenty one",
+                  query={"pair": "own", "corrupt": "three hundred and twenty two"})
+    at.button(key="causes_start").click().run()
+    no_exception(at)
+    assert not any("barely disagree" in w.value for w in at.warning)       # "ein" vs "zwei": a clear pair
+
+
+BIBLE = NUMBERS.parent / "bible-es-en"
+
+
+@pytest.mark.skipif(not (BIBLE / "model.safetensors").is_file(), reason="needs the shipped checkpoints/bible-es-en")
+def test_the_bible_opening_swap_is_flagged_as_near_tied():
+    """The first swap offered on the Bible model's opening verse parts the translations by a hair."""
+    at = open_app("bible-es-en", "webapp/pages/causes.py", "Y llamó Jehová Dios al hombre, y le dijo: ¿Dónde estás tú?",
+                  query={"pair": "swap", "swap": "1"})
+    at.button(key="causes_start").click().run()
+    no_exception(at)
+    assert any("barely disagree" in w.value for w in at.warning), [w.value for w in at.warning]

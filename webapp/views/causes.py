@@ -155,6 +155,22 @@ def pick_cell(ckpt, info: dict, pair) -> tuple[str, int, int]:
     return grid, row - 1, col - 1
 
 
+# Below this gap (in log-probability, nats) between the two runs' logit differences, every cell's share
+# divides by a number so small that noise reads as an effect.
+WEAK_DIFFERENCE = 0.5
+
+
+def weak_difference_note(ld: dict) -> str | None:
+    """A warning when the clean and corrupted runs barely disagree: each cell is divided by their gap."""
+    gap = ld["clean"] - ld["corrupt"]
+    if gap >= WEAK_DIFFERENCE:
+        return None
+    return (f"The two runs barely disagree at this position: their logit differences are only {gap:.2f} apart "
+            f"(under {WEAK_DIFFERENCE}), and every cell below is divided by that gap, so small changes look "
+            "like large shares. A pair whose translations part more clearly (another swap, or your own "
+            "corrupted sentence) gives grids that can be trusted.")
+
+
 def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str, name: str) -> None:
     """The figures of the computed grids and the picked cell's patched translation."""
     result = computed_grids(ckpt, clean, corrupt, pair)
@@ -163,6 +179,9 @@ def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str,
     ld = result.logit_difference
     st.caption(f"Logit difference log p(clean token) − log p(corrupted token): clean run {ld['clean']:.2f}, corrupted "
                f"run {ld['corrupt']:.2f}. Each cell is one patched run: 0 = the patch does nothing, 1 = all of it.")
+    note = weak_difference_note(ld)
+    if note:
+        st.warning(note)
     grid, row, col = pick_cell(ckpt, info, pair)
     grids = {g: np.asarray(result.grids[g][chosen]) for g in GRIDS}
     show_patched(ckpt, clean, corrupt, pair, info, (grid, row, col), float(grids[grid][row, col]), chosen)
