@@ -125,3 +125,15 @@ def test_the_bible_opening_swap_is_flagged_as_near_tied():
     at.button(key="causes_start").click().run()
     no_exception(at)
     assert any("barely disagree" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+@pytest.mark.skipif(not (BIBLE / "model.safetensors").is_file(), reason="needs the shipped checkpoints/bible-es-en")
+def test_the_example_picker_does_not_pass_its_cap_for_the_test_sets_size():
+    from support.app_support import example_picker
+    from webapp.sentence import MAX_EXAMPLES
+
+    assert sum(1 for _ in open(BIBLE / "test.tsv", encoding="utf-8")) > MAX_EXAMPLES + 1      # 1,002 verses
+    at = open_app("bible-es-en")
+    no_exception(at)
+    assert example_picker(at).label == f"Example from the held-out test set (its first {MAX_EXAMPLES})"
+

@@ -53,7 +53,9 @@ with area["picker"]:
     if isinstance(chosen, int) and not (0 <= chosen < len(examples) and examples[chosen][1] == sentence.current_text()):
         st.session_state[PICK_KEY] = None          # the sentence was typed since: the picker shows no verse
     if examples:
-        st.selectbox(f"Example from the held-out test set ({len(examples)})", range(len(examples)), index=None,
+        # the picker offers at most MAX_EXAMPLES pairs: "(300)" alone would read as the test set's size
+        shown = f"its first {len(examples)}" if len(examples) >= sentence.MAX_EXAMPLES else str(len(examples))
+        st.selectbox(f"Example from the held-out test set ({shown})", range(len(examples)), index=None,
                      key=PICK_KEY, on_change=_picked, placeholder="Pick a test sentence…",
                      format_func=lambda i: f"{examples[i][0]} · {examples[i][1][:90]}")
 languages = state.md_escape(f"{src_lang} → {tgt_lang}")       # config.json's: the box's label is Markdown
