@@ -1,8 +1,10 @@
-"""The words under the figures say what is on screen: found by walking the app as a student, a teacher
+"""The words beside the figures say what is on screen: found by walking the app as a student, a teacher
 and a researcher would. The Search page's caption reads the curve it sits under (no beam-search curse
 claimed on a flat curve, its columns' units said), its cost notice counts in good English and names the
 model its timing is for; the beam page's verdict says who is to blame once; the logit lens's caption
-has no doubled word.
+has no doubled word; the head lab's Roles table says what each number is; Causes warns when the two
+runs barely disagree (every cell divides by their gap); the example picker does not pass its cap for
+the test set's size; comparing a checkpoint with itself says so.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import re
 
 import pytest
 
-from support.app_support import NUMBERS, no_exception, open_app, runs, texts  # noqa: F401
+from support.app_support import NUMBERS, default_roots, no_exception, open_app, runs, texts  # noqa: F401
 from explorer.contrastive.fall import MODEL_ERROR, SEARCH_ERROR, ReferenceFall
 
 needs_numbers = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(),
@@ -137,3 +139,17 @@ def test_the_example_picker_does_not_pass_its_cap_for_the_test_sets_size():
     no_exception(at)
     assert example_picker(at).label == f"Example from the held-out test set (its first {MAX_EXAMPLES})"
 
+
+
+@needs_numbers
+@pytest.mark.usefixtures("default_roots")
+def test_comparing_a_checkpoint_with_itself_says_so():
+    page = "webapp/pages/checkpoints.py"
+    same = open_app("numbers-en-de", page, "three hundred and fourteen",
+                    query={"tab": "Compare two", "a": "numbers-en-de", "b": "numbers-en-de"})
+    no_exception(same)
+    assert "A and B are the same checkpoint" in texts(same.info)
+    other = open_app("numbers-en-de", page, "three hundred and fourteen",
+                     query={"tab": "Compare two", "a": "numbers-en-de", "b": "numbers-en-de-step150"})
+    no_exception(other)
+    assert "same checkpoint" not in texts(other.info)

@@ -88,6 +88,9 @@ def compare(healthy) -> None:
     a, b = _load(healthy[ia]), _load(healthy[ib])
     if a is None or b is None:
         return
+    if ia == ib:                         # a link or a slip of the picker: say so before drawing zeros
+        st.info("A and B are the same checkpoint: the two translations are identical and every difference "
+                "below is zero. Pick another checkpoint for B (e.g. an earlier step of the same run).")
     text = st.text_input("Sentence", value=sentence.current_text() or "", key="ck_text",
                          placeholder="Type a sentence in the source language")
     text, _ = sentence.clip_text(text)
