@@ -4,7 +4,8 @@ claimed on a flat curve, its columns' units said), its cost notice counts in goo
 model its timing is for; the beam page's verdict says who is to blame once; the logit lens's caption
 has no doubled word; the head lab's Roles table says what each number is; Causes warns when the two
 runs barely disagree (every cell divides by their gap); the example picker does not pass its cap for
-the test set's size; comparing a checkpoint with itself says so.
+the test set's size; comparing a checkpoint with itself says so; the alignment scorecard says what its
+blank cells are.
 """
 from __future__ import annotations
 
@@ -153,3 +154,23 @@ def test_comparing_a_checkpoint_with_itself_says_so():
                      query={"tab": "Compare two", "a": "numbers-en-de", "b": "numbers-en-de-step150"})
     no_exception(other)
     assert "same checkpoint" not in texts(other.info)
+
+
+def test_the_alignment_scorecard_says_what_its_blank_cells_are():
+    from webapp.views.alignment import scorecard_caption, scorecard_table
+
+    def scored(aligner, layer=None, head=None, mutual=0.1):
+        row = {"aligner": aligner, "layer": layer, "head": head, "pairs": 4, "precision": 0.9, "recall": 0.8,
+               "aer": 0.15}
+        return row if mutual is None else {**row, "aer_mutual": mutual}
+
+    result = {"gold": {"pairs": 4, "name": "gold", "sure": 10, "possible": 2}, "seconds": 1.0,
+              "rows": [scored("attention (naive): best head", 2, 3), scored("attention (naive): best layer mean", 2),
+                       scored("attention (naive): mean of all heads"), scored("gradient x input"),
+                       scored("eflomal (forward)", mutual=None)]}
+    table = scorecard_table(result)
+    blank_mutual = table[table["AER % (mutual argmax)"].isna()]["aligner"].tolist()
+    assert blank_mutual and all(a.startswith("eflomal") for a in blank_mutual)
+    assert table["head"].isna().sum() == 4 and table["layer"].isna().sum() == 3
+    caption = scorecard_caption(result)
+    assert "blank for eflomal" in caption and "A blank layer or head: the row pools them" in caption

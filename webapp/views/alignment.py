@@ -126,16 +126,22 @@ def scorecard_table(result: dict) -> pd.DataFrame:
     return table.astype({"layer": "Int64", "head": "Int64", "AER % (mutual argmax)": "float64"})
 
 
-def show_result(result: dict) -> None:
+def scorecard_caption(result: dict) -> str:
+    """What the scorecard was scored on, and what its blank cells mean."""
     g = result["gold"]
     held = "" if g.get("held_out") is None else \
         f"; {g['held_out']:,} pairs of the whole gold set are among this model's held-out test pairs"
     # the result file is read back from runs/align/: its strings are shown as text
-    st.caption(f"Scored on {count(g['pairs'], 'gold pair')} from {md_escape(g['name'])} ({g['sure']:,} sure and "
-               f"{g['possible']:,} possible-only links){held}; computed in {md_escape(result.get('seconds', '?'))} s. "
-               "Best head and best layer are "
-               "chosen on this gold set itself. AER % (mutual argmax): only links that are also the best target word "
-               "of their source word.")
+    return (f"Scored on {count(g['pairs'], 'gold pair')} from {md_escape(g['name'])} ({g['sure']:,} sure and "
+            f"{g['possible']:,} possible-only links){held}; computed in {md_escape(result.get('seconds', '?'))} s. "
+            "Best head and best layer are "
+            "chosen on this gold set itself. AER % (mutual argmax): only links that are also the best target word "
+            "of their source word; blank for eflomal, which gives links, not a score per word pair. A blank "
+            "layer or head: the row pools them (a layer's mean, all heads) or has none (gradients, eflomal).")
+
+
+def show_result(result: dict) -> None:
+    st.caption(scorecard_caption(result))
     table = scorecard_table(result)
     st.dataframe(table, hide_index=True, key="align_scorecard", height=36 * (len(table) + 1) + 3,
                  column_config={c: st.column_config.NumberColumn(format="%.1f")
