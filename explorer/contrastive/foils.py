@@ -72,12 +72,11 @@ def foil_from_word(model, tokenizer, word: str, chosen: int) -> Foil:
     unk = special_ids(model).unk
     if not pieces:
         raise ValueError(f"{word!r} gives no target pieces")
-    if pieces[0] == unk or all(t == unk or _piece(tokenizer, t) == BOUNDARY for t in pieces):
+    boundary = _piece(tokenizer, pieces[0]) == BOUNDARY and len(pieces) > 1
+    first = pieces[1] if boundary else pieces[0]           # "▁" then the word's pieces: contrast with the word's own
+    if first == unk or all(t == unk or _piece(tokenizer, t) == BOUNDARY for t in pieces):
         raise ValueError(f"{word!r} has characters the target vocabulary does not know (it starts with the unknown "
                          "piece), so the contrast would be with <unk>, not with the word")
-    first = pieces[0]
-    if _piece(tokenizer, first) == BOUNDARY:               # "▁" then the word's pieces: contrast with the word's own
-        first = next(t for t in pieces[1:] if t != unk)
     names = [_piece(tokenizer, t) for t in pieces]
     note = ""
     if len(pieces) > 1:

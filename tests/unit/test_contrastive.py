@@ -96,7 +96,8 @@ def test_a_typed_word_contrasts_its_first_piece_and_says_so(shipped):
 
 @pytest.mark.parametrize("word,message", [
     ("", "empty"), ("   ", "empty"), ("two words", "one word"), ("x" * (MAX_FOIL_CHARS + 1), "at most"),
-    ("Жизнь", "does not know"), ("\u4e16\u754c", "does not know")])
+    ("Жизнь", "does not know"), ("\u4e16\u754c", "does not know"),
+    ("<b>\U0001F600</b>", "does not know")])               # a lone word boundary, then the unknown piece
 def test_hostile_typed_foils_are_refused_with_a_message(shipped, word, message):
     ckpt, _, step = shipped
     with pytest.raises(ValueError, match=message):
