@@ -41,11 +41,11 @@ def share_bars(tokens: Sequence[str], shares: Sequence[float], threshold: float 
         x=np.round(share, 4), y=rows, orientation="h", text=[f"{s:.0%}" for s in share], textposition="outside",
         marker=dict(color=[LOW_COLOUR if f else BAR_COLOUR for f in low]),
         customdata=["under the threshold" if f else "" for f in low],
-        hovertemplate="%{x:.3f} of it from the source %{customdata}<extra></extra>"))
+        hovertemplate="%{x:.1%} of it from the source %{customdata}<extra></extra>"))
     if threshold is not None:
         fig.add_vline(x=float(threshold), line=dict(color="black", dash="dash", width=2))
         fig.add_annotation(x=float(threshold), y=1.0, yref="paper", yanchor="bottom", showarrow=False,
-                           text=f"threshold {threshold:.2f}", font=dict(size=12))
+                           text=f"threshold {threshold:.0%}", font=dict(size=12))   # the axis is in %
     fig.update_xaxes(range=[0, 1.12], tickformat=".0%", title=dict(text="share from the source (the rest: the "
                                                                          "target prefix)", font=dict(size=12)))
     fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[label(t) for t in tokens], autorange="reversed")

@@ -27,7 +27,7 @@ def test_the_bars_show_each_tokens_share_and_colour_those_under_the_threshold():
     assert list(bar.text) == ["80%", "20%", "55%"]
     assert list(fig.layout.yaxis.ticktext) == ["1: &lt;unk&gt;", "2: a&amp;b", "3: ▁x"]
     assert [s.x0 for s in fig.layout.shapes] == [0.5]                         # the threshold's line
-    assert "threshold 0.50" in shown(fig)
+    assert "threshold 50%" in shown(fig)
     plain = plots.share_bars(tokens, [0.8, 0.2, 0.55])
     assert set(plain.data[0].marker.color) == {plots.BAR_COLOUR} and not plain.layout.shapes
     assert fig.layout.height > plots.share_bars(tokens[:1], [0.1]).layout.height or fig.layout.height == plots.MIN_HEIGHT
