@@ -19,6 +19,10 @@ from explorer.plots.style import WEIGHTS_SCALE, label
 STATUS_COLOURS = {"forced": "#8e44ad", "kept": "#1f77b4", "pruned": "#b0b0b0", "finished": "#2ca02c",
                   "truncated": "#ff7f0e"}
 BEST_COLOUR = "#d62728"
+# The tree's height: TREE_ROW_PX per candidate of its busiest step (plus title, legend and axis), so that
+# a row holds a node and its label at any text size (presenter mode scales both, style.scale_text).
+TREE_ROW_PX, TREE_MIN_HEIGHT, TREE_MAX_HEIGHT = 40, 400, 900
+TREE_LABELLED_STEPS = 25       # longer searches: labels on the best path only (tree_figure)
 # Why a search stopped, in words a student follows (the codes are explorer.decoding.beam.STOP_REASONS;
 # the decoding logic keeps the codes, the words live here, once).
 STOP_WORDS = {
@@ -56,16 +60,23 @@ def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int |
 
     `highlight` rows (e.g. the hypothesis chosen on the page) get a black ring; `step` (0-based) a
     guide line. x is the 1-based output position, as on the page's step slider.
+
+    Labels: a node's token is written on the best path and on the kept and finished candidates; a
+    pruned one's only on hover. A label is wider than a step, so labels sit above the nodes of odd
+    steps and below those of even ones, and each row has TREE_ROW_PX; past TREE_LABELLED_STEPS steps
+    even that crowds (at a projector's type size on a 1024 px screen), so only the best path keeps
+    its labels and the subtitle says so.
     """
     cand, parents = trace.candidates, trace.parent_rows()
     x, y = tree_layout(trace)
     pieces = [id_to_piece(int(t)) for t in cand["token"]]
     best = trace.best_path()
+    crowded = trace.n_steps > TREE_LABELLED_STEPS
     fig = go.Figure()
     fig.add_trace(_edges(x, y, parents, np.arange(len(cand)), "edges", "#c8c8c8", 1))
     if best:
         fig.add_trace(_edges(x, y, parents, np.asarray(best), "best path", BEST_COLOUR, 3.5))
-    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["&lt;s&gt;"], textposition="middle left",
+    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["&lt;s&gt;"], textposition=_text_side(0),
                              marker=dict(size=10, color="black"), name="BOS", hovertemplate="BOS<extra></extra>",
                              showlegend=False))
     for code, status in enumerate(STATUSES):
@@ -78,8 +89,9 @@ def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int |
         on_best = np.isin(rows, best)
         fig.add_trace(go.Scatter(
             x=x[rows], y=y[rows], mode="markers+text", name=status, legendgroup="nodes",
-            text=[label(pieces[r]) if status != "pruned" or on_best[i] else "" for i, r in enumerate(rows)],
-            textposition="top center", textfont=dict(size=9),
+            text=[label(pieces[r]) if on_best[i] or (status != "pruned" and not crowded) else ""
+                  for i, r in enumerate(rows)],
+            textposition=[_text_side(v) for v in x[rows]], textfont=dict(size=9),
             marker=dict(size=np.where(on_best, 13, 8), color=STATUS_COLOURS[status],
                         line=dict(width=np.where(np.isin(rows, list(highlight)), 3, 0), color="black")),
             customdata=custom, hovertext=[label(pieces[r]) for r in rows],
@@ -88,12 +100,23 @@ def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int |
                            "score %{customdata[4]:.3f}<br>normalised %{customdata[5]:.3f}<extra></extra>")))
     if step is not None:
         fig.add_vline(x=step + 1, line=dict(color="#555", dash="dot", width=1))
-    fig.update_layout(title=title, height=min(max(400, 80 * trace.beam_size), 900),
-                      xaxis=dict(title="step (output position; BOS = 0)", dtick=max(1, round(trace.n_steps / 15))),
+    busiest = max(len(trace.step_rows(s)) for s in range(trace.n_steps)) if trace.n_steps else 1
+    if crowded:
+        title = dict(text=title, subtitle=dict(text=f"{trace.n_steps} steps: labels on the best path only; "
+                                                    "hover a node for its token", font=dict(size=12)))
+    fig.update_layout(title=title, height=min(max(TREE_MIN_HEIGHT, 120 + TREE_ROW_PX * busiest), TREE_MAX_HEIGHT),
+                      xaxis=dict(title="step (output position; BOS = 0)", dtick=max(1, round(trace.n_steps / 15)),
+                                 range=[-0.8, trace.n_steps + 0.8]),
                       yaxis=dict(showticklabels=False, zeroline=False, title="", autorange="reversed"),
                       margin=dict(l=30, r=20, t=80, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right"))
     return fig
+
+
+def _text_side(x: float) -> str:
+    """Labels above the nodes of odd steps, below those of even ones (BOS, 0, too): a label is wider
+    than a step, so neighbours at the same height would run into one another ("▁said▁to▁him")."""
+    return "top center" if int(x) % 2 else "bottom center"
 
 
 def _edges(x, y, parents, rows, name, colour, width) -> go.Scatter:

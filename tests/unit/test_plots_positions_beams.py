@@ -186,6 +186,49 @@ def test_tree_highlights_the_best_path(traces):
         assert big == set(best)
 
 
+def _labels(fig) -> dict[int, tuple[str, str]]:
+    """row -> (its label, where it sits) for every node the tree writes a token on."""
+    return {int(r): (text, side) for t in fig.data if t.name in STATUSES
+            for r, text, side in zip(np.asarray(t.customdata)[:, 0], t.text, t.textposition) if text}
+
+
+def test_tree_labels_of_neighbouring_steps_do_not_share_a_line(traces):
+    """A label is wider than a step: two at the same height one step apart ran into one another
+    ("▁said▁to▁him") on a projector, so neighbours sit on opposite sides of their nodes, each row has
+    room for a node and its label, and the step axis spans BOS (0) to the last step, no tick beyond."""
+    for trace in traces:
+        fig = bplots.tree_figure(trace, lambda t: f"t{t}")
+        x, y = bplots.tree_layout(trace)
+        labels, best = _labels(fig), set(trace.best_path())
+        expected = {r for r in range(len(x)) if r in best or trace.status(r) != "pruned"}
+        assert set(labels) == expected                                      # pruned ones: on hover only
+        for a in labels:
+            for b in labels:
+                if y[a] == y[b] and x[b] == x[a] + 1:
+                    assert labels[a][1] != labels[b][1]
+        lo, hi = fig.layout.xaxis.range
+        assert -1 < lo < 0 and trace.n_steps < hi < trace.n_steps + 1   # no -1, no step after the last
+        busiest = max(len(trace.step_rows(s)) for s in range(trace.n_steps))
+        assert fig.layout.height >= min(bplots.TREE_ROW_PX * busiest, bplots.TREE_MAX_HEIGHT - 120)
+
+
+def test_a_long_search_labels_its_best_path_only():
+    """Past TREE_LABELLED_STEPS steps the kept candidates' labels crowd even when staggered: the best
+    path keeps its labels, the others are on hover, and the subtitle says so."""
+    def searched(steps):              # the random model never ends early: it runs to the length limit
+        cfg = DecodeConfig(beam_size=3, max_len_a=0, max_len_b=steps, trace_top_k=4)
+        return beam_search(random_model(seed=0), SOURCES[:1], cfg, trace=True)[0].trace
+
+    long, short = searched(bplots.TREE_LABELLED_STEPS + 5), searched(bplots.TREE_LABELLED_STEPS)
+    assert long.n_steps > bplots.TREE_LABELLED_STEPS >= short.n_steps
+    fig = bplots.tree_figure(long, lambda t: f"t{t}")
+    assert set(_labels(fig)) == set(long.best_path()) and len(long.best_path()) == long.n_steps
+    assert "best path only" in fig.layout.title.subtitle.text
+    assert len(_node_rows(fig)) == len(long.candidates)                   # every node still drawn
+    fig = bplots.tree_figure(short, lambda t: f"t{t}")
+    assert len(_labels(fig)) > len(short.best_path()) and not fig.layout.title.subtitle.text
+
+
 def test_forced_prefix_is_the_trunk(traces):
     forced = traces[-1]
     rows = np.flatnonzero(forced.candidates["status"] == STATUSES.index("forced"))
