@@ -5,6 +5,7 @@ table is the file's numbers, exact search's search errors included); Cancel leav
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -42,6 +43,17 @@ def test_absurd_url_settings_are_clamped_or_dropped(runs):
     # beam 32 is wider than numbers-en-de's 62-piece vocabulary allows: not offered
     assert 32 not in at.multiselect(key="search_beams").options
     assert "Not computed yet" in texts(at.info)
+
+
+def test_the_beam_sizes_have_room_for_every_chip(runs):
+    """A multiselect writes its chips on one line and hides what does not fit: two fifths of a row shared
+    with the sentence count clipped "16" and hid "32" at 1024 px in presenter mode. The two lists share a
+    row of their own, the beam sizes three fifths of it."""
+    at = open_page(present=1)
+    no_exception(at)
+    holding = {m.key: c.weight for c in at.columns for m in c.multiselect}
+    assert set(holding) == {"search_beams", "search_lp"}
+    assert holding["search_beams"] >= 0.6 and math.isclose(holding["search_beams"] + holding["search_lp"], 1)
 
 
 def test_the_new_url_keys_are_not_the_lectures_shared_ones():

@@ -27,6 +27,7 @@ from webapp import url_keys as url
 from webapp.text_safety import md_escape
 
 PENALTIES = ("none", "gnmt:0.6")
+LIST_COLUMNS = [3, 2]                      # the widths of the beam sizes' and the penalties' lists
 DEFAULT_SENTENCES = 100
 EXACT_SECONDS = (1, 60)                    # the page's bounds on exact search's time per sentence
 COLUMNS = {"length_penalty": "length penalty", "beam": "beam", "bleu": "BLEU", "chrf": "chrF",
@@ -68,14 +69,18 @@ def list_control(spec: url.UrlKey, widget: str, label: str, choices: tuple, defa
 def settings_form(model, n_pairs: int) -> SearchSettings | None:
     """The job's settings from the page's controls (kept in the URL), or None after a message."""
     beams_allowed = allowed_beams(model)
-    cols = st.columns([1, 2, 2])
+    # A multiselect shows its chips on one line and hides what does not fit: the two lists share a row
+    # (LIST_COLUMNS), wide enough for all six beam sizes in presenter mode's larger type at 1024 px; the
+    # number of sentences goes beside the exact-search checkbox below them.
+    lists, counts = st.columns(LIST_COLUMNS), st.columns([1, 2], vertical_alignment="bottom")
+    beams = list_control(url.SEARCH_BEAMS, "search_beams", "Beam sizes", beams_allowed, beams_allowed, lists[0])
+    penalties = list_control(url.SEARCH_LP, "search_lp", "Length penalties", PENALTIES, PENALTIES[:1], lists[1])
     url.seed(url.SEARCH_N, "search_n", min(DEFAULT_SENTENCES, n_pairs), high=n_pairs)
-    n = cols[0].number_input("Sentences (the first N test pairs)", 1, n_pairs, key="search_n")
+    n = counts[0].number_input("Sentences (the first N test pairs)", 1, n_pairs, key="search_n")
     url.write(url.SEARCH_N, "search_n", int(n))
-    beams = list_control(url.SEARCH_BEAMS, "search_beams", "Beam sizes", beams_allowed, beams_allowed, cols[1])
-    penalties = list_control(url.SEARCH_LP, "search_lp", "Length penalties", PENALTIES, PENALTIES[:1], cols[2])
     url.seed(url.SEARCH_EXACT, "search_exact", False, options=(False, True))
-    exact = st.checkbox("Exact search too (search errors per beam size: Stahlberg & Byrne 2019)", key="search_exact")
+    exact = counts[1].checkbox("Exact search too (search errors per beam size: Stahlberg & Byrne 2019)",
+                               key="search_exact")
     url.write(url.SEARCH_EXACT, "search_exact", exact)
     exact_n, seconds = 0, 5
     if exact:
