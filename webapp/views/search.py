@@ -175,9 +175,9 @@ def curve_caption(rows: Sequence[dict]) -> str:
                      f"{last['bleu']:.1f}. Higher scores with shorter outputs and lower BLEU are the "
                      "beam-search curse (Koehn & Knowles 2017).")
         else:
-            curse = (f"Here a wider beam changes neither the mean score nor the length (beam {first['beam']} to "
-                     f"{last['beam']}, no length penalty): the smallest beam already finds what the model prefers, so "
-                     "this run shows no beam-search curse (Koehn & Knowles 2017).")
+            curse = (f"Here a wider beam finds neither higher scores nor shorter outputs (beam {first['beam']} to "
+                     f"{last['beam']}, no length penalty), so this run shows no beam-search curse (Koehn & Knowles "
+                     "2017).")
     return (curse + " Mean score: the outputs' summed log-probability per sentence (natural log; 0 is "
             "certain), before any length penalty. Length ratio: output words / reference words. "
             "Higher score, worse chrF: the share of sentences whose output scores higher than the next "
