@@ -40,3 +40,8 @@ def one_based_trace(frame):
         if column in frame:
             frame[column] = (frame[column].astype(int) + 1).where(frame[column] >= 0).astype("Int64")
     return frame
+
+
+def count(n: int, noun: str) -> str:
+    """A count in words, its noun in the plural unless it is one: "1 sentence", "1,002 sentences"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")

@@ -141,7 +141,6 @@ def test_the_example_picker_does_not_pass_its_cap_for_the_test_sets_size():
     assert example_picker(at).label == f"Example from the held-out test set (its first {MAX_EXAMPLES})"
 
 
-
 @needs_numbers
 @pytest.mark.usefixtures("default_roots")
 def test_comparing_a_checkpoint_with_itself_says_so():

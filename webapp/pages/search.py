@@ -10,6 +10,7 @@ import streamlit as st
 
 from explorer.contrastive.job import read_result
 from webapp import background, downloads, models, state
+from webapp.numbering import count
 from webapp.views import heads
 from webapp.views import search as views
 
@@ -38,10 +39,8 @@ if result is not None:
     views.show_result(result, downloads.file_stem(ckpt.name))
     st.stop()
 
-n_settings = len(settings.beams) * len(settings.parsed)
-st.info(f"Not computed yet for these settings: {settings.sentences} "
-        f"{'sentence' if settings.sentences == 1 else 'sentences'} decoded with {n_settings} beam "
-        f"{'setting' if n_settings == 1 else 'settings'}"
+st.info(f"Not computed yet for these settings: {count(settings.sentences, 'sentence')} decoded with "
+        f"{count(len(settings.beams) * len(settings.parsed), 'beam setting')}"
         + (f", exact search on {settings.exact_sentences} of them" if settings.exact else "") +
         ". For scale: bible-es-en's whole test set (1,002 verses) at six beam sizes takes about 14 minutes "
         "on two cores; the small numbers models take seconds.")

@@ -23,6 +23,7 @@ from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES
 from explorer.plots import alignment as plots
 from explorer.store import run_paths as rp
 from webapp import background, downloads, models
+from webapp.numbering import count
 from webapp.text_safety import md_escape
 
 UPLOAD_BYTES = 2 * 1024 * 1024
@@ -85,10 +86,6 @@ def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: lis
 
 
 # ---- one sentence: webapp.analyses.align_one (the shared model, queued, byte-bounded cache) -------------
-def count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
-
-
 def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
