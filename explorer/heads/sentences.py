@@ -81,18 +81,23 @@ def _pad(rows: list[list[int]], pad: int) -> torch.Tensor:
 
 
 @torch.no_grad()
+def length_batches(src: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:
+    """Indices of `src` in batches of `batch_size`, shortest sources first: how the greedy decodes of the
+    set batch (sentences of like length share a batch, so a batch pads little)."""
+    order = sorted(range(len(src)), key=lambda i: len(src[i]))
+    return [order[first:first + batch_size] for first in range(0, len(order), batch_size)]
+
+
 def greedy_ids(model: nn.Module, src: Sequence[Sequence[int]], ablate: Iterable[Sequence] = (),
                batch_size: int = 32, stop: Callable[[], bool] | None = None) -> list[list[int]]:
     """Greedy output ids (no EOS) of each source in input order, with `ablate` heads removed
     ((kind, layer, head), 0-based) through decoding's own ablation. `stop()` is asked before each
     batch (a cancelled job stops within one batch, not one whole decode of the set)."""
     heads = list(ablate)
-    order = sorted(range(len(src)), key=lambda i: len(src[i]))
     out: list[list[int]] = [[] for _ in src]
-    for first in range(0, len(order), batch_size):
+    for idx in length_batches(src, batch_size):
         if stop is not None and stop():
             raise Cancelled()
-        idx = order[first:first + batch_size]
         for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], GREEDY, ablate=heads)):
             out[i] = d.best.output_ids
     return out

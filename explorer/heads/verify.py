@@ -21,7 +21,7 @@ from torch import nn
 from explorer.decoding.core import NEG_INF, special_ids
 from explorer.decoding.translate import decode
 from explorer.heads.memo import EncoderMemo, teacher_log_probs
-from explorer.heads.sentences import GREEDY, SentenceSet, teacher_batches
+from explorer.heads.sentences import GREEDY, SentenceSet, length_batches, teacher_batches
 from explorer.runtime.modes import eval_mode
 from explorer.runtime.progress import Cancelled
 
@@ -32,15 +32,13 @@ Output = tuple[list[int], bool]   # (ids, EOS included when finished; finished)
 @torch.no_grad()
 def greedy_outputs(model: nn.Module, src: Sequence[Sequence[int]], batch_size: int = 32,
                    stop: Callable[[], bool] | None = None) -> list[Output]:
-    """Greedy outputs of each source in input order, batched in length order as
-    sentences.greedy_ids batches them (so the same sentences share a batch), with whether each ended
-    with EOS (ids include it then)."""
-    order = sorted(range(len(src)), key=lambda i: len(src[i]))
+    """Greedy outputs of each source in input order, batched as sentences.greedy_ids batches them
+    (length_batches: the same sentences share a batch), with whether each ended with EOS (ids include
+    it then)."""
     out: list[Output] = [([], False)] * len(src)
-    for first in range(0, len(order), batch_size):
+    for idx in length_batches(src, batch_size):
         if stop is not None and stop():
             raise Cancelled()
-        idx = order[first:first + batch_size]
         for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], GREEDY)):
             out[i] = (list(d.best.ids), d.best.finished)
     return out
