@@ -5,7 +5,8 @@ At base size the head lab's cost is the output projection (d_model 512 x 58,101 
 teacher-forced piece goes through it, and the exact answers need it whole (the greedy argmax and its
 margin, the loss's normaliser). Printed:
 * the projection's speed, one thread, best of 5, by kernel and rows: torch's F.linear (the module path the
-  teacher-forced passes take) and oneDNN's packed product (the decoding path, explorer.model.plain_decoder);
+  teacher-forced passes take) and the decoding path's own product (explorer.model.plain_decoder: oneDNN's
+  packed layout);
 * the floor: the pieces the defaults (200 sentences, 3 seeds) send through it, counted from below (each
   sentence's reference words + EOS: any subword vocabulary reads a word in one piece or more, and a random
   model's outputs run longer), times 2 x 512 x 58,101 FLOPs, at the fastest rate measured, on every core;
@@ -32,16 +33,20 @@ SMALL = REPO_ROOT / "checkpoints" / "bible-es-en"
 D_MODEL, VOCAB = 512, 58101                       # OPUS-MT base: Marian's d_model and vocabulary
 
 
+@torch.no_grad()
 def projection_rates(repeats: int = 5) -> dict[str, float]:
-    """GFLOP/s of x [rows, 512] times the 58,101-piece projection, one thread, best of `repeats`."""
-    weight = torch.randn(VOCAB, D_MODEL)                                                   # [V, d]
-    packed = torch.ops.mkldnn._reorder_linear_weight(weight, 64) if torch.backends.mkldnn.is_available() else None
+    """GFLOP/s of x [rows, 512] times the 58,101-piece projection, one thread, best of `repeats`: the
+    module's F.linear and the decoding path's own product (plain_decoder's: oneDNN's packed layout where
+    this torch has it, named as it ran)."""
+    from explorer.model.plain_decoder import _product, packing_works
+
+    projection = torch.nn.Linear(D_MODEL, VOCAB, bias=False)                              # weight [V, d]
+    decoding = _product(projection)
+    decoding_name = "oneDNN packed" if packing_works(projection.weight) else "input-major copy"
     rates = {}
     for rows in (32, 1024):
         x = torch.randn(rows, D_MODEL)                                                     # [rows, d]
-        kernels = {"F.linear": lambda: torch.nn.functional.linear(x, weight)}
-        if packed is not None:
-            kernels["oneDNN packed"] = lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
+        kernels = {"F.linear": lambda: projection(x), decoding_name: lambda: decoding(x)}
         for name, product in kernels.items():
             product()
             best = min(_seconds(product) for _ in range(repeats))
@@ -74,7 +79,7 @@ def floor_minutes(rate_gflops: float, sentences: int) -> tuple[int, int, int, fl
 def small_savings(sentences: int, removals: int) -> None:
     """Padding steps of the greedy batches and the removal-batching ratio on bible-es-en, one thread."""
     from explorer.evaluation.comparison import test_pairs
-    from explorer.heads.sentences import build_sentences
+    from explorer.heads.sentences import build_sentences, length_batches
     from explorer.heads.verify import greedy_outputs
     from explorer.store.checkpoint import load_checkpoint
 
@@ -83,10 +88,9 @@ def small_savings(sentences: int, removals: int) -> None:
     pairs, _ = test_pairs(SMALL, ckpt.meta, sentences)
     src = build_sentences(model, ckpt.tokenizer, pairs, sentences).src
     outputs = greedy_outputs(model, src, 32)
-    order = sorted(range(len(src)), key=lambda i: len(src[i]))                            # greedy_outputs' batches
     used = padded = 0
-    for first in range(0, len(order), 32):
-        lengths = [len(outputs[i][0]) for i in order[first:first + 32]]
+    for idx in length_batches(src, 32):                                                   # greedy_outputs' batches
+        lengths = [len(outputs[i][0]) for i in idx]
         used, padded = used + sum(lengths), padded + len(lengths) * max(lengths) - sum(lengths)
     print(f"small: greedy batches of 32 over {len(src)} sentences: {used} row-steps used, {padded} spent on "
           f"finished rows ({padded / (used + padded):.0%}): what dropping finished rows could save", flush=True)
