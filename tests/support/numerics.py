@@ -1,0 +1,55 @@
+"""Float tolerances that hold on any correct kernel, derived from the sizes and lengths of the sums.
+
+A float32 kernel may add a reduction's terms in any order (vector width, blocking and thread count
+differ between processors and builds: Intel's MKL and oneDNN paths are not AMD's), and each order
+rounds differently. Each addition rounds by at most u = EPS32 / 2 of the partial sum it makes, so a sum
+of n terms, in any order, is off by at most n * u * (the largest partial sum), to first order (Higham,
+"Accuracy and Stability of Numerical Algorithms", 4.2); two correct results differ by at most twice
+that. The bound follows the partial sums, not the result: a gradient entry that is a small sum of large
+terms of opposite signs carries the large terms' rounding. So a tolerance is the partial sums' size
+times the reduction's length, said where it is used, never a fixed atol that held on the processor
+the test was written on.
+
+  - float32_atol(size, length): two float32 results that went through sums of at most `length` terms,
+    every partial sum at most `size`, differ by at most length * EPS32 * size.
+  - product_size(x, weight): that size for x @ weight.T (+ bias), exactly: the largest sum of |terms|.
+  - in_float64(module): where the claim is "the same computation written two ways", both ways in float64
+    (rounding ~1e-16 relative) tell a real difference from rounding by many orders of magnitude.
+Where the size is not known exactly (a whole network's output), the caller takes the largest value in
+play and says so; the bounds stay tight enough to fail: a change in a formula moves results by far
+more (each use says by how much where it matters).
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+EPS32 = torch.finfo(torch.float32).eps          # 2**-23: float32's spacing at 1.0
+EPS64 = torch.finfo(torch.float64).eps          # 2**-52
+
+
+def float32_atol(size: float, length: int, eps: float = EPS32) -> float:
+    """The most two correct float32 results can differ by after sums of at most `length` terms whose
+    partial sums stay within `size`, added in any order: length * eps * size (first order)."""
+    return float(length) * eps * float(size)
+
+
+def scale(*tensors) -> float:
+    """The largest magnitude among the tensors (or arrays, or numbers)."""
+    return max(float(torch.as_tensor(t).detach().abs().max()) for t in tensors)
+
+
+def product_size(x, weight, bias=None) -> float:
+    """The largest sum of |terms| among the entries of x @ weight.T (+ bias): it bounds every partial sum
+    of every entry, whatever order a kernel adds in."""
+    x, weight = torch.as_tensor(x).detach().double(), torch.as_tensor(weight).detach().double()
+    total = x.abs() @ weight.abs().T
+    if bias is not None:
+        total = total + torch.as_tensor(bias).detach().double().abs()
+    return float(total.max())
+
+
+def in_float64(module: torch.nn.Module) -> torch.nn.Module:
+    """A float64 copy of a module (its own parameters; the original stays float32)."""
+    return copy.deepcopy(module).double()
