@@ -91,13 +91,20 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.data import DataError
     from explorer.data.files import read_tsv
     from explorer.evaluation.scores import held_out_pairs
-    from explorer.files.atomic import read_json_object
+    from explorer.files.limits import RESULT_BYTES
+    from explorer.files.user_files import read_user_json
     from explorer.runtime.progress import run_command
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
-    parts = [read_json_object(Path(f), ("settings", "per_sentence")) for f in args.combine or []]
-    if None in parts:
-        return _refuse(f"--combine {args.combine[parts.index(None)]}: not a faithfulness scorecard JSON")
+    parts = []
+    for name in args.combine or []:                 # a user's paths: regular files, bounded, never a FIFO's wait
+        try:
+            part = read_user_json(name, RESULT_BYTES)
+        except (ValueError, RecursionError) as err:  # UserFileError (what the path is) or not JSON
+            return _refuse(f"--combine {err}")
+        if not (isinstance(part, dict) and all(k in part for k in ("settings", "per_sentence"))):
+            return _refuse(f"--combine {name}: not a faithfulness scorecard JSON")
+        parts.append(part)
     try:                                            # the user's files first: read before the checkpoint is loaded
         pairs = read_tsv(args.pairs) if args.pairs else None
         gold, gold_name = user_gold(args.gold) if args.gold else (None, "")

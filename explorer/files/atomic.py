@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Mapping
 
-from explorer.files import names
+from explorer.files import limits, names
+from explorer.files.user_files import read_user_json
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # no space left, or over the user's quota
 
@@ -57,11 +58,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_json_object(path: Path, keys: tuple[str, ...] = ()) -> dict | None:
-    """A JSON object written by write_json_atomic, or None when it is missing, unreadable, not an object
-    or without one of `keys` (a damaged result is computed again, never shown half)."""
+    """A JSON object written by write_json_atomic, or None when it is missing, unreadable, not an object,
+    larger than limits.RESULT_BYTES or without one of `keys` (a damaged result is computed again, never
+    shown half)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_user_json(path, limits.RESULT_BYTES)
+    except (OSError, ValueError, RecursionError):          # UserFileError is a ValueError
         return None
     return data if isinstance(data, dict) and all(k in data for k in keys) else None
 

@@ -27,6 +27,7 @@ RUN_LOG = "train.log"
 RUN_LOCK = "trainer.lock"                # held by the trainer for as long as it runs
 RUN_TOKENIZER = "tokenizer"              # folder
 RUN_CHECKPOINTS = "checkpoints"          # folder of step_<N> checkpoint directories
+RUN_MARKER = ".explorer-run.json"        # left by the trainer in every run directory it writes
 
 # The repository's folder of shipped checkpoints
 SHIPPED = "checkpoints"

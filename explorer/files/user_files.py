@@ -1,18 +1,25 @@
-"""Paths a user names on a command line (a gold file to read, a JSON file to write), checked as
-untrusted before a command spends any time on them.
+"""Every file the project reads from a checkpoint, a run or a path a user names goes through here,
+checked as untrusted before a byte of it is read; every output path a command is given is checked
+before the command spends any time.
 
 A path may name anything: /dev/zero (endless bytes, yet a size of 0 in stat), a FIFO (an open for
 reading waits for a writer forever), a directory, a device the atomic write would replace by a
-fresh 0600 file when run as root (it renames a temp file over the path). So an input must be a
-regular file, opened so that it never blocks and read up to a byte limit, and an output must be a
-regular file or a new name in an existing directory, both writable, before the computation starts
-rather than after it.
+fresh 0600 file when run as root (it renames a temp file over the path), a sparse file of 10 GiB that
+takes 8 KB on disk, a symlink out of the folder it was found in (`card.json -> /etc/shadow`). So an
+input must be a regular file, opened so that it never blocks, read up to a byte limit fixed by the
+caller for that kind of file, and, when it belongs to a folder (`inside`: a checkpoint, a run), lie in
+that folder once every symlink is followed. An output must be a regular file or a new name in a
+directory where a file can really be created (a probe file is made and removed: /proc and /sys pass
+every permission test and refuse only the write).
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
+import tempfile
 from pathlib import Path
+from typing import Any
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
@@ -32,30 +39,52 @@ def _why(err: OSError) -> str:
     return err.strerror or str(err)
 
 
-def read_user_file(path: str | os.PathLike, limit_bytes: int) -> bytes:
-    """The bytes of a regular file of at most `limit_bytes`; UserFileError otherwise.
+def _check_inside(name: str, inside: str | os.PathLike | None) -> None:
+    """Refuse a path that, symlinks followed, leads out of the folder `inside` it was found in."""
+    if inside is None:
+        return
+    root = os.path.realpath(inside)
+    real = os.path.realpath(name)
+    if os.path.commonpath([root, real]) != root:
+        raise UserFileError(f"{name}: a symbolic link leading out of {os.fspath(inside)}; not followed")
+
+
+def open_regular(path: str | os.PathLike, *, inside: str | os.PathLike | None = None) -> int:
+    """A read-only file descriptor of a regular file (the caller closes it); UserFileError otherwise.
 
     The path is stat'ed before it is opened, so a device is never opened (an open alone can rewind
     a tape or take a terminal), then opened non-blocking (a FIFO swapped in between cannot hang the
-    open) and fstat'ed again: what is read is what was checked. At most limit_bytes + 1 bytes are
-    read, so a file that grows while it is read, or one whose stat lies, is still refused."""
+    open) and fstat'ed again: what is read is what was checked. `inside`: the folder the file belongs
+    to; a symlink leading out of it is refused."""
     name = os.fspath(path)
+    _check_inside(name, inside)
     try:
         before = os.stat(name)
     except OSError as err:
         raise UserFileError(f"{name}: cannot be read ({_why(err)})") from None
     if not stat.S_ISREG(before.st_mode):
         raise UserFileError(f"{name}: {_kind(before.st_mode)}, not a regular file")
-    if before.st_size > limit_bytes:
-        raise UserFileError(f"{name}: {before.st_size:,} bytes, more than the {limit_bytes:,} allowed")
     try:
         fd = os.open(name, _READ_FLAGS)
     except OSError as err:
         raise UserFileError(f"{name}: cannot be read ({_why(err)})") from None
+    opened = os.fstat(fd)
+    if not stat.S_ISREG(opened.st_mode):
+        os.close(fd)
+        raise UserFileError(f"{name}: {_kind(opened.st_mode)}, not a regular file")
+    return fd
+
+
+def read_user_file(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> bytes:
+    """The bytes of a regular file of at most `limit_bytes`; UserFileError otherwise (open_regular's
+    checks first). At most limit_bytes + 1 bytes are read, so a file that grows while it is read, or
+    one whose stat lies, is still refused."""
+    name = os.fspath(path)
+    fd = open_regular(name, inside=inside)
     try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):
-            raise UserFileError(f"{name}: {_kind(opened.st_mode)}, not a regular file")
+        size = os.fstat(fd).st_size
+        if size > limit_bytes:
+            raise UserFileError(f"{name}: {size:,} bytes, more than the {limit_bytes:,} allowed")
         chunks, total = [], 0
         while total <= limit_bytes:
             chunk = os.read(fd, min(_CHUNK, limit_bytes + 1 - total))
@@ -69,6 +98,40 @@ def read_user_file(path: str | os.PathLike, limit_bytes: int) -> bytes:
         os.close(fd)
     if total > limit_bytes:
         raise UserFileError(f"{name}: more than the {limit_bytes:,} bytes allowed")
+    return b"".join(chunks)
+
+
+def read_user_json(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> Any:
+    """A JSON file read as read_user_file reads it; UserFileError for the file, ValueError (with the
+    line and column) for text that is not JSON in UTF-8."""
+    data = read_user_file(path, limit_bytes, inside=inside)
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{os.fspath(path)}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{os.fspath(path)}: not valid JSON ({exc.msg} at line {exc.lineno}, "
+                         f"column {exc.colno})") from None
+
+
+def tail_of_file(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> bytes:
+    """The last `limit_bytes` of a regular file (all of it when smaller): for files that only grow (a
+    log, metrics.jsonl), whose newest part is what is shown. Checked as open_regular checks."""
+    fd = open_regular(path, inside=inside)
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - limit_bytes), os.SEEK_SET)
+        chunks, total = [], 0
+        while total < limit_bytes:
+            chunk = os.read(fd, min(_CHUNK, limit_bytes - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as err:
+        raise UserFileError(f"{os.fspath(path)}: cannot be read ({_why(err)})") from None
+    finally:
+        os.close(fd)
     return b"".join(chunks)
 
 
@@ -101,4 +164,10 @@ def check_output_file(path: str | os.PathLike) -> Path:
         raise UserFileError(f"{name}: its directory {parent} {missing}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UserFileError(f"{name}: its directory {parent} is not writable")
+    try:                                # /proc, /sys: every test above passes, only a write tells
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=parent)
+    except OSError as err:
+        raise UserFileError(f"{name}: no file can be created in {parent} ({_why(err)})") from None
+    os.close(fd)
+    os.unlink(probe)
     return target

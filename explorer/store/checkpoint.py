@@ -30,8 +30,10 @@ import torch
 from safetensors.torch import save_file
 
 from explorer.config import ModelConfig
+from explorer.files import limits
 from explorer.files.atomic import asides, fsync_dir, recover, write_directory, write_json_atomic
 from explorer.files.names import CARD, CONFIG, TRAINER_STATE, WEIGHTS
+from explorer.files.user_files import read_user_json
 from explorer.model import Transformer
 from explorer.runtime.device import resolve_device
 from explorer.store import weights as wf
@@ -112,8 +114,8 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
 def _is_checkpoint(directory: Path) -> bool:
     """A config.json of this format (any other file of that name belongs to something else)."""
     try:
-        meta = json.loads((directory / CONFIG).read_text())
-    except (OSError, ValueError):
+        meta = read_user_json(directory / CONFIG, limits.JSON_BYTES, inside=directory)
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(meta, dict) and meta.get("format_version") == FORMAT_VERSION
 
@@ -308,12 +310,15 @@ def _vocab_sizes(tokenizer: Any) -> tuple[int, int] | None:
 
 
 def _read_json(path: Path) -> Any:
+    """A JSON file of the checkpoint folder it lies in, read through the bounded reader: a regular file
+    of at most limits.JSON_BYTES that no symlink leads out of the folder (a 10 GiB sparse card.json, a
+    FIFO or `card.json -> /etc/shadow` is a damaged checkpoint, never a read)."""
+    if not os.path.lexists(path):
+        raise CheckpointError(f"{path}: file missing")
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: file missing") from None
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path}: cannot read: {exc}") from None
+        return read_user_json(path, limits.JSON_BYTES, inside=path.parent)
+    except RecursionError:
+        raise CheckpointError(f"{path}: not valid JSON (nested too deeply)") from None
+    except ValueError as exc:                               # UserFileError too: it says what the file is
+        raise CheckpointError(str(exc)) from None
 

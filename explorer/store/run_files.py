@@ -14,31 +14,23 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
-from explorer.files.atomic import DISK_FULL, rewrite_json_in_place, write_bytes_atomic, write_json_atomic
+from explorer.files import limits
+from explorer.files.atomic import DISK_FULL, replacing, rewrite_json_in_place, write_json_atomic
+from explorer.files.user_files import open_regular, read_user_json, tail_of_file
 from explorer.store.metrics import Curves, curves_from_records
-from explorer.store.run_paths import CHECKPOINTS, CONFIG, LOCK, LOG, METRICS, STATUS, TOKENIZER
-
-
-def clear_run(run_dir: Path) -> None:
-    """Remove a previous run's files before starting over: checkpoints, metrics, status, config, and
-    the tokenizer trained for its settings. train.log stays (the app appends every launch to it).
-    Only the trainer holding the run's lock calls this."""
-    run_dir = Path(run_dir)
-    for name in (CHECKPOINTS, TOKENIZER):
-        if (run_dir / name).is_dir():
-            shutil.rmtree(run_dir / name)
-    for name in (STATUS, METRICS, CONFIG):
-        (run_dir / name).unlink(missing_ok=True)
+from explorer.store.run_paths import CONFIG, LOCK, LOG, METRICS, STATUS
 
 
 def read_json(path: Path, default: Any = None) -> Any:
+    """A run's small JSON file (status.json, train_config.json, the lock's pid) through the bounded
+    reader (at most limits.JSON_BYTES, a regular file in the run's folder); `default` when it is
+    missing, damaged or refused."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        return read_user_json(path, limits.JSON_BYTES, inside=Path(path).parent)
+    except (OSError, ValueError, RecursionError):
         return default
 
 
@@ -55,13 +47,15 @@ def append_metrics(run_dir: Path, record: dict) -> None:
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    """All complete metric records; damaged lines (a kill mid-write) are skipped."""
+    """The complete metric records of the newest limits.METRICS_TAIL_BYTES of metrics.jsonl (all of a
+    run's, short of a six-figure count of records); damaged lines (a kill mid-write, the cut of the
+    tail) are skipped."""
     records = []
     try:
-        lines = (Path(run_dir) / METRICS).read_text(errors="replace").splitlines()
-    except OSError:
+        data = tail_of_file(Path(run_dir) / METRICS, limits.METRICS_TAIL_BYTES, inside=run_dir)
+    except (OSError, ValueError):
         return records
-    for line in lines:
+    for line in data.decode("utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
@@ -82,12 +76,19 @@ def read_curves(run_dir: Path) -> Curves:
 
 
 def drop_metrics_after(run_dir: Path, step: int) -> None:
-    """On resume, forget records of steps after the checkpoint: they are about to be trained again."""
+    """On resume, forget records of steps after the checkpoint: they are about to be trained again.
+    Streamed line by line (the whole file, however long; the run's own), rewritten atomically."""
     path = Path(run_dir) / METRICS
     if not path.is_file():
         return
-    keep = [r for r in read_metrics(run_dir) if not isinstance(r.get("step"), int) or r["step"] <= step]
-    write_bytes_atomic(path, "".join(json.dumps(r) + "\n" for r in keep).encode())
+    with os.fdopen(open_regular(path, inside=run_dir), "rb") as src, replacing(path, "wb") as out:
+        for line in src:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and (not isinstance(rec.get("step"), int) or rec["step"] <= step):
+                out.write((json.dumps(rec) + "\n").encode())
 
 
 def log_tail(run_dir: str | os.PathLike, lines: int = 30, max_bytes: int = 64 * 1024) -> str:

@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import struct
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 import numpy as np
 import torch
 
+from explorer.files.user_files import UserFileError, open_regular
 from explorer.config import MAX_MODEL_BYTES_ENV, ModelConfig, max_model_bytes
 from explorer.model import Transformer, parameter_count
 from explorer.store.errors import CheckpointError
@@ -31,9 +33,9 @@ def read_header(path: Path) -> dict[str, dict]:
     (a header that claims more bytes than the file has is refused before it is read)."""
     if not path.is_file():
         raise CheckpointError(f"{path}: file missing")
-    size = path.stat().st_size
     try:
-        with open(path, "rb") as f:
+        with _open(path) as f:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
                 raise CheckpointError(f"{path}: truncated ({size} bytes; no header)")
@@ -137,7 +139,7 @@ def read_tensors(path: Path, header: dict[str, dict], names: Iterable[str]) -> I
     Not safetensors' safe_open: it maps the whole file, and every page a load touches stays counted in
     the process's resident memory (a 100 MB file: 100 MB more at the load's peak than load_bytes says).
     Here the peak is the tensor being read."""
-    with open(path, "rb") as f:
+    with _open(path) as f:
         (n,) = struct.unpack("<Q", f.read(8))
         for name in sorted(names, key=lambda k: header[k]["data_offsets"][0]):
             info = header[name]
@@ -172,9 +174,18 @@ def alias_groups(model: torch.nn.Module) -> list[list[str]]:
     return list(groups.values())
 
 
+def _open(path: Path) -> BinaryIO:
+    """The weights file opened for reading as explorer.files.user_files checks it: a regular file, never
+    a FIFO's wait, and no symlink leading out of the folder it lies in (CheckpointError otherwise)."""
+    try:
+        return os.fdopen(open_regular(path, inside=Path(path).parent), "rb")
+    except UserFileError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with _open(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()

@@ -17,7 +17,9 @@ from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
+from explorer.files import limits
 from explorer.files.atomic import write_files
+from explorer.files.user_files import read_user_file
 from explorer.files.names import JOINT_TOKENIZER as JOINT_FILE, SRC_TOKENIZER as SRC_FILE, TGT_TOKENIZER as TGT_FILE
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 
@@ -120,10 +122,9 @@ class Tokenizer:
                 raise FileNotFoundError(
                     f"no tokenizer in {directory}: missing {JOINT_FILE} "
                     f"(joint) or {' and '.join(missing)} (separate)")
-        models = {}
-        for n in names:
-            with open(os.path.join(directory, n), "rb") as f:
-                models[n] = f.read()
+        # through the bounded reader: a 10 GiB sparse file or a symlink out of the folder is refused unread
+        models = {n: read_user_file(os.path.join(directory, n), limits.TOKENIZER_BYTES, inside=directory)
+                  for n in names}
         return cls(models)
 
     def save(self, directory: str) -> list[str]:

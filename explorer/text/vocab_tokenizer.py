@@ -24,13 +24,15 @@ from typing import Iterable
 
 import sentencepiece as spm
 
+from explorer.files import limits
 from explorer.files.atomic import write_files
+from explorer.files.user_files import read_user_file
 from explorer.files.names import MARIAN_SRC_SPM as SRC_SPM, MARIAN_TGT_SPM as TGT_SPM
 from explorer.files.names import MARIAN_TGT_VOCAB as TGT_VOCAB_FILE, MARIAN_VOCAB as VOCAB_FILE
 from explorer.text.special import SpecialIds
 
 REQUIRED, OPTIONAL = (SRC_SPM, TGT_SPM, VOCAB_FILE), (TGT_VOCAB_FILE,)
-MAX_FILE_BYTES = 64 << 20                   # per file: far above OPUS-MT's (~1 MB spm, ~2 MB vocab)
+MAX_FILE_BYTES = limits.TOKENIZER_BYTES      # per file
 EOS_PIECE, UNK_PIECE, PAD_PIECE = "</s>", "<unk>", "<pad>"
 WORD_MARK = "▁"
 
@@ -132,10 +134,7 @@ class VocabTokenizer:
         paths = {n: p for n, p in paths.items() if n in REQUIRED or os.path.isfile(p)}
         for name, path in paths.items():                   # every size before any file is read
             _check_size(name, os.path.getsize(path))
-        files = {}
-        for name, path in paths.items():
-            with open(path, "rb") as f:
-                files[name] = f.read(MAX_FILE_BYTES + 1)   # a file grown since is refused, not read whole
+        files = {name: read_user_file(path, MAX_FILE_BYTES, inside=directory) for name, path in paths.items()}
         return cls(files)
 
     def save(self, directory: str | os.PathLike) -> list[str]:

@@ -16,8 +16,11 @@ from dataclasses import fields
 from pathlib import Path
 
 from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
+from explorer.files import limits
+from explorer.files.user_files import UserFileError, read_user_json
 from explorer.runtime.device import check_device
 from explorer.store import run_paths as rp
+from explorer.store.run_clearing import clearing_plan, is_marked
 from explorer.text.tokenizer import MODEL_TYPES
 
 # Upper limits: far above any setting that makes sense here (and above the app form's caps), low
@@ -62,11 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_config_file(path: str) -> dict:
+    """A --config file, read as any path a user names (explorer.files.user_files: a regular file of at
+    most limits.JSON_BYTES; /dev/zero or a FIFO is refused, never read or waited on)."""
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise ValueError(f"cannot read config file {path}: {err.strerror or err}") from None
-    except ValueError as err:
+        data = read_user_json(path, limits.JSON_BYTES)
+    except UserFileError as err:
+        raise ValueError(f"cannot read config file: {err}") from None
+    except (ValueError, RecursionError) as err:
         raise ValueError(f"config file {path} is not valid JSON: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a JSON object of TrainConfig fields")
@@ -94,8 +99,14 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
     cfg = TrainConfig.from_dict(data)
     validate(cfg)
     check_device(cfg.device)     # one this machine has: one line now, not a traceback from inside the trainer
+    if args.overwrite and Path(cfg.run_dir).exists():
+        clearing_plan(Path(cfg.run_dir))        # RunRefused now, before anything is touched, not after setup
     if not (args.resume or args.overwrite) and rp.holds_run(cfg.run_dir):
         # a fresh run's files would mix with the old ones (keep_last would prune by name across both)
+        if not is_marked(Path(cfg.run_dir)):    # not a run of ours: starting over there is no advice to give
+            raise ValueError(f"{cfg.run_dir} holds a checkpoints/ folder or a status.json but not the mark this "
+                             "project's trainer leaves in its runs, so it cannot be started over: use --resume "
+                             "to continue a run made there, or choose a new --run-dir")
         raise ValueError(f"{cfg.run_dir} already holds a run; use --resume to continue it "
                          "or --overwrite to start over")
     return cfg, args.resume, args.overwrite

@@ -30,6 +30,7 @@ from explorer.runtime.device import resolve_device, training_kernels, training_o
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.store.card import fine_tuned_card
+from explorer.store.run_clearing import clear_run, mark_run
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from explorer.training.distributed import Dist
 from explorer.training.inputs import BatchPlan, prepare_tokenizer
@@ -53,7 +54,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         try:
             if overwrite and self.dist.is_main:   # under the lock: a running trainer's files are never removed
-                rf.clear_run(self.run_dir)
+                clear_run(self.run_dir)         # only what a trainer wrote here, checked whole first
             self._setup(resume)
         except BaseException as err:  # a setup failure is a readable status, and the lock is let go
             if self.dist.is_main:
@@ -79,6 +80,7 @@ class Trainer:
             languages=(self.src_lang, self.tgt_lang) if self.src_lang and self.tgt_lang else None)
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            mark_run(self.run_dir)              # what lets a later --overwrite clear this run, and nothing else
             self.tokenizer = prepare_tokenizer(cfg, self.corpus, self.run_dir, init.tokenizer if init else None)
         self.dist.barrier()
         if not self.dist.is_main:

@@ -18,6 +18,7 @@ import pytest
 from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
+from explorer.store.run_clearing import mark_run
 from explorer.training import memory
 from explorer import train
 from explorer.training import trainer
@@ -275,6 +276,7 @@ def test_a_full_disk_during_a_save_fails_the_run_and_keeps_the_last_checkpoint(t
 def _old_run(run_dir, tokenizer_dir, parts=("status", "checkpoints")):
     """A finished 30-step run as the trainer leaves it (checkpoints reduced to their marker files)."""
     seed_tokenizer(run_dir, tokenizer_dir)
+    mark_run(run_dir)
     (run_dir / rp.LOG).write_text("# launched: old run\nfinished: step 30/30\n")
     (run_dir / rp.METRICS).write_text("".join(json.dumps({"kind": "train", "step": s, "loss": 1.0}) + "\n"
                                               for s in (10, 20, 30)))
@@ -285,7 +287,7 @@ def _old_run(run_dir, tokenizer_dir, parts=("status", "checkpoints")):
         for step in (20, 30):
             d = run_dir / rp.CHECKPOINTS / f"step_{step:06d}"
             d.mkdir(parents=True)
-            (d / "config.json").write_text("{}")
+            (d / "config.json").write_text('{"format_version": 1}')
             (d / "model.safetensors").write_text("")
     return run_dir
 

@@ -1,0 +1,17 @@
+"""How many bytes the project reads of each kind of file it did not just write itself, in one place.
+
+Why: a file in a checkpoint or a run folder may be anything (a 10 GiB sparse card.json takes 8 KB on
+disk, and reading it whole took a shared app server from 0.5 to 4 GB in ten seconds), and the listing
+reads every checkpoint's files for every user every 30 s. Each bound is far above what the project
+writes (the sizes in the comments), so a real file always fits; anything larger is refused before it is
+read (explorer.files.user_files), and the checkpoint is listed as damaged with the reason.
+"""
+from __future__ import annotations
+
+JSON_BYTES = 1 << 20                # config.json, card.json, status.json, train_config.json, a --config
+                                    # (the shipped ones: 1-2 KB; an import's card: under 10 KB)
+TOKENIZER_BYTES = 64 << 20          # a sentencepiece model or Marian's vocab.json (ours: 0.4 MB;
+                                    # OPUS-MT: ~1 MB spm, ~2 MB vocab)
+RESULT_BYTES = 256 << 20            # an analysis's result JSON read back (the largest, the head lab's
+                                    # on base with per-sentence rows: a few MB)
+METRICS_TAIL_BYTES = 32 << 20       # the newest part of metrics.jsonl that is read (~150,000 records)
