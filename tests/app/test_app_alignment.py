@@ -5,11 +5,10 @@ message, not a traceback; the Bible checkpoint finds its hand-aligned gold. $EXP
 """
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from support.app_support import ROOT, has_chart, no_exception, open_app, runs  # noqa: F401
+from support.waiting import wait_for_job
 
 NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 PAGE = "webapp/pages/alignment.py"
@@ -41,6 +40,8 @@ def test_opens_on_the_numbers_gold_with_one_sentence_and_the_cost(runs):
 
 
 def test_each_aligner_draws_and_a_started_job_writes_the_scorecard(runs):
+    from webapp import background
+
     at = open_app("numbers-en-de", PAGE, TEXT)
     for kind in ("value-norm", "grad-x-input", "integrated-gradients", "attention"):
         at.selectbox(key="align_kind").set_value(kind).run()
@@ -49,9 +50,10 @@ def test_each_aligner_draws_and_a_started_job_writes_the_scorecard(runs):
     at.number_input(key="align_n").set_value(4).run()
     at.number_input(key="align_attr").set_value(1).run()
     at.button(key="align_start").click().run()
-    deadline = time.time() + 120
-    while time.time() < deadline and not list((runs / "align").glob("*.json")):
-        time.sleep(1)
+    no_exception(at)
+    job = next(j for j in background._JOBS.values() if str(j.path).startswith(str(runs)))
+    wait_for_job(job, "the alignment scorecard job")            # its stage and pair count are its progress
+    assert job.state == "finished", job.error
     files = list((runs / "align").glob("*.json"))
     assert len(files) == 1
     at.run()

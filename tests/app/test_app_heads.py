@@ -8,13 +8,13 @@ with a scoring that does not exist gets a message. Runs directory: a temporary $
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from support.app_support import ROOT, array, chart, has_chart, no_exception, open_app, runs  # noqa: F401
+from support.waiting import wait_for_job
 
 NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 TEXT = "three hundred and twenty one"
@@ -103,16 +103,6 @@ def test_a_result_file_is_shown_with_its_figures_and_head_links(runs, precompute
     assert (q["kind"], q["layer"], q["head"]) == (r0["kind"], str(r0["layer"]), str(r0["head"]))
 
 
-def wait_for(at, done, timeout=240):
-    end = time.time() + timeout
-    while time.time() < end:
-        if done():
-            return at.run()
-        time.sleep(1)
-        at.run()
-    pytest.fail("the head lab did not finish in time")
-
-
 def test_a_job_started_from_the_page_writes_the_result_and_shows_it(runs):
     from explorer.heads.job import LabSettings
     from webapp import background
@@ -124,9 +114,11 @@ def test_a_job_started_from_the_page_writes_the_result_and_shows_it(runs):
     no_exception(at)
     job = background.job_for(target)
     assert job is not None
-    at = wait_for(at, lambda: target.exists() and not job.active)
-    no_exception(at)
+    wait_for_job(job, "the head lab job")                     # its stage and count of work done are its progress
     assert job.state == "finished", job.error
+    assert target.exists()
+    at.run()
+    no_exception(at)
     assert has_chart(at, "heads_confidence") and has_chart(at, "heads_pruning")
     assert target.parent == runs / "heads"
     from explorer.training import jobs
@@ -148,7 +140,7 @@ def test_cancel_leaves_no_file(runs):
     assert again is job                                       # one job per weights + settings at a time
     at.button(key="heads_cancel").click().run()
     no_exception(at)
-    job.thread.join(120)
+    wait_for_job(job, "the cancelled head lab to stop")       # a cancel takes effect at the next progress report
     assert not job.active and job.state == "cancelled"
     at.run()
     no_exception(at)

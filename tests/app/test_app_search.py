@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
 
 from support.app_support import NUMBERS, chart, no_exception, open_app, runs, texts  # noqa: F401
+from support.waiting import wait_for_job
 
 PAGE = "webapp/pages/search.py"
 pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(),
@@ -19,15 +19,6 @@ pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(),
 
 def open_page(**query):
     return open_app("numbers-en-de", PAGE, None, {k: str(v) for k, v in query.items()})
-
-
-def wait_for(at, done, timeout=180):
-    end = time.time() + timeout
-    while time.time() < end:
-        if done():
-            return at.run()
-        time.sleep(0.5)
-    pytest.fail("the beam curve did not finish in time")
 
 
 def test_absurd_url_settings_are_clamped_or_dropped(runs):
@@ -73,8 +64,9 @@ def test_a_job_started_from_the_page_draws_the_curve(runs):
     at.button(key="search_start").click().run()
     no_exception(at)
     job = next(j for j in background._JOBS.values() if str(j.path).startswith(str(runs)))
-    at = wait_for(at, lambda: not job.active)
+    wait_for_job(job, "the beam curve job")                   # its stage and count of work done are its progress
     assert job.state == "finished", job.error
+    at.run()
     target = job.path
     assert target.parent == runs / "search" and target.is_file()
     no_exception(at)
@@ -99,7 +91,7 @@ def test_cancel_leaves_no_file(runs):
     job = next(j for j in background._JOBS.values() if str(j.path).startswith(str(runs)) and j.active)
     at.button(key="search_cancel").click().run()
     no_exception(at)
-    assert job.wait(120) and job.state == "cancelled"
+    assert wait_for_job(job, "the cancelled beam curve to stop").state == "cancelled"
     at.run()
     assert any("cancelled" in i.value for i in at.info)
     assert not job.path.exists()
