@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from pathlib import Path
 
 from explorer.contributions.faithfulness import METHODS, RANGES as FAITH_RANGES
 from explorer.contributions.job import RANGES
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.data.files import read_tsv
     from explorer.evaluation.scores import held_out_pairs
     from explorer.files.limits import RESULT_BYTES
-    from explorer.files.user_files import read_user_json
+    from explorer.files.user_files import UserFileError, read_user_json
     from explorer.runtime.progress import run_command
     from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
@@ -100,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.combine or []:                 # a user's paths: regular files, bounded, never a FIFO's wait
         try:
             part = read_user_json(name, RESULT_BYTES)
-        except (ValueError, RecursionError) as err:  # UserFileError (what the path is) or not JSON
+        except UserFileError as err:                # what the path is: a device, a FIFO, too large
             return _refuse(f"--combine {err}")
+        except (ValueError, RecursionError):
+            part = None
         if not (isinstance(part, dict) and all(k in part for k in ("settings", "per_sentence"))):
             return _refuse(f"--combine {name}: not a faithfulness scorecard JSON")
         parts.append(part)

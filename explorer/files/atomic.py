@@ -6,8 +6,10 @@ os.replace). Every step that must survive a power cut is fsynced, the directory 
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -19,6 +21,7 @@ from explorer.files import limits, names
 from explorer.files.user_files import read_user_json
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # no space left, or over the user's quota
+DEBRIS = re.compile(r"(tmp|old)-\d+-[0-9a-f]{8}")   # what follows ".<target>." in a sibling write_directory made
 
 
 @contextmanager
@@ -93,17 +96,31 @@ def write_files(directory: str | os.PathLike, files: Mapping[str, bytes]) -> lis
     return sorted(files)
 
 
+def _sibling(target: Path, kind: str) -> Path:
+    """A hidden sibling of `target` named as only this module names them (DEBRIS matches it)."""
+    return target.parent / f".{target.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _is_debris_of(path: Path, target: Path, kind: str) -> bool:
+    """`path` carries the name _sibling gives `target`'s siblings of this kind, and is a directory."""
+    return (path.name.startswith(f".{target.name}.") and bool(DEBRIS.fullmatch(path.name[len(target.name) + 2:]))
+            and path.name[len(target.name) + 2:].startswith(kind) and path.is_dir() and not path.is_symlink())
+
+
 def write_directory(target: Path, write: Callable[[Path], None],
                     before_swap: Callable[[], object] | None = None) -> Path:
     """Build a directory whole and swap it in for `target`: write(tmp) fills a hidden sibling, every
     file in it and the directory are fsynced, then (once before_swap(), a last check, has not raised)
     swap_in. On any failure the sibling is removed and `target` is as it was. Checkpoints and exports
     are written this way; swap_in removes what `target` held, so callers decide first whether it may
-    go (explorer.store.output_dirs)."""
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    go (explorer.store.output_dirs). The sibling holds names.PARTIAL until the swap: what lets a later
+    recover() tell a killed write of ours from a folder that only looks like one."""
+    tmp = _sibling(target, "tmp")
     tmp.mkdir()
     try:
+        (tmp / names.PARTIAL).write_bytes(b"")
         write(tmp)
+        (tmp / names.PARTIAL).unlink()
         for f in tmp.rglob("*"):
             if f.is_file():
                 fsync_file(f)
@@ -120,7 +137,7 @@ def write_directory(target: Path, write: Callable[[Path], None],
 def swap_in(tmp: Path, target: Path) -> None:
     aside = None
     if target.exists():
-        aside = target.parent / f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        aside = _sibling(target, "old")
         os.rename(target, aside)
         fsync_dir(target.parent)
     try:
@@ -134,24 +151,33 @@ def swap_in(tmp: Path, target: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def recover(target: Path) -> None:
-    """Finish what a killed save left: restore an aside copy if the target is gone, drop debris."""
-    old_copies = asides(target)
+def recover(target: Path, marker: str = names.CONFIG) -> None:
+    """Finish what a killed save of `target` left, touching only what this module provably made: an aside
+    copy (named as swap_in names it and holding `marker`, the file every whole copy of this kind has) is
+    renamed back if the target is gone and removed otherwise; a temp sibling (named as write_directory
+    names it, holding names.PARTIAL or, built whole but not swapped in, `marker`; its writer's process
+    gone) is removed. A folder of a user's
+    that only looks like one (`.OUT.tmp-foo`, `.OUT.old-1` without the marker) is never touched."""
+    old_copies = asides(target, marker)
     if not target.exists() and old_copies:
         os.rename(old_copies[-1], target)
         fsync_dir(target.parent)
         old_copies = old_copies[:-1]
     for old in old_copies:
         shutil.rmtree(old, ignore_errors=True)
-    for tmp in target.parent.glob(f".{target.name}.tmp-*"):
-        pid = tmp.name.split(".tmp-", 1)[1].split("-")[0]
-        if not (pid.isdigit() and int(pid) != os.getpid() and alive(int(pid))):
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.tmp-*"):
+        if not _is_debris_of(tmp, target, "tmp") or not any((tmp / m).is_file() for m in (names.PARTIAL, marker)):
+            continue
+        pid = int(tmp.name.rsplit(".tmp-", 1)[1].split("-")[0])
+        if pid == os.getpid() or not alive(pid):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
 def asides(target: Path, marker: str = names.CONFIG) -> list[Path]:
-    """Whole old copies renamed aside by an interrupted swap, oldest first."""
-    found = [p for p in target.parent.glob(f".{target.name}.old-*") if (p / marker).is_file()]
+    """Whole old copies renamed aside by an interrupted swap (named as swap_in names them, holding
+    `marker`), oldest first."""
+    found = [p for p in target.parent.glob(f".{glob.escape(target.name)}.old-*")
+             if _is_debris_of(p, target, "old") and (p / marker).is_file()]
     return sorted(found, key=lambda p: p.stat().st_mtime)
 
 

@@ -55,6 +55,8 @@ SEARCH_OUT = "search.json"               # python -m explorer search
 
 # The marker a converter leaves in its output directory (explorer/store/output_dirs.py)
 OUTPUT_MARKER = ".explorer-output.json"
+# In a directory being built beside its target until it is swapped in (explorer/files/atomic.py)
+PARTIAL = ".explorer-partial"
 
 # A Hugging Face Marian directory (explorer/interop/, explorer/text/vocab_tokenizer.py)
 HF_CONFIG = "config.json"

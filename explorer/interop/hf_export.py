@@ -21,7 +21,6 @@ import torch
 from safetensors.torch import save_file
 
 from explorer.files import names as n
-from explorer.files.atomic import recover
 from explorer.interop.marian import check_exportable, hf_config, hf_generation_config, state_to_hf
 from explorer.store.card import ModelCard, model_card
 from explorer.store.output_dirs import check_output_dir, write_output_dir
@@ -97,10 +96,8 @@ def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | N
 
 
 def _write_whole(target: Path, tool: str, write, overwrite: bool, checkpoint) -> Path:
-    """Finish what an interrupted export left (explorer.files.atomic.recover), then write(tmp) on a
-    hidden sibling directory, fsync it, and swap it in for `target` if it still may be replaced."""
-    if target.parent.is_dir():
-        recover(target)
+    """write(tmp) on a hidden sibling directory, fsync it, and swap it in for `target` if it still may be
+    replaced (write_output_dir finishes what an interrupted export of ours left, after its check)."""
     return write_output_dir(target, tool, write, overwrite=overwrite, inputs=[checkpoint])
 
 

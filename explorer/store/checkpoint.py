@@ -67,23 +67,26 @@ class LoadedCheckpoint:
 def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer: Any, *, meta: dict,
                     dtype: torch.dtype = torch.float32, trainer_state: dict | None = None,
                     card: dict | None = None, output_of: str | None = None, overwrite: bool = False,
-                    inputs: tuple = ()) -> Path:
+                    inputs: tuple = (), extra_files: dict[str, bytes] | None = None) -> Path:
     """Write a whole checkpoint to `directory` atomically; returns its path.
 
     An existing `directory` is replaced only if it is a checkpoint of this format. A command that writes
     where its user says (output_of: its name, e.g. "explorer.convert from-hf") goes further: only a new
     or empty directory or that command's own earlier output is replaced (explorer.store.output_dirs;
-    `overwrite`, `inputs` as there). The trainer writes its own run directory and passes neither."""
+    `overwrite`, `inputs` as there). The trainer writes its own run directory and passes neither.
+    `extra_files` (name -> bytes, e.g. a shipped test.tsv) are written into the new directory with the
+    rest, so they are as whole as it is and listed in its marker."""
     unknown = sorted(set(meta) - set(META_KEYS))
     if unknown:
         raise ValueError(f"unknown meta key(s) {unknown}; allowed: {list(META_KEYS)}")
     if dtype not in (torch.float16, torch.float32):
         raise ValueError(f"dtype must be torch.float16 or torch.float32, not {dtype}")
     target = Path(directory)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    recover(target)
-    if output_of is None and target.exists() and any(target.iterdir()) and not _is_checkpoint(target):
-        raise ValueError(f"{target} exists and is not a checkpoint; refusing to replace it")
+    if output_of is None:                      # (a command's output is checked before anything moves: below)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        recover(target)
+        if target.exists() and any(target.iterdir()) and not _is_checkpoint(target):
+            raise ValueError(f"{target} exists and is not a checkpoint; refusing to replace it")
 
     def write(tmp: Path) -> None:
         tensors = _weights_to_save(model, dtype)
@@ -93,6 +96,8 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
             _save_trainer_state(trainer_state, tmp / TRAINER_STATE)
         if card is not None:
             (tmp / CARD).write_text(json.dumps(card, indent=2))
+        for extra, data in (extra_files or {}).items():
+            (tmp / extra).write_bytes(data)
         config = {
             "format_version": FORMAT_VERSION,
             "name": meta.get("name", target.name),

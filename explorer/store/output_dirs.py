@@ -26,8 +26,8 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from explorer.files.atomic import write_directory
-from explorer.files.names import OUTPUT_MARKER
+from explorer.files.atomic import recover, write_directory
+from explorer.files.names import OUTPUT_MARKER, PARTIAL
 from explorer.files.places import REPO_ROOT
 
 MARKER = OUTPUT_MARKER
@@ -43,14 +43,14 @@ def _digest(path: Path) -> str:
 
 
 def _files(directory: Path) -> list[Path]:
-    """Every entry under `directory` except the marker: files, and symlinks and other non-directories
-    as they are (never followed)."""
+    """Every entry under `directory` except the marker (and PARTIAL, which a directory being built holds
+    until it is swapped in): files, and symlinks and other non-directories as they are (never followed)."""
     found = []
     for root, dirs, names in os.walk(directory, followlinks=False):
         base = Path(root)
         found += [base / n for n in names]
         found += [base / d for d in dirs if (base / d).is_symlink()]
-    return sorted(p for p in found if p.relative_to(directory).as_posix() != MARKER)
+    return sorted(p for p in found if p.relative_to(directory).as_posix() not in (MARKER, PARTIAL))
 
 
 def _listing(directory: Path, files: list[Path]) -> dict[str, dict]:
@@ -127,11 +127,13 @@ def check_output_dir(target: str | os.PathLike, tool: str, *, overwrite: bool = 
 def write_output_dir(target: str | os.PathLike, tool: str, write: Callable[[Path], None], *,
                      overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """write(tmp) fills a new directory that is marked and swapped in for `target` (atomically: see
-    explorer.files.atomic.write_directory), checked as check_output_dir before and just before the swap."""
+    explorer.files.atomic.write_directory), checked as check_output_dir before and just before the swap.
+    What an interrupted earlier write left is finished only after the first check, and only where it
+    carries this module's marker (explorer.files.atomic.recover)."""
     inputs = list(inputs)
     target = check_output_dir(target, tool, overwrite=overwrite, inputs=inputs)
     target.parent.mkdir(parents=True, exist_ok=True)
-
+    recover(target, MARKER)             # after the check: only our own marked copies and partial builds
     def write_marked(tmp: Path) -> None:
         write(tmp)
         mark_output(tmp, tool)

@@ -10,7 +10,6 @@ shows it under the form).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from dataclasses import fields
 from pathlib import Path
