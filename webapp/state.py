@@ -162,5 +162,5 @@ def friendly(fn: Callable, *args, what: str = "This", **kwargs):
     try:
         return fn(*args, **kwargs)
     except (ValueError, CheckpointError, KeyError, RuntimeError) as err:
-        st.error(f"{what} could not be done: {md_escape(err)}")
+        st.error(f"{md_escape(what)} could not be done: {md_escape(err)}")   # `what` may name a checkpoint
         return None

@@ -181,3 +181,37 @@ def test_a_runs_name_status_and_samples_are_shown_as_text(app_env):
     no_exception(at)
     assert_inert(at)
     assert_figures_escaped(at)
+
+
+def test_the_names_of_a_runs_checkpoints_on_the_contributions_button_are_shown_as_text(folders, monkeypatch,
+                                                                                       tmp_path):
+    """The 'Measure the mean source share at each checkpoint' button named every checkpoint of the run
+    unescaped: a name `![n](http://host/p.png)` made each browser that opened the page fetch it."""
+    import shutil
+    models = tmp_path / "models"
+    names = []
+    for step in (1, 2):
+        folder = shutil.copytree(folders[0] / MODEL, models / f"{MODEL}-{step}")
+        config = json.loads((folder / "config.json").read_text())
+        config["name"] = f"step{step} {EVIL}"
+        config["training"] = {"run": "r", "step": step}
+        (folder / "config.json").write_text(json.dumps(config))
+        names.append(config["name"])
+    monkeypatch.delenv(state.ROOTS_ENV, raising=False)
+    monkeypatch.setenv(state.MODELS_ENV, str(models))
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(folders[1]))
+    monkeypatch.setenv("EXPLORER_DEVICE", "cpu")
+    state.refresh_checkpoints()
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+        at.query_params["ckpt"] = names[1]
+        at.session_state["text"] = "la casa es grande"
+        at.run()
+        no_exception(at)
+        at.switch_page("webapp/pages/contributions.py").run()
+        no_exception(at)
+        button = at.button(key="contrib_curve_button")
+        assert all(md_escape(n) in button.label for n in names), button.label
+        assert_inert(at)
+    finally:
+        state.refresh_checkpoints()

@@ -152,7 +152,7 @@ def training_section(ckpt, name: str) -> None:
     if group is None or len(group.checkpoints) < 2:
         st.caption("This checkpoint has no earlier checkpoints of its run here, so there is no curve over training.")
         return
-    names = ", ".join(i.name for i in group.checkpoints)
+    names = ", ".join(state.md_escape(i.name) for i in group.checkpoints)      # a label is Markdown: names are text
     asked = st.session_state.setdefault("_contrib_curves", set())
     if group.name not in asked:
         if not st.button(f"Measure the mean source share at each checkpoint of the run ({names}: "
