@@ -1,5 +1,6 @@
 # Two commands for a new user:  `make run` (set up + start the app)  and  `make test` (set up + run all tests).
-# `make test-fast` runs tests/unit and tests/app only (the inner loop).
+# `make test-fast` runs tests/unit and tests/app only (the inner loop); `make test-busy` runs `make test` with
+# two spinning processes beside it (scripts/busy.sh), for whoever changes a test that waits or compares floats.
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 # The CPU wheel of torch 2.13.0 lies on disk on the project's machines; elsewhere pip picks the best build.
@@ -7,7 +8,7 @@ TORCH   ?= torch==2.13.0
 PORT    ?= 8501
 SYSTEM_PACKAGES := sword-text-sparv sword-text-web chromium
 
-.PHONY: setup system-deps run test test-fast bench clean
+.PHONY: setup system-deps run test test-busy test-fast bench clean
 
 setup: $(VENV)/.installed
 
@@ -34,6 +35,12 @@ PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS)
 test: setup system-deps
 	$(PARALLEL) tests/unit tests/app
 	$(PY) -m pytest -q tests --ignore=tests/unit --ignore=tests/app
+
+# `make test` on a busy processor: two processes spin beside it (BUSY_SPINNERS, BUSY_MAX_S), started by
+# scripts/busy.sh before the tests and stopped when they end, fail or are interrupted, and after BUSY_MAX_S
+# seconds (3 h) at the latest even if nothing stops them. A test that passes only on an idle machine fails here.
+test-busy: setup system-deps
+	bash scripts/busy.sh $(MAKE) --no-print-directory test
 
 # The inner loop: unit tests and Streamlit AppTests (no trainer subprocesses, no browser), 6 minutes on 2 cores.
 test-fast: setup
