@@ -21,6 +21,7 @@ from explorer.files import limits, names
 from explorer.files.user_files import read_user_json
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # no space left, or over the user's quota
+_TEMP_FILE = re.compile(r"(\d+)-[a-z0-9_]{8}\.tmp")    # what follows ".<name>." in a temp file of `replacing`
 DEBRIS = re.compile(r"(tmp|old)-\d+-[0-9a-f]{8}")   # what follows ".<target>." in a sibling write_directory made
 
 
@@ -36,7 +37,8 @@ def replacing(path: str | os.PathLike, mode: str = "w", **open_args: Any) -> Ite
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sweep_temp_files(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, mode, **open_args) as f:
             yield f
@@ -46,6 +48,23 @@ def replacing(path: str | os.PathLike, mode: str = "w", **open_args: Any) -> Ite
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sweep_temp_files(path: Path) -> None:
+    """Remove the temp files that writers of `path` killed mid-write left beside it (SIGKILL, or a
+    SIGTERM that ran no cleanup): only names `replacing` gives (`.<name>.<pid>-<8 characters>.tmp`)
+    whose process is gone; never another live writer's, never this process's (a thread may be writing)."""
+    try:
+        siblings = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+    except OSError:
+        return
+    for tmp in siblings:
+        found = _TEMP_FILE.fullmatch(tmp.name[len(path.name) + 2:])
+        if not found or tmp.is_symlink() or not tmp.is_file():
+            continue
+        pid = int(found.group(1))
+        if pid != os.getpid() and not alive(pid):
+            tmp.unlink(missing_ok=True)
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:

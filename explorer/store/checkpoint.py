@@ -195,8 +195,10 @@ def read_config(directory: str | os.PathLike) -> tuple[dict, ModelConfig]:
 
 
 def read_card(directory: str | os.PathLike) -> dict | None:
+    """card.json's contents, None when there is none; one that is there but not a small regular file
+    of this folder (a FIFO, a symlink out, 10 GiB) is a CheckpointError, not an absent card."""
     path = resolve(directory) / CARD
-    return _read_json(path) if path.is_file() else None
+    return _read_json(path) if os.path.lexists(path) else None
 
 
 def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedCheckpoint:
