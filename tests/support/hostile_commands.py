@@ -4,7 +4,8 @@ process of its own whose data memory is capped, and report what each command sai
 Why a process of its own: a command that reads /dev/zero whole takes memory until the machine runs out,
 and one that opens a FIFO waits for a writer forever; neither may take the test run down with it. The
 cap (RLIMIT_DATA) turns the first into a MemoryError; a guard thread ends the second by opening the
-FIFO's other end after GUARD_SECONDS (a hang guard only: the verdict is what the command said, and
+FIFO's other end after GUARD_SECONDS, and a cap on file sizes (RLIMIT_FSIZE) keeps one that copies
+/dev/zero from filling the disk (a hang guard only: the verdict is what the command said, and
 `unjammed` records that the guard had to act).
 
     python -m support.hostile_commands CASES.json OUT.json
@@ -17,12 +18,14 @@ import io
 import json
 import os
 import resource
+import signal
 import sys
 import threading
 import time
 import traceback
 
 DATA_CAP_BYTES = 3 << 30      # the commands need well under 1 GiB: reading /dev/zero whole meets the cap
+FILE_CAP_BYTES = 256 << 20    # no file a refusing command writes comes near: copying /dev/zero meets it
 GUARD_SECONDS = 300           # far past any refusal (milliseconds): only a command that waits meets it
 
 
@@ -65,6 +68,8 @@ def run(command: str, argv: list[str], fifos: list[str]) -> dict:
 def main() -> None:
     cases_file, out_file = sys.argv[1], sys.argv[2]
     resource.setrlimit(resource.RLIMIT_DATA, (DATA_CAP_BYTES, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)           # a write past the cap fails (EFBIG) instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_CAP_BYTES, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
     cases = json.loads(open(cases_file).read())
     fifos = sorted({a for _, argv in cases for a in argv if os.path.exists(a) and not os.path.isfile(a)
                     and not a.startswith("/dev/")})
