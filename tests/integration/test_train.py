@@ -20,8 +20,8 @@ from explorer import train
 from explorer.training import trainer
 from explorer.training.args import parse_config
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
-from support.train_helpers import (checkpoint_steps, losses, numbers_tokenizer, run, seed_tokenizer,  # noqa: F401
-                           start, status, train_records, trainer_cmd, wait_for)
+from support.train_helpers import (checkpoint_steps, finish, losses, numbers_tokenizer, run,  # noqa: F401
+                                   seed_tokenizer, start, status, train_records, trainer_cmd, wait_for)
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +98,9 @@ def test_kill9_then_resume_continues_with_identical_losses(tmp_path, numbers_tok
     reference = start(trainer_cmd(ref_dir, "--max-steps", "20", "--save-every", "4"))
     victim = start(trainer_cmd(run_dir, "--max-steps", "1000", "--save-every", "4"))
     try:
-        wait_for(lambda: any(s >= 8 for s in checkpoint_steps(run_dir)), victim, "a checkpoint at step 8")
+        wait_for(lambda: any(s >= 8 for s in checkpoint_steps(run_dir)), victim, "a checkpoint at step 8", run_dir)
         victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=30)
+        finish(victim, "the killed trainer to be reaped", run_dir)
     finally:
         victim.kill()
     assert victim.returncode == -signal.SIGKILL
@@ -112,7 +112,7 @@ def test_kill9_then_resume_continues_with_identical_losses(tmp_path, numbers_tok
     proc = run(trainer_cmd(run_dir, "--resume", "--max-steps", "20"))
     assert proc.returncode == 0, proc.stderr
     assert f"at step {resumed_at} " in proc.stdout
-    ref_out, ref_err = reference.communicate(timeout=180)
+    ref_out, ref_err = finish(reference, "the reference trainer", ref_dir)
     assert reference.returncode == 0, ref_err
 
     expected, got = losses(ref_dir), losses(run_dir)
@@ -131,10 +131,10 @@ def test_sigterm_saves_at_current_step_and_exits_cleanly(tmp_path, numbers_token
     run_dir = seed_tokenizer(tmp_path / "run", numbers_tokenizer)
     proc = start(trainer_cmd(run_dir, "--max-steps", "1000", "--save-every", "0"))
     try:
-        wait_for(lambda: status(run_dir).get("step", 0) >= 3, proc, "step 3")
+        wait_for(lambda: status(run_dir).get("step", 0) >= 3, proc, "step 3", run_dir)
         assert rf.RunLock(run_dir).is_held_by_other()
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        out, err = finish(proc, "the trainer to save and exit after SIGTERM", run_dir)
     finally:
         proc.kill()
     assert proc.returncode == 0, err

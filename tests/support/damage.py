@@ -3,10 +3,11 @@ loads a checkpoint in a fresh process to measure what that costs."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from support.waiting import run_watched
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,7 @@ def probe(root: Path) -> dict:
     """List `root` and load its first checkpoint in a fresh process: the listing's error, the load's
     outcome, the seconds both took and the process's peak resident memory (ru_maxrss, which a child
     starts from its parent's over exec: compare probes with each other, not with zero)."""
-    out = subprocess.run([sys.executable, "-c", PROBE.format(tests=str(ROOT / "tests")), str(root)],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    out = run_watched([sys.executable, "-c", PROBE.format(tests=str(ROOT / "tests")), str(root)],
+                      "the listing and loading probe", cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

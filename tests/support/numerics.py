@@ -13,6 +13,7 @@ the test was written on.
   - float32_atol(size, length): two float32 results that went through sums of at most `length` terms,
     every partial sum at most `size`, differ by at most length * EPS32 * size.
   - product_size(x, weight): that size for x @ weight.T (+ bias), exactly: the largest sum of |terms|.
+  - model_atol(model, *outputs): the bound for a whole model's outputs computed two ways.
   - in_float64(module): where the claim is "the same computation written two ways", both ways in float64
     (rounding ~1e-16 relative) tell a real difference from rounding by many orders of magnitude.
 Where the size is not known exactly (a whole network's output), the caller takes the largest value in
@@ -36,8 +37,10 @@ def float32_atol(size: float, length: int, eps: float = EPS32) -> float:
 
 
 def scale(*tensors) -> float:
-    """The largest magnitude among the tensors (or arrays, or numbers)."""
-    return max(float(torch.as_tensor(t).detach().abs().max()) for t in tensors)
+    """The largest finite magnitude among the tensors (or arrays, or numbers); masked attention scores
+    hold -inf, which comparisons match by position, not by size."""
+    sizes = [torch.as_tensor(t).detach().abs() for t in tensors]
+    return max((float(s[torch.isfinite(s)].max()) for s in sizes if torch.isfinite(s).any()), default=0.0)
 
 
 def product_size(x, weight, bias=None) -> float:
@@ -48,6 +51,26 @@ def product_size(x, weight, bias=None) -> float:
     if bias is not None:
         total = total + torch.as_tensor(bias).detach().double().abs()
     return float(total.max())
+
+
+def model_atol(model, *outputs, vocab: bool = True) -> float:
+    """The bound for two float32 evaluations of one model that add in other orders (other shapes, a fused or
+    a step-by-step path, another kernel): sums of at most max(d_ff, d_model) terms, with the outputs' largest
+    value (at least 1: the activations between LayerNorms are of order 1) standing for every partial sum's,
+    plus, for log-probabilities (`vocab`), the softmax normaliser's sum over the vocabulary, whose relative
+    rounding becomes an absolute one in log space. First order, and an estimate where the partial sums are
+    not known exactly; on the test models the differences seen sit 100 to 1000 times below it, and a wrong
+    mask, scale or slice moves results by 1e-2 or more."""
+    cfg = model.cfg
+    bound = float32_atol(max(scale(*outputs), 1.0), max(cfg.d_ff, cfg.d_model))
+    return bound + (float32_atol(1.0, max(cfg.src_vocab_size, cfg.tgt_vocab_size)) if vocab else 0.0)
+
+
+def score_atol(model, token_logprobs) -> float:
+    """The bound for a decoded sequence's score (the sum of its tokens' log-probabilities, or that divided
+    by a length penalty >= 1) computed two ways: each token's model_atol, added up."""
+    values = list(token_logprobs)
+    return max(len(values), 1) * model_atol(model, values)
 
 
 def in_float64(module: torch.nn.Module) -> torch.nn.Module:

@@ -11,15 +11,15 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from support.waiting import run_watched, tree_signature, wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 BASE_ARGS = ["--dataset", "numbers", "--preset", "tiny", "--tokenizer-type", "word", "--batch-tokens", "400",
              "--warmup", "10", "--threads", "1", "--eval-every", "0", "--log-every", "1"]
-TIMEOUT = 180  # seconds a trainer subprocess may take before the test gives up (a hang, not a timing test)
 
 
 def env() -> dict[str, str]:
@@ -45,25 +45,37 @@ def seed_tokenizer(run_dir: Path, tokenizer_dir: Path) -> Path:
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=TIMEOUT)
+    """Run a trainer (or an analysis command) to its end. Its output and the files in its run directory (or
+    --out) are its progress: it is given up on (killed, the test failed) only after the stall window without
+    either, never on a deadline."""
+    watch = [Path(cmd[cmd.index(flag) + 1]) for flag in ("--run-dir", "--out") if flag in cmd]
+    return run_watched(cmd, f"the trainer ({' '.join(cmd[-6:])})", watch, cwd=REPO, env=env())
 
 
 def start(cmd: list[str]) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for(predicate, proc: subprocess.Popen | None = None, what: str = "condition", limit: float = TIMEOUT):
-    """Poll until predicate() is truthy; fail early (with the trainer's output) if the trainer exits."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
+def wait_for(predicate, proc: subprocess.Popen, what: str, run_dir: Path):
+    """Poll until predicate() is truthy; fail early (with the trainer's output) if the trainer exits, and
+    only after the stall window if nothing under run_dir changed (a hang guard, not a deadline)."""
+    def exited():
+        if proc.poll() is not None:
             out, err = proc.communicate()
             raise AssertionError(f"trainer exited ({proc.returncode}) before {what}:\n{out}\n{err}")
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+
+    return wait_until(predicate, what, progress=lambda: tree_signature(run_dir), poll=0.02, check=exited)
+
+
+def finish(proc: subprocess.Popen, what: str, run_dir: Path) -> tuple[str, str]:
+    """Wait for a started trainer to exit and return its (stdout, stderr); its run directory's files are its
+    progress (it logs every step there), so it is killed and the test failed only after a stall."""
+    try:
+        wait_until(lambda: proc.poll() is not None, what, progress=lambda: tree_signature(run_dir), poll=0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.communicate()
 
 
 def status(run_dir: Path) -> dict:

@@ -8,7 +8,6 @@ row per batch). The memory bound is measured in a fresh process (its own peak, V
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -20,6 +19,7 @@ from explorer.align import attribution as A
 from explorer.align.gold import GoldPair
 from explorer.align.pairs import model_pair
 from support.decoding_helpers import StandInTokenizer, random_model
+from support.waiting import run_watched
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,8 +99,8 @@ def test_four_users_at_once_stay_within_the_queues_places_times_the_budget():
     """Four users attributing 45-word pairs at once: at most `slots` batches exist at a time (the compute
     queue), each at most the budget; the old single batch of every target took ~0.45 GB per such pair."""
     budget = 48 << 20
-    run = subprocess.run([sys.executable, "-c", PROBE, str(budget), "4"], capture_output=True, text=True,
-                         timeout=600, cwd=ROOT, env={**__import__("os").environ, "EXPLORER_COMPUTE_SLOTS": "2", "MALLOC_ARENA_MAX": "2"})
+    run = run_watched([sys.executable, "-c", PROBE, str(budget), "4"], "four users attributing", cwd=ROOT,
+                      env={**__import__("os").environ, "EXPLORER_COMPUTE_SLOTS": "2", "MALLOC_ARENA_MAX": "2"})
     assert run.returncode == 0, run.stderr[-3000:]
     found = json.loads(run.stdout.strip().splitlines()[-1])
     assert found["slots"] == 2 and found["rows"] >= 2

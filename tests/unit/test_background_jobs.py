@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from explorer.runtime.progress import Cancelled
+from support.waiting import STALL_S
 from webapp import background
 
 LAB, SCORECARD = "Head lab", "Alignment scorecard"
 STAGES = ("one",)
-WAIT = 10.0
+WAIT = STALL_S        # every wait here ends when another thread sets an event: the bound is a hang guard only
 
 
 class Gate:
@@ -189,7 +190,7 @@ def test_the_page_says_how_many_are_ahead_and_why_a_request_was_refused(tmp_path
     before = Gate()
     start(tmp_path, "before", before, "someone else")
     paths = [str(tmp_path / f"p{i}.json") for i in range(3)]
-    at = AppTest.from_function(_page, args=(paths,), default_timeout=30).run()
+    at = AppTest.from_function(_page, args=(paths,), default_timeout=WAIT).run()
     assert not at.exception
     texts = [p.proto.text for p in at.get("progress")]
     assert any("waiting: 1 analysis ahead of it" in t for t in texts), texts
@@ -216,17 +217,17 @@ def test_eight_analyses_from_eight_sessions_hold_the_memory_of_one(tmp_path):
     size, n = 200 * 2**20, 8
     gates = [Gate(hold_bytes=size) for _ in range(n)]
     warm = background.start(tmp_path / "warm.json", STAGES, LAB, lambda job: None, user="warm-up")
-    assert warm.wait(60)                                       # what a job's thread imports is not counted
+    assert warm.wait(WAIT)                                       # what a job's thread imports is not counted
     base = _rss_bytes()
     jobs = [start(tmp_path, f"m{i}", gates[i], f"session{i}") for i in range(n)]
     peak = base
     for gate, job in zip(gates, jobs):
-        assert gate.entered.wait(30)
+        assert gate.entered.wait(WAIT)
         for _ in range(5):                                     # while it holds its 200 MB
             peak = max(peak, _rss_bytes())
             time.sleep(0.02)
         gate.release.set()
-        assert job.wait(30) and job.state == "finished", job.error
+        assert job.wait(WAIT) and job.state == "finished", job.error
     growth = peak - base
     print(f"peak RSS growth {growth / 2**20:.0f} MiB for {n} jobs of {size / 2**20:.0f} MiB "
           f"(uncapped: {n * size / 2**20:.0f} MiB)")

@@ -5,7 +5,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -18,6 +17,7 @@ from explorer.store import checkpoint
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, read_card, save_checkpoint, write_card
 from explorer.store.catalog import list_checkpoints
 from support.model_helpers import VOCAB, FakeTokenizer, make_model
+from support.waiting import run_watched
 
 ROOT = Path(__file__).resolve().parents[2]
 META = {"name": "tiny-test", "src_lang": "en", "tgt_lang": "de",
@@ -149,8 +149,7 @@ def test_writer_killed_mid_save_leaves_a_whole_checkpoint(stage, survivor, tmp_p
     path = save(tmp_path / "ck", old)
     script = KILLER.format(root=str(ROOT), tests=str(ROOT / "tests"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", script, stage, str(path)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = run_watched([sys.executable, "-c", script, stage, str(path)], "the writer to be killed", env=env)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert debris(tmp_path), "the kill should have left a temp or aside directory behind"
     expect = old if survivor == "old" else new

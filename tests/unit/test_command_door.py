@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from explorer.__main__ import COMMANDS, main
+from support.waiting import run_watched
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,10 +36,9 @@ def test_the_door_runs_a_command_as_its_own_module_does(tmp_path):
     """`python -m explorer data numbers` and `python -m explorer.data numbers` print the same summary."""
     import os
     env = {**os.environ, "EXPLORER_DATA_DIR": str(tmp_path)}
-    door = subprocess.run([sys.executable, "-m", "explorer", "data", "numbers"], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=300)
-    own = subprocess.run([sys.executable, "-m", "explorer.data", "numbers"], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=300)
+    door = run_watched([sys.executable, "-m", "explorer", "data", "numbers"], "the door's data command", [tmp_path],
+                       cwd=ROOT, env=env)
+    own = run_watched([sys.executable, "-m", "explorer.data", "numbers"], "explorer.data", [tmp_path], cwd=ROOT, env=env)
     assert door.returncode == own.returncode == 0, door.stderr[-2000:]
     import re
     untimed = [re.sub(r" in [0-9.]+ s,", ",", run.stdout) for run in (door, own)]     # the second reads the cache

@@ -8,6 +8,9 @@ import pytest
 
 from explorer.runtime.compute_queue import ComputeQueue, QueueFull
 from webapp.result_cache import bounded_cache
+from support.waiting import STALL_S, join, wait_event, wait_until
+
+# Threads here wait on each other's events, never on a clock: a wait's STALL_S bound is a hang guard only.
 
 
 def test_first_come_first_served_with_places_reported():
@@ -18,7 +21,7 @@ def test_first_come_first_served_with_places_reported():
     def holder():
         with queue.slot():
             holder_in.set()
-            release.wait(timeout=10)
+            release.wait(STALL_S)
             order.append("holder")
 
     def waiter(name):
@@ -28,18 +31,17 @@ def test_first_come_first_served_with_places_reported():
 
     first = threading.Thread(target=holder)
     first.start()
-    holder_in.wait(timeout=10)
+    wait_event(holder_in, "the holder to take the place")
     threads = []
     for name in ("a", "b", "c"):
         t = threading.Thread(target=waiter, args=(name,))
         t.start()
         threads.append(t)
-        while queue.state()[1] < len(threads):          # each one queued before the next arrives
-            time.sleep(0.01)
+        wait_until(lambda: queue.state()[1] >= len(threads), f"{name} to queue")   # each queued before the next
     assert queue.state() == (1, 3)
     release.set()
     for t in [first] + threads:
-        t.join(timeout=10)
+        join(t, "the queue to empty")
     assert order == ["holder", "a", "b", "c"]
     assert seen["c"][0] == 2 and seen["c"][-1] == -1 and seen["c"][:-1] == sorted(seen["c"][:-1], reverse=True)
     assert seen["a"] == [0, -1]
@@ -53,7 +55,7 @@ def test_a_full_queue_turns_a_request_away_at_once():
     def hold():
         with queue.slot():
             inside.set()
-            release.wait(timeout=10)
+            release.wait(STALL_S)
 
     def wait_in_line():
         with queue.slot():
@@ -61,18 +63,18 @@ def test_a_full_queue_turns_a_request_away_at_once():
 
     threads = [threading.Thread(target=hold), threading.Thread(target=wait_in_line)]
     threads[0].start()
-    inside.wait(timeout=10)
+    wait_event(inside, "the holder to take the place")
     threads[1].start()
-    while queue.state()[1] < 1:
-        time.sleep(0.01)
-    t0 = time.monotonic()
+    wait_until(lambda: queue.state()[1] >= 1, "the second request to queue")
     with pytest.raises(QueueFull, match="busy"):
         with queue.slot():
             pass
-    assert time.monotonic() - t0 < 1
+    # at once: turned away while the place is still held and the line still full (release is not set until
+    # now), so it did not wait for a place; no stopwatch, which a busy machine would fail
+    assert queue.state() == (1, 1) and not release.is_set()
     release.set()
     for t in threads:
-        t.join(timeout=10)
+        join(t, "the queue to empty")
 
 
 def test_nested_slots_in_one_thread_do_not_deadlock():
@@ -89,7 +91,7 @@ def test_a_result_asked_for_by_many_at_once_is_computed_once():
     @bounded_cache(10_000_000)
     def slow(x):
         calls.append(x)
-        gate.wait(timeout=10)
+        gate.wait(STALL_S)
         return [x] * 3
 
     results = []
@@ -99,7 +101,7 @@ def test_a_result_asked_for_by_many_at_once_is_computed_once():
     time.sleep(0.2)
     gate.set()
     for t in threads:
-        t.join(timeout=10)
+        join(t, "the callers to get the result")
     assert calls == [7] and results == [[7, 7, 7]] * 8
     results[0].append("changed")                  # each caller still gets its own copy
     assert slow(7) == [7, 7, 7]
@@ -139,12 +141,9 @@ def test_decodes_wait_for_a_place_in_the_library_queue(model, monkeypatch):
     with queue.slot():                                  # this thread's computation holds the only place
         worker = threading.Thread(target=decode)
         worker.start()
-        deadline = time.monotonic() + 10
-        while queue.state() != (1, 1) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert queue.state() == (1, 1)                  # the decode waits in line ...
-        assert not done.wait(timeout=0.3)               # ... and does not run meanwhile
-    worker.join(timeout=30)
+        wait_until(lambda: queue.state() == (1, 1), "the decode to queue")      # the decode waits in line ...
+        assert not done.wait(timeout=0.3)               # ... and does not run meanwhile (a busy machine only makes it surer)
+    join(worker, "the decode to finish")
     assert done.is_set() and queue.state() == (0, 0)
 
 
@@ -162,8 +161,8 @@ def test_a_background_thread_does_not_queue():
     with queue.slot():
         t = threading.Thread(target=analysis)
         t.start()
-        assert entered.wait(timeout=10)                 # ran beside the held place, without waiting
-        t.join(timeout=10)
+        wait_event(entered, "the background thread to enter")      # ran beside the held place, without waiting
+        join(t, "the background thread to finish")
     assert queue.state() == (0, 0)
 
 

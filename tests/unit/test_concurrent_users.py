@@ -9,6 +9,7 @@ import pytest
 from explorer.config import DecodeConfig
 from explorer.decoding.translate import attention_trace, translate
 from explorer.files.places import REPO_ROOT
+from support.waiting import STALL_S, join
 
 NUMBERS = REPO_ROOT / "checkpoints" / "numbers-en-de"
 SENTENCES = ["three hundred and fourteen", "twenty one thousand and five", "nine hundred and ninety nine",
@@ -46,7 +47,7 @@ def check_users(ckpt):
 
         def run(i):
             try:
-                start.wait(timeout=30)
+                start.wait(STALL_S)
                 results[i] = user(ckpt.model, ckpt.tokenizer, SENTENCES[i], ABLATE[i])
             except Exception as err:  # noqa: BLE001
                 errors.append(err)
@@ -55,7 +56,7 @@ def check_users(ckpt):
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout=120)
+            join(t, "four users' requests")
         assert not errors
         for got, want in zip(results, alone):
             assert got[:3] == want[:3]

@@ -3,7 +3,6 @@ count against torch's own counter, the chip table, the budget and a broken stage
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import torch
@@ -14,11 +13,12 @@ from benchmarks import gpu, gpu_speed
 from explorer.config import preset
 from explorer.model import Transformer
 from explorer.text.special import BOS_ID
+from support.waiting import run_watched
 
 
 def test_the_tiny_check_runs_every_stage_on_the_cpu_and_writes_its_json(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "gpu", "--tiny", "--device", "cpu", "--out",
-                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    done = run_watched([sys.executable, "-m", "benchmarks", "gpu", "--tiny", "--device", "cpu", "--out",
+                        str(tmp_path)], "the tiny GPU check on the CPU", [tmp_path])
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["failed"] == [] and summary["machine"]["device"] == "cpu"

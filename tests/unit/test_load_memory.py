@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import struct
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -28,6 +27,7 @@ from explorer.store.weights import alias_groups, load_bytes
 from support.damage import probe
 from support.marian_helpers import random_marian
 from support.model_helpers import FakeTokenizer, make_model
+from support.waiting import run_watched
 
 ROOT = Path(__file__).resolve().parents[2]
 META = {"name": "sparse", "src_lang": "en", "tgt_lang": "de", "training": {}}
@@ -90,7 +90,7 @@ def test_the_bound_counts_what_the_load_holds(tmp_path):
         checkpoint.load_checkpoint({str(tmp_path / 'ck')!r})
         print(json.dumps(peak() - before))
     """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    run = run_watched([sys.executable, "-c", script], "the loading probe", cwd=ROOT)
     assert run.returncode == 0, run.stderr[-2000:]
     added = json.loads(run.stdout.strip().splitlines()[-1])
     from explorer.store.checkpoint import read_weights_header
