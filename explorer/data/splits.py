@@ -13,8 +13,11 @@ import json
 import os
 import random
 
+from explorer.data.files import DEFAULT_MAX_BYTES
 from explorer.data.types import DataError, Pair, ParallelCorpus
+from explorer.files import limits
 from explorer.files.atomic import replacing
+from explorer.files.user_files import read_user_file, read_user_json
 from explorer.files.names import DATA_META
 from explorer.files.places import REPO_ROOT
 
@@ -57,8 +60,7 @@ def _write_tsv(path: str, pairs: list[Pair]) -> None:
 
 
 def _read_tsv(path: str) -> list[Pair]:
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+    lines = read_user_file(path, DEFAULT_MAX_BYTES).decode("utf-8").split("\n")
     return [Pair(src, tgt, ref) for ref, src, tgt in
             (ln.split("\t") for ln in lines[1:] if ln)]
 
@@ -76,12 +78,13 @@ def save_cached(corpus: ParallelCorpus, directory: str, extra: dict | None = Non
 def load_cached(directory: str, key: str) -> ParallelCorpus | None:
     """The cached corpus if present and built with the same key; otherwise None."""
     try:
-        with open(os.path.join(directory, DATA_META), encoding="utf-8") as f:
-            meta = json.load(f)
+        meta = read_user_json(os.path.join(directory, DATA_META), limits.JSON_BYTES)
+        if not isinstance(meta, dict):
+            return None
         if meta.get("version") != CACHE_VERSION or meta.get("key") != key:
             return None
         parts = {s: _read_tsv(os.path.join(directory, f"{s}.tsv")) for s in _SPLITS}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):    # UserFileError and UnicodeDecodeError are ValueErrors
         return None
     return ParallelCorpus(meta["name"], meta["src_lang"], meta["tgt_lang"], **parts)
 

@@ -36,6 +36,7 @@ from explorer.files.names import RUN_METRICS as METRICS
 from explorer.files.names import RUN_STATUS as STATUS
 from explorer.files.names import RUN_TOKENIZER as TOKENIZER
 from explorer.files.places import REPO_ROOT
+from explorer.files.user_files import read_user_file
 
 
 RUNS_ENV = "EXPLORER_RUNS_DIR"
@@ -123,10 +124,9 @@ def dataset_label(dataset: str) -> str:
     uploaded under, read back as untrusted text; anything else by its file name ("numbers" stays)."""
     path = Path(str(dataset))
     if path.parent.name == UPLOADS:
-        try:
-            with open(upload_name_file(path), "rb") as f:
-                kept = f.read(4 * UPLOAD_NAME_CHARS).decode("utf-8", errors="replace")
-        except OSError:
+        try:                    # through the bounded reader: a FIFO or a huge file there reads as no name
+            kept = read_user_file(upload_name_file(path), 16 * UPLOAD_NAME_CHARS).decode("utf-8", errors="replace")
+        except (OSError, ValueError):
             kept = ""
         if kept.strip():
             return clean_upload_name(kept)
