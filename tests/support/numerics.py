@@ -23,6 +23,7 @@ more (each use says by how much where it matters).
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 
@@ -53,17 +54,33 @@ def product_size(x, weight, bias=None) -> float:
     return float(total.max())
 
 
+def logit_size(model) -> float:
+    """A bound on every logit's sum of |terms|, from the weights alone: the decoder's output is a LayerNorm's
+    (its norm at most sqrt(d) * max|gain| + |bias|), so by Cauchy-Schwarz a logit's terms add up to at most
+    that times the longest row of the output projection, plus the logits' bias."""
+    norms = [m for m in model.decoder.modules() if isinstance(m, torch.nn.LayerNorm)]
+    hidden = max(math.sqrt(m.normalized_shape[-1]) * float(m.weight.detach().abs().max())
+                 + float(m.bias.detach().norm()) for m in norms)
+    proj = model.generator.proj
+    bias = 0.0 if proj.bias is None else float(proj.bias.detach().abs().max())
+    return hidden * float(proj.weight.detach().norm(dim=1).max()) + bias
+
+
 def model_atol(model, *outputs, vocab: bool = True) -> float:
     """The bound for two float32 evaluations of one model that add in other orders (other shapes, a fused or
     a step-by-step path, another kernel): sums of at most max(d_ff, d_model) terms, with the outputs' largest
-    value (at least 1: the activations between LayerNorms are of order 1) standing for every partial sum's,
-    plus, for log-probabilities (`vocab`), the softmax normaliser's sum over the vocabulary, whose relative
-    rounding becomes an absolute one in log space. First order, and an estimate where the partial sums are
-    not known exactly; on the test models the differences seen sit 100 to 1000 times below it, and a wrong
-    mask, scale or slice moves results by 1e-2 or more."""
+    value (at least 1: the activations between LayerNorms are of order 1) standing for every partial sum's.
+    Log-probabilities (`vocab`) add two: the output projection's sums of d_model terms within logit_size
+    (a log-probability near 0 comes from logits that are not), and the softmax normaliser's sum over the
+    vocabulary, whose relative rounding is an absolute one in log space. First order, and an estimate where
+    the partial sums are not known exactly; on the test models the differences seen sit 30 to 1000 times
+    below it, and a wrong mask, scale or slice moves results by 1e-2 or more."""
     cfg = model.cfg
     bound = float32_atol(max(scale(*outputs), 1.0), max(cfg.d_ff, cfg.d_model))
-    return bound + (float32_atol(1.0, max(cfg.src_vocab_size, cfg.tgt_vocab_size)) if vocab else 0.0)
+    if vocab:
+        bound += float32_atol(logit_size(model), cfg.d_model)
+        bound += float32_atol(1.0, max(cfg.src_vocab_size, cfg.tgt_vocab_size))
+    return bound
 
 
 def score_atol(model, token_logprobs) -> float:
