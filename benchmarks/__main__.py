@@ -1,21 +1,28 @@
 """Dispatcher: `python -m benchmarks <name> [args...]` runs benchmarks.<name>.main(args) (`-` in a name
 stands for `_`: heads-load); e.g. `python -m benchmarks load` (N students at once, benchmarks/load.py);
-`all` runs every benchmark module with its defaults; no name lists them. Helper modules (the Chromium
-driver, the Streamlit protocol client) are not benchmarks."""
+`all` runs every benchmark module with its defaults; no name lists them. A benchmark is a module with
+a main(argv); the others are its helpers (the Chromium driver, the Streamlit protocol client, the GPU
+check's stages, the load benchmark's parts) and are neither listed nor run."""
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import sys
+from pathlib import Path
 
 import benchmarks as package
 
-HELPERS = ("browser", "streamlit_client")      # used by benchmarks (and tests/browser), not run themselves
+
+def _has_main(name: str) -> bool:
+    """Whether benchmarks/<name>.py defines main at its top level (read, not imported: some import torch)."""
+    tree = ast.parse((Path(package.__path__[0]) / f"{name}.py").read_text())
+    return any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body)
 
 
 def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(package.__path__)
-                  if not m.name.startswith("_") and m.name not in HELPERS)
+                  if not m.name.startswith("_") and not m.ispkg and _has_main(m.name))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,8 +36,6 @@ def main(argv: list[str] | None = None) -> int:
         status = 0
         for each in names:
             module = importlib.import_module(f"benchmarks.{each}")
-            if not hasattr(module, "main"):           # a helper module (browser.py: the Chromium driver)
-                continue
             print(f"== {each} ==", flush=True)
             status = max(status, int(module.main(rest) or 0))
         return status

@@ -1,6 +1,6 @@
 """`python -m explorer <command> [arguments]` (or the `explorer` console script): one door to every command.
 
-Each command is its module's own main(argv), so `python -m explorer.train ...` and `python -m explorer
+Each command is its module's own main(argv), so `python -m explorer train ...` and `python -m explorer
 train ...` are the same program; `python -m explorer` alone lists them.
 """
 from __future__ import annotations

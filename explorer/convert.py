@@ -1,4 +1,4 @@
-"""`python -m explorer.convert`: the command line of explorer.interop.cli (kept here so the command stays short)."""
+"""`python -m explorer convert`: the command line of explorer.interop.cli (kept here so the command stays short)."""
 import sys
 
 from explorer.interop.cli import main

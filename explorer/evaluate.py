@@ -1,4 +1,4 @@
-"""`python -m explorer.evaluate`: the command line of explorer.evaluation.scores (kept here so the command stays short)."""
+"""`python -m explorer evaluate`: the command line of explorer.evaluation.scores (kept here so the command stays short)."""
 import sys
 
 from explorer.evaluation.command import main

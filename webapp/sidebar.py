@@ -17,7 +17,7 @@ GONE = "_ckpt_gone"       # (name asked for, path used instead, why): said until
 PICKER_HELP = (
     "Listed from, in this order: **checkpoints/** (the models shipped with the app); the folder named by "
     "**$EXPLORER_MODELS_DIR**, when set (your own or imported models, e.g. from "
-    "`python -m explorer.convert from-hf`; the app only reads it, never writes there); the runs directory "
+    "`python -m explorer convert from-hf`; the app only reads it, never writes there); the runs directory "
     "(**runs/**, or $EXPLORER_RUNS_DIR: training runs started here). $EXPLORER_CHECKPOINT_ROOTS, folders "
     "separated by `:`, replaces all three. The list is re-read every 30 seconds.")
 
@@ -31,7 +31,7 @@ def render() -> None:
         st.sidebar.warning(f"Your models folder ({state.MODELS_ENV}) is not listed: {state.md_escape(problem)}.")
     if not infos:
         st.sidebar.error("No checkpoint found in checkpoints/, your models folder or runs/. Train one: "
-                         "`python -m explorer.train --dataset numbers --preset tiny --tokenizer-type word`")
+                         "`python -m explorer train --dataset numbers --preset tiny --tokenizer-type word`")
         st.session_state["checkpoint_path"] = None
         return
     by_path = {str(i.path): i for i in infos}

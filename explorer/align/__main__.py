@@ -1,4 +1,4 @@
-"""`python -m explorer.align CHECKPOINT [--gold FILE] [--out FILE]`: the alignment scorecard.
+"""`python -m explorer align CHECKPOINT [--gold FILE] [--out FILE]`: the alignment scorecard.
 
 Scores every aligner (cross-attention heads and layers, naive and Shift-Att, value-norm weighted;
 gradient x input; integrated gradients; eflomal) against a gold set: the file given, else the one
@@ -18,7 +18,7 @@ from explorer.runtime.workers import add_workers, launch, resolve_workers, run_s
 
 
 def build_parser() -> CommandParser:
-    parser = CommandParser(prog="python -m explorer.align", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="python -m explorer align", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--gold", help="a gold file: source ||| target ||| links (i-j sure, i?j possible), "
                                        "one pair per line; default: the checkpoint's shipped gold set")

@@ -35,7 +35,7 @@ STAGES = ("attention", "grad-x-input", "integrated-gradients", "eflomal")
 # The band the issue asks for when eflomal cannot run: German-English AER (%) as reported in the
 # awesome-align README (Dou & Neubig 2021, "Word Alignment by Fine-tuning Embeddings on Parallel Corpora").
 PUBLISHED_DE_EN = {"fast_align": 27.0, "eflomal": 22.6, "GIZA++": 20.6, "awesome-align": 15.1}
-# What a run may ask for, checked by AlignSettings and by `python -m explorer.align` as it parses its
+# What a run may ask for, checked by AlignSettings and by `python -m explorer align` as it parses its
 # arguments: no more pairs than a gold file may hold (the app offers up to the gold set's size);
 # integrated-gradients steps up to twice the app's cap of 64 for one sentence (Sundararajan et al.
 # found 20 to 300 enough; each step is a forward shared by the targets and a backward pass per target

@@ -1,4 +1,4 @@
-"""`python -m explorer.contrastive CHECKPOINT [--beams 1,2,4,8,16,32] [--sentences N] [--exact] --out FILE.json`
+"""`python -m explorer search CHECKPOINT [--beams 1,2,4,8,16,32] [--sentences N] [--exact] --out FILE.json`
 (also `python -m explorer search ...`): the beam-size curve over a checkpoint's held-out pairs and, with
 --exact, exact search (Stahlberg & Byrne 2019) for the search-error rate per beam size.
 
@@ -47,7 +47,7 @@ def penalty_list(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> CommandParser:
-    parser = CommandParser(prog="python -m explorer.contrastive", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="python -m explorer search", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--beams", type=beam_list, default=BEAMS,
                         help="comma-separated beam sizes (default %s)" % ",".join(map(str, BEAMS)))

@@ -26,7 +26,7 @@ from explorer.runtime.split import ONE, Split
 from explorer.heads.sentences import build_sentences
 from explorer.runtime.progress import Progress, Ticker
 
-# What a run may ask for, checked by SearchSettings and while `python -m explorer.contrastive` parses: a
+# What a run may ask for, checked by SearchSettings and while `python -m explorer search` parses: a
 # whole shipped test set (1002 Bible verses), beams up to decoding's MAX_BEAM, an exact search budget
 # per sentence up to a million decoder steps or an hour.
 RANGES = {"sentences": (1, 5000), "beam": (1, 64), "exact_sentences": (0, 5000), "exact_nodes": (1, 1_000_000),

@@ -1,4 +1,4 @@
-"""`python -m explorer.contributions CHECKPOINT`: ALTI+ source and target contributions over a test set.
+"""`python -m explorer contributions CHECKPOINT`: ALTI+ source and target contributions over a test set.
 
 Per sentence: its tokens, each output token's source share and the rolled-out contributions over [source;
 target prefix] (explorer.contributions.job), written atomically to --out. --detached-check instead measures
@@ -24,7 +24,7 @@ GOLD_PAIRS = (1, 20_000)                 # explorer.align.gold.MAX_PAIRS: no gol
 
 
 def build_parser() -> CommandParser:
-    parser = CommandParser(prog="python -m explorer.contributions", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="python -m explorer contributions", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--pairs", help="a TSV of source<TAB>reference lines (default: the checkpoint's held-out "
                                         "test pairs)")

@@ -23,11 +23,12 @@ from explorer.heads.sentences import FORCED, build_sentences
 from explorer.runtime.progress import Progress, Ticker
 from explorer.runtime.split import ONE
 from explorer.evaluation.arguments import check_ranges
+from explorer.evaluation.scores import MAX_HELD_OUT
 
-# What a run may ask for, checked by ContributionSettings and by `python -m explorer.contributions` as it
-# parses: a whole shipped test set (1000 Bible pairs) at most; each sentence is one teacher-forced pass
+# What a run may ask for, checked by ContributionSettings and by `python -m explorer contributions` as it
+# parses: a whole shipped test set (MAX_HELD_OUT) at most; each sentence is one teacher-forced pass
 # and its JSON grows with target x (source + target) numbers, ~25 MB for 1000 verses.
-RANGES = {"sentences": (1, 1000)}
+RANGES = {"sentences": (1, MAX_HELD_OUT)}
 DIGITS = 5                               # decimals kept in the JSON (contributions are shares in [0, 1])
 PERCENTILES = (5, 25, 50, 75, 95)
 

@@ -1,4 +1,4 @@
-"""`python -m explorer.data bible|numbers|<spec> [--data-dir data]`: build (or load) and summarise."""
+"""`python -m explorer data bible|numbers|<spec> [--data-dir data]`: build (or load) and summarise."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,7 @@ from explorer.data.splits import default_data_dir
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.data", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m explorer data", description=__doc__)
     parser.add_argument("spec", help="bible | numbers | file.tsv | src.txt,tgt.txt | hf:<dataset>[:config]")
     parser.add_argument("--data-dir", default=None, help="cache directory (default: $EXPLORER_DATA_DIR, else data/)")
     parser.add_argument("--seed", type=int, default=1234)

@@ -1,4 +1,4 @@
-"""Argument checks for the analysis commands (`python -m explorer.heads`, `explorer.align`), made
+"""Argument checks for the analysis commands (`python -m explorer heads`, `explorer.align`), made
 while they parse, before a checkpoint is loaded or anything is computed.
 
 Every count has a stated range (the library's RANGES beside the code that uses it), since an

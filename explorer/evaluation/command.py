@@ -1,4 +1,4 @@
-"""`python -m explorer.evaluate checkpoints/<name>`: score a checkpoint's held-out test split.
+"""`python -m explorer evaluate checkpoints/<name>`: score a checkpoint's held-out test split.
 
 Greedy and beam search (sacrebleu defaults); the figures go into the checkpoint's card.json, which the
 app and README show, with the test pair the app opens on (evaluation.showcase). Its own module because
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer.store.checkpoint import CheckpointError, load_checkpoint, read_card, write_card
     from explorer.data.encoded import encode_pairs
 
-    parser = argparse.ArgumentParser(prog="python -m explorer.evaluate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m explorer evaluate", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--test", help="TSV of src<TAB>tgt (default: the checkpoint's test.tsv, else the "
                                        "test split of the dataset it was trained on)")

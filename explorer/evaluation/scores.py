@@ -64,6 +64,11 @@ def evaluate_split(model, tokenizer, split, n_sentences: int, device, tgt_lang: 
     return {"dev_loss": loss, "dev_ppl": float(torch.tensor(loss).exp()), **scores, "n": n, "samples": samples}
 
 
+# The most held-out pairs an analysis may be asked to run over: the largest shipped test set, bible-es-en's
+# 1,002 verses (a test holds it equal to the shipped test.tsv files), so `--sentences` can name a whole one.
+MAX_HELD_OUT = 1002
+
+
 def held_out_pairs(ckpt_path: str | Path, meta: dict, data_dir: str | Path | None = None) -> tuple[list, Path | str]:
     """A checkpoint's held-out test sentences and where they come from: its own test.tsv (shipped
     checkpoints carry one; the Path), else the test split of the dataset it was trained on (the

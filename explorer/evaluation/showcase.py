@@ -8,7 +8,7 @@ has the highest sentence chrF against its reference; the earliest wins a tie. Be
 length-sorted batches (evaluation.scores.translate_ids), about a second for the shipped models.
 
 That second used to be spent by the app's first visitor before the Translate page could draw its
-controls, so the choice is recorded in card.json (`python -m explorer.evaluation.showcase CKPT`,
+controls, so the choice is recorded in card.json (`python -m explorer showcase CKPT`,
 and explorer.evaluate when it scores the checkpoint's own test.tsv): to_card() / from_card(). The
 record names the weights (their short sha256) and a hash of the test pairs the rule looked at, so
 a retrained model or an edited test.tsv is never given a stale choice: from_card() then answers
@@ -125,7 +125,7 @@ def record(checkpoint: str, device: str = "cpu") -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.evaluation.showcase",
+    parser = argparse.ArgumentParser(prog="python -m explorer showcase",
                                      description="Record the test pair the app opens on in each checkpoint's card.json.")
     parser.add_argument("checkpoints", nargs="+")
     parser.add_argument("--device", default="cpu")

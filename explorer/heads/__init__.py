@@ -5,5 +5,5 @@ Self-Attention: Specialized Heads Do the Heavy Lifting, the Rest Can Be Pruned" 
 confidence, positional and rare-word roles) and Michel et al. 2019, "Are Sixteen Heads Really
 Better than One?" (NeurIPS; gradient importance with per-layer l2 normalisation, single-head
 removal, pruning curves). Modules: sentences (the set and its two passes), stats, roles,
-importance, pruning, job (one cancellable run -> JSON), report (tables); `python -m explorer.heads`.
+importance, pruning, job (one cancellable run -> JSON), report (tables); `python -m explorer heads`.
 """

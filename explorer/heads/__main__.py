@@ -1,4 +1,4 @@
-"""`python -m explorer.heads CHECKPOINT`: the head lab on a checkpoint's held-out test pairs.
+"""`python -m explorer heads CHECKPOINT`: the head lab on a checkpoint's held-out test pairs.
 
 Prints the estimated cost first, then the tables (explorer.heads.report), and writes the JSON
 (explorer.heads.job) atomically to --out (default: head_lab.json beside the current directory).
@@ -21,7 +21,7 @@ from explorer.heads.sentences import FORCED
 
 
 def build_parser() -> CommandParser:
-    parser = CommandParser(prog="python -m explorer.heads", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="python -m explorer heads", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--sentences", type=count("sentences", *RANGES["sentences"]), default=200,
                         help="the first N held-out pairs (default 200, at most %d)" % RANGES["sentences"][1])

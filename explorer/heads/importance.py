@@ -52,7 +52,7 @@ def gated(model: nn.Module, gates: dict[str, torch.Tensor]) -> Iterator[None]:
         def apply(context: torch.Tensor) -> torch.Tensor:                     # [B, H, q, dh]
             g = gate[layer] if gate.dim() == 2 else gate[:, layer]            # [H] or [B, H]
             g = g.view(1, -1, 1, 1) if g.dim() == 1 else g[:, :, None, None]  # [1|B, H, 1, 1]
-            return context * g.to(context.dtype)                              # [B, H, q, dh]
+            return context * g.to(context.device, context.dtype)              # [B, H, q, dh]
         return apply
 
     edits = {attention_name(kind, layer, "context"): edit(gate, layer)

@@ -33,15 +33,16 @@ from explorer.runtime.progress import Progress, Ticker
 from explorer.runtime.clock import StageClock
 from explorer.runtime.split import ONE, Split
 from explorer.evaluation.arguments import check_ranges
+from explorer.evaluation.scores import MAX_HELD_OUT
 
 STAGES = ("statistics", "importance", "single-head removal", "pruning")
-# What a run may ask for, checked by LabSettings and by `python -m explorer.heads` as it parses its
+# What a run may ask for, checked by LabSettings and by `python -m explorer heads` as it parses its
 # arguments. The app's widgets stop at 500 sentences and 10 seeds; the command line goes to a whole
-# shipped test set (1000 Bible pairs). Far enough out for any real use, near enough that a slip (a
+# shipped test set (MAX_HELD_OUT). Far enough out for any real use, near enough that a slip (a
 # few extra zeros) is refused at once: plan_curves builds seeds x curves before anything is scored,
 # and a billion seeds filled 3 GB with nothing computed. A curve saturates at one point per head, so
 # more points than 32 only multiply greedy decodes of the set.
-RANGES = {"sentences": (1, 1000), "seeds": (0, 10), "points": (1, 32), "batch_size": (1, 256)}
+RANGES = {"sentences": (1, MAX_HELD_OUT), "seeds": (0, 10), "points": (1, 32), "batch_size": (1, 256)}
 
 
 @dataclass(frozen=True)

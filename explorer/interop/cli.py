@@ -1,4 +1,4 @@
-"""`python -m explorer.convert`: from-hf (import a Marian model), to-hf and to-ct2 (export a checkpoint).
+"""`python -m explorer convert`: from-hf (import a Marian model), to-hf and to-ct2 (export a checkpoint).
 
 Every failure the user can fix (no such directory, offline with a hub id, an option one side lacks,
 a damaged file) ends in one line on stderr and exit status 2, never a traceback.
@@ -13,7 +13,7 @@ DTYPES = ("float16", "float32")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m explorer.convert", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m explorer convert", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("from-hf", help="import a Hugging Face Marian model (local directory or hub id)")
     imp.add_argument("source", help="a local directory (config.json, weights, source.spm, target.spm, vocab.json) "

@@ -104,7 +104,7 @@ def _write_whole(target: Path, tool: str, write, overwrite: bool, checkpoint) ->
 def _readme(loaded) -> str:
     cfg, card = loaded.config, model_card(loaded.card) or ModelCard()
     langs = f"{loaded.meta.get('src_lang') or '?'} -> {loaded.meta.get('tgt_lang') or '?'}"
-    return (f"# {loaded.name}\n\nExported by Transformer Explorer (`python -m explorer.convert to-hf`) from a checkpoint "
+    return (f"# {loaded.name}\n\nExported by Transformer Explorer (`python -m explorer convert to-hf`) from a checkpoint "
             f"of {loaded.model.num_parameters():,} parameters: {langs}, d_model {cfg.d_model}, {cfg.n_heads} heads, "
             f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers.\n\n"
             f"Source: {card.source or 'trained by Transformer Explorer'}. "

@@ -1,4 +1,4 @@
-"""`python -m explorer.lens CHECKPOINT --out FILE.json`: the DecoderLens and the logit lens over a
+"""`python -m explorer lens CHECKPOINT --out FILE.json`: the DecoderLens and the logit lens over a
 checkpoint's held-out test pairs.
 
 Writes the JSON atomically (explorer.lens.job): `decoder_lens`, one entry per encoder depth
@@ -19,7 +19,7 @@ from explorer.lens.job import RANGES
 
 
 def build_parser() -> CommandParser:
-    parser = CommandParser(prog="python -m explorer.lens", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="python -m explorer lens", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--sentences", type=count("sentences", *RANGES["sentences"]), default=200,
                         help="the first N held-out pairs (default 200, at most %d)" % RANGES["sentences"][1])

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Callable
 
 from explorer.config import DecodeConfig
-from explorer.evaluation.scores import corpus_scores
+from explorer.evaluation.scores import MAX_HELD_OUT, corpus_scores
 from explorer.files.atomic import read_json_object, write_json_atomic
 from explorer.heads.sentences import FORCED, build_sentences
 from explorer.lens.decoder_lens import LENS_DECODING, decoder_lens, layer_label
 from explorer.lens.logit_lens import set_agreement
 from explorer.runtime.progress import Progress, Ticker
 
-# What a run may ask for (checked here and by `python -m explorer.lens` while it parses): a whole
-# shipped test set at most (1000 Bible pairs); a beam of at most 10 (each layer is a full decode).
-RANGES = {"sentences": (1, 1000), "beam": (1, 10), "batch_size": (1, 64)}
+# What a run may ask for (checked here and by `python -m explorer lens` while it parses): a whole
+# shipped test set at most (MAX_HELD_OUT); a beam of at most 10 (each layer is a full decode).
+RANGES = {"sentences": (1, MAX_HELD_OUT), "beam": (1, 10), "batch_size": (1, 64)}
 RESULT_KEYS = ("decoder_lens", "logit_lens")
 
 

@@ -1,4 +1,4 @@
-"""`python -m explorer.patching CHECKPOINT --clean TEXT --corrupt TEXT --out FILE.json` (or `--pairs TSV`
+"""`python -m explorer patch CHECKPOINT --clean TEXT --corrupt TEXT --out FILE.json` (or `--pairs TSV`
 of clean<TAB>corrupt lines, the grids averaged): activation patching on minimal pairs.
 
 Also `python -m explorer patch ...` (the command door). Writes the JSON atomically (explorer.patching.job):
@@ -17,7 +17,7 @@ from explorer.evaluation.arguments import ArgumentsError, CommandParser, device,
 
 
 def build_parser() -> CommandParser:
-    parser = CommandParser(prog="python -m explorer.patching", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="python -m explorer patch", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--clean", help="the clean source text")
     parser.add_argument("--corrupt", help="the same text with one word changed (as many pieces)")

@@ -1,9 +1,9 @@
 """card.json's provenance section, "model_card": where a model comes from and what it is for.
 
 card.json holds two kinds of facts about a checkpoint: how well it scores ("test", rewritten by
-`python -m explorer.evaluate`) and where it comes from ("model_card": its source, licence,
+`python -m explorer evaluate`) and where it comes from ("model_card": its source, licence,
 languages, size, the domain it knows; written by whoever made the checkpoint: the importer
-`python -m explorer.convert from-hf`, the trainer for a fine-tuned checkpoint (`fine_tuned_card`: a
+`python -m explorer convert from-hf`, the trainer for a fine-tuned checkpoint (`fine_tuned_card`: a
 new card saying which checkpoint it derives from, so an imported model's provenance and licence
 are not lost one fine-tune later), or by hand for the shipped ones). Only this module names the
 "model_card" key; the evaluate command rewrites card.json keeping every section but "test".

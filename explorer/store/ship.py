@@ -1,8 +1,8 @@
-"""Turn a run's checkpoint into a shipped one: `python -m explorer.store.ship SRC DST --name NAME --test TSV`.
+"""Turn a run's checkpoint into a shipped one: `python -m explorer ship SRC DST --name NAME --test TSV`.
 
 Shipped checkpoints (checkpoints/<name>/) hold float16 weights (half the size; loading upcasts),
 no optimizer state, and the held-out test split as test.tsv so the app has examples with
-references and `python -m explorer.evaluate` can score it without rebuilding the corpus.
+references and `python -m explorer evaluate` can score it without rebuilding the corpus.
 
 DST is written as the converter writes its output (explorer.store.output_dirs): a new or empty folder,
 or one this command shipped before (`--overwrite` if it was edited since), never a folder holding
@@ -54,7 +54,7 @@ def ship(src: str | Path, dst: str | Path, name: str | None = None, test_tsv: st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.store.ship", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m explorer ship", description=__doc__.split("\n")[0])
     parser.add_argument("src", help="a run checkpoint, e.g. runs/numbers/checkpoints/step_000900")
     parser.add_argument("dst", help="e.g. checkpoints/numbers-en-de: a new or empty folder, or one shipped before")
     parser.add_argument("--name", help="display name (default: the destination folder name)")

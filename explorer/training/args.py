@@ -44,7 +44,7 @@ _PY_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m explorer.train",
+    parser = argparse.ArgumentParser(prog="python -m explorer train",
                                      description="Train the encoder-decoder Transformer.")
     parser.add_argument("--config", help="JSON file with TrainConfig fields (flags override it)")
     parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")

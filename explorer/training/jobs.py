@@ -1,6 +1,6 @@
 """Training jobs: the trainer as a separate process, found again from its run directory.
 
-A job *is* a run directory (runs/<name>/). `launch.start()` launches `python -m explorer.train` (or
+A job *is* a run directory (runs/<name>/). `launch.start()` launches `python -m explorer train` (or
 torchrun with N processes) in a new session, with stdout/stderr appended to runs/<name>/train.log,
 so the job outlives a page switch, a closed tab and an app restart. Everything else reads what the
 trainer writes: status.json says what it last reported, the flock on trainer.lock says whether a

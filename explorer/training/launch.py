@@ -1,6 +1,6 @@
 """Starting, resuming and stopping training jobs (finding and reading them: explorer.training.jobs).
 
-`start()` launches `python -m explorer.train` (or torchrun with N processes) in a new session, with
+`start()` launches `python -m explorer train` (or torchrun with N processes) in a new session, with
 stdout/stderr appended to runs/<name>/train.log, so the job outlives a page switch, a closed tab and
 an app restart. Everything checkable is checked first (settings, dataset, disk space, the job limit).
 Launches are serialised across app processes by a flock on runs/.launch.lock, held until the new

@@ -1,4 +1,4 @@
-"""The trainer: `python -m explorer.train --run-dir runs/numbers --dataset numbers --preset tiny`.
+"""The trainer: `python -m explorer train --run-dir runs/numbers --dataset numbers --preset tiny`.
 
 One process (or one per rank under torchrun) that owns its run directory: it takes the lock,
 writes status.json / metrics.jsonl, and saves whole checkpoints atomically with the state needed

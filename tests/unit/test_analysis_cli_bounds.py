@@ -117,7 +117,7 @@ def test_check_output_file_takes_a_regular_file_or_a_new_name(tmp_path):
 
 @pytest.mark.parametrize("command, flag, bad", [
     ("heads", "--seeds", "1000000000"), ("heads", "--seeds", "11"), ("heads", "--seeds", "-1"),
-    ("heads", "--sentences", "0"), ("heads", "--sentences", "1001"), ("heads", "--sentences", "1e9"),
+    ("heads", "--sentences", "0"), ("heads", "--sentences", "1003"), ("heads", "--sentences", "1e9"),
     ("heads", "--points", "0"), ("heads", "--points", "33"), ("heads", "--points", "two"),
     ("align", "--pairs", "0"), ("align", "--pairs", "20001"), ("align", "--attribution-pairs", "-1"),
     ("align", "--attribution-pairs", "20001"), ("align", "--ig-steps", "1"), ("align", "--ig-steps", "129"),

@@ -85,7 +85,7 @@ def no_loading(monkeypatch):
 
 
 @pytest.mark.parametrize("main, argv, message", [
-    (lens_main, ["--sentences", "0"], "sentences >= 1 and <= 1000 required"),
+    (lens_main, ["--sentences", "0"], "sentences >= 1 and <= 1002 required"),
     (lens_main, ["--sentences", "1e9"], "is not a whole number"),
     (lens_main, ["--beam", "11"], "beam >= 1 and <= 10 required"),
     (lens_main, ["--forced", "nonsense"], "invalid choice"),

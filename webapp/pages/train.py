@@ -15,7 +15,7 @@ from webapp.views import train as views
 
 st.title("Train")
 state.learn(
-    "Training runs as a separate process (`python -m explorer.train`) writing into `runs/<name>/`: "
+    "Training runs as a separate process (`python -m explorer train`) writing into `runs/<name>/`: "
     "metrics, status and checkpoints. You can keep exploring while it runs; its checkpoints appear in the "
     "sidebar picker. The learning rate follows the paper's Noam schedule: linear warm-up, then 1/√step.",
     r"lr(step) = factor \cdot d_{model}^{-0.5} \cdot \min(step^{-0.5},\ step \cdot warmup^{-1.5})")

@@ -64,7 +64,7 @@ def table(infos) -> None:
         st.caption("**dev BLEU** is blank where it was not measured at that checkpoint's step: shipped and imported "
                    "checkpoints carry no training metrics (a shipped one keeps only its best step's), and a run "
                    "measures dev BLEU every 'eval every' steps. **test BLEU** is the beam-5 score on the held-out "
-                   "test set from the checkpoint's card.json (python -m explorer.evaluate writes it), blank where "
+                   "test set from the checkpoint's card.json (python -m explorer evaluate writes it), blank where "
                    "it was never evaluated.")
     bad = [r for r in rows if r["problem"]]
     if bad:
