@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from explorer.files.atomic import write_bytes_atomic
+from explorer.files.names import UPLOAD_SUFFIX
 from explorer.store import run_paths as rp
 from explorer.training import jobs
 
@@ -32,7 +33,7 @@ def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX
     report = validate_tsv(data, max_bytes=max_bytes, name=name)
     folder = rp.runs_root() / rp.UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.tsv"
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}{UPLOAD_SUFFIX}"
     if not path.is_file():
         write_bytes_atomic(path, data)
     else:
@@ -51,7 +52,7 @@ def _prune_uploads(folder: Path, keep: Path) -> None:
     """
     in_use = {str(Path(str(j.config.get("dataset", ""))).resolve()) for j in jobs.list_jobs()} | {str(keep.resolve())}
     files = []
-    for f in folder.glob("*.tsv"):
+    for f in folder.glob(f"*{UPLOAD_SUFFIX}"):
         with contextlib.suppress(OSError):
             files.append((f.stat().st_mtime, f.stat().st_size, f))
     files.sort(key=lambda entry: entry[0])                      # oldest first

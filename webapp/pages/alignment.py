@@ -6,7 +6,7 @@ once when its JSON exists for the same weights, settings and gold (webapp.views.
 """
 import streamlit as st
 
-from explorer.align.attribution import ATTRIBUTIONS
+from explorer.align.attribution import ATTRIBUTIONS, IG_STEPS
 from explorer.align.job import read_result
 from explorer.align.pairs import Unusable
 from explorer.align.scorecard import AlignSettings
@@ -90,7 +90,7 @@ if kind != "integrated-gradients" and st.toggle("Add integrated gradients to “
     methods.append(Method("integrated-gradients"))
 try:
     with st.spinner("Aligning…"):
-        found = analyses.align_one(ckpt, gold[k], tuple(methods), 32)
+        found = analyses.align_one(ckpt, gold[k], tuple(methods), IG_STEPS)
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:
