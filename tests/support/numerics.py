@@ -83,6 +83,12 @@ def model_atol(model, *outputs, vocab: bool = True) -> float:
     return bound
 
 
+def cast_logprob_atol(model) -> float:
+    """The bound for a log-probability of a float64 model computed two ways: the generator casts the logits
+    to float32 (one rounding, within logit_size) and sums the softmax normaliser over the vocabulary there."""
+    return float32_atol(logit_size(model), 1) + float32_atol(1.0, model.cfg.tgt_vocab_size)
+
+
 def score_atol(model, token_logprobs) -> float:
     """The bound for a decoded sequence's score (the sum of its tokens' log-probabilities, or that divided
     by a length penalty >= 1) computed two ways: each token's model_atol, added up."""
