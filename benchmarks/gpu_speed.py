@@ -73,23 +73,26 @@ def _sync(device) -> None:
 
 
 def compare_training(device, size: str, bf16: bool, batches, rounds: int, steps: int,
-                     compile_ours: bool = False, fused_adam: bool = False) -> dict:
+                     compile_ours: bool = False, fused_adam: bool = False, compile_backend: str = "inductor") -> dict:
     """Ours against nn.Transformer, one size and precision: interleaved rounds (A B, B A, ...) of
-    `steps` steps each after two warm-up steps; tokens/s, model TFLOP/s and MFU of each, their ratio."""
+    `steps` steps each after two warm-up steps; tokens/s, model TFLOP/s and MFU of each, their ratio.
+    compile_backend: torch.compile's backend for ours ("eager" captures graphs without generating code)."""
     cfg = preset(size, src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.1)
     torch.manual_seed(0)
     models = {OURS: Transformer(cfg).to(device).train(), REFERENCE: ReferenceTransformer(cfg).to(device).train()}
     if compile_ours:                      # the warm-up steps below pay the compilation
-        models[OURS] = torch.compile(models[OURS], dynamic=True)
+        models[OURS] = torch.compile(models[OURS], dynamic=True, backend=compile_backend)
     losses = {OURS: our_loss, REFERENCE: reference_loss}
     step = {name: make_step(m, losses[name], bf16, device.type, fused_adam) for name, m in models.items()}
     flops = []
     for src, _, tgt_out in batches:
         flops.append(training_flops(cfg, (src != PAD_ID).sum(1).tolist(), (tgt_out != PAD_ID).sum(1).tolist()))
+    warm = time.perf_counter()
     for name in models:
         for b in batches[:2]:
             step[name](*b)
     _sync(device)
+    warm_up = time.perf_counter() - warm              # with --compile, mostly the compilation
     tokens, seconds, work = {n: 0 for n in models}, {n: 0.0 for n in models}, {n: 0.0 for n in models}
     for r in range(rounds):
         chunk = range(r * steps, (r + 1) * steps)
@@ -113,13 +116,16 @@ def compare_training(device, size: str, bf16: bool, batches, rounds: int, steps:
     if device.type == "cuda":
         torch.cuda.empty_cache()
     mfu = rows[OURS]["mfu"]
-    line = (f"train {size} {precision}{' (ours compiled)' if compile_ours else ''}: ours {rows[OURS]['tokens_per_s']:,.0f} tok/s"
+    line = (f"train {size} {precision}{' (ours compiled)' if compile_ours else ''}"
+            f"{' fused Adam' if fused_adam else ''}, ~{batch_tokens_of(batches):,} padded tokens a side: "
+            f"ours {rows[OURS]['tokens_per_s']:,.0f} tok/s"
             f"{'' if mfu is None else f' MFU {mfu:.1%}'}, nn.Transformer {rows[REFERENCE]['tokens_per_s']:,.0f} "
             f"tok/s; ratio {ratio:.2f}")
     return {"ok": True, "preset": size, "precision": precision, "compiled": compile_ours, "fused_adam": fused_adam,
             "cudnn_attention": torch.backends.cuda.cudnn_sdp_enabled(), "peak_flops": peak, "parameters": cfg.to_dict(),
             "batches": len(batches), "padded_tokens_per_side": batch_tokens_of(batches), "rounds": rounds,
-            "steps_per_round": steps, "models": rows, "ratio": ratio, "profile_ours": profile, "line": line}
+            "steps_per_round": steps, "warm_up_seconds": warm_up, "models": rows, "ratio": ratio,
+            "profile_ours": profile, "line": line}
 
 
 def profile_table(step, batches, device) -> str:
