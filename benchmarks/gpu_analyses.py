@@ -292,7 +292,7 @@ def _search(model, s: Subject, size: str) -> dict:
                                        exact_nodes=30, exact_seconds=3600),
                 "slice": SearchSettings(sentences=1, beams=(1, 2, 4), exact=True, exact_nodes=100,
                                         exact_seconds=3600),
-                "timed": SearchSettings(sentences=16, exact=True, exact_sentences=2, exact_nodes=2000,
+                "timed": SearchSettings(sentences=16, exact=True, exact_sentences=2, exact_nodes=1000,
                                         exact_seconds=3600)}[size]
     return run_search(model, s.tokenizer, s.pairs, settings)
 
@@ -309,7 +309,7 @@ LENS = Analysis("lens", "lenses", "sentence", _lens, {"tiny": 1, "slice": 1, "ti
                 "the defaults: greedy, forced on the model's output, batches of 16")
 SEARCH = Analysis("search", "search + exact search", "sentence", _search, {"tiny": 1, "slice": 1, "timed": 16},
                   "beams 1, 2, 4, 8, 16, 32, each without a length penalty and with GNMT's 0.6; exact search "
-                  "on the first 2 sentences, 2,000 decoder steps each")
+                  "on the first 2 sentences, 1,000 decoder steps each")
 ANALYSES = (HEADS, ALIGN, CONTRIBUTIONS, LENS, SEARCH)
 BY_STAGE = {a.stage: a for a in ANALYSES}
 
