@@ -19,6 +19,7 @@ from explorer.plots import training as plots
 from explorer.plots.style import head_grid
 from explorer.store.metrics import curves_from_records
 from explorer.training.schedule import noam_curve
+from support.numerics import model_atol
 from support.training_fixtures import SENTENCE, build_runs, make_model, numbers_pairs
 
 GREEDY = DecodeConfig(strategy="greedy")
@@ -43,13 +44,14 @@ def test_scores_under_both_models_equal_score_targets(pair):
     s = cmp.score_under_both(a, b, SENTENCE, output)
     src = encode_source(a.tokenizer, SENTENCE, a.config.max_len)[0]
     out_ids = a.tokenizer.encode(output, side="tgt")
-    for model, lps in ((a.model, s.lp_a), (b.model, s.lp_b)):
+    for model, lps in ((a.model, s.lp_a), (b.model, s.lp_b)):     # other batches: within model_atol
         want = score_targets(model, [src], [out_ids])[0].token_logprobs
-        assert lps == pytest.approx(want, abs=1e-6)
+        assert lps == pytest.approx(want, abs=model_atol(model, want))
     assert s.aligned and len(s.lp_a) == len(out_ids) + 1            # EOS scored too
-    assert s.lp_a != pytest.approx(s.lp_b, abs=1e-4)                # the models really differ
+    assert s.lp_a != pytest.approx(s.lp_b, abs=1e-2)                # the models really differ
     lp_a, lp_b = cmp.score_ids_under_both(a, b, src, out_ids + [3])
-    assert lp_a == pytest.approx(s.lp_a, abs=1e-6) and lp_b == pytest.approx(s.lp_b, abs=1e-6)
+    assert lp_a == pytest.approx(s.lp_a, abs=model_atol(a.model, s.lp_a))
+    assert lp_b == pytest.approx(s.lp_b, abs=model_atol(b.model, s.lp_b))
 
 
 def test_attention_difference_is_b_minus_a_per_layer_and_head(pair):
