@@ -20,6 +20,7 @@ COMMANDS = {
     "lens": ("explorer.lens.__main__", "what each layer knows: DecoderLens per encoder layer, logit lens per decoder layer"),
     "patch": ("explorer.patching.__main__", "activation patching on minimal pairs: which activation carries a word"),
     "search": ("explorer.contrastive.__main__", "the beam-size curve and exact search: search errors vs model errors"),
+    "grounding": ("explorer.grounding.__main__", "grounded or guessing: each sentence's translation and what its training data says"),
     "ship": ("explorer.store.ship", "turn a run's checkpoint into a shipped one (float16, with its test split)"),
     "showcase": ("explorer.evaluation.showcase", "choose and record the test pair the app opens on"),
 }

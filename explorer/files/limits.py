@@ -15,3 +15,5 @@ TOKENIZER_BYTES = 64 << 20          # a sentencepiece model or Marian's vocab.js
 RESULT_BYTES = 256 << 20            # an analysis's result JSON read back (the largest, the head lab's
                                     # on base with per-sentence rows: a few MB)
 METRICS_TAIL_BYTES = 32 << 20       # the newest part of metrics.jsonl that is read (~150,000 records)
+INDEX_BYTES = 32 << 20             # a training-word index, gzip'd (bible-es-en's: under 2 MB)
+INDEX_JSON_BYTES = 128 << 20       # ... and what it may inflate to (bible-es-en's: about 8 MB)

@@ -37,6 +37,7 @@ UPLOADS = "uploads"                      # uploaded training pairs, <hash>.tsv w
 HEADS = "heads"                          # the head lab's results, <weights sha>-<settings hash>.json
 ALIGN = "align"                          # the alignment scorecard's results, named as HEADS' are
 SEARCH = "search"                        # the beam-size curve's results (the Search page), named the same way
+GROUNDING = "grounding"                  # training-word indexes by dataset (also in the shipped folder)
 LAUNCH_LOCK = ".launch.lock"             # one trainer launch at a time across app processes
 UPLOAD_SUFFIX = ".tsv"
 UPLOAD_NAME_SUFFIX = ".name"             # beside an upload: the uploaded file's own name
@@ -52,6 +53,7 @@ CONTRIBUTIONS_OUT = "contributions.json" # python -m explorer contributions
 LENS_OUT = "lens.json"                   # python -m explorer lens
 PATCHING_OUT = "patching.json"           # python -m explorer patch
 SEARCH_OUT = "search.json"               # python -m explorer search
+GROUNDING_OUT = "grounding.json"         # python -m explorer grounding
 
 # The marker a converter leaves in its output directory (explorer/store/output_dirs.py)
 OUTPUT_MARKER = ".explorer-output.json"

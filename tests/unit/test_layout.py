@@ -48,7 +48,7 @@ def test_the_library_is_folders_with_few_modules_beside_them():
 # traces and the decoders, and nothing reads them but the plots and the app.
 FLOORS = ("runtime", "files", "text", "config", "model", "inspection", "decoding", "data", "store",
           "evaluation", "training", "heads", "align", "contributions", "lens", "patching", "contrastive",
-          "interop", "plots")
+          "grounding", "interop", "plots")
 ENTRIES = ("train", "evaluate", "convert", "__init__", "__main__")
 
 

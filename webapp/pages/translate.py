@@ -10,6 +10,7 @@ from explorer.plots.translation import token_probs_figure
 from explorer.store.card import model_card
 from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
 from webapp import decode_form, downloads, models, presenter, sentence, state
+from webapp.views import grounding
 
 st.title("Translate")
 # The page's parts, placed in the order of the mode (each part is drawn in the script's own order). A
@@ -107,6 +108,7 @@ with area["result"]:
                    "all of them are ranked below.")
     if not result.best.finished:
         st.caption("The output was cut at the length limit before the model ended it.")
+    grounding.show_verdict(ckpt, clipped, result.text)
 
     reference = sentence.current_reference(path, text)
     if reference:
