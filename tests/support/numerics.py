@@ -83,6 +83,18 @@ def model_atol(model, *outputs, vocab: bool = True) -> float:
     return bound
 
 
+def logit_difference_atol(model, *values) -> float:
+    """The bound for log p(a) - log p(b) of one row (a logit difference) computed two ways: the softmax
+    normaliser is one number in both terms and cancels; what remains is each logit's rounding (the network's
+    sums as in model_atol, with `values` standing for them, and the output projection's within logit_size,
+    for a float32 model; for a float64 one only the generator's cast to float32) and the two subtractions'."""
+    size = logit_size(model)
+    ends = float32_atol(size, 2) + float32_atol(2 * size, 2)
+    if next(model.parameters()).dtype == torch.float64:
+        return ends
+    return 2 * (model_atol(model, *values, vocab=False) + float32_atol(size, model.cfg.d_model)) + ends
+
+
 def cast_logprob_atol(model) -> float:
     """The bound for a log-probability of a float64 model computed two ways: the generator casts the logits
     to float32 (one rounding, within logit_size) and sums the softmax normaliser over the vocabulary there."""

@@ -38,7 +38,8 @@ def test_the_door_runs_a_command_as_its_own_module_does(tmp_path):
     env = {**os.environ, "EXPLORER_DATA_DIR": str(tmp_path)}
     door = run_watched([sys.executable, "-m", "explorer", "data", "numbers"], "the door's data command", [tmp_path],
                        cwd=ROOT, env=env)
-    own = run_watched([sys.executable, "-m", "explorer.data", "numbers"], "explorer.data", [tmp_path], cwd=ROOT, env=env)
+    own = run_watched([sys.executable, "-m", "explorer.data", "numbers"], "explorer.data", [tmp_path],
+                      cwd=ROOT, env=env)
     assert door.returncode == own.returncode == 0, door.stderr[-2000:]
     import re
     untimed = [re.sub(r" in [0-9.]+ s,", ",", run.stdout) for run in (door, own)]     # the second reads the cache

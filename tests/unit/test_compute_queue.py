@@ -142,7 +142,7 @@ def test_decodes_wait_for_a_place_in_the_library_queue(model, monkeypatch):
         worker = threading.Thread(target=decode)
         worker.start()
         wait_until(lambda: queue.state() == (1, 1), "the decode to queue")      # the decode waits in line ...
-        assert not done.wait(timeout=0.3)               # ... and does not run meanwhile (a busy machine only makes it surer)
+        assert not done.wait(timeout=0.3)               # ... and does not run meanwhile (load only makes it surer)
     join(worker, "the decode to finish")
     assert done.is_set() and queue.state() == (0, 0)
 
