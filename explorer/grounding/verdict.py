@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from explorer.grounding.index import TrainingIndex
-from explorer.grounding.words import bigrams, names, words
+from explorer.grounding.words import names, words
 
 RARE = 3                  # seen fewer times than this: rare
 QUANTILE = 0.90           # of the held-out pairs' scores: the threshold

@@ -1,0 +1,110 @@
+"""How well the grounded-or-guessing verdict separates everyday sentences from held-out Bible verses, beside
+the model's own signals, and what it costs beside a translation.
+
+    python -m benchmarks grounding [--checkpoint checkpoints/bible-es-en] [--test 200] [--beam 5]
+
+Sets: gold/everyday-es-en.tsv (60 everyday Spanish sentences written for this, with references), the
+first --test verses of the checkpoint's test.tsv (never counted by the index, and apart from the
+development verses its threshold was calibrated on), gold/english-sentences.txt (50 English sentences).
+Printed: the AUROC (everyday as positives) of the verdict's score, of the translation's negative
+length-normalised log-probability, and of one minus its ALTI+ mean source share (explorer.contributions,
+teacher-forced on the model's own output); the share of each set called a guess at the shipped
+threshold; the share of English sentences named English and of test verses so named; chrF of the
+translations of each set; the verdict's time per sentence beside the translation's, in the same
+process (a ratio); the index's size on disk and in memory.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import sacrebleu
+import torch
+
+from explorer.contributions.detached import auroc
+from explorer.contributions.sentence import sentence_contributions
+from explorer.data.files import read_tsv
+from explorer.decoding.translate import DecodeConfig, translate
+from explorer.files.places import REPO_ROOT
+from explorer.grounding import index as ix
+from explorer.grounding.build import dataset_of, ensure
+from explorer.grounding.verdict import other_language, score, verdict
+from explorer.store.checkpoint import load_checkpoint
+
+GOLD = REPO_ROOT / "gold"
+
+
+def _sets(test_tsv: Path, n_test: int) -> dict[str, list[tuple[str, str | None]]]:
+    rows = [line.split("\t") for line in (GOLD / "everyday-es-en.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    english = [line for line in (GOLD / "english-sentences.txt").read_text(encoding="utf-8").splitlines() if line]
+    return {"everyday": [(s, r) for s, r in rows], "test": [(p.src, p.tgt) for p in read_tsv(str(test_tsv))[:n_test]],
+            "english": [(s, None) for s in english]}
+
+
+def _run(ckpt, index, sentences, cfg) -> dict:
+    out = {"score": [], "neg_logprob": [], "alti": [], "text": [], "guess": [], "english": [], "t_translate": 0.0,
+           "t_verdict": 0.0}
+    for source, _ in sentences:
+        t0 = time.perf_counter()
+        result = translate(ckpt.model, ckpt.tokenizer, source, cfg)
+        t1 = time.perf_counter()
+        found = verdict(index, source, ckpt.name)
+        t2 = time.perf_counter()
+        out["t_translate"] += t1 - t0
+        out["t_verdict"] += t2 - t1
+        best = result.hypotheses[0] if result.hypotheses else None
+        out["text"].append(result.text)
+        out["score"].append(score(index, source))
+        out["guess"].append(bool(found.guessing))
+        out["english"].append(other_language(index, source) is not None)
+        out["neg_logprob"].append(-best.normalized if best is not None else 0.0)
+        if best is not None and best.ids:
+            share = sentence_contributions(ckpt.model, result.src_ids, best.ids).source_share
+            out["alti"].append(1.0 - float(np.mean(share)))
+        else:
+            out["alti"].append(1.0)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks grounding", description=__doc__.split("\n")[0])
+    parser.add_argument("--checkpoint", default=str(REPO_ROOT / "checkpoints" / "bible-es-en"))
+    parser.add_argument("--test", type=int, default=200, help="held-out test verses (default 200)")
+    parser.add_argument("--beam", type=int, default=5, help="beam size of the translations (default 5, as the app)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(2)
+    ckpt = load_checkpoint(args.checkpoint)
+    path = ix.index_path(dataset_of(ckpt.meta))
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    index = ensure(ckpt.path, ckpt.meta)
+    index.bigram_model()
+    load_s = time.perf_counter() - t0
+    held_mb = tracemalloc.get_traced_memory()[0] / 2**20
+    tracemalloc.stop()
+    print(f"index: {path.name}, {path.stat().st_size / 1e6:.2f} MB on disk, {held_mb:.0f} MB in memory, "
+          f"loaded in {load_s:.2f} s; threshold {index.threshold} ({index.calibration})")
+    sets = _sets(ckpt.path / "test.tsv", args.test)
+    runs = {name: _run(ckpt, index, rows, DecodeConfig(beam_size=args.beam)) for name, rows in sets.items()}
+    every, test = runs["everyday"], runs["test"]
+    for signal, label in (("score", "verdict score"), ("neg_logprob", "-normalised log-prob"),
+                          ("alti", "1 - ALTI+ source share")):
+        print(f"AUROC everyday ({len(every['score'])}) vs test ({len(test['score'])}), {label:<24}"
+              f"{auroc(every[signal], test[signal]):.3f}")
+    for name, run in runs.items():
+        refs = [r for _, r in sets[name]]
+        chrf = sacrebleu.corpus_chrf(run["text"], [refs]).score if all(refs) else float("nan")
+        print(f"{name:<9} called guesses {np.mean(run['guess']):6.1%}   named English {np.mean(run['english']):6.1%}"
+              f"   chrF {chrf:5.1f}")
+    n = sum(len(r["text"]) for r in runs.values())
+    t_tr, t_vd = sum(r["t_translate"] for r in runs.values()), sum(r["t_verdict"] for r in runs.values())
+    print(f"time per sentence: translation (beam {args.beam}) {1e3 * t_tr / n:.1f} ms, verdict {1e3 * t_vd / n:.2f} ms "
+          f"({t_vd / t_tr:.4f}x the translation's), over {n} sentences")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""AppTest: the Translate page says, under the translation, whether the model is on ground its training
+data covers or guessing, in one plain sentence with the never-seen words marked."""
+from __future__ import annotations
+
+import pytest
+
+from support.app_support import ROOT, no_exception, open_app, texts
+
+BIBLE = ROOT / "checkpoints" / "bible-es-en"
+pytestmark = pytest.mark.skipif(not (BIBLE / "model.safetensors").is_file(), reason="needs checkpoints/bible-es-en")
+
+
+def verdict_of(at):
+    return texts(at.warning) + texts(at.success), texts(at.caption)
+
+
+def test_an_everyday_sentence_is_called_a_guess_with_its_unseen_words_marked():
+    at = open_app("bible-es-en", text="El presidente habló con los periodistas sobre la economía.")
+    no_exception(at)
+    alerts, captions = verdict_of(at)
+    assert "Guessing." in alerts and "2 of 9 words never appear" in alerts.replace("\\", "")
+    assert "**periodistas**" in captions and "**economía**" in captions
+
+
+def test_a_held_out_verse_is_grounded():
+    at = open_app("bible-es-en", text="Y dijo Dios: Sea la luz; y fué la luz.")
+    no_exception(at)
+    alerts, _ = verdict_of(at)
+    assert "Grounded." in alerts and "Guessing." not in alerts
+
+
+def test_english_typed_into_the_spanish_model_is_named_as_english():
+    at = open_app("bible-es-en", text="The man went to the house of his father.")
+    no_exception(at)
+    alerts, _ = verdict_of(at)
+    assert "This reads as English; bible-es-en reads Spanish" in alerts.replace("\\", "")

@@ -1,0 +1,26 @@
+"""The training-word indexes in checkpoints/grounding/ are what the code builds from the shipped
+checkpoints' own training data (a shipped file is a build product, never edited by hand)."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.data import DataError
+from explorer.grounding import index as ix
+from explorer.grounding.build import build
+from explorer.store.checkpoint import read_config
+from support.app_support import ROOT
+
+
+@pytest.mark.parametrize("name", ["numbers-en-de", "bible-es-en"])
+def test_a_shipped_index_equals_a_rebuild_from_its_training_data(name):
+    path = ROOT / "checkpoints" / name
+    meta, _ = read_config(path)
+    shipped = ix.index_path(meta["training"]["dataset"])
+    assert ix.is_shipped(shipped), f"no shipped index for {name}: {shipped}"
+    try:
+        rebuilt = build(path, meta)
+    except Exception as err:                                   # noqa: BLE001 - the Bible needs its packages
+        if isinstance(err.__cause__, DataError) or "cannot be read here" in str(err):
+            pytest.skip(f"{name}'s training data is not installed: {err}")
+        raise
+    assert rebuilt.to_json() == ix.load(shipped).to_json()

@@ -1,0 +1,119 @@
+"""Grounded or guessing: the words counted, the index file read as untrusted input, the word-pair model a
+distribution, the verdict and its calibration, the command, on small corpora built here."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+from types import SimpleNamespace as Pair
+
+import pytest
+
+from explorer.files import limits
+from explorer.grounding import index as ix
+from explorer.grounding.__main__ import main as grounding_main, read_sources
+from explorer.grounding.verdict import QUANTILE, calibrate, other_language, score, verdict
+from explorer.grounding.words import bigrams, names, words
+from support.app_support import NUMBERS
+
+TRAIN = [Pair(src="y dijo el rey a su siervo", tgt="and the king said to his servant"),
+         Pair(src="el rey fue a la casa", tgt="the king went to the house"),
+         Pair(src="y el siervo dijo al rey", tgt="and the servant said to the king")] * 5
+
+
+def small_index() -> ix.TrainingIndex:
+    return ix.count(TRAIN, "small", "es", "en")
+
+
+def test_words_are_lowercased_letters_and_digits_in_one_normal_form():
+    assert words("¿Dónde está la casa 42?") == ["dónde", "está", "la", "casa", "42"]
+    assert words("esta\u0301") == words("está")                           # a combining accent is the same word
+    assert bigrams(["a", "b", "c"]) == ["a b", "b c"]
+
+
+def test_names_are_capitals_inside_a_sentence_not_at_its_start():
+    text = "Y dijo Jehová a Moisés: Sube. «Aarón vendrá» con Pedro."
+    found = [words(text)[i] for i in sorted(names(text))]
+    assert found == ["jehová", "moisés", "pedro"]
+
+
+def test_the_word_pair_model_is_a_distribution():
+    """For any previous word: the probabilities of the training words plus one unseen word's sum to 1."""
+    model = small_index().bigram_model()
+    for previous in (None, "rey", "y", "nunca"):
+        total = sum(model.probability(previous, w) for w in model.unigrams)
+        assert math.isclose(total + model.probability(previous, "palabra-nueva"), 1.0, rel_tol=1e-12), previous
+
+
+def test_unseen_words_and_new_neighbours_cost_more_and_names_nothing():
+    index = small_index()
+    seen, reordered, unseen = "el rey dijo a su siervo", "siervo su a dijo rey el", "el presidente habló con periodistas"
+    assert score(index, seen) < score(index, reordered) < score(index, unseen)
+    assert score(index, "el rey dijo a Pedro") == pytest.approx(score(index, "el rey dijo a"))
+
+
+def test_calibration_uses_a_quantile_or_in_a_closed_domain_the_highest_score():
+    index = calibrate(small_index(), ["el rey dijo", "y el siervo fue a la casa", "a su siervo"], "test")
+    assert index.calibration["rule"] == "highest held-out score (closed vocabulary)"
+    assert index.threshold == pytest.approx(max(score(index, s) for s in ("el rey dijo", "y el siervo fue a la casa",
+                                                                           "a su siervo")), abs=1e-6)
+    held = ["el rey dijo", "el profeta habló", "y el siervo fue", "la mujer del pueblo", "a su siervo"] * 4
+    index = calibrate(small_index(), held, "test")
+    assert index.calibration["rule"] == f"quantile {QUANTILE}" and index.calibration["above"] <= 1 - QUANTILE + 1e-9
+
+
+def test_the_verdict_names_unseen_words_and_the_other_language():
+    index = calibrate(small_index(), ["el rey dijo", "a su siervo"], "test")
+    guess = verdict(index, "El presidente habló con los periodistas", "m")
+    assert guess.guessing and guess.summary.startswith("5 of 6 words never appear")
+    assert [w.word for w in guess.words if w.seen == "never"] == ["presidente", "habló", "con", "los", "periodistas"]
+    grounded = verdict(index, "El rey dijo a su siervo", "m")
+    assert grounded.guessing is False and "the model has seen text like this" in grounded.summary
+    english = verdict(index, "the king said to the servant", "m")
+    assert english.other_language == "English" and english.guessing and "reads as English" in english.summary
+    assert other_language(index, "el rey dijo a su siervo") is None
+
+
+def test_an_index_round_trips_and_a_hostile_file_is_refused_in_one_line(tmp_path):
+    index = calibrate(small_index(), ["el rey dijo"], "test")
+    path = ix.save(index, tmp_path / "i.json.gz")
+    back = ix.load(path)
+    assert back.to_json() == index.to_json() and back.threshold == index.threshold
+    bomb = tmp_path / "bomb.json.gz"                        # 200 KB that inflates past the bound
+    bomb.write_bytes(gzip.compress(b" " * (limits.INDEX_JSON_BYTES + 1), compresslevel=9))
+    os.mkfifo(tmp_path / "fifo.json.gz")
+    (tmp_path / "bad.json.gz").write_bytes(b"not gzip")
+    record = index.to_json()
+    record["threshold"] = 1e9
+    (tmp_path / "range.json.gz").write_bytes(gzip.compress(json.dumps(record).encode()))
+    record = index.to_json()
+    record["src_words"] = {"rey": -3}
+    (tmp_path / "counts.json.gz").write_bytes(gzip.compress(json.dumps(record).encode()))
+    for name, why in (("bomb", "inflates to more than"), ("fifo", "FIFO"), ("bad", "not a gzip file"),
+                      ("range", "threshold must be"), ("counts", "positive counts")):
+        with pytest.raises(ix.IndexUnusable, match=why) as refused:
+            ix.load(tmp_path / f"{name}.json.gz")
+        assert "\n" not in str(refused.value)
+
+
+def test_the_command_input_is_lines_or_a_tsv_source_column(tmp_path):
+    (tmp_path / "lines.txt").write_text("uno\n\ndos\n")
+    (tmp_path / "pairs.tsv").write_text("id\tsource\treference\n1\tuno\tone\n2\tdos\ttwo\n")
+    assert read_sources(str(tmp_path / "lines.txt")) == ["uno", "dos"]
+    assert read_sources(str(tmp_path / "pairs.tsv")) == ["uno", "dos"]
+    with pytest.raises(ValueError, match="no sentences"):
+        (tmp_path / "empty.txt").write_text("\n\n")
+        read_sources(str(tmp_path / "empty.txt"))
+
+
+def test_the_command_writes_the_verdict_the_app_shows(tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("three hundred and forty-two\nmy sister works in a hospital\n")
+    out = tmp_path / "g.json"
+    assert grounding_main([str(NUMBERS), "--input", str(tmp_path / "in.txt"), "--out", str(out), "--beam", "1"]) == 0
+    result = json.loads(out.read_text())
+    rows = result["sentences"]
+    assert [r["guessing"] for r in rows] == [False, True]
+    assert rows[0]["output"] and {"source", "output", "guessing", "score", "words", "summary"} <= set(rows[0])
+    assert result["index"]["calibration"]["rule"].startswith("highest held-out score")
+    assert "1 of 2 sentences called guesses" in capsys.readouterr().out
