@@ -6,7 +6,6 @@ translation. CTranslate2 ranks lower hypotheses of its n-best differently (it fi
 by its own rule), so only the best is compared there, and the scores of hypotheses both found."""
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from explorer.config import DecodeConfig
 from explorer.decoding import beam_search
 from explorer.store.checkpoint import load_checkpoint
 from explorer.text.encoding import source_ids
+from support.numerics import model_atol
+from support.waiting import run_watched
 
 transformers = pytest.importorskip("transformers")
 SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "bible-es-en"
@@ -33,7 +34,7 @@ def shipped():
 
 
 def convert(*args: str) -> None:
-    run = subprocess.run([sys.executable, "-m", "explorer.convert", *args], capture_output=True, text=True, timeout=300)
+    run = run_watched([sys.executable, "-m", "explorer.convert", *args], f"explorer.convert {args[0]}")
     assert run.returncode == 0, run.stderr
 
 
@@ -61,7 +62,8 @@ def test_hugging_face_tokenizes_and_scores_like_us(shipped, exported):
     with torch.no_grad():
         ours = ck.model.logits(src, tgt_in)                                                # [20, T, V]
         theirs = hf(input_ids=src, attention_mask=(src != ck.config.pad_id).long(), decoder_input_ids=tgt_in).logits
-    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0), (ours - theirs).abs().max()
+    # Hugging Face's implementation against ours: other kernels and orders, so within model_atol
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=model_atol(ck.model, theirs, vocab=False))
 
 
 def test_hugging_face_beam_search_gives_our_n_best(shipped, exported):
