@@ -11,7 +11,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks import gpu, gpu_analyses, gpu_flags, gpu_output, gpu_speed
+from benchmarks import gpu, gpu_analyses, gpu_compare, gpu_flags, gpu_output, gpu_speed
 from explorer.config import preset
 from explorer.model import Transformer
 from explorer.text.special import BOS_ID
@@ -107,15 +107,15 @@ def test_a_broken_stage_is_recorded_the_next_still_runs_and_the_exit_says_failed
 
 
 def test_the_comparison_holds_numbers_to_the_tolerance_and_everything_else_to_equality():
-    tolerance = gpu_analyses.Tolerance(1e-4, 1e-3, "")
+    tolerance = gpu_compare.Tolerance(1e-4, 1e-3, "")
     cpu = {"a": [0.0, 2.0, 1000.0], "text": "the cat", "n": 3, "seconds": 5.0, "rows": [{"x": 0.5}]}
-    same = gpu_analyses.compare_results(cpu, {**cpu, "a": [-0.00009, 2.001, 1000.9], "seconds": 9.0}, tolerance)
+    same = gpu_compare.compare_results(cpu, {**cpu, "a": [-0.00009, 2.001, 1000.9], "seconds": 9.0}, tolerance)
     assert same.ok and same.numbers == 4 and abs(same.worst - 0.9) < 1e-9 and same.worst_path == "/a/2"
     for changed in ({"a": [0.0002, 2.0, 1000.0]}, {"a": [0.0, 2.0, 1001.2]}, {"a": [0.0, float("nan"), 1000.0]},
                     {"text": "the dog"}, {"n": 4}, {"rows": []}, {"rows": [{"x": 0.5, "y": 1}]}, {"a": [0.0, None, 1000.0]}):
-        found = gpu_analyses.compare_results(cpu, {**cpu, **changed}, tolerance)
+        found = gpu_compare.compare_results(cpu, {**cpu, **changed}, tolerance)
         assert not found.ok, changed
-    assert not gpu_analyses.compare_results({}, {}, tolerance).ok                 # nothing compared is no pass
+    assert not gpu_compare.compare_results({}, {}, tolerance).ok                 # nothing compared is no pass
 
 
 def test_an_analysis_whose_device_result_differs_from_the_cpus_fails_its_stage(tmp_path):
