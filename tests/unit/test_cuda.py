@@ -13,6 +13,7 @@ from explorer.decoding import beam_search, greedy_search
 from explorer.inspection.hooks import capture
 from explorer.store.checkpoint import load_checkpoint
 from support.model_helpers import BOS, EOS, PAD, make_model
+from support.numerics import model_atol
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -41,7 +42,8 @@ def test_a_capture_on_the_gpu_returns_host_arrays_equal_to_the_cpu_ones():
         gpu(src.cuda(), tgt.cuda())
     assert on_cpu.arrays.keys() == on_gpu.arrays.keys() and on_cpu.arrays
     for name, array in on_cpu.arrays.items():      # masked scores are -inf on both: allclose wants them in the same places
-        np.testing.assert_allclose(on_gpu.arrays[name], array, rtol=0, atol=1e-4, err_msg=name)
+        atol = model_atol(cpu, array, vocab=False)   # another device's kernels: other orders of the same sums
+        np.testing.assert_allclose(on_gpu.arrays[name], array, rtol=0, atol=atol, err_msg=name)
 
 
 def test_a_training_step_on_the_gpu_lowers_the_loss_in_float32_and_bf16():
