@@ -1,4 +1,4 @@
-"""`python -m explorer train` (`python -m explorer train`): the trainer's command line.
+"""`python -m explorer train`: the trainer's command line.
 
 Parses the arguments (explorer.training.args), runs explorer.training.trainer.Trainer, and turns every
 ending into an exit code with one line on stderr: 2 for a bad argument, 1 for a run refused at setup

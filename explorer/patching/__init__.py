@@ -4,5 +4,5 @@ pair (two sources differing in one word; the output token where their translatio
 clean and corrupted runs and batched patched runs, normalised), grids (residual streams by layer and
 position, heads by layer for each attention kind, the changed word per encoder depth; averaged over
 pairs), swap (a one-word swap suggested from the model's own embeddings), job (JSON);
-`python -m explorer patch` (also `python -m explorer patch`).
+`python -m explorer patch`.
 """
