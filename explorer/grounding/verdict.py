@@ -13,9 +13,10 @@ this separated them better than the share of unseen words or the model's own log
 A sentence is called a guess when its score is above the checkpoint's threshold, calibrated on held-out
 pairs the index never counted (calibrate: the QUANTILE of their scores, so about 1 in 10 held-out pairs
 is called a guess; in a closed domain such as the numbers, whose training words cover every held-out
-sentence, their highest score). It reads as the target language when at least half of its words (two or more) occur
-far more often on the training data's target side than on its source side (LANGUAGE_RATIO): English
-typed into a Spanish -> English model is named as English, whatever the model makes of it.
+sentence, their highest score). It reads as the target language when, of its words the training data
+shows at all, at least half (two or more) occur far more often on the target side than on the source
+side (LANGUAGE_RATIO): English typed into a Spanish -> English model is named as English, whatever the
+model makes of it.
 """
 from __future__ import annotations
 
@@ -75,9 +76,12 @@ def score(index: TrainingIndex, text: str) -> float:
 
 
 def other_language(index: TrainingIndex, text: str) -> str | None:
-    tokens = words(text)
-    foreign = [w for w in tokens if index.tgt_words.get(w, 0) > LANGUAGE_RATIO * (index.src_words.get(w, 0) + 1)]
-    if len(foreign) >= 2 and len(foreign) >= len(tokens) / 2:
+    """The target language's name when the text reads as it: of its words the training data shows on
+    either side (a word it never shows is evidence of neither), at least half, and two or more, are
+    far more often on the target side."""
+    known = [w for w in words(text) if index.src_words.get(w, 0) or index.tgt_words.get(w, 0)]
+    foreign = [w for w in known if index.tgt_words.get(w, 0) > LANGUAGE_RATIO * (index.src_words.get(w, 0) + 1)]
+    if len(foreign) >= 2 and len(foreign) >= len(known) / 2:
         return NAMES.get(index.tgt_lang or "", index.tgt_lang or "the target language")
     return None
 
