@@ -56,7 +56,9 @@ def test_the_page_draws_and_its_bars_are_the_librarys_shares(path):
     assert at.title[0].value == "Contributions"
     assert all(has_chart(at, key) for key in FIGURES)
     bars = chart(at, "contrib_share_bars")["data"][0]
-    assert np.allclose(array(bars["x"]), np.round(library_shares(path, source, reference), 4), atol=1e-6)
+    # the page's shares and this run's, each rounded to 4 digits: equal, or one step apart where a rounding
+    # boundary falls between two runs of the same computation
+    assert np.allclose(array(bars["x"]), np.round(library_shares(path, source, reference), 4), atol=1.01e-4, rtol=0)
     rows = len(array(chart(at, "contrib_rollout")["data"][0]["z"]))
     assert rows == len(bars["y"])                                   # a rollout row per output token
     assert at.query_params["forced"] == "reference" and at.query_params["layer"] == str(at.selectbox(key="contrib_layer").options[-1])
