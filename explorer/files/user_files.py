@@ -75,6 +75,18 @@ def open_regular(path: str | os.PathLike, *, inside: str | os.PathLike | None = 
     return fd
 
 
+def _read_up_to(fd: int, count: int) -> bytes:
+    """At most `count` bytes from `fd`, in chunks (fewer at the end of the file)."""
+    chunks, total = [], 0
+    while total < count:
+        chunk = os.read(fd, min(_CHUNK, count - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
 def read_user_file(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> bytes:
     """The bytes of a regular file of at most `limit_bytes`; UserFileError otherwise (open_regular's
     checks first). At most limit_bytes + 1 bytes are read, so a file that grows while it is read, or
@@ -85,20 +97,14 @@ def read_user_file(path: str | os.PathLike, limit_bytes: int, *, inside: str | o
         size = os.fstat(fd).st_size
         if size > limit_bytes:
             raise UserFileError(f"{name}: {size:,} bytes, more than the {limit_bytes:,} allowed")
-        chunks, total = [], 0
-        while total <= limit_bytes:
-            chunk = os.read(fd, min(_CHUNK, limit_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
+        data = _read_up_to(fd, limit_bytes + 1)
     except OSError as err:
         raise UserFileError(f"{name}: cannot be read ({_why(err)})") from None
     finally:
         os.close(fd)
-    if total > limit_bytes:
+    if len(data) > limit_bytes:
         raise UserFileError(f"{name}: more than the {limit_bytes:,} bytes allowed")
-    return b"".join(chunks)
+    return data
 
 
 def read_user_json(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> Any:
@@ -121,18 +127,11 @@ def tail_of_file(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.
     try:
         size = os.fstat(fd).st_size
         os.lseek(fd, max(0, size - limit_bytes), os.SEEK_SET)
-        chunks, total = [], 0
-        while total < limit_bytes:
-            chunk = os.read(fd, min(_CHUNK, limit_bytes - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
+        return _read_up_to(fd, limit_bytes)
     except OSError as err:
         raise UserFileError(f"{os.fspath(path)}: cannot be read ({_why(err)})") from None
     finally:
         os.close(fd)
-    return b"".join(chunks)
 
 
 def check_output_file(path: str | os.PathLike) -> Path:
