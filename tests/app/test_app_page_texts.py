@@ -33,6 +33,10 @@ def test_the_curve_caption_claims_no_curse_on_a_flat_curve():
     assert "beam 32 against beam 1" in cursed and "-9.10 -> -7.40" in cursed and "0.98 -> 0.81" in cursed
     assert "add \"none\"" in curve_caption([row(1, 1.0, -1.0, 50.0, "gnmt:0.6"), row(2, 1.0, -1.0, 50.0, "gnmt:0.6")])
     assert "no curve to read" in curve_caption([row(4, 1.0, -1.0, 50.0)])
+    # the Bible's run: shorter outputs and a higher score, but BLEU rose: no curse claimed
+    rising = curve_caption([row(1, 0.95, -16.52, 41.2), row(4, 0.94, -14.83, 42.0)])
+    assert "BLEU 41.2 -> 42.0" in rising and "BLEU did not fall" in rising and "no beam-search curse" in rising
+    assert "are the beam-search curse" not in rising and "are the beam-search curse" in cursed
     for caption in (flat, cursed):                      # every column without a unit is explained
         assert "Mean score: the outputs' summed log-probability per sentence (natural log" in caption
         assert "Higher score, worse chrF" in caption and "smallest beam" in caption

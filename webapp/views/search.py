@@ -168,12 +168,17 @@ def curve_caption(rows: Sequence[dict]) -> str:
         first, last = plain[0], plain[-1]
         shorter = last["length_ratio"] < first["length_ratio"]
         higher = last["mean_score"] > first["mean_score"]
-        if shorter or higher:
-            curse = (f"Here, without a length penalty, beam {last['beam']} against beam {first['beam']}: "
-                     f"mean score {first['mean_score']:.2f} -> {last['mean_score']:.2f}, length ratio "
-                     f"{first['length_ratio']:.2f} -> {last['length_ratio']:.2f}, BLEU {first['bleu']:.1f} -> "
-                     f"{last['bleu']:.1f}. Higher scores with shorter outputs and lower BLEU are the "
-                     "beam-search curse (Koehn & Knowles 2017).")
+        worse = last["bleu"] < first["bleu"]
+        changes = (f"beam {last['beam']} against beam {first['beam']}: mean score {first['mean_score']:.2f} -> "
+                   f"{last['mean_score']:.2f}, length ratio {first['length_ratio']:.2f} -> "
+                   f"{last['length_ratio']:.2f}, BLEU {first['bleu']:.1f} -> {last['bleu']:.1f}")
+        if worse and (shorter or higher):
+            curse = (f"Here, without a length penalty, {changes}. Higher scores or shorter outputs with lower BLEU "
+                     "are the beam-search curse (Koehn & Knowles 2017).")
+        elif shorter or higher:
+            found = " and ".join(w for w, hit in (("higher scores", higher), ("shorter outputs", shorter)) if hit)
+            curse = (f"Here, without a length penalty, {changes}: the wider beam found {found}, but BLEU did not "
+                     "fall, so this run shows no beam-search curse (Koehn & Knowles 2017).")
         else:
             curse = (f"Here a wider beam finds neither higher scores nor shorter outputs (beam {first['beam']} to "
                      f"{last['beam']}, no length penalty), so this run shows no beam-search curse (Koehn & Knowles "
