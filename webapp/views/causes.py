@@ -74,7 +74,8 @@ def show_pair(ckpt, clean: str, corrupt: str):
     if found is None:
         return None
     if isinstance(found, str):
-        st.error(f"These two sentences make no minimal pair: {state.md_escape(found)}.")
+        st.warning(f"These two sentences make no minimal pair: {state.md_escape(found)}. Change one word of the "
+                   "second sentence, keeping its number of pieces, so that the translation changes.")       # a user's slip, not a crash
         return None
     pair, info = found
     changed = set(pair.changed)
