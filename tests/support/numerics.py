@@ -13,7 +13,9 @@ the test was written on.
   - float32_atol(size, length): two float32 results that went through sums of at most `length` terms,
     every partial sum at most `size`, differ by at most length * EPS32 * size.
   - product_size(x, weight): that size for x @ weight.T (+ bias), exactly: the largest sum of |terms|.
-  - model_atol(model, *outputs): the bound for a whole model's outputs computed two ways.
+  - model_atol(model, *outputs): the bound for a whole model's outputs computed two ways; gradient_atol,
+    score_atol, logit_difference_atol and cast_logprob_atol for gradients, sequence scores, logit
+    differences and a float64 model's log-probabilities.
   - in_float64(module): where the claim is "the same computation written two ways", both ways in float64
     (rounding ~1e-16 relative) tell a real difference from rounding by many orders of magnitude.
 Where the size is not known exactly (a whole network's output), the caller takes the largest value in
@@ -66,21 +68,38 @@ def logit_size(model) -> float:
     return hidden * float(proj.weight.detach().norm(dim=1).max()) + bias
 
 
+def depth(model) -> int:
+    """The layers a value passes through: each adds its sums' rounding (first-order bounds add up)."""
+    return model.cfg.n_encoder_layers + model.cfg.n_decoder_layers
+
+
 def model_atol(model, *outputs, vocab: bool = True) -> float:
     """The bound for two float32 evaluations of one model that add in other orders (other shapes, a fused or
-    a step-by-step path, another kernel): sums of at most max(d_ff, d_model) terms, with the outputs' largest
-    value (at least 1: the activations between LayerNorms are of order 1) standing for every partial sum's.
+    a step-by-step path, another kernel): in each layer, sums of at most max(d_ff, d_model) terms, with the
+    outputs' largest value (at least 1: the activations between LayerNorms are of order 1) standing for
+    every partial sum's.
     Log-probabilities (`vocab`) add two: the output projection's sums of d_model terms within logit_size
     (a log-probability near 0 comes from logits that are not), and the softmax normaliser's sum over the
     vocabulary, whose relative rounding is an absolute one in log space. First order, and an estimate where
     the partial sums are not known exactly; on the test models the differences seen sit 30 to 1000 times
     below it, and a wrong mask, scale or slice moves results by 1e-2 or more."""
     cfg = model.cfg
-    bound = float32_atol(max(scale(*outputs), 1.0), max(cfg.d_ff, cfg.d_model))
+    bound = depth(model) * float32_atol(max(scale(*outputs), 1.0), max(cfg.d_ff, cfg.d_model))
     if vocab:
         bound += float32_atol(logit_size(model), cfg.d_model)
         bound += float32_atol(1.0, max(cfg.src_vocab_size, cfg.tgt_vocab_size))
     return bound
+
+
+def gradient_atol(model, *gradients) -> float:
+    """The bound for gradients (or gradient x input attributions) of one model computed two ways (other batch
+    shapes, another implementation): per layer, length x eps x the largest gradient in play, the longest
+    reduction being max(d_ff, d_model, vocabulary) (the output projection's backward sums over the
+    vocabulary). The largest in play, not each entry's own: an entry near 0 is a sum of terms of the
+    others' size."""
+    cfg = model.cfg
+    longest = max(cfg.d_ff, cfg.d_model, cfg.src_vocab_size, cfg.tgt_vocab_size)
+    return depth(model) * float32_atol(scale(*gradients), longest)
 
 
 def logit_difference_atol(model, *values) -> float:

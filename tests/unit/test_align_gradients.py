@@ -18,7 +18,7 @@ from explorer.align.numbers_gold import number_gold
 from explorer.align.pairs import ModelPair, model_pair
 from explorer.files.places import REPO_ROOT
 from support.model_helpers import make_model, one_thread  # noqa: F401 (a fixture)
-from support.numerics import cast_logprob_atol
+from support.numerics import cast_logprob_atol, gradient_atol, model_atol
 
 SRC, OUT = [5, 9, 12, 7, 30, 3], [11, 4, 17, 8, 21, 3]
 METHODS = ["grad-x-input", "integrated-gradients"]
@@ -33,17 +33,20 @@ def model(request):
 def test_fast_path_equals_captum_one_row_at_a_time(model, method):
     pair = ModelPair(gold=None, src_ids=SRC, out_ids=OUT, src_groups=[], tgt_groups=[])
     reference, ref_delta = piece_attributions(model, pair, method, steps=4, with_delta=True, path="captum")
+    # captum's passes against batched ones: other shapes, other orders of the same sums: attributions within
+    # gradient_atol, deltas (which hold F(x) - F(0), two log-probs) within model_atol
+    atol, delta_atol = gradient_atol(model, reference), model_atol(model, reference, ref_delta)
     one_row, target = row_bytes(model.cfg, len(SRC), len(OUT)), target_bytes(model.cfg, len(SRC), len(OUT))
     two = one_row + 2 * target                  # groups of 2 targets, one path point a pass
     assert batch_shape(model.cfg, len(SRC), len(OUT), len(OUT), 4, two) == (2, 1)
     for budget in (1 << 30, two, 1):            # all at once; 2 targets and 1 point a pass; 1 and 1
         fast, delta = piece_attributions(model, pair, method, steps=4, with_delta=True, budget=budget)
         assert fast.shape == (len(OUT), len(SRC)) and delta.shape == (len(OUT),)
-        assert np.abs(fast - reference).max() < 1e-5, budget
-        assert np.abs(delta - ref_delta).max() < 1e-5, budget
-    assert np.abs(reference).max() > 1e-3                                                # not trivially zero
+        assert np.abs(fast - reference).max() < atol, budget
+        assert np.abs(delta - ref_delta).max() < delta_atol, budget
+    assert np.abs(reference).max() > 100 * atol                                          # not trivially zero
     some = attributions(model, SRC, OUT, method, steps=4, targets=[4, 1, 4], budget=two)
-    assert np.abs(some - reference[[4, 1, 4]]).max() < 1e-5
+    assert np.abs(some - reference[[4, 1, 4]]).max() < atol
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +70,10 @@ def test_fast_path_equals_captum_on_the_shipped_models(shipped, name, method):
     reference, ref_delta = piece_attributions(model, mp, method, steps=4, with_delta=True, targets=targets,
                                               path="captum")
     fast, delta = piece_attributions(model, mp, method, steps=4, with_delta=True, targets=targets)
-    assert np.abs(reference).max() > 1e-3
-    assert np.abs(fast - reference).max() < 1e-5
-    assert np.abs(delta - ref_delta).max() < 1e-5
+    atol, delta_atol = gradient_atol(model, reference), model_atol(model, reference, ref_delta)   # as above
+    assert np.abs(reference).max() > 100 * atol
+    assert np.abs(fast - reference).max() < atol
+    assert np.abs(delta - ref_delta).max() < delta_atol
 
 
 def test_path_points_are_captums_and_integrate_to_one():
@@ -104,18 +108,26 @@ def test_integrated_gradients_are_complete():
     np.testing.assert_allclose(attr.sum(axis=1) - delta, change, rtol=0, atol=4 * cast_logprob_atol(model))
 
 
-def _close(a, b, where="") -> None:
-    """The same JSON, floats within float32 rounding (the rounding differs in the last digits only)."""
+def _floats(a) -> list[float]:
+    if isinstance(a, dict):
+        return [x for v in a.values() for x in _floats(v)]
+    if isinstance(a, list):
+        return [x for v in a for x in _floats(v)]
+    return [a] if isinstance(a, float) else []
+
+
+def _close(a, b, atol: float, where="") -> None:
+    """The same JSON, floats within `atol` (the two paths round differently in the last digits only)."""
     if isinstance(a, dict):
         assert a.keys() == b.keys(), where
         for key in a:
-            _close(a[key], b[key], f"{where}.{key}")
+            _close(a[key], b[key], atol, f"{where}.{key}")
     elif isinstance(a, list):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{where}[{i}]")
+            _close(x, y, atol, f"{where}[{i}]")
     elif isinstance(a, float):
-        assert abs(a - b) <= 1e-5 + 1e-4 * abs(b), (where, a, b)
+        assert abs(a - b) <= atol, (where, a, b)
     else:
         assert a == b, (where, a, b)
 
@@ -136,4 +148,5 @@ def test_the_scorecard_is_the_same_on_either_path():
         del result["seconds"], result["stage_seconds"]
     assert fast["integrated_gradients"]["targets"] > 10
     assert {r["aligner"] for r in fast["rows"]} >= {"grad-x-input", "integrated-gradients"}
-    _close(fast, reference)
+    # sums and means of attributions from other batch shapes: model_atol with the largest number in play
+    _close(fast, reference, model_atol(model, _floats(reference)))

@@ -19,7 +19,7 @@ from explorer.align import attribution as A
 from explorer.align.gold import GoldPair
 from explorer.align.pairs import model_pair
 from support.decoding_helpers import StandInTokenizer, random_model
-from support.numerics import model_atol
+from support.numerics import gradient_atol, model_atol
 from support.waiting import run_watched
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,10 +33,10 @@ def test_batches_of_any_size_give_the_same_attributions(method):
     single, single_delta = A.piece_attributions(model, mp, method, steps=8, with_delta=True, budget=1)
     assert A.rows_per_batch(model.cfg, len(mp.src_ids), len(mp.out_ids), budget=1) == 1
     assert whole.shape == (len(mp.out_ids), len(mp.src_ids))
-    # other batch shapes, so other orders of the same forward and backward sums: within model_atol of the
-    # largest attribution (an entry near 0 is a sum of terms that size) and of the log-probabilities'
-    # logits; a target's row in another's place differs by > 1e-2
-    atol = model_atol(model, whole)
+    # other batch shapes, so other orders of the same forward and backward sums: attributions within
+    # gradient_atol, deltas (which hold F(x) - F(0), two log-probs) within model_atol; a target's row in
+    # another's place differs by > 1e-2
+    atol = gradient_atol(model, whole)
     np.testing.assert_allclose(single, whole, rtol=0, atol=atol)
     np.testing.assert_allclose(single_delta, whole_delta, rtol=0, atol=model_atol(model, whole, whole_delta))
     some = A.piece_attributions(model, mp, method, steps=8, targets=[4, 1], budget=1)

@@ -13,7 +13,7 @@ from explorer.contrastive.foils import MAX_FOIL_CHARS, foil_from_id, foil_from_w
 from explorer.decoding.translate import translate
 from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
-from support.numerics import EPS32, model_atol
+from support.numerics import EPS32, gradient_atol, model_atol
 
 torch.set_num_threads(1)
 SOURCE = "En el principio creó Dios los cielos y la tierra."
@@ -71,9 +71,9 @@ def test_gradient_x_input_equals_the_gradient_taken_by_hand(shipped):
         log_probs = model.generator(model.decode(tgt_in, memory, mask)[:, -1:])[0, 0]
     (log_probs[step.chosen] - log_probs[foil]).backward()
     by_hand = [(vec * vec.grad).sum(-1)[0].detach().numpy() for vec in (src_vec, tgt_vec)]
-    # two backward passes through other shapes: within model_atol of the largest attribution (an entry near
-    # 0 is a sum of terms that size); a token's attribution in another's place differs by far more
-    atol = model_atol(model, *by_hand)
+    # two backward passes through other shapes: within gradient_atol; a token's attribution in another's
+    # place differs by far more
+    atol = gradient_atol(model, *by_hand)
     np.testing.assert_allclose(result.contrast.source, by_hand[0], rtol=0, atol=atol)
     np.testing.assert_allclose(result.contrast.target, by_hand[1], rtol=0, atol=atol)
 
@@ -90,7 +90,7 @@ def test_batching_by_bytes_leaves_the_numbers_unchanged(shipped):
     assert alone.plain is None
     assert alone.chosen_logprob == pytest.approx(whole.chosen_logprob, abs=model_atol(model, [-1.0]))
     for a, b in ((whole.contrast, one_row.contrast), (whole.plain, one_row.plain), (whole.contrast, alone.contrast)):
-        atol = model_atol(model, a.source, a.target)
+        atol = gradient_atol(model, a.source, a.target)
         np.testing.assert_allclose(b.source, a.source, rtol=0, atol=atol)
         np.testing.assert_allclose(b.target, a.target, rtol=0, atol=atol)
 

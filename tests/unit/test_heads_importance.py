@@ -15,7 +15,7 @@ from explorer.heads.sentences import SentenceSet, greedy_texts
 from explorer.inspection.hooks import ablate_heads
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS
 from support.model_helpers import IdTokenizer
-from support.numerics import model_atol
+from support.numerics import gradient_atol, model_atol
 
 # Gates, ablation hooks and zeroed W^O columns compute the same outputs through other kernels (an explicit
 # attention instead of the fused one, a product with zeros): within model_atol (support.numerics), which a
@@ -82,7 +82,7 @@ def test_importance_is_per_sentence_absolute_gradient(model):
              for s, o, r in zip(sents.src, sents.out, sents.refs)]
     for kind in KINDS:                  # one batch against three: other orders of the backward's sums
         mean = np.mean([a[kind] for a in alone], axis=0)
-        np.testing.assert_allclose(together[kind], mean, rtol=0, atol=model_atol(model, together[kind], mean))
+        np.testing.assert_allclose(together[kind], mean, rtol=0, atol=gradient_atol(model, together[kind], mean))
 
 
 def test_normalisation_is_l2_within_each_layer():
