@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
 from support.app_support import ROOT
+from support.waiting import run_watched
 
 BIBLE = ROOT / "checkpoints" / "bible-es-en"
 ALLOWANCE = 256 << 20          # four sessions' pages without attributions: ~165 MiB measured; and allocator slack
@@ -64,8 +64,7 @@ def test_four_sessions_with_integrated_gradients_at_once_stay_within_the_bound(t
     env.pop("EXPLORER_CHECKPOINT_ROOTS", None)
     env.pop("EXPLORER_MODELS_DIR", None)
     script = PROBE.format(tests=str(ROOT / "tests"), gold=str(ROOT / "gold" / "bible-es-en.align"))
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=ROOT,
-                         env=env)
+    run = run_watched([sys.executable, "-c", script], "four sessions aligning", cwd=ROOT, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     found = json.loads(run.stdout.strip().splitlines()[-1])
     assert not found["errors"], found
@@ -99,8 +98,8 @@ LONG = textwrap.dedent("""
 def test_a_150_word_pair_as_the_page_aligns_it_stays_within_the_budget():
     """What the page computes with no click (attention, value-norm, gradient x input) on the long pair."""
     script = LONG.format(ckpt=str(BIBLE), gold=str(ROOT / "gold" / "bible-es-en.align"))
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=ROOT,
-                         env={**os.environ, "MALLOC_ARENA_MAX": "2"})
+    run = run_watched([sys.executable, "-c", script], "the 150-word pair", cwd=ROOT,
+                      env={**os.environ, "MALLOC_ARENA_MAX": "2"})
     assert run.returncode == 0, run.stderr[-3000:]
     found = json.loads(run.stdout.strip().splitlines()[-1])
     assert found["shape"] == [150, 150]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from support.damage import ABSURD
+from support.waiting import STALL_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +32,7 @@ def test_an_absurd_checkpoint_does_not_take_the_app_down(tmp_path, monkeypatch):
     monkeypatch.setenv("EXPLORER_DEVICE", "cpu")
     from webapp import state
     state.refresh_checkpoints()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=STALL_S)   # a hang guard
     at.query_params["ckpt"] = info.name
     at.query_params["text"] = sentence
     at.run()

@@ -26,10 +26,11 @@ from explorer.store.checkpoint import read_card
 from support.app_support import ROOT, AppTest, no_exception
 from support.marian_helpers import random_marian
 from support.training_fixtures import train_records, write_run
+from support.waiting import STALL_S
 from webapp import state
 from webapp.text_safety import md_escape
 
-TIMEOUT = 120
+TIMEOUT = STALL_S                   # per script run: a hang guard, never a timing goal
 EVIL = "![i](http://127.0.0.1:8899/p.png) [l](http://127.0.0.1:8899/) <b>b</b><img src=x> :red[r] $x$ :smile:"
 MODEL = "evil![i](x.png)<b>:red[r]$x$:smile:"                 # a folder name: no "/"
 RUN = "run![i](x.png)<b>:red[r]$x$:smile:"

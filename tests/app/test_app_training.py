@@ -13,9 +13,10 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.training import jobs, launch
 from support.training_fixtures import SENTENCE, build_runs, hold_lock, write_run
+from support.waiting import STALL_S
 from webapp.text_safety import JOINER
 
-TIMEOUT = 120
+TIMEOUT = STALL_S                   # per script run: a hang guard, never a timing goal
 APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
@@ -156,7 +157,7 @@ def test_stop_button_stops_a_running_job(runs):
         at.selectbox(key="tr_pick").set_value("zz-stoppable").run()
         at.button(key="tr_stop").click().run()
         assert not at.exception
-        assert holder.wait(timeout=20) is not None
+        assert holder.wait(timeout=STALL_S) is not None            # SIGTERM ends it at once; the bound is a hang guard
         assert jobs.poll(run).state == "stopped"
     finally:
         holder.kill()

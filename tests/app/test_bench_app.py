@@ -6,6 +6,7 @@ import pytest
 
 from benchmarks import browser as driver
 from benchmarks.app import REFERENCE
+from support.waiting import STALL_S
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 
@@ -13,7 +14,7 @@ AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 def test_reference_page_redraws_on_head_and_step(tmp_path):
     script = tmp_path / "reference.py"
     script.write_text(REFERENCE.format(q=7, k=11, heads=4, steps=9))
-    at = AppTest.from_file(str(script), default_timeout=60).run()
+    at = AppTest.from_file(str(script), default_timeout=STALL_S).run()
     assert not at.exception
 
     def figure():

@@ -25,7 +25,7 @@ import pytest
 from benchmarks import browser as driver
 
 import browser_support
-from browser_support import ARTIFACTS, ROOT, timed
+from browser_support import ARTIFACTS, LONG, ROOT, timed
 PROBLEM = driver.chromium_problem()
 SERVER_LOG = ARTIFACTS / "streamlit.log"     # a copy of this session's server log, once the server stopped
 # The server writes its log in the session's temporary folder (another test session in the same checkout
@@ -127,7 +127,7 @@ def context(browser):
     """One 1400x900 browser context for all tests: its HTTP cache keeps the app's scripts (plotly.js
     alone is 4.7 MB) between pages. Each test still gets its own page, so its own Streamlit session."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-    ctx.set_default_timeout(60_000)
+    ctx.set_default_timeout(LONG)                 # a hang guard (support.waiting), never a timing goal
     yield ctx
     ctx.close()
 

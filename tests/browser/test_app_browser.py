@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from browser_support import (ARTIFACTS, BIBLE, NUMBERS, frames_evaluate, idle, library_translation, no_exception,
+from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, frames_evaluate, idle, library_translation, no_exception,
                              open_app, sidebar_to, squash, timed, translation_on_screen, type_sentence,
                              url_param, wait_plotly, wait_translation)
 from test_figures_draw_browser import problems_on, watch_console
@@ -112,12 +112,12 @@ def open_bertviz(page) -> list:
     with timed("bertviz views drawn"):
         page.get_by_role("tab", name="bertviz").click()
         page.get_by_text("Build the interactive views").click()
-        page.wait_for_function("() => document.querySelectorAll('iframe').length >= 2", timeout=120_000)
+        page.wait_for_function("() => document.querySelectorAll('iframe').length >= 2", timeout=LONG)
         idle(page)
         frames = [f for f in page.frames if f != page.main_frame]
         assert len(frames) >= 2, f"expected the head view and the model view, got {len(frames)} frames"
         for frame in frames:
-            frame.wait_for_function("() => document.querySelectorAll('svg *').length > 20", timeout=60_000)
+            frame.wait_for_function("() => document.querySelectorAll('svg *').length > 20", timeout=LONG)
     return frames
 
 
@@ -129,10 +129,10 @@ def test_attention_views_draw_offline(visit):
     wait_plotly(page, "attn_grid")
     assert (url_param(page, "layer"), url_param(page, "head")) == ("2", "1")
     page.locator(".st-key-attn_grid .nsewdrag[data-subplot='x2y2']").click()
-    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '2'", timeout=60_000)
+    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '2'", timeout=LONG)
     assert (url_param(page, "layer"), url_param(page, "head")) == ("1", "2")
     page.wait_for_function("() => [...document.querySelectorAll('.st-key-attn_zoom .gtitle')]"
-                           ".some(t => t.textContent.startsWith('Layer 1, head 2'))", timeout=60_000)
+                           ".some(t => t.textContent.startsWith('Layer 1, head 2'))", timeout=LONG)
     no_exception(page)
     frames = open_bertviz(page)
     texts = [f.evaluate("() => document.body.innerText") for f in frames]

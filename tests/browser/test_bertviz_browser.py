@@ -3,6 +3,7 @@ installed packages (bertviz's views were written for jQuery 2.0; they run on 3.7
 from __future__ import annotations
 
 from webapp import bertviz_offline as bv
+from browser_support import LONG
 from support.bertviz_inputs import HOSTILE, TGT, stacks
 
 
@@ -22,7 +23,7 @@ def test_bertviz_draws_in_chromium_without_network(browser):
         for view in ("head", "model"):
             html, _ = bv.render(view, stacks(), HOSTILE, TGT)
             page.set_content(html)
-            page.wait_for_function("document.querySelectorAll('svg text').length > 0", timeout=15000)
+            page.wait_for_function("document.querySelectorAll('svg text').length > 0", timeout=LONG)
             assert page.evaluate("[window.d3.version, window.jQuery.fn.jquery.split(' ')[0]]") == ["5.7.0", "3.7.1"]
             assert page.evaluate("window.PWNED") is None
             assert page.locator("img").count() == 0
@@ -34,20 +35,20 @@ def test_bertviz_draws_in_chromium_without_network(browser):
                 page.select_option("#filter", "2")                          # Cross: target rows, source keys
                 page.wait_for_function("Array.from(document.querySelectorAll('svg text'))"
                                        f".some(t => t.textContent === {TGT[1]!r}.replace('▁', ' '))",
-                                       timeout=15000)
+                                       timeout=LONG)
                 texts = page.locator("svg text").all_text_contents()
                 assert HOSTILE[0] in texts and " <b>" in texts
             else:
                 thumbnails = page.locator("rect.attn_background")
                 assert thumbnails.count() == 2 * 3                          # layers x heads
                 page.mouse.click(*centre(thumbnails.first.bounding_box()))  # d3's click: the detail opens
-                page.wait_for_selector("text.detail, .detail text", timeout=15000)
+                page.wait_for_selector("text.detail, .detail text", timeout=LONG)
                 assert HOSTILE[0] in page.locator("svg text").all_text_contents()
                 page.select_option("#filter", "1")                          # Decoder, drawn anew
                 assert thumbnails.count() == 2 * 3
                 page.mouse.click(*centre(thumbnails.last.bounding_box()))
                 page.wait_for_function("Array.from(document.querySelectorAll('svg text'))"
-                                       ".some(t => t.textContent === ' <b>')", timeout=15000)
+                                       ".some(t => t.textContent === ' <b>')", timeout=LONG)
     finally:
         context.close()
     assert not errors and not dialogs

@@ -75,7 +75,7 @@ ALL_DRAWN = """marks => {
     return el && [...el.querySelectorAll(marks)].some(m => {
       const b = m.getBoundingClientRect(); return b.width > 0 || b.height > 0; }); });
 }"""
-SETTLE_MS = 20_000             # a figure that has not drawn this long after its run ended is not going to
+SETTLE_MS = LONG               # a hang guard: drawn figures end the wait; one that never draws fails below
 
 
 def wait_drawn(page) -> None:

@@ -21,6 +21,7 @@ import pytest
 from browser_support import (ARTIFACTS, LONG, NUMBERS, ROOT, idle, no_exception, open_app, pick_checkpoint,
                              sidebar_to, timed, url_param, wait_plotly)
 from explorer.training import jobs, launch
+from support.train_helpers import wait_for_run
 
 RUN = "browser-numbers"
 STEPS = 2000
@@ -44,7 +45,7 @@ def wait_progress_beyond(page, step: int, points: int) -> tuple[int, int]:
     with timed(f"progress past step {step}, loss curve past {points} points"):
         page.wait_for_function(
             f"""() => {{ const m = ({PROGRESS})().match(/step (\\d+) of/);
-                        return m && +m[1] > {step} && ({LOSS_POINTS})() > {points}; }}""", timeout=300_000)
+                        return m && +m[1] > {step} && ({LOSS_POINTS})() > {points}; }}""", timeout=LONG)
     return progress_step(page), page.evaluate(LOSS_POINTS)
 
 
@@ -95,7 +96,7 @@ def test_train_watch_stop_and_pick_the_checkpoint(visit, runs_dir, crowded):
         sidebar_to(page, "Schedule")
         no_exception(page)
         with timed("trainer advances while the Schedule page is shown"):
-            job = jobs.wait(run_dir, until=lambda j: j.step > first[0] or not j.active, timeout=300)
+            job = wait_for_run(run_dir, lambda j: j.step > first[0] or not j.active, "the trainer to advance")
         assert job.active, f"the job stopped while another page was shown: {job.state} {job.last_error}"
         # ... and back on the Train page the progress bar and the curve have moved on
         sidebar_to(page, "Train")
@@ -109,7 +110,7 @@ def test_train_watch_stop_and_pick_the_checkpoint(visit, runs_dir, crowded):
             page.wait_for_function(
                 "() => [...document.querySelectorAll('h3')].some(h => /: stopped/.test(h.innerText))", timeout=LONG)
             idle(page)
-        job = jobs.wait(run_dir, timeout=60)
+        job = wait_for_run(run_dir, lambda j: not j.active, "the stopped trainer to exit")
         assert job.state == "stopped" and job.checkpoints, f"no checkpoint after Stop: {job.state} {job.note}"
         snapshot(page, "train_stopped.png")
         # the checkpoint saved on Stop is offered in the sidebar picker, without restarting the app,

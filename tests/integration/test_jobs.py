@@ -23,9 +23,9 @@ from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from explorer.config import TrainConfig
 from explorer.data import DataError
 from explorer.training.args import parse_config
+from support.train_helpers import wait_for_run
 from support.training_fixtures import build_runs, hold_lock, make_tokenizer, write_run
-
-LIMIT = 150          # seconds before a test gives up on a trainer (a hang, not a timing assertion)
+from support.waiting import STALL_S, run_watched, tree_signature, wait_until
 
 
 @pytest.fixture
@@ -55,9 +55,7 @@ def seeded(run_dir: Path, tokenizer_dir: Path) -> Path:
 
 
 def wait(run_dir, until, what):
-    job = jobs.wait(run_dir, until, timeout=LIMIT)
-    assert until(job), f"timed out waiting for {what}: {job}\n{rf.log_tail(run_dir)}"
-    return job
+    return wait_for_run(run_dir, until, what)
 
 
 # ---- real trainer processes -----------------------------------------------------------------------
@@ -97,8 +95,9 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
 
     # resumed by another process that exits at once (like an app restart): the trainer lives on and
     # this process, which did not start it, finds it from the run directory alone
-    subprocess.run([sys.executable, "-c", f"from explorer.training import launch; launch.resume({str(run)!r})"], check=True,
-                   cwd=rp.REPO_ROOT, timeout=LIMIT)
+    resumer = run_watched([sys.executable, "-c", f"from explorer.training import launch; launch.resume({str(run)!r})"],
+                          "the resuming process", cwd=rp.REPO_ROOT)
+    assert resumer.returncode == 0, resumer.stderr
     assert str(run) not in jobs.LAUNCHED
     job = wait(run, lambda j: j.active, "the trainer started elsewhere to be found")
     job = wait(run, lambda j: not j.active, "the resumed run to finish")
@@ -191,7 +190,7 @@ def test_states_of_finished_running_failed_killed_and_damaged_runs(root):
         with pytest.raises(jobs.JobError, match="nothing to resume"):
             launch.resume(root / "running")
         launch.stop(root / "running")                                   # SIGTERM to the lock holder
-        assert built["holder"].wait(timeout=10) == -signal.SIGTERM
+        assert built["holder"].wait(timeout=STALL_S) == -signal.SIGTERM       # a hang guard, not a clock
         assert jobs.poll(root / "running").state == "stopped"
     finally:
         built["holder"].kill()
@@ -254,12 +253,14 @@ def test_a_good_run_name_is_a_folder_directly_under_the_runs_directory(root):
 
 
 STARTER = """
-import json, sys, time
+import json, pathlib, sys, time
 from explorer.training import jobs, launch
 from explorer.training import trainer as train  # noqa: F401  (imports done before the agreed moment)
 from explorer.config import TrainConfig
-cfg, at = TrainConfig(**json.loads(sys.argv[1])), float(sys.argv[2])
-time.sleep(max(0.0, at - time.time()))
+cfg, meeting, me = TrainConfig(**json.loads(sys.argv[1])), pathlib.Path(sys.argv[2]), sys.argv[3]
+(meeting / me).touch()                      # ready; the agreed moment is when both are (however long imports took)
+while len(list(meeting.iterdir())) < 2:
+    time.sleep(0.001)
 try:
     print("started", launch.start(cfg).name)
 except jobs.JobError as err:
@@ -268,25 +269,31 @@ except jobs.JobError as err:
 
 
 @pytest.mark.slow
-def test_the_job_limit_holds_across_app_processes(root, tokenizer_dir):
+def test_the_job_limit_holds_across_app_processes(root, tokenizer_dir, tmp_path_factory):
     """Two app processes press Start at the same moment; with a limit of one, exactly one job runs."""
     runs = [seeded(root / f"race-{i}", tokenizer_dir) for i in (0, 1)]
-    at = time.time() + 8                                           # both wait for the same moment
+    meeting = tmp_path_factory.mktemp("meeting")                   # both wait until both are ready
     procs = [subprocess.Popen([sys.executable, "-c", STARTER, json.dumps(numbers_cfg(run, max_steps=100000).to_dict()),
-                               str(at)], cwd=rp.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               str(meeting), run.name], cwd=rp.REPO_ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
              for run in runs]
     try:
-        outputs = [p.communicate(timeout=LIMIT)[0] for p in procs]
+        wait_until(lambda: all(p.poll() is not None for p in procs), "the two starters",
+                   progress=lambda: tree_signature(meeting, *runs))
+        outputs = [p.communicate()[0] for p in procs]
         started = [run for run, out in zip(runs, outputs) if out.startswith("started")]
         assert len(started) == 1 and any("limit is 1" in o for o in outputs), outputs
         refused = next(run for run in runs if run not in started)
         assert not (refused / rp.LOG).exists()                      # the refused one launched nothing
         wait(started[0], lambda j: j.state == "running", "the started job to run")
     finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
         for run in runs:
             with contextlib.suppress(jobs.JobError):
                 launch.stop(run)
-            jobs.wait(run, timeout=LIMIT)
+            jobs.wait(run, timeout=STALL_S)                        # cleanup: stop before the next test
 
 
 def test_uploads_are_pruned_oldest_first_but_never_one_a_run_uses(root, monkeypatch):

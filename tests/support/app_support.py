@@ -15,13 +15,15 @@ import pytest
 
 from explorer.store.catalog import list_checkpoints
 from explorer.store.checkpoint import load_checkpoint
+from support.waiting import STALL_S
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("bible-es-en", "numbers-en-de")
 SENTENCES = {"es": "Y dijo Dios: Sea la luz: y fué la luz.", "en": "three hundred and twenty one"}
-TIMEOUT = 90
+# AppTest fails a script run longer than this: a hang guard (support.waiting), never a timing goal
+TIMEOUT = STALL_S
 
 
 def candidate_checkpoints() -> list[Path]:

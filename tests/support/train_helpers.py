@@ -67,6 +67,19 @@ def wait_for(predicate, proc: subprocess.Popen, what: str, run_dir: Path):
     return wait_until(predicate, what, progress=lambda: tree_signature(run_dir), poll=0.02, check=exited)
 
 
+def wait_for_run(run_dir: Path, until, what: str):
+    """Poll a run (explorer.training.jobs.poll) until `until(job)` holds and return the job; its directory's
+    files (the trainer logs every step) are its progress, so only a stall fails, with the run's state and log."""
+    from explorer.store import run_files as rf
+    from explorer.training import jobs
+
+    try:
+        return wait_until(lambda: (lambda job: until(job) and job)(jobs.poll(run_dir)), what,
+                          progress=lambda: tree_signature(run_dir), poll=0.25)
+    except AssertionError as stalled:
+        raise AssertionError(f"{stalled}: {jobs.poll(run_dir)}\n{rf.log_tail(run_dir)}") from None
+
+
 def finish(proc: subprocess.Popen, what: str, run_dir: Path) -> tuple[str, str]:
     """Wait for a started trainer to exit and return its (stdout, stderr); its run directory's files are its
     progress (it logs every step there), so it is killed and the test failed only after a stall."""
