@@ -11,7 +11,8 @@ point encoder.embed.tokens, replaced through hooks.intervene). Two methods:
 Two paths compute them: "batched" (the default: explorer.align.gradients, one forward per path point
 for a group of targets and their backward passes batched; the alignment scorecard, the Alignment page
 and the faithfulness scorecard all use it) and "captum" (the reference: captum's own classes, one
-forward and backward per target and path point), held equal within 1e-5 by the tests.
+forward and backward per target and path point), held equal by the tests within float32 rounding of
+the sums involved (tests/support/numerics.py).
 A source piece's attribution is the sum over its d components (signed, so completeness reads off
 directly); a source word's is the sum over its pieces and a target word's row the mean over its
 pieces (attention_stats.word_matrix). As an aligner the size counts, not the sign: each target

@@ -14,7 +14,7 @@ as one batch of vector-Jacobian products (torch.autograd.grad with is_grads_batc
 own positions, and its gradient is taken before the batched pass, in one ordinary backward: a
 target's log-prob depends on its own position's hidden state alone. The rows do not interact, so
 each target's gradient is its own: batching changes the speed, not the numbers (held to captum
-within 1e-5 by tests/unit/test_align_gradients.py).
+within float32 rounding by tests/unit/test_align_gradients.py).
 
 Memory is bounded in bytes (`budget`, ATTRIBUTION_BYTES by default): a pass of p path points holds
 the forward's saved tensors of p rows (row_bytes, the bound of captum's rows too) and, as its backward

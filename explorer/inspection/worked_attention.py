@@ -5,7 +5,7 @@ projected by W^O (= the captured attention `out`). Q, K and V are not capture po
 recomputed by the layer's own w_q / w_k / w_v applied to the sublayer's input, rebuilt from captured
 tensors by worked.layer_stream. The explicit dot products and softmax are the only formulas written
 out again, on purpose, and every result carries the captured value it must equal
-(tests/unit/test_worked.py holds them to 1e-5).
+(tests/unit/test_worked.py holds them to it within float32 rounding of the sums involved).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The one fast gradient path (explorer.align.gradients: every target's backward pass batched over one
 forward per path point; the alignment scorecard, the Alignment page and the faithfulness scorecard
 use it) gives captum's attributions (InputXGradient / IntegratedGradients, one row per target and
-path point: piece_attributions(path="captum")) within 1e-5 in float32: post-LN and pre-LN tiny
+path point: piece_attributions(path="captum")) within float32 rounding (support.numerics: gradient_atol
+for attributions, model_atol for deltas): post-LN and pre-LN tiny
 models and both shipped models, however targets and path points are cut into batches, with captum's
 convergence delta; and the scorecard's JSON is the same on either path."""
 from __future__ import annotations

@@ -18,6 +18,7 @@ from explorer.contributions.decomposition import contributions, normalise, row_c
 from explorer.model import Transformer
 from support.base_model import MARIAN_OPTIONS, VOCAB_SIZE
 from support.model_helpers import make_model, one_thread  # noqa: F401 (a fixture)
+from support.numerics import model_atol
 
 SRC, OUT = [5, 9, 12, 7, 30, 3], [11, 4, 17, 8, 3]
 
@@ -127,7 +128,10 @@ def test_a_later_target_token_changes_no_earlier_row():
     model = make_model()
     first = sentence_contributions(model, SRC, OUT)
     second = sentence_contributions(model, SRC, OUT[:3] + [25, 3])
-    assert np.allclose(first.rollout[:, :4], second.rollout[:, :4], atol=1e-12)
+    # the earlier rows' inputs are the same, in the same shapes; model_atol covers a kernel that adds in
+    # another order from call to call (a leak from the later token moves a row by > 1e-2)
+    atol = model_atol(model, first.rollout, vocab=False)
+    np.testing.assert_allclose(first.rollout[:, :4], second.rollout[:, :4], atol=atol, rtol=0)
     assert not np.allclose(first.rollout[:, 4], second.rollout[:, 4])
 
 
@@ -136,8 +140,9 @@ def test_a_float32_model_gives_float64_rows_that_match_its_float64_copy():
     low = sentence_contributions(model, SRC, OUT)
     high = sentence_contributions(copy.deepcopy(model).double(), SRC, OUT)
     assert low.rollout.dtype == np.float64
-    assert np.abs(low.rollout - high.rollout).max() < 1e-4
-    assert np.abs(low.source_share - high.source_share).max() < 1e-4
+    atol = model_atol(model, low.rollout, vocab=False)           # the float32 forward's rounding
+    assert np.abs(low.rollout - high.rollout).max() < atol
+    assert np.abs(low.source_share - high.source_share).max() < atol
 
 
 def test_rows_with_nothing_left_after_the_clip_become_even_over_what_they_see():
