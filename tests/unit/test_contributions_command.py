@@ -83,7 +83,7 @@ def test_the_detached_check_and_the_alignment_check(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, words", [
     (["--sentences", "0"], "sentences >= 1"),
-    (["--sentences", "5000"], "<= 1000"),
+    (["--sentences", "5000"], "<= 1002"),
     (["--forced", "beam"], "invalid choice"),
     (["--detached-check", "--alignment"], "not allowed with"),
     (["--faithfulness", "--forced", "output"], "drop --forced"),
