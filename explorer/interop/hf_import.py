@@ -43,7 +43,7 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
     hf = src.read_json(directory / names.HF_CONFIG)
     try:
-        tokenizer = VocabTokenizer.load(directory)
+        tokenizer = VocabTokenizer.load(directory, confined=False)   # a user's folder: a cache snapshot links out
     except (OSError, ValueError) as exc:
         raise ConversionError(f"{directory}: tokenizer: {exc}") from None
     get, weights_file = src.tensor_reader(directory)

@@ -125,8 +125,11 @@ class VocabTokenizer:
 
     # ---- files ----
     @classmethod
-    def load(cls, directory: str | os.PathLike) -> "VocabTokenizer":
-        """Read the Marian files from a directory, refusing oversize files before reading them."""
+    def load(cls, directory: str | os.PathLike, *, confined: bool = True) -> "VocabTokenizer":
+        """Read the Marian files from a directory, refusing oversize files before reading them. `confined`:
+        no file may be a symlink leading out of the directory (a checkpoint's own files); False for a
+        folder a user names, whose files may link elsewhere (a Hugging Face cache snapshot links into
+        its blobs/)."""
         missing = [n for n in REQUIRED if not os.path.isfile(os.path.join(directory, n))]
         if missing:
             raise FileNotFoundError(f"no Marian tokenizer in {directory}: missing {', '.join(missing)}")
@@ -134,7 +137,8 @@ class VocabTokenizer:
         paths = {n: p for n, p in paths.items() if n in REQUIRED or os.path.isfile(p)}
         for name, path in paths.items():                   # every size before any file is read
             _check_size(name, os.path.getsize(path))
-        files = {name: read_user_file(path, MAX_FILE_BYTES, inside=directory) for name, path in paths.items()}
+        inside = directory if confined else None
+        files = {name: read_user_file(path, MAX_FILE_BYTES, inside=inside) for name, path in paths.items()}
         return cls(files)
 
     def save(self, directory: str | os.PathLike) -> list[str]:

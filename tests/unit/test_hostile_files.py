@@ -175,3 +175,17 @@ def test_a_symlink_leading_out_of_its_folder_is_refused_and_one_inside_it_is_rea
         read_user_file(folder / "card.json", limits.JSON_BYTES, inside=folder)
     assert read_user_file(folder / "alias.json", limits.JSON_BYTES, inside=folder) == b"{}"
     assert read_user_file(folder / "card.json", limits.JSON_BYTES) == b"outside"    # a user's own path: followed
+
+
+def test_a_hugging_face_cache_snapshot_whose_files_link_out_still_imports(tmp_path):
+    """Only a checkpoint's (or a run's) own files are confined to their folder: a folder a user names may
+    link elsewhere, as a Hugging Face cache snapshot links every file into its blobs/."""
+    from explorer.interop import cli
+    from support.marian_helpers import random_marian
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshots" / "rev"
+    random_marian(blobs)
+    snapshot.mkdir(parents=True)
+    for f in blobs.iterdir():
+        (snapshot / f.name).symlink_to(f)
+    assert cli.main(["from-hf", str(snapshot), str(tmp_path / "imported")]) == 0
+    assert (tmp_path / "imported" / "config.json").is_file()
