@@ -139,7 +139,7 @@ def write_directory(target: Path, write: Callable[[Path], None],
     try:
         (tmp / names.PARTIAL).write_bytes(b"")
         write(tmp)
-        (tmp / names.PARTIAL).unlink()
+        (tmp / names.PARTIAL).unlink(missing_ok=True)      # a writer may have emptied the folder itself
         for f in tmp.rglob("*"):
             if f.is_file():
                 fsync_file(f)
