@@ -50,6 +50,13 @@ def replacing(path: str | os.PathLike, mode: str = "w", **open_args: Any) -> Ite
         raise
 
 
+def temp_file_pid(name: str, target: str) -> int | None:
+    """The writer's process id when `name` is a temp file `replacing` made for a file called `target`
+    (`.<target>.<pid>-<8 characters>.tmp`), else None: the one test of such names."""
+    found = _TEMP_FILE.fullmatch(name[len(target) + 2:]) if name.startswith(f".{target}.") else None
+    return int(found.group(1)) if found else None
+
+
 def sweep_temp_files(path: Path) -> None:
     """Remove the temp files that writers of `path` killed mid-write left beside it (SIGKILL, or a
     SIGTERM that ran no cleanup): only names `replacing` gives (`.<name>.<pid>-<8 characters>.tmp`)
@@ -59,10 +66,9 @@ def sweep_temp_files(path: Path) -> None:
     except OSError:
         return
     for tmp in siblings:
-        found = _TEMP_FILE.fullmatch(tmp.name[len(path.name) + 2:])
-        if not found or tmp.is_symlink() or not tmp.is_file():
+        pid = temp_file_pid(tmp.name, path.name)
+        if pid is None or tmp.is_symlink() or not tmp.is_file():
             continue
-        pid = int(found.group(1))
         if pid != os.getpid() and not alive(pid):
             tmp.unlink(missing_ok=True)
 

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 
 from explorer.files import names
-from explorer.files.atomic import write_json_atomic
+from explorer.files.atomic import temp_file_pid, write_json_atomic
 from explorer.files.limits import JSON_BYTES
 from explorer.files.user_files import read_user_json
 
@@ -60,7 +60,7 @@ def is_marked(run_dir: Path) -> bool:
 
 def _temp_of(name: str, allowed: set[str]) -> bool:
     """A hidden temp file of an atomic write of one of `allowed` (explorer.files.atomic.replacing)."""
-    return any(name.startswith(f".{a}.") and name.endswith(".tmp") for a in allowed)
+    return any(temp_file_pid(name, a) is not None for a in allowed)
 
 
 def _is_checkpoint_dir(path: Path) -> bool:

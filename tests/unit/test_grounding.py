@@ -39,7 +39,9 @@ def test_names_are_capitals_inside_a_sentence_not_at_its_start():
 
 
 def test_the_word_pair_model_is_a_distribution():
-    """For any previous word: the probabilities of the training words plus one unseen word's sum to 1."""
+    """For any previous word: the probabilities of the training words plus one unseen word's sum to 1.
+    Python floats (float64) over a dozen words: the sum's rounding is under 1e-15, far inside rel_tol 1e-12,
+    while a wrong weight or denominator moves it by more than 1e-3."""
     model = small_index().bigram_model()
     for previous in (None, "rey", "y", "nunca"):
         total = sum(model.probability(previous, w) for w in model.unigrams)
@@ -56,6 +58,7 @@ def test_unseen_words_and_new_neighbours_cost_more_and_names_nothing():
 def test_calibration_uses_a_quantile_or_in_a_closed_domain_the_highest_score():
     index = calibrate(small_index(), ["el rey dijo", "y el siervo fue a la casa", "a su siervo"], "test")
     assert index.calibration["rule"] == "highest held-out score (closed vocabulary)"
+    # the threshold is kept to 6 decimals (round: within 5e-7 of the score), hence abs=1e-6
     assert index.threshold == pytest.approx(max(score(index, s) for s in ("el rey dijo", "y el siervo fue a la casa",
                                                                            "a su siervo")), abs=1e-6)
     held = ["el rey dijo", "el profeta habló", "y el siervo fue", "la mujer del pueblo", "a su siervo"] * 4
