@@ -6,7 +6,7 @@ The models the project opens are OPUS-MT (Marian) models: base size (6+6 layers 
 run as its command (`python -m explorer heads|align ...`, a fresh process, loading included) on a
 few sentences, first on the path before (`--workers 1`, and for the head lab `--no-reuse`: every
 removal decoded step by step) then as the commands run now (split over `--workers N` processes under
-torchrun; the head lab checks single-head removals in one pass, explorer.heads.verify), one after the
+torchrun; the head lab checks single-head removals in one pass, explorer.studies.heads.verify), one after the
 other per model so load from other processes hits both.
 Printed per run: seconds, decodes (head lab) or pairs (scorecard) per second, CPU utilisation
 (the processes' CPU time / wall time, in cores), whether its JSON numbers equal the one-process run's
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from explorer.files.places import REPO_ROOT
-from explorer.heads.job import removal_scoring
+from explorer.studies.heads.job import removal_scoring
 from explorer.runtime.clock import TIMING_KEYS
 from explorer.runtime.workers import cores
 
@@ -88,7 +88,7 @@ def project_align(result: dict, pairs: int, attribution_pairs: int) -> float:
 
 def default_decodes(checkpoint: Path, single_removal: str = "bleu") -> int:
     """Greedy decodes of the set the head lab's defaults make on this model (its cost estimate)."""
-    from explorer.heads.job import LabSettings, estimate_cost
+    from explorer.studies.heads.job import LabSettings, estimate_cost
     from explorer.store.checkpoint import load_checkpoint
 
     model = load_checkpoint(str(checkpoint)).model
@@ -99,14 +99,14 @@ def default_decodes(checkpoint: Path, single_removal: str = "bleu") -> int:
 def loss_paths(name: str, checkpoint: Path, sentences: int) -> None:
     """The teacher-forced loss of every single-head removal in this process, one thread: encoding the
     sources in every pass (the path before) against the full model's encoder output kept for decoder
-    and cross heads (explorer.heads.memo); CPU seconds (process time: waits for a core on a loaded
+    and cross heads (explorer.studies.heads.memo); CPU seconds (process time: waits for a core on a loaded
     machine do not count), in two interleaved rounds, and whether every loss is the same."""
     import torch
 
-    from explorer.evaluation.arguments import checkpoint_and_held_out
-    from explorer.heads.importance import all_heads, teacher_loss
-    from explorer.heads.memo import EncoderMemo
-    from explorer.heads.sentences import build_sentences
+    from explorer.studies.common.command import checkpoint_and_held_out
+    from explorer.studies.heads.importance import all_heads, teacher_loss
+    from explorer.studies.heads.memo import EncoderMemo
+    from explorer.studies.common.sentences import build_sentences
 
     torch.set_num_threads(1)
     ckpt, pairs = checkpoint_and_held_out(str(checkpoint), "cpu")
@@ -130,8 +130,8 @@ def approximate_heads(name: str, checkpoint: Path, extra: list[str], workers: in
                       exact: tuple[dict, dict], projected_decodes: int, sentences: int) -> None:
     """The head lab again with `--single-removal loss` (no removal decoded), after the exact run of the
     same settings: its time against the exact run's, and Spearman's rank correlation between its loss
-    rises and the exact run's BLEU drops over the heads (explorer.heads.report.loss_rank_agreement)."""
-    from explorer.heads.report import loss_rank_agreement
+    rises and the exact run's BLEU drops over the heads (explorer.studies.heads.report.loss_rank_agreement)."""
+    from explorer.studies.heads.report import loss_rank_agreement
 
     out = folder / f"{name}-heads-loss.json"
     timing = run_command(["heads", str(checkpoint), *extra, "--single-removal", "loss", "--workers", str(workers),
@@ -153,9 +153,9 @@ def profile_removals(checkpoint: Path, sentences: int) -> None:
     profiler; prints CPU seconds per part and the operators by self CPU time."""
     import torch
 
-    from explorer.evaluation.arguments import checkpoint_and_held_out
-    from explorer.heads.importance import HeadRemover, all_heads, teacher_loss
-    from explorer.heads.sentences import build_sentences
+    from explorer.studies.common.command import checkpoint_and_held_out
+    from explorer.studies.heads.importance import HeadRemover, all_heads, teacher_loss
+    from explorer.studies.common.sentences import build_sentences
 
     torch.set_num_threads(1)
     ckpt, pairs = checkpoint_and_held_out(str(checkpoint), "cpu")
@@ -176,7 +176,7 @@ def profile_removals(checkpoint: Path, sentences: int) -> None:
 def attribution_paths(name: str, checkpoint: Path, pairs: int, attribution_pairs: int, steps: int) -> None:
     """The scorecard's attribution stage in this process, one thread: its gold pairs (the first `pairs`,
     gradients on the first `attribution_pairs` usable ones, as `python -m explorer align`), each method by
-    captum's path (path="captum", the path before) then by the batched one (explorer.align.gradients):
+    captum's path (path="captum", the path before) then by the batched one (explorer.studies.common.gradients):
     CPU seconds after a warm-up (process time: waits for a core on a loaded machine do not count), the largest
     difference of the attributions and of integrated gradients' convergence deltas, and whether every
     pair's links are the same under every extraction rule; then the whole scorecard (eflomal left out)
@@ -184,10 +184,10 @@ def attribution_paths(name: str, checkpoint: Path, pairs: int, attribution_pairs
     import numpy as np
     import torch
 
-    from explorer.align.attribution import ATTRIBUTIONS, piece_attributions
-    from explorer.align.gold import read_gold
-    from explorer.align.pairs import model_pairs
-    from explorer.align.scorecard import extracted
+    from explorer.studies.align.attribution import ATTRIBUTIONS, piece_attributions
+    from explorer.studies.align.gold import read_gold
+    from explorer.studies.align.pairs import model_pairs
+    from explorer.studies.align.scorecard import extracted
     from explorer.inspection.attention_stats import word_matrix
     from explorer.store.checkpoint import load_checkpoint
 
@@ -215,7 +215,7 @@ def attribution_paths(name: str, checkpoint: Path, pairs: int, attribution_pairs
               f"max |difference| {worst:.1e}, deltas {delta:.1e}  same links: {'yes' if same else 'NO'}  "
               f"60 pairs ~{old / len(usable):.1f} / {new / len(usable):.1f} CPU-min  "
               f"(load average {os.getloadavg()[0]:.1f})", flush=True)
-    from explorer.align.scorecard import AlignSettings, run_scorecard
+    from explorer.studies.align.scorecard import AlignSettings, run_scorecard
 
     settings = AlignSettings(pairs=pairs, attribution_pairs=attribution_pairs, ig_steps=steps, eflomal=False)
     cards = {}

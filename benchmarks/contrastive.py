@@ -6,7 +6,7 @@ and at the paper's base size with an OPUS-MT vocabulary of 58101 pieces and Mari
 (benchmarks.marian.marian_config, as benchmarks.contributions builds it). On each, a --src-len-token
 source; the plain translation is beam search of 5 (the app's default), outputs cut at the source's length
 + 5; the step attributed is the one after a --prefix-len-token prefix, contrasted with another token.
-Timed round-robin after warm-up: the translation, explorer.contrastive.attribution.contrast_step by
+Timed round-robin after warm-up: the translation, explorer.studies.contrastive.attribution.contrast_step by
 gradient x input and by integrated gradients at the default points (the page's; also without the plain
 attribution beside the contrast, which halves the rows) and at 128 (the test's).
 Medians of process CPU time and of wall time; the ratio is against the translation's CPU time. Goals
@@ -23,9 +23,9 @@ import torch
 
 from benchmarks.contributions import ids, model_of
 from benchmarks.decode import time_rounds
-from explorer.align.attribution import IG_STEPS
+from explorer.studies.common.gradients import IG_STEPS
 from explorer.config import DecodeConfig
-from explorer.contrastive.attribution import contrast_step
+from explorer.studies.contrastive.attribution import contrast_step
 from explorer.decoding.translate import decode
 
 GOALS = {"small": 1.0, "base": 5.0}         # seconds per step, integrated gradients at IG_STEPS

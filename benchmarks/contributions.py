@@ -4,7 +4,7 @@ One process, one thread (default): a random model at the `small` preset (vocab 8
 Bible model's shape) and at the paper's base size with an OPUS-MT vocabulary of 58101 pieces and Marian's
 options (benchmarks.marian.marian_config: swish, halves, tied, logits bias, Marian's ids). On each, one
 --src-len-token source and a --tgt-len-token forced output (EOS included), timed round-robin after
-warm-up: a plain teacher-forced forward (log-probs, no hooks), and explorer.contributions.
+warm-up: a plain teacher-forced forward (log-probs, no hooks), and explorer.studies.contributions.
 sentence_contributions (its own hooked forward, every block's decomposition, the rollout). Medians of
 process CPU time and of wall time; the ratio says what the analysis costs beyond reading the model once.
 Goals: < 0.2 s on small, < 1 s at base size, judged on CPU time (with one thread it equals wall time on
@@ -12,8 +12,8 @@ an idle machine, and it does not count the waits for a core that other jobs caus
 
 --faithfulness (small model only, one round after one warm-up): the faithfulness scorecard's gradient
 methods by the reference path (captum, one backward per target and path point:
-explorer.align.attribution.piece_attributions(path="captum")) against the batched path
-(explorer.align.gradients.attributions), the same numbers; and one sentence's whole scorecard
+explorer.studies.align.attribution.piece_attributions(path="captum")) against the batched path
+(explorer.studies.common.gradients.attributions), the same numbers; and one sentence's whole scorecard
 (every method, 3 random seeds, 16 path points) with what 200 such sentences cost on 2 workers.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 from benchmarks.decode import time_rounds
 from benchmarks.marian import OPUS_VOCAB, marian_config
 from explorer.config import preset
-from explorer.contributions import sentence_contributions
+from explorer.studies.contributions import sentence_contributions
 from explorer.model import Transformer
 
 GOALS = {"small": 0.2, "base": 1.0}         # seconds per sentence
@@ -64,10 +64,10 @@ def measure(size: str, src_len: int, tgt_len: int, warmup: int, repeats: int) ->
 
 
 def faithfulness(src_len: int, tgt_len: int) -> None:
-    from explorer.align.attribution import piece_attributions
-    from explorer.align.pairs import ModelPair
-    from explorer.contributions.faithfulness import FaithfulnessSettings, sentence_faithfulness
-    from explorer.align.gradients import attributions
+    from explorer.studies.align.attribution import piece_attributions
+    from explorer.studies.align.pairs import ModelPair
+    from explorer.studies.contributions.faithfulness import FaithfulnessSettings, sentence_faithfulness
+    from explorer.studies.common.gradients import attributions
 
     model = model_of("small")
     src, out = ids(model, src_len, 1), ids(model, tgt_len, 2)

@@ -92,8 +92,8 @@ def subject(run) -> Subject:
 
 
 def build_subject(device: torch.device, tiny: bool) -> Subject:
-    from explorer.align.gold import read_gold
-    from explorer.evaluation.arguments import checkpoint_and_held_out
+    from explorer.studies.align.gold import read_gold
+    from explorer.studies.common.command import checkpoint_and_held_out
 
     start = time.perf_counter()
     if tiny:
@@ -146,7 +146,7 @@ SIZES = ("tiny", "slice", "timed")
 
 
 def _heads(model, s: Subject, size: str) -> dict:
-    from explorer.heads.job import LabSettings, run_head_lab
+    from explorer.studies.heads.job import LabSettings, run_head_lab
 
     # The slice scores single removals by their teacher-forced loss (one pass each): decoding 144
     # removals of even one sentence takes minutes on a CPU at this vocabulary. Its pruning curves still
@@ -158,7 +158,7 @@ def _heads(model, s: Subject, size: str) -> dict:
 
 
 def _align(model, s: Subject, size: str) -> dict:
-    from explorer.align.scorecard import AlignSettings, run_scorecard
+    from explorer.studies.align.scorecard import AlignSettings, run_scorecard
 
     # eflomal is left out: it runs on the CPU whatever the model's device, and does not grow with the model.
     settings = {"tiny": AlignSettings(pairs=1, attribution_pairs=1, ig_steps=4, eflomal=False),
@@ -171,8 +171,8 @@ FAITHFULNESS_SENTENCES = {"tiny": 1, "slice": 1, "timed": 8}
 
 
 def _contributions(model, s: Subject, size: str) -> dict:
-    from explorer.contributions.faithfulness import FaithfulnessSettings, run_faithfulness
-    from explorer.contributions.job import ContributionSettings, run_contributions
+    from explorer.studies.contributions.faithfulness import FaithfulnessSettings, run_faithfulness
+    from explorer.studies.contributions.job import ContributionSettings, run_contributions
 
     alti = run_contributions(model, s.tokenizer, s.pairs, ContributionSettings(sentences=CONTRIBUTIONS.count(size)))
     # The compared runs erase for fewer rankings and one fraction: every ranking x fraction x output token
@@ -185,13 +185,13 @@ def _contributions(model, s: Subject, size: str) -> dict:
 
 
 def _lens(model, s: Subject, size: str) -> dict:
-    from explorer.lens.job import run_lens
+    from explorer.studies.lens.job import LensSettings, run_lens
 
-    return run_lens(model, s.tokenizer, s.pairs, sentences=LENS.count(size))
+    return run_lens(model, s.tokenizer, s.pairs, LensSettings(sentences=LENS.count(size)))
 
 
 def _search(model, s: Subject, size: str) -> dict:
-    from explorer.contrastive.job import SearchSettings, run_search
+    from explorer.studies.contrastive.job import SearchSettings, run_search
 
     # The exact search is bounded by decoder steps alone (never by seconds, which differ between
     # machines and would stop the two searches at different places): a random model's flat

@@ -7,7 +7,7 @@ Sets: gold/everyday-es-en.tsv (60 everyday Spanish sentences written for this, w
 first --test verses of the checkpoint's test.tsv (never counted by the index, and apart from the
 development verses its threshold was calibrated on), gold/english-sentences.txt (50 English sentences).
 Printed: the AUROC (everyday as positives) of the verdict's score, of the translation's negative
-length-normalised log-probability, and of one minus its ALTI+ mean source share (explorer.contributions,
+length-normalised log-probability, and of one minus its ALTI+ mean source share (explorer.studies.contributions,
 teacher-forced on the model's own output); the share of each set called a guess at the shipped
 threshold; the share of English sentences named English and of test verses so named; chrF of the
 translations of each set; the verdict's time per sentence beside the translation's, in the same
@@ -24,14 +24,14 @@ import numpy as np
 import sacrebleu
 import torch
 
-from explorer.contributions.detached import auroc
-from explorer.contributions.sentence import sentence_contributions
+from explorer.studies.contributions.detached import auroc
+from explorer.studies.contributions.sentence import sentence_contributions
 from explorer.data.files import read_tsv
 from explorer.decoding.translate import DecodeConfig, translate
 from explorer.files.places import REPO_ROOT
-from explorer.grounding import index as ix
-from explorer.grounding.build import dataset_of, ensure
-from explorer.grounding.verdict import other_language, score, verdict
+from explorer.studies.grounding import index as ix
+from explorer.studies.grounding.build import dataset_of, ensure
+from explorer.studies.grounding.verdict import other_language, score, verdict
 from explorer.store.checkpoint import load_checkpoint
 
 GOLD = REPO_ROOT / "gold"

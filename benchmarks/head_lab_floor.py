@@ -64,7 +64,7 @@ def floor_minutes(rate_gflops: float, sentences: int) -> tuple[int, int, int, fl
     """(decodes, loss passes, pieces per pass, minutes on every core) of the defaults at base size."""
     from explorer.config import preset
     from explorer.evaluation.comparison import test_pairs
-    from explorer.heads.job import LabSettings, estimate_cost
+    from explorer.studies.heads.job import LabSettings, estimate_cost
     from explorer.store.checkpoint import read_config
 
     base = SimpleNamespace(cfg=preset("base", src_vocab_size=VOCAB, tgt_vocab_size=VOCAB))
@@ -79,8 +79,8 @@ def floor_minutes(rate_gflops: float, sentences: int) -> tuple[int, int, int, fl
 def small_savings(sentences: int, removals: int) -> None:
     """Padding steps of the greedy batches and the removal-batching ratio on bible-es-en, one thread."""
     from explorer.evaluation.comparison import test_pairs
-    from explorer.heads.sentences import build_sentences, length_batches
-    from explorer.heads.verify import greedy_outputs
+    from explorer.studies.common.sentences import build_sentences, length_batches
+    from explorer.studies.heads.verify import greedy_outputs
     from explorer.store.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(SMALL)

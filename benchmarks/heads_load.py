@@ -43,7 +43,7 @@ GOAL_SECONDS, GOAL_RATIO = 1.0, 3.0
 MIN_JOB_CORES = 0.1             # the lab's thread computed through the measurements (else the run is void)
 PROGRESS = "() => document.querySelector(\"[data-testid='stProgress']\")?.innerText || ''"
 RUNNING = re.compile(r"Head lab running: (?P<stage>.+?) (?P<done>\d+)/(?P<total>\d+|\?) \((?P<secs>\d+) s\)")
-STAGES = ("statistics", "importance", "single-head removal", "pruning")   # explorer.heads.job.STAGES
+STAGES = ("statistics", "importance", "single-head removal", "pruning")   # explorer.studies.heads.job.STAGES
 
 
 def lab_progress(page) -> dict | None:

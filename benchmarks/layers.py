@@ -30,12 +30,12 @@ import torch
 
 from explorer.config import DecodeConfig, preset
 from explorer.decoding import greedy_search
-from explorer.lens.decoder_lens import decoder_lens
-from explorer.lens.logit_lens import logit_lens
+from explorer.studies.lens.decoder_lens import decoder_lens
+from explorer.studies.lens.logit_lens import logit_lens
 from explorer.model import Transformer
-from explorer.patching.grids import pair_grids
-from explorer.patching.pair import MinimalPair
-from explorer.patching.runs import Cell, PairRuns
+from explorer.studies.patching.grids import pair_grids
+from explorer.studies.patching.pair import MinimalPair
+from explorer.studies.patching.runs import Cell, PairRuns
 
 BASE_VOCAB = 58101
 GOALS = {("small", "lens sweep"): 0.5, ("base", "lens sweep"): 3.0,

@@ -1,5 +1,5 @@
 """The beam curve's decoding over a slice of a test set: the library's beam search on the curve's batches,
-one process (the path before), against the curve's own (explorer.contrastive.curve.decode_set: compact
+one process (the path before), against the curve's own (explorer.studies.contrastive.curve.decode_set: compact
 beam search, and the batches over worker processes), in the same process.
 
 The first --sentences held-out pairs of a checkpoint (default the shipped Bible model, the curve's
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from explorer.contrastive.curve import Penalty, beam_config, decode_set, library_decode_set
+from explorer.studies.contrastive.curve import Penalty, beam_config, decode_set, library_decode_set
 
 
 def cpu_seconds() -> float:
@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beams", default="8,32", help="comma-separated beam sizes")
     args = parser.parse_args(argv)
 
-    from explorer.evaluation.arguments import checkpoint_and_held_out
-    from explorer.heads.sentences import build_sentences
+    from explorer.studies.common.command import checkpoint_and_held_out
+    from explorer.studies.common.sentences import build_sentences
 
     torch.set_num_threads(1)
     loaded = checkpoint_and_held_out(args.checkpoint, "cpu")

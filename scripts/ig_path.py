@@ -2,7 +2,7 @@
 more points on some steps (docs/SEARCH.md, "Completeness depends on the step").
 
 Along the straight path from the zero baseline to the input (inputs = alpha x token vectors, positions
-kept, as explorer.contrastive.attribution integrates it), prints F(0), F(1), the steepest place of
+kept, as explorer.studies.contrastive.attribution integrates it), prints F(0), F(1), the steepest place of
 dF/dalpha, and the trapezoid rule's completeness error at growing numbers of evenly spaced points.
 
     .venv/bin/python scripts/ig_path.py [--step 1] [--points 4001]
@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from explorer.config import DecodeConfig
-from explorer.contrastive.attribution import _function
-from explorer.contrastive.foils import step_of
+from explorer.studies.contrastive.attribution import _function
+from explorer.studies.contrastive.foils import step_of
 from explorer.decoding.translate import translate
 from explorer.store.checkpoint import load_checkpoint
 

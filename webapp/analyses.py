@@ -24,20 +24,20 @@ CONTRAST_CACHE_BYTES = 2 << 20        # the Beam page: one step's contrast (~2-2
 
 @bounded_cache(ALIGNMENT_CACHE_BYTES)
 def align_one(ckpt, pair, methods: tuple, ig_steps: int):
-    """One gold pair under every aligner (explorer.align.sentence); its attributions run in batches
-    bounded in bytes (explorer.align.attribution.ATTRIBUTION_BYTES)."""
-    from explorer.align.sentence import align_sentence
+    """One gold pair under every aligner (explorer.studies.align.sentence); its attributions run in batches
+    bounded in bytes (explorer.studies.align.attribution.ATTRIBUTION_BYTES)."""
+    from explorer.studies.align.sentence import align_sentence
     with model_slot():
         return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
 
 
-# ---- the Layers and Causes pages (explorer.lens, explorer.patching) --------------------------------
+# ---- the Layers and Causes pages (explorer.studies.lens, explorer.studies.patching) --------------------------------
 @bounded_cache(LENS_CACHE_BYTES)
 def lens_translations(ckpt, text: str, beam: int = 1):
     """The DecoderLens: one translation per encoder depth, embeddings first; greedy, or beam `beam`."""
     from dataclasses import replace
 
-    from explorer.lens.decoder_lens import LENS_DECODING, lens_translations as run
+    from explorer.studies.lens.decoder_lens import LENS_DECODING, lens_translations as run
 
     cfg = LENS_DECODING if beam <= 1 else replace(LENS_DECODING, strategy="beam", beam_size=beam, n_best=1)
     with model_slot():
@@ -47,7 +47,7 @@ def lens_translations(ckpt, text: str, beam: int = 1):
 @bounded_cache(LENS_CACHE_BYTES)
 def logit_lens(ckpt, src_ids: tuple, out_ids: tuple, top_k: int = 5):
     """The logit lens over one pair, forced on `out_ids` (EOS included)."""
-    from explorer.lens.logit_lens import logit_lens as run
+    from explorer.studies.lens.logit_lens import logit_lens as run
 
     with model_slot():
         return run(ckpt.model, ckpt.tokenizer, list(src_ids), list(out_ids), top_k)
@@ -55,8 +55,8 @@ def logit_lens(ckpt, src_ids: tuple, out_ids: tuple, top_k: int = 5):
 
 @bounded_cache(PATCHING_CACHE_BYTES)
 def swap_suggestions(ckpt, text: str, n: int = 5) -> list:
-    """One-word swaps of `text` that change its translation (explorer.patching.swap)."""
-    from explorer.patching.swap import suggest_swaps
+    """One-word swaps of `text` that change its translation (explorer.studies.patching.swap)."""
+    from explorer.studies.patching.swap import suggest_swaps
 
     with model_slot():
         return suggest_swaps(ckpt.model, ckpt.tokenizer, text, n)
@@ -64,10 +64,10 @@ def swap_suggestions(ckpt, text: str, n: int = 5) -> list:
 
 @bounded_cache(PATCHING_CACHE_BYTES)
 def minimal_pair(ckpt, clean: str, corrupt: str):
-    """(the MinimalPair, its description: explorer.patching.job.describe without the logit differences),
+    """(the MinimalPair, its description: explorer.studies.patching.job.describe without the logit differences),
     or the library's reason the two texts make no pair, as a str (kept too: a refusal costs two decodes)."""
     from explorer.decoding.translate import pieces
-    from explorer.patching.pair import make_pair
+    from explorer.studies.patching.pair import make_pair
 
     try:
         with model_slot():
@@ -86,8 +86,8 @@ def minimal_pair(ckpt, clean: str, corrupt: str):
 @bounded_cache(PATCHING_CACHE_BYTES)
 def patching_grids(ckpt, clean: str, corrupt: str):
     """Every patching grid of the pair, denoising and noising (one pair: seconds; at base size ~25 s)."""
-    from explorer.patching.grids import pair_grids
-    from explorer.patching.pair import make_pair
+    from explorer.studies.patching.grids import pair_grids
+    from explorer.studies.patching.pair import make_pair
 
     with model_slot():
         return pair_grids(ckpt.model, make_pair(ckpt.model, ckpt.tokenizer, clean, corrupt))
@@ -100,7 +100,7 @@ def patched_translation(ckpt, clean: str, corrupt: str, point: str, index: tuple
     minimal_pair's (cached) and the two runs' activations are kept for the pair's next picks, so a cell
     pick costs one patched decode (benchmarks/layers.py: "cell pick")."""
     from explorer.decoding.translate import pieces
-    from explorer.patching.runs import Cell
+    from explorer.studies.patching.runs import Cell
 
     found = minimal_pair(ckpt, clean, corrupt)
     if isinstance(found, str):
@@ -118,7 +118,7 @@ _pair_runs_lock = threading.Lock()
 def _kept_runs(ckpt, pair):
     """The PairRuns of `pair` on this checkpoint (its two runs, every patchable activation kept), the last
     PAIR_RUNS_KEPT pairs' kept. Only read after they are built: translation() leaves them as they are."""
-    from explorer.patching.runs import PairRuns
+    from explorer.studies.patching.runs import PairRuns
 
     key = (ckpt.cache_key, tuple(pair.clean_src), tuple(pair.corrupt_src), tuple(pair.prefix))
     with _pair_runs_lock:
@@ -134,12 +134,12 @@ def _kept_runs(ckpt, pair):
     return runs
 
 
-# ---- the Contributions page (explorer.contributions) -------------------------------------------------
+# ---- the Contributions page (explorer.studies.contributions) -------------------------------------------------
 @bounded_cache(CONTRIBUTIONS_CACHE_BYTES)
 def contributions(ckpt, src_ids: tuple, out_ids: tuple):
-    """ALTI+ of one teacher-forced pair (explorer.contributions.sentence): every layer's matrices, the
+    """ALTI+ of one teacher-forced pair (explorer.studies.contributions.sentence): every layer's matrices, the
     rollout, each output token's source share."""
-    from explorer.contributions.sentence import sentence_contributions
+    from explorer.studies.contributions.sentence import sentence_contributions
 
     with model_slot():
         return sentence_contributions(ckpt.model, list(src_ids), list(out_ids))
@@ -147,12 +147,12 @@ def contributions(ckpt, src_ids: tuple, out_ids: tuple):
 
 @bounded_cache(CONTRIBUTIONS_CACHE_BYTES)
 def source_share_calibration(ckpt, n: int) -> dict:
-    """The source share over the first n held-out pairs with a reference, forced on it (explorer.contributions.job's
+    """The source share over the first n held-out pairs with a reference, forced on it (explorer.studies.contributions.job's
     summary: percentiles, means, tokens) and "sentences": a checkpoint's own yardstick for "this word owes little
     to the source", computed once per weights. Only the checkpoint's own test.tsv is read (shipped checkpoints
     carry one): building a training corpus's test split on a page's opening could take minutes. ValueError
     (DataError) when there is none, or none of its pairs has a reference."""
-    from explorer.contributions.job import ContributionSettings, run_contributions
+    from explorer.studies.contributions.job import ContributionSettings, run_contributions
     from explorer.data.files import read_tsv
     from explorer.data.types import DataError
     from explorer.files.names import TEST_SPLIT
@@ -168,12 +168,12 @@ def source_share_calibration(ckpt, n: int) -> dict:
     return {**result["summary"], "sentences": result["settings"]["sentences"]}
 
 
-# ---- the Beam search page's contrast and the reference's fall (explorer.contrastive) ----------------
+# ---- the Beam search page's contrast and the reference's fall (explorer.studies.contrastive) ----------------
 @bounded_cache(CONTRAST_CACHE_BYTES)
 def contrast(ckpt, src_ids: tuple, prefix: tuple, chosen: int, foil: int, steps: int) -> dict:
     """Why `chosen` and not `foil` after `prefix`: {method: StepContrast} by gradient x input and by
     integrated gradients at `steps` points, each beside the plain attribution of `chosen`."""
-    from explorer.contrastive.attribution import contrast_all
+    from explorer.studies.contrastive.attribution import contrast_all
 
     with model_slot():
         return contrast_all(ckpt.model, list(src_ids), list(prefix), int(chosen), int(foil), int(steps))
@@ -183,7 +183,7 @@ def contrast(ckpt, src_ids: tuple, prefix: tuple, chosen: int, foil: int, steps:
 def reference_fall(ckpt, text: str, cfg: dict, reference: str):
     """Where `reference` left the beam search of `text` under `cfg` (the page's own search, from translate's
     cache) and the verdict: search error or model error. ValueError when the reference has no pieces."""
-    from explorer.contrastive.fall import reference_fall as follow
+    from explorer.studies.contrastive.fall import reference_fall as follow
     from explorer.text.encoding import output_ids
 
     special = ckpt.model.cfg.special

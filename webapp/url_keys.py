@@ -105,7 +105,7 @@ PATCH_DIR = UrlKey("dir", str, choices=("denoise", "noise"))
 PATCH_GRID, PATCH_ROW, PATCH_COL = UrlKey("grid"), UrlKey("row", integer, 1, 1000), UrlKey("col", integer, 1, 1000)
 CONTRIB_FORCED = UrlKey("forced", str, choices=("output", "reference", "detached"))   # what is teacher-forced
 CONTRAST, FOIL = UrlKey("contrast", _flag), UrlKey("foil", integer, 1, 1000)   # the foil's place in its list
-FOIL_WORD = UrlKey("vs")                        # a typed foil (explorer.contrastive.foils checks it)
+FOIL_WORD = UrlKey("vs")                        # a typed foil (explorer.studies.contrastive.foils checks it)
 CONTRAST_METHOD = UrlKey("method", str, choices=("integrated-gradients", "grad-x-input"))
 IG_POINTS = UrlKey("ig", integer, 16, 128)      # integrated gradients' points (the page offers 16/32/64/128)
 VERSE = UrlKey("verse", integer, 0, 5000)       # a test verse, 1-based (0: the sentence as typed)

@@ -1,4 +1,4 @@
-"""Argument checks for the analysis commands (`python -m explorer heads`, `explorer.align`), made
+"""Argument checks for the analysis commands (`python -m explorer heads`, `explorer.studies.align`), made
 while they parse, before a checkpoint is loaded or anything is computed.
 
 Every count has a stated range (the library's RANGES beside the code that uses it), since an
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from typing import Callable
 
 from explorer.runtime.device import check_device
@@ -51,38 +50,6 @@ def device(text: str) -> str:
         return check_device(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | None:
-    """The analysis commands' first step: parse `argv` and check that --out may be written
-    (explorer.files.user_files), before a checkpoint is loaded; None after printing `error: ...`
-    (the command then returns 2)."""
-    from explorer.files.user_files import UserFileError, check_output_file
-    try:
-        args = parser.parse_args(argv)
-        check_output_file(args.out)
-    except ArgumentsError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return None
-    except UserFileError as err:
-        print(f"error: --out {err}", file=sys.stderr)
-        return None
-    return args
-
-
-def checkpoint_and_held_out(checkpoint: str, device_name: str):
-    """(the loaded checkpoint, its held-out pairs) for an analysis command over a test set, or None after
-    one "error: ..." line (a checkpoint that cannot be loaded, no held-out pairs to read)."""
-    from explorer.evaluation.scores import held_out_pairs
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
-
-    try:
-        ckpt = load_checkpoint(checkpoint, device=device_name)
-        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-    except (CheckpointError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return None
-    return ckpt, pairs
 
 
 def check_ranges(settings, ranges: dict[str, tuple[int, int]]) -> None:

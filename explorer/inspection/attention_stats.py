@@ -15,7 +15,7 @@ Statistics per head (each the mean over query rows):
                alignment scores near 1 even when source and target lengths differ.
 
 The two shares are written once each as public helpers (offset_share: w[i, i+offset];
-key_share: w[:, key]) so that other summaries (explorer.heads: the next position, the rarest
+key_share: w[:, key]) so that other summaries (explorer.studies.heads: the next position, the rarest
 token) use the same formulas. boundary_key is the 'to_eos' key convention.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Figures of the contrastive views (explorer.contrastive): one step's attribution, the contrast beside
+"""Figures of the contrastive views (explorer.studies.contrastive): one step's attribution, the contrast beside
 the plain one, and the beam-size curve over a test set. Pure builders: plain data in, plotly out.
 
 The attribution axis is [source pieces | decoder inputs] (the decoder reads the start id and the prefix
@@ -55,7 +55,7 @@ CURVE_PANELS = (("bleu", "BLEU"), ("chrf", "chrF"), ("length_ratio", "length rat
 
 def curve_figure(rows: Sequence[dict]) -> go.Figure:
     """The beam-size curve: BLEU, chrF, length ratio and mean score against the beam size (log axis),
-    one line per length penalty (rows as explorer.contrastive.job writes `beam_curve`)."""
+    one line per length penalty (rows as explorer.studies.contrastive.job writes `beam_curve`)."""
     fig = make_subplots(rows=2, cols=2, subplot_titles=[name for _, name in CURVE_PANELS],
                         horizontal_spacing=0.1, vertical_spacing=0.18)
     penalties = list(dict.fromkeys(r["length_penalty"] for r in rows))

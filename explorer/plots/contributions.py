@@ -1,4 +1,4 @@
-"""The Contributions page's figures (explorer.contributions: ALTI+, Ferrando et al., EMNLP 2022).
+"""The Contributions page's figures (explorer.studies.contributions: ALTI+, Ferrando et al., EMNLP 2022).
 
 - share_bars: each output token's source share as a bar, one row per token (a word per row reads at a
   projector's distance, where a colour alone would not), the calibrated threshold as a dashed line and

@@ -1,4 +1,4 @@
-"""The head lab's figures, from its JSON result (explorer.heads.job): plain lists of dicts in,
+"""The head lab's figures, from its JSON result (explorer.studies.heads.job): plain lists of dicts in,
 plotly Figures out, no Streamlit. Layers and heads are 1-based, as in the JSON.
 
 - head_grids: one layers x heads heatmap per attention kind of one per-head value (confidence,

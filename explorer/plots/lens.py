@@ -1,4 +1,4 @@
-"""The Layers page's figure: the decoder's logit lens as a grid (explorer.lens.logit_lens).
+"""The Layers page's figure: the decoder's logit lens as a grid (explorer.studies.lens.logit_lens).
 
 Target positions down, decoder layers across (layer L is the model's own output): each cell names the
 piece that layer would write there if it were the last, coloured by a probability, so a row read from

@@ -1,4 +1,4 @@
-"""The Causes page's figures: activation patching's grids of one minimal pair (explorer.patching.grids).
+"""The Causes page's figures: activation patching's grids of one minimal pair (explorer.studies.patching.grids).
 
 Each cell is one patched run, normalised so that 0 = the patch does nothing and 1 = it does
 everything (denoising: the share of the clean-vs-corrupted logit difference restored; noising: the

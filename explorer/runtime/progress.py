@@ -50,17 +50,3 @@ def printer(every: float = 10.0) -> Progress:
             last[0] = time.time()
             print(f"  {stage}: {done}/{total}", file=sys.stderr, flush=True)
     return progress
-
-
-def run_command(run: Callable[..., dict], report: Callable[[dict], str], out: str) -> int:
-    """The end of an analysis command: run(progress=..., log=...) writes `out` and returns the result;
-    print its report, or "error: ..." and exit status 2 when it cannot be done (nothing the model can
-    read, an --out that cannot be written) instead of a traceback."""
-    try:
-        result = run(progress=printer(), log=lambda line: print(line, flush=True))
-    except (ValueError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(report(result))
-    print(f"written: {out}")
-    return 0

@@ -2,7 +2,7 @@
 launch under torchrun that a command asking for more than one makes of itself.
 
 `python -m explorer heads CKPT --workers 2` is `torchrun --standalone --nproc-per-node 2 -m
-explorer.heads CKPT ...`: the same engine a user may start by hand (with more nodes), each process
+explorer.studies.heads CKPT ...`: the same engine a user may start by hand (with more nodes), each process
 finding its share through explorer.runtime.split.from_env(). Each process computes with
 cores // workers threads: processes each on their own core do more than one process whose small
 torch calls take turns on Python's lock (runtime.compute_queue says why). `--workers 1` is the
@@ -14,10 +14,8 @@ import argparse
 import os
 import subprocess
 import sys
-from typing import Callable, Sequence
+from typing import Sequence
 
-from explorer.runtime.progress import run_command
-from explorer.runtime.split import Split, finish
 
 MAX_WORKERS = 64
 AUTO_FROM = 32          # "auto" splits a run of at least this many sentences (one batch per process);
@@ -70,19 +68,3 @@ def launch(module: str, argv: Sequence[str], workers: int) -> int:
            "-m", module, *argv]
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, cores() // workers))}
     return subprocess.call(cmd, env=env)
-
-
-def run_split_command(run: Callable[..., dict], report: Callable[[dict], str], out: str, split: Split) -> int:
-    """runtime.progress.run_command on the main process; the others compute their share silently
-    (an error still says one line, with the process's rank)."""
-    try:
-        if split.is_main:
-            return run_command(run, report, out)
-        try:
-            run(progress=None, log=lambda _: None)
-        except (ValueError, OSError) as err:
-            print(f"error (process {split.rank}): {err}", file=sys.stderr)
-            return 2
-        return 0
-    finally:
-        finish(split)

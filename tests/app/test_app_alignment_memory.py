@@ -1,7 +1,7 @@
 """The Alignment page's one-sentence view on the model every user shares, measured in memory: four
 sessions asking for integrated gradients at once (each on its own Bible gold verse), and one long pair
 (a 150-word upload once took the server from 0.68 to 4.9 GB), stay within the compute queue's places
-times the attribution budget (explorer.align.attribution.ATTRIBUTION_BYTES) plus a stated allowance.
+times the attribution budget (explorer.studies.align.attribution.ATTRIBUTION_BYTES) plus a stated allowance.
 
 Each runs in a fresh process whose own peak (VmHWM) is read after a warm-up, with glibc held to 2
 malloc arenas as the server holds itself (webapp.process_memory).
@@ -27,8 +27,8 @@ PROBE = textwrap.dedent("""
     import json, os, sys, threading
     sys.path.insert(0, {tests!r})
     from support.app_support import open_app, no_exception
-    from explorer.align.attribution import ATTRIBUTION_BYTES
-    from explorer.align.gold import read_gold
+    from explorer.studies.align.attribution import ATTRIBUTION_BYTES
+    from explorer.studies.align.gold import read_gold
     from explorer.runtime.compute_queue import QUEUE
 
     def status(key):
@@ -75,9 +75,9 @@ def test_four_sessions_with_integrated_gradients_at_once_stay_within_the_bound(t
 LONG = textwrap.dedent("""
     import json, sys
     import torch
-    from explorer.align.attribution import ATTRIBUTION_BYTES
-    from explorer.align.gold import GoldPair, read_gold
-    from explorer.align.sentence import Method, align_sentence
+    from explorer.studies.align.attribution import ATTRIBUTION_BYTES
+    from explorer.studies.align.gold import GoldPair, read_gold
+    from explorer.studies.align.sentence import Method, align_sentence
     from explorer.store.checkpoint import load_checkpoint
 
     def status(key):

@@ -112,7 +112,7 @@ def test_a_click_on_a_pruned_node_makes_it_the_foil_of_its_best_sibling():
 
 def test_a_test_verse_shows_where_its_reference_left_the_beam():
     from explorer.config import DecodeConfig
-    from explorer.contrastive.fall import reference_fall
+    from explorer.studies.contrastive.fall import reference_fall
     from explorer.decoding.translate import translate
     from explorer.store.checkpoint import load_checkpoint
     from explorer.text.encoding import output_ids

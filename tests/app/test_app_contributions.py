@@ -35,7 +35,7 @@ def shown_markdown(at) -> str:
 
 def library_shares(path, source: str, reference: str) -> np.ndarray:
     """The library's source shares for `source` forced on `reference`, outside the app."""
-    from explorer.contributions import sentence_contributions
+    from explorer.studies.contributions import sentence_contributions
     from explorer.decoding.core import special_ids
     from explorer.store.checkpoint import load_checkpoint
     from explorer.text.encoding import output_ids, source_ids

@@ -1,5 +1,5 @@
 """AppTests of the Heads page (the head lab in the app): it opens on numbers-en-de without a
-result and shows the cost; a result file written by explorer.heads' run_to_file where the page looks
+result and shows the cost; a result file written by explorer.studies.heads' HEAD_LAB where the page looks
 for it is shown at once (heatmaps, roles, removal histogram, pruning curves, links to the Attention
 page's zoom carrying kind, layer and head); a tiny job started from the page completes and writes
 that file; a cancelled job writes nothing; the approximate single-head scoring (loss rise alone) is
@@ -38,14 +38,15 @@ def lab_file(settings) -> Path:
 def precomputed(tmp_path_factory):
     """A head-lab result for the first 6 test pairs, 1 random seed, in a runs directory of its own."""
     from explorer.evaluation.scores import held_out_pairs
-    from explorer.heads.job import LabSettings, run_to_file
+    from explorer.studies.common.context import RunContext
+    from explorer.studies.heads.job import HEAD_LAB, LabSettings
     from explorer.store.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(NUMBERS)
     pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
     settings = LabSettings(sentences=6, seeds=1)
-    result = run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, tmp_path_factory.mktemp("unused") / "r.json",
-                         meta=ckpt.meta)
+    result = HEAD_LAB.to_file(tmp_path_factory.mktemp("unused") / "r.json", ckpt.model, ckpt.tokenizer, pairs,
+                              settings, context=RunContext(meta=ckpt.meta))
     return settings, result
 
 
@@ -104,7 +105,7 @@ def test_a_result_file_is_shown_with_its_figures_and_head_links(runs, precompute
 
 
 def test_a_job_started_from_the_page_writes_the_result_and_shows_it(runs):
-    from explorer.heads.job import LabSettings
+    from explorer.studies.heads.job import LabSettings
     from webapp import background
 
     at = open_heads(heads_n=4, heads_seeds=1)
@@ -126,17 +127,18 @@ def test_a_job_started_from_the_page_writes_the_result_and_shows_it(runs):
 
 
 def test_cancel_leaves_no_file(runs):
-    from explorer.heads.job import LabSettings
+    from explorer.studies.heads.job import LabSettings
     from webapp import background
-    from webapp.views import heads as heads_views
+    from webapp import study_job
 
     at = open_heads(heads_n=300, heads_seeds=3)
     target = lab_file(LabSettings(sentences=300, seeds=3))
     at.button(key="heads_start").click().run()
     job = background.job_for(target)
     assert job is not None and job.active
-    from explorer.store.checkpoint import load_checkpoint
-    again = heads_views.start(str(NUMBERS), "cpu", load_checkpoint(NUMBERS).sha256, LabSettings(sentences=300, seeds=3))
+    from explorer.studies.heads.job import HEAD_LAB
+    again = study_job.start(HEAD_LAB, target, "Head lab", str(NUMBERS), lambda _: ([],),
+                            LabSettings(sentences=300, seeds=3))
     assert again is job                                       # one job per weights + settings at a time
     at.button(key="heads_cancel").click().run()
     no_exception(at)
@@ -166,7 +168,8 @@ def test_the_approximate_scoring_is_offered_not_the_default_and_said_where_it_is
     import json
 
     from explorer.evaluation.scores import held_out_pairs
-    from explorer.heads.job import LabSettings, run_to_file
+    from explorer.studies.common.context import RunContext
+    from explorer.studies.heads.job import HEAD_LAB, LabSettings
     from explorer.store.checkpoint import load_checkpoint
 
     at = open_heads()
@@ -185,8 +188,8 @@ def test_the_approximate_scoring_is_offered_not_the_default_and_said_where_it_is
     target = lab_file(settings)
     assert target != lab_file(LabSettings(sentences=3, seeds=0))
     target.parent.mkdir(parents=True, exist_ok=True)
-    result = run_to_file(ckpt.model, ckpt.tokenizer, held_out_pairs(ckpt.path, ckpt.meta)[0], settings, target,
-                         meta=ckpt.meta)
+    result = HEAD_LAB.to_file(target, ckpt.model, ckpt.tokenizer, held_out_pairs(ckpt.path, ckpt.meta)[0], settings,
+                              context=RunContext(meta=ckpt.meta))
     assert json.loads(target.read_text())["single_removal"] == "loss (approximate)"
     at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "3", "lab_seeds": "0", "lab_single": "loss"})
     no_exception(at)

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from support.app_support import NUMBERS, default_roots, no_exception, open_app, runs, texts  # noqa: F401
-from explorer.contrastive.fall import MODEL_ERROR, SEARCH_ERROR, ReferenceFall
+from explorer.studies.contrastive.fall import MODEL_ERROR, SEARCH_ERROR, ReferenceFall
 
 needs_numbers = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(),
                                    reason="needs the shipped checkpoints/numbers-en-de")
@@ -84,7 +84,8 @@ def test_the_head_roles_table_says_what_each_number_is(runs):
     import json
 
     from explorer.evaluation.scores import held_out_pairs
-    from explorer.heads.job import LabSettings, run_to_file
+    from explorer.studies.common.context import RunContext
+    from explorer.studies.heads.job import HEAD_LAB, LabSettings
     from explorer.store import run_paths as rp
     from explorer.store.checkpoint import load_checkpoint
 
@@ -93,7 +94,7 @@ def test_the_head_roles_table_says_what_each_number_is(runs):
     settings = LabSettings(sentences=4, seeds=1)
     target = rp.head_lab_file(ckpt.sha256, settings.key())
     target.parent.mkdir(parents=True)
-    run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, target, meta=ckpt.meta)
+    HEAD_LAB.to_file(target, ckpt.model, ckpt.tokenizer, pairs, settings, context=RunContext(meta=ckpt.meta))
     at = open_app("numbers-en-de", "webapp/pages/heads.py", "three hundred and twenty one",
                   session={"heads_n": 4, "heads_seeds": 1})
     no_exception(at)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from explorer.data import DataError
-from explorer.grounding import index as ix
-from explorer.grounding.build import build
+from explorer.studies.grounding import index as ix
+from explorer.studies.grounding.build import build
 from explorer.store.checkpoint import read_config
 from support.app_support import ROOT
 

@@ -1,4 +1,4 @@
-"""The one fast gradient path (explorer.align.gradients: every target's backward pass batched over one
+"""The one fast gradient path (explorer.studies.common.gradients: every target's backward pass batched over one
 forward per path point; the alignment scorecard, the Alignment page and the faithfulness scorecard
 use it) gives captum's attributions (InputXGradient / IntegratedGradients, one row per target and
 path point: piece_attributions(path="captum")) within float32 rounding (support.numerics: gradient_atol
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.align.attribution import piece_attributions, row_bytes
-from explorer.align.gold import read_gold
-from explorer.align.gradients import (attributions, batch_shape, forced_log_probs, hidden_states, path_points,
+from explorer.studies.align.attribution import piece_attributions, row_bytes
+from explorer.studies.align.gold import read_gold
+from explorer.studies.common.gradients import (attributions, batch_shape, forced_log_probs, hidden_states, path_points,
                                       target_bytes, teacher_inputs)
-from explorer.align.numbers_gold import number_gold
-from explorer.align.pairs import ModelPair, model_pair
+from explorer.studies.align.numbers_gold import number_gold
+from explorer.studies.align.pairs import ModelPair, model_pair
 from explorer.files.places import REPO_ROOT
 from support.model_helpers import make_model, one_thread  # noqa: F401 (a fixture)
 from support.numerics import cast_logprob_atol, gradient_atol, model_atol
@@ -134,8 +134,8 @@ def _close(a, b, atol: float, where="") -> None:
 
 
 def test_the_scorecard_is_the_same_on_either_path():
-    from explorer.align.gold import GoldPair
-    from explorer.align.scorecard import AlignSettings, run_scorecard
+    from explorer.studies.align.gold import GoldPair
+    from explorer.studies.align.scorecard import AlignSettings, run_scorecard
     from support.decoding_helpers import StandInTokenizer, random_model
 
     model, tok = random_model(seed=3, d_model=16, n_heads=2, d_ff=32), StandInTokenizer()

@@ -1,9 +1,9 @@
 """Alignment error rate by hand, the gold format, extraction rules, symmetrisation, numbers gold."""
 import pytest
 
-from explorer.align.gold import GoldError, GoldPair, format_gold, parse_gold, read_gold
-from explorer.align.metrics import extract_links, grow_diag_final_and, score_links
-from explorer.align.numbers_gold import number_gold
+from explorer.studies.align.gold import GoldError, GoldPair, format_gold, parse_gold, read_gold
+from explorer.studies.align.metrics import extract_links, grow_diag_final_and, score_links
+from explorer.studies.align.numbers_gold import number_gold
 
 import numpy as np
 
@@ -83,7 +83,7 @@ def test_link_indices_are_ascii_digits_only(link):
 
 
 def test_gold_file_size_checked_before_reading(tmp_path, monkeypatch):
-    import explorer.align.gold as gold
+    import explorer.studies.align.gold as gold
     path = tmp_path / "big.align"
     path.write_text("a ||| b ||| 0-0\n" * 100)
     monkeypatch.setattr(gold, "MAX_BYTES", 100)

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.align.attention import attention_matrices, cross_weights, value_vectors
-from explorer.align.attribution import log_prob_function, piece_attributions
-from explorer.align.gold import GoldPair, read_gold
-from explorer.align.job import run_to_file
-from explorer.align.pairs import Unusable, model_pair, model_pairs
-from explorer.align.scorecard import AlignSettings, run_scorecard
+from explorer.studies.align.attention import attention_matrices, cross_weights, value_vectors
+from explorer.studies.align.attribution import log_prob_function, piece_attributions
+from explorer.studies.align.gold import GoldPair, read_gold
+from explorer.studies.align.job import SCORECARD
+from explorer.studies.common.context import RunContext
+from explorer.studies.align.pairs import Unusable, model_pair, model_pairs
+from explorer.studies.align.scorecard import AlignSettings, run_scorecard
 from explorer.runtime.progress import Cancelled
 from explorer.files.places import REPO_ROOT
 from tests.support.decoding_helpers import StandInTokenizer, random_model, toy_pairs, train_reverse_model
@@ -134,7 +135,7 @@ def test_scorecard_job_writes_whole_result_or_nothing(tmp_path):
     model, tok = train_reverse_model(steps=60), StandInTokenizer()
     gold = copy_gold(6)
     out = tmp_path / "a.json"
-    result = run_to_file(model, tok, gold, AlignSettings(attribution_pairs=2, ig_steps=4, eflomal=False), out)
+    result = SCORECARD.to_file(out, model, tok, gold, AlignSettings(attribution_pairs=2, ig_steps=4, eflomal=False))
     import json
     data = json.loads(out.read_text())
     assert data["gold"]["pairs"] == 6 and {r["aligner"] for r in data["rows"]} >= {"grad-x-input",
@@ -144,19 +145,20 @@ def test_scorecard_job_writes_whole_result_or_nothing(tmp_path):
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(Cancelled):
-        run_to_file(model, tok, gold, AlignSettings(eflomal=False), tmp_path / "b.json", cancel=cancel)
+        SCORECARD.to_file(tmp_path / "b.json", model, tok, gold, AlignSettings(eflomal=False),
+                          context=RunContext(cancel=cancel))
     stop_later = iter([True, True, False])
     with pytest.raises(Cancelled):
-        run_to_file(model, tok, gold, AlignSettings(eflomal=False), tmp_path / "c.json",
-                    progress=lambda stage, done, total: next(stop_later, False))
+        SCORECARD.to_file(tmp_path / "c.json", model, tok, gold, AlignSettings(eflomal=False),
+                          context=RunContext(progress=lambda stage, done, total: next(stop_later, False)))
     assert not (tmp_path / "b.json").exists() and not (tmp_path / "c.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
 
 
 def test_eflomal_aligns_numbers_from_their_corpus():
-    from explorer.align.metrics import score_links
-    from explorer.align.numbers_gold import numbers_gold
-    from explorer.align.statistical import eflomal_links
+    from explorer.studies.align.metrics import score_links
+    from explorer.studies.align.numbers_gold import numbers_gold
+    from explorer.studies.align.statistical import eflomal_links
     from explorer.data.numbers import build_numbers
     corpus = build_numbers(train_size=3000, dev_size=10, test_size=60)
     gold = numbers_gold(int(p.ref[2:]) for p in corpus.test)
@@ -166,7 +168,7 @@ def test_eflomal_aligns_numbers_from_their_corpus():
 
 
 def test_the_command_says_what_is_wrong_instead_of_a_traceback(tmp_path, capsys):
-    from explorer.align.__main__ import main
+    from explorer.studies.align.__main__ import main
     numbers = str(REPO_ROOT / "checkpoints" / "numbers-en-de")
     unreadable = tmp_path / "long.align"
     unreadable.write_text(" ".join(["palabra"] * 300) + " ||| word ||| 0-0\n", encoding="utf-8")

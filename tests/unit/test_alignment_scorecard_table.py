@@ -2,7 +2,7 @@
 browser as an Arrow table, and a column Arrow cannot type (layer numbers mixed with "") makes Streamlit
 log a traceback ("Could not convert '' ... column layer") and retype the table each time it is shown.
 
-The rows are made by the scorecard's own row builder (explorer.align.scorecard._row): a best head
+The rows are made by the scorecard's own row builder (explorer.studies.align.scorecard._row): a best head
 (layer and head), a best layer mean (a layer, no head), the mean of all heads (neither), an attribution
 row (neither; no mutual-argmax AER) and eflomal.
 """
@@ -13,8 +13,8 @@ import logging
 import pandas as pd
 import pyarrow as pa
 
-from explorer.align.gold import GoldPair
-from explorer.align.scorecard import Tally, _row
+from explorer.studies.align.gold import GoldPair
+from explorer.studies.align.scorecard import Tally, _row
 from webapp.views.alignment import scorecard_table
 
 

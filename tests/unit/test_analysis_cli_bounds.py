@@ -1,4 +1,4 @@
-"""The analysis commands (`python -m explorer.heads`, `explorer.align`) check what a user types before
+"""The analysis commands (`python -m explorer heads`, `python -m explorer align`) check what a user types before
 they load a checkpoint: an --out that is not a file to write (a device, a FIFO, a directory, a missing
 folder), counts out of range, a --gold that is not a regular file or too large, a --device the machine
 lacks. Each is refused at once with one line `error: ...` and exit status 2, never after the run, never
@@ -14,9 +14,9 @@ import threading
 import pytest
 import torch
 
-from explorer.align.__main__ import main as align_main
+from explorer.studies.align.__main__ import main as align_main
 from explorer.files.user_files import UserFileError, check_output_file, read_user_file
-from explorer.heads.__main__ import main as heads_main
+from explorer.studies.heads.__main__ import main as heads_main
 from explorer.store import checkpoint as checkpoint_store
 from explorer.files.places import REPO_ROOT
 from support.waiting import STALL_S
@@ -135,8 +135,8 @@ def test_a_long_value_outside_the_choices_is_echoed_cut_short(command, flag, tmp
 
 
 def test_the_ranges_are_the_library_settings_own():
-    from explorer.align.scorecard import RANGES as ALIGN, AlignSettings
-    from explorer.heads.job import RANGES as HEADS, LabSettings
+    from explorer.studies.align.scorecard import RANGES as ALIGN, AlignSettings
+    from explorer.studies.heads.job import RANGES as HEADS, LabSettings
 
     assert HEADS["seeds"] == (0, 10) and HEADS["sentences"][1] >= 500             # the app caps: 10 seeds, 500 sentences
     assert ALIGN["ig_steps"][1] >= 64                                            # the app's one-sentence cap
@@ -188,7 +188,7 @@ def test_read_user_file_never_waits_on_a_fifo(tmp_path):
 
 def test_a_gold_that_is_no_regular_file_or_too_large_is_refused_before_loading(tmp_path, capsys, no_loading,
                                                                                monkeypatch):
-    from explorer.align import gold_sets
+    from explorer.studies.align import gold_sets
 
     fifo = tmp_path / "gold.fifo"
     os.mkfifo(fifo)

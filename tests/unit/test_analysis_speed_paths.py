@@ -1,7 +1,7 @@
 """The fast paths give the numbers of the paths before them: explorer.runtime.split's share and gather;
 the head lab and the alignment scorecard computed by two processes (here two threads standing in
 for torchrun's processes, exchanging through the same gather) against one, JSON number for number;
-single-head removals checked in one pass (explorer.heads.verify) against decoded step by step, on a
+single-head removals checked in one pass (explorer.studies.heads.verify) against decoded step by step, on a
 tiny model and on the shipped ones. The real torchrun run is tests/integration/test_analysis_split.py."""
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 import torch
 
-from explorer.align.gold import GoldPair
-from explorer.align.scorecard import AlignSettings, run_scorecard
-from explorer.evaluation.arguments import checkpoint_and_held_out
+from explorer.studies.align.gold import GoldPair
+from explorer.studies.align.scorecard import AlignSettings, run_scorecard
+from explorer.studies.common.command import checkpoint_and_held_out
 from explorer.files.places import REPO_ROOT
-from explorer.heads.importance import HeadRemover, all_heads
-from explorer.heads.job import LabSettings, run_head_lab
-from explorer.heads.sentences import SentenceSet, build_sentences
+from explorer.studies.heads.importance import HeadRemover, all_heads
+from explorer.studies.heads.job import LabSettings, run_head_lab
+from explorer.studies.common.context import RunContext
+from explorer.studies.common.sentences import SentenceSet, build_sentences
 from explorer.runtime.clock import TIMING_KEYS
 from explorer.runtime.split import ONE, Split
 from tests.support.decoding_helpers import StandInTokenizer, random_model, toy_pairs
@@ -87,7 +88,7 @@ def test_the_head_lab_split_over_two_processes_gives_the_same_json(model):
              for n in (3, 5, 4, 6, 2, 7, 5)]
     settings = LabSettings(sentences=7, seeds=0, points=1, batch_size=2)
     one = run_head_lab(model, IdTokenizer(), pairs, settings)
-    split = run_split(2, lambda s: run_head_lab(model, IdTokenizer(), pairs, settings, split=s))
+    split = run_split(2, lambda s: run_head_lab(model, IdTokenizer(), pairs, settings, context=RunContext(split=s)))
     assert numbers(split[0]) == numbers(one) and numbers(split[1]) == numbers(one)
     assert numbers(run_head_lab(model, IdTokenizer(), pairs, settings, reuse=False)) == numbers(one)
     assert split[0]["processes"] == 2 and one["processes"] == 1
@@ -102,7 +103,7 @@ def test_the_scorecard_split_over_two_processes_gives_the_same_json():
         gold.append(GoldPair(s, t, frozenset((i, len(s) - 1 - i) for i in range(min(len(s), len(t))))))
     settings = AlignSettings(pairs=5, attribution_pairs=3, ig_steps=4, eflomal=False)
     one = run_scorecard(model, tok, gold, settings)
-    split = run_split(2, lambda s: run_scorecard(model, tok, gold, settings, split=s))
+    split = run_split(2, lambda s: run_scorecard(model, tok, gold, settings, context=RunContext(split=s)))
     assert numbers(split[0]) == numbers(one)
     assert one["integrated_gradients"]["pairs"] == 3 and one["rows"]
 
@@ -141,18 +142,18 @@ def _letter_pairs(n: int, seed: int) -> list[SimpleNamespace]:
 
 
 def test_the_faithfulness_scorecard_split_over_two_processes_gives_the_same_json():
-    from explorer.contributions.faithfulness import FaithfulnessSettings, run_faithfulness
+    from explorer.studies.contributions.faithfulness import FaithfulnessSettings, run_faithfulness
 
     model, tok, pairs = random_model(), StandInTokenizer(), _letter_pairs(5, 5)
     settings = FaithfulnessSettings(methods=("alti", "attention-mean", "grad-x-input"), seeds=2, ig_steps=4)
     one = run_faithfulness(model, tok, pairs, 5, settings)
-    split = run_split(2, lambda s: run_faithfulness(model, tok, pairs, 5, settings, split=s))
+    split = run_split(2, lambda s: run_faithfulness(model, tok, pairs, 5, settings, context=RunContext(split=s)))
     assert numbers(split[0]) == numbers(one) and numbers(split[1]) == numbers(one)
     assert split[0]["processes"] == 2 and one["processes"] == 1 and len(one["per_sentence"]["alti"]["sufficiency"]) == 5
 
 
 def test_the_beam_curve_and_exact_search_split_over_two_processes_give_the_same_json():
-    from explorer.contrastive.job import SearchSettings, run_search
+    from explorer.studies.contrastive.job import SearchSettings, run_search
 
     def same(result: dict) -> dict:        # a row's and an exact search's seconds say how long, not what
         result = numbers(result)
@@ -164,6 +165,6 @@ def test_the_beam_curve_and_exact_search_split_over_two_processes_give_the_same_
     settings = SearchSettings(beams=(1, 3), sentences=5, penalties=("none",), exact=True, exact_nodes=100,
                               exact_seconds=60)
     one = run_search(model, tok, pairs, settings)
-    split = run_split(2, lambda s: run_search(model, tok, pairs, settings, split=s))
+    split = run_split(2, lambda s: run_search(model, tok, pairs, settings, context=RunContext(split=s)))
     assert same(split[0]) == same(one) and same(split[1]) == same(one)
     assert split[0]["processes"] == 2 and len(one["exact"]) == 5 and len(one["beam_curve"]) == 2

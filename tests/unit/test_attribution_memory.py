@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.align import attribution as A
-from explorer.align.gold import GoldPair
-from explorer.align.pairs import model_pair
+from explorer.studies.align import attribution as A
+from explorer.studies.align.gold import GoldPair
+from explorer.studies.align.pairs import model_pair
 from support.decoding_helpers import StandInTokenizer, random_model
 from support.numerics import gradient_atol, model_atol
 from support.waiting import run_watched
@@ -54,7 +54,7 @@ def test_rows_per_batch_shrink_as_pairs_grow():
 def test_the_batched_paths_groups_fit_the_budget():
     """Targets x path points of one batched pass: within the budget wherever one row fits; more
     targets a group as the budget grows, fewer as pairs grow; one target and one point at the least."""
-    from explorer.align.gradients import batch_shape, target_bytes
+    from explorer.studies.common.gradients import batch_shape, target_bytes
     from explorer.config import preset
     cfg = preset("small", src_vocab_size=8000, tgt_vocab_size=8000)
     for s, t in ((25, 24), (60, 58), (190, 180)):
@@ -72,9 +72,9 @@ PROBE = textwrap.dedent("""
     import json, sys, threading
     import torch
     torch.set_num_threads(1)
-    from explorer.align import attribution as A
-    from explorer.align.gold import GoldPair, read_gold
-    from explorer.align.pairs import model_pair
+    from explorer.studies.align import attribution as A
+    from explorer.studies.align.gold import GoldPair, read_gold
+    from explorer.studies.align.pairs import model_pair
     from explorer.runtime.compute_queue import QUEUE
     from explorer.store.checkpoint import load_checkpoint
 

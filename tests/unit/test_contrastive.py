@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from explorer.config import DecodeConfig
-from explorer.contrastive.attribution import contrast_step
-from explorer.contrastive.foils import MAX_FOIL_CHARS, foil_from_id, foil_from_word, step_of
+from explorer.studies.contrastive.attribution import contrast_step
+from explorer.studies.contrastive.foils import MAX_FOIL_CHARS, foil_from_id, foil_from_word, step_of
 from explorer.decoding.translate import translate
 from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
@@ -138,7 +138,7 @@ def test_hostile_foil_ids_are_refused_with_a_message(shipped):
 def test_the_reference_fall_reads_the_pages_own_translation_and_trace(shipped):
     """translate(..., trace=True) is what the Beam search page holds: given its trace and best output,
     reference_fall finds what it finds when it runs the search itself."""
-    from explorer.contrastive.fall import MODEL_ERROR, SEARCH_ERROR, reference_fall
+    from explorer.studies.contrastive.fall import MODEL_ERROR, SEARCH_ERROR, reference_fall
     from explorer.text.encoding import output_ids
 
     ckpt, out, _ = shipped

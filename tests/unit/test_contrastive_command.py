@@ -1,4 +1,4 @@
-"""`python -m explorer search` (explorer.contrastive): the JSON it writes on the shipped numbers model,
+"""`python -m explorer search` (explorer.studies.contrastive): the JSON it writes on the shipped numbers model,
 its refusals in one line before anything is loaded or written, and a cancelled job that writes nothing."""
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from explorer.__main__ import main as door
-from explorer.contrastive.__main__ import main
-from explorer.contrastive.job import SearchSettings, read_result, run_to_file
+from explorer.studies.contrastive.__main__ import main
+from explorer.studies.common.context import RunContext
+from explorer.studies.contrastive.job import BEAM_CURVE, SearchSettings
 from explorer.files.places import REPO_ROOT
 from explorer.runtime.progress import Cancelled
 
@@ -34,7 +35,7 @@ def test_the_command_writes_the_curve_and_the_exact_search(tmp_path, capsys):
         assert e["proven"] is True and set(e["beam_scores"]) == {"1", "2"}
         assert all(e["score"] >= s - 1e-4 for s in e["beam_scores"].values())
     assert "exact search: proven on 4 of 4" in capsys.readouterr().out
-    assert read_result(out) == result and read_result(tmp_path / "missing.json") is None
+    assert BEAM_CURVE.read(out) == result and BEAM_CURVE.read(tmp_path / "missing.json") is None
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -74,8 +75,8 @@ def test_a_cancelled_job_writes_nothing(tmp_path):
         if stage.startswith("beam 2"):
             event.set()
     with pytest.raises(Cancelled):
-        run_to_file(ckpt.model, ckpt.tokenizer, pairs, SearchSettings(beams=(1, 2), sentences=3), out,
-                    progress=progress, cancel=event)
+        BEAM_CURVE.to_file(out, ckpt.model, ckpt.tokenizer, pairs, SearchSettings(beams=(1, 2), sentences=3),
+                           context=RunContext(progress=progress, cancel=event))
     assert not out.exists() and seen[0].startswith("beam 1")
     with pytest.raises(ValueError, match="distinct"):
         SearchSettings(beams=(2, 2))

@@ -8,13 +8,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from explorer.contrastive import curve
-from explorer.contrastive.compact_beam import compact_beam_search
-from explorer.contrastive.curve import (Penalty, beam_config, curve_row, decode_set, library_decode_set,
+from explorer.studies.contrastive import curve
+from explorer.studies.contrastive.compact_beam import compact_beam_search
+from explorer.studies.contrastive.curve import (Penalty, beam_config, curve_row, decode_set, library_decode_set,
                                         sentence_chrf)
 from explorer.decoding.translate import decode
 from explorer.files.places import REPO_ROOT
-from explorer.heads.sentences import build_sentences
+from explorer.studies.common.sentences import build_sentences
 from explorer.runtime.progress import Cancelled
 from explorer.store.checkpoint import load_checkpoint
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from explorer.config import DecodeConfig
-from explorer.contrastive.fall import MODEL_ERROR, NO_ERROR, SEARCH_ERROR, reference_fall
+from explorer.studies.contrastive.fall import MODEL_ERROR, NO_ERROR, SEARCH_ERROR, reference_fall
 from explorer.decoding.beam import beam_search
 from explorer.decoding.beam_trace import KEPT
 from explorer.decoding.core import constrain

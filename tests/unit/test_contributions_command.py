@@ -1,4 +1,4 @@
-"""`python -m explorer.contributions` (also `python -m explorer contributions`): ALTI+ over a test set
+"""`python -m explorer contributions`: ALTI+ over a test set
 written as JSON whole or not at all, the made-up-translation check and the alignment check; a bad
 argument or file is refused in one line before the checkpoint is loaded."""
 from __future__ import annotations
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from explorer.__main__ import main as door
-from explorer.contributions.__main__ import main
-from explorer.contributions.detached import auroc, derangement
-from explorer.contributions.job import ContributionSettings, run_to_file, run_contributions
+from explorer.studies.contributions.__main__ import main
+from explorer.studies.contributions.detached import auroc, derangement
+from explorer.studies.common.context import RunContext
+from explorer.studies.contributions.job import CONTRIBUTIONS, ContributionSettings
 from explorer.files.places import REPO_ROOT
 from explorer.runtime.progress import Cancelled
 from explorer.store import checkpoint as checkpoint_store
@@ -115,8 +116,8 @@ def test_a_cancelled_run_writes_nothing(tmp_path):
     stop = threading.Event()
     stop.set()
     with pytest.raises(Cancelled):
-        run_to_file(run_contributions, tmp_path / "c.json", model=ck.model, tokenizer=ck.tokenizer, pairs=pairs,
-                    settings=ContributionSettings(sentences=2), cancel=stop)
+        CONTRIBUTIONS.to_file(tmp_path / "c.json", ck.model, ck.tokenizer, pairs, ContributionSettings(sentences=2),
+                              context=RunContext(cancel=stop))
     assert not (tmp_path / "c.json").exists()
     with pytest.raises(ValueError, match="sentences"):
         ContributionSettings(sentences=0)

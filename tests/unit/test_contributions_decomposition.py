@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from explorer.config import preset
-from explorer.contributions import sentence_contributions
-from explorer.contributions.blocks import forced_pass
-from explorer.contributions.decomposition import contributions, normalise, row_chunks, transformed_vectors
+from explorer.studies.contributions import sentence_contributions
+from explorer.studies.contributions.blocks import forced_pass
+from explorer.studies.contributions.decomposition import contributions, normalise, row_chunks, transformed_vectors
 from explorer.model import Transformer
 from support.base_model import MARIAN_OPTIONS, VOCAB_SIZE
 from support.model_helpers import make_model, one_thread  # noqa: F401 (a fixture)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.contributions.faithfulness import (METHODS, FaithfulnessSettings, edited, erasure_measures,
+from explorer.studies.contributions.faithfulness import (METHODS, FaithfulnessSettings, edited, erasure_measures,
                                                  forced_logprobs, interval, method_scores, random_scores,
                                                  sentence_faithfulness, top_k)
 from explorer.decoding.teacher import score_targets

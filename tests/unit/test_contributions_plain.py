@@ -1,5 +1,5 @@
 """A second ALTI+, written plainly (numpy, float64, a loop per head, query and key, its own forward pass
-from the model's parameters), agrees with explorer.contributions within 1e-8 on a tiny model, post-LN and
+from the model's parameters), agrees with explorer.studies.contributions within 1e-8 on a tiny model, post-LN and
 pre-LN: every layer's contribution matrices, the encoder rollout, the decoder rollout and the source
 shares. It shares no code with the library beyond reading the parameters and the embedding rows."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.contributions import sentence_contributions
+from explorer.studies.contributions import sentence_contributions
 from support.model_helpers import make_model
 
 SRC, OUT = [5, 9, 12, 7, 30, 3], [11, 4, 17, 8, 3]

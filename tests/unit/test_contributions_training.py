@@ -1,4 +1,4 @@
-"""`python -m explorer.contributions CKPT --over-training`: the mean source share at each checkpoint of a
+"""`python -m explorer contributions CKPT --over-training`: the mean source share at each checkpoint of a
 run, found as the Contributions page finds it (the shipped numbers run: steps 150, 300, 900), every
 point forced on the same pairs and equal to that checkpoint's own summary; a checkpoint alone gives
 one point."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from explorer.contributions.__main__ import main
-from explorer.contributions.job import ContributionSettings, run_contributions
+from explorer.studies.contributions.__main__ import main
+from explorer.studies.contributions.job import ContributionSettings, run_contributions
 from explorer.data.files import read_tsv
 from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint

@@ -14,12 +14,12 @@ import pytest
 
 from benchmarks.__main__ import _has_main, available
 from explorer.__main__ import COMMANDS, main as explorer
-from explorer.contributions.__main__ import build_parser as contributions_parser
+from explorer.studies.contributions.__main__ import build_parser as contributions_parser
 from explorer.data.files import read_tsv
 from explorer.evaluation.arguments import ArgumentsError
 from explorer.evaluation.scores import MAX_HELD_OUT
-from explorer.heads.__main__ import build_parser as heads_parser
-from explorer.lens.__main__ import build_parser as lens_parser
+from explorer.studies.heads.__main__ import build_parser as heads_parser
+from explorer.studies.lens.__main__ import build_parser as lens_parser
 from support.app_support import ROOT
 
 

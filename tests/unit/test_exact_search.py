@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from explorer.config import DecodeConfig
-from explorer.contrastive.exact import exact_search
+from explorer.studies.contrastive.exact import exact_search
 from explorer.decoding.beam import beam_search
 from explorer.decoding.core import constrain, special_ids
 from support.model_helpers import make_model

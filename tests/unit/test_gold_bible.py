@@ -1,8 +1,8 @@
 """The hand-aligned Bible gold set: big enough, from the held-out test split only, every link in
 bounds, and a double-annotated subset whose agreement is measured (and stated in docs/)."""
-from explorer.align.gold import read_gold
-from explorer.align.gold_sets import GOLD_DIR, default_gold, held_out_share
-from explorer.align.metrics import agreement
+from explorer.studies.align.gold import read_gold
+from explorer.studies.align.gold_sets import GOLD_DIR, default_gold, held_out_share
+from explorer.studies.align.metrics import agreement
 from explorer.data.files import read_tsv
 from explorer.files.places import REPO_ROOT
 

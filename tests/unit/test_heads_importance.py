@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from explorer.evaluation.scores import corpus_scores
-from explorer.heads.importance import HeadRemover, all_heads, gated, gradient_importance, normalize_per_layer, \
+from explorer.studies.heads.importance import HeadRemover, all_heads, gated, gradient_importance, normalize_per_layer, \
     teacher_loss
-from explorer.heads.pruning import Curve, importance_order, plan_curves, random_order, removable, score_curves
-from explorer.heads.sentences import SentenceSet, greedy_texts
+from explorer.studies.heads.pruning import Curve, importance_order, plan_curves, random_order, removable, score_curves
+from explorer.studies.common.sentences import SentenceSet, greedy_texts
 from explorer.inspection.hooks import ablate_heads
 from explorer.inspection.trace import ATTENTION_KINDS, KINDS
 from support.model_helpers import IdTokenizer

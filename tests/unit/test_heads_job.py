@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.heads.job import LabSettings, estimate_cost, run_to_file
+from explorer.studies.common.context import RunContext
+from explorer.studies.heads.job import HEAD_LAB, LabSettings, estimate_cost
 from explorer.inspection.trace import KINDS
 from explorer.runtime.progress import Cancelled
 from support.model_helpers import IdTokenizer
@@ -22,8 +23,8 @@ SETTINGS = LabSettings(sentences=3, seeds=1, points=1, batch_size=2)
 def test_the_json_has_every_section_one_based(model, tmp_path):
     out = tmp_path / "lab.json"
     stages = []
-    run_to_file(model, IdTokenizer(), PAIRS, SETTINGS, out, meta={"name": "tiny", "weights_sha256": "abc"},
-                progress=lambda stage, done, total: stages.append(stage))
+    HEAD_LAB.to_file(out, model, IdTokenizer(), PAIRS, SETTINGS, context=RunContext(
+        meta={"name": "tiny", "weights_sha256": "abc"}, progress=lambda stage, done, total: stages.append(stage)))
     data = json.loads(out.read_text())
     assert {"stats", "roles", "importance", "single_head_removal", "pruning", "settings"} <= set(data)
     assert data["settings"] | {} == {**data["settings"], "weights_sha256": "abc", "sentences": 3,
@@ -49,8 +50,8 @@ def test_the_json_has_every_section_one_based(model, tmp_path):
 def test_a_cancelled_job_leaves_no_file(model, tmp_path, stage):
     out = tmp_path / "lab.json"
     with pytest.raises(Cancelled):
-        run_to_file(model, IdTokenizer(), PAIRS, SETTINGS, out,
-                    progress=lambda s, done, total: False if s == stage and done > 0 else None)
+        HEAD_LAB.to_file(out, model, IdTokenizer(), PAIRS, SETTINGS, context=RunContext(
+            progress=lambda s, done, total: False if s == stage and done > 0 else None))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -58,7 +59,7 @@ def test_a_set_event_cancels(model, tmp_path):
     event = threading.Event()
     event.set()
     with pytest.raises(Cancelled):
-        run_to_file(model, IdTokenizer(), PAIRS, SETTINGS, tmp_path / "lab.json", cancel=event)
+        HEAD_LAB.to_file(tmp_path / "lab.json", model, IdTokenizer(), PAIRS, SETTINGS, context=RunContext(cancel=event))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -71,7 +72,7 @@ def test_the_cost_grows_with_heads_and_sentences(model):
 
 
 def test_the_command_on_the_shipped_numbers_checkpoint(tmp_path, capsys):
-    from explorer.heads.__main__ import main
+    from explorer.studies.heads.__main__ import main
 
     out = tmp_path / "numbers.json"
     assert main(["checkpoints/numbers-en-de", "--sentences", "6", "--seeds", "0", "--points", "1",

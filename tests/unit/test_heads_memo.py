@@ -1,4 +1,4 @@
-"""The full model's encoder output reused for removals of decoder and cross heads (explorer.heads.memo):
+"""The full model's encoder output reused for removals of decoder and cross heads (explorer.studies.heads.memo):
 the teacher-forced losses and the one-pass checks are the same numbers as encoding every time, an
 encoder head's removal never takes the kept output, and the head lab's JSON on a shipped model is
 the same with and without the reuse (`--no-reuse`)."""
@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.evaluation.arguments import checkpoint_and_held_out
+from explorer.studies.common.command import checkpoint_and_held_out
 from explorer.files.places import REPO_ROOT
-from explorer.heads.importance import HeadRemover, all_heads, teacher_loss
-from explorer.heads.job import LabSettings, run_head_lab
-from explorer.heads.memo import EncoderMemo, teacher_log_probs
-from explorer.heads.sentences import SentenceSet, teacher_batches
-from explorer.heads.verify import greedy_outputs, still_greedy
+from explorer.studies.heads.importance import HeadRemover, all_heads, teacher_loss
+from explorer.studies.heads.job import LabSettings, run_head_lab
+from explorer.studies.heads.memo import EncoderMemo, teacher_log_probs
+from explorer.studies.common.sentences import SentenceSet, teacher_batches
+from explorer.studies.heads.verify import greedy_outputs, still_greedy
 from explorer.runtime.clock import TIMING_KEYS
 from support.model_helpers import one_thread  # noqa: F401 (a fixture)
 

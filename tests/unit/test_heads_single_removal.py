@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.heads.importance import SINGLE_REMOVALS
-from explorer.heads.job import LabSettings, estimate_cost, run_head_lab
-from explorer.heads.report import loss_rank_agreement, report
+from explorer.studies.heads.importance import SINGLE_REMOVALS
+from explorer.studies.heads.job import LabSettings, estimate_cost, run_head_lab
+from explorer.studies.heads.report import loss_rank_agreement, report
 from support.model_helpers import IdTokenizer, one_thread  # noqa: F401 (a fixture)
 
 
@@ -82,7 +82,7 @@ def test_spearman_rank_agreement():
 
 @pytest.mark.parametrize("value", ["blue", "", "LOSS", "loss;rm", "x" * 5000, "exact"])
 def test_hostile_values_are_refused_with_a_message(value, capsys, tmp_path):
-    from explorer.heads.__main__ import main
+    from explorer.studies.heads.__main__ import main
 
     assert main(["checkpoints/numbers-en-de", "--single-removal", value, "--out", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err
@@ -93,7 +93,7 @@ def test_hostile_values_are_refused_with_a_message(value, capsys, tmp_path):
 
 
 def test_the_command_with_the_loss_option_on_a_shipped_model(tmp_path, capsys):
-    from explorer.heads.__main__ import main
+    from explorer.studies.heads.__main__ import main
 
     out = tmp_path / "numbers.json"
     assert main(["checkpoints/numbers-en-de", "--sentences", "3", "--seeds", "0", "--points", "1",

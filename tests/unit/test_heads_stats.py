@@ -1,4 +1,4 @@
-"""explorer.heads statistics and roles on hand-made attention patterns, and over a tiny model."""
+"""explorer.studies.heads statistics and roles on hand-made attention patterns, and over a tiny model."""
 from __future__ import annotations
 
 from collections import Counter
@@ -6,9 +6,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from explorer.heads.roles import RULES, UNLABELLED, label_heads, matches
-from explorer.heads.sentences import SentenceSet, rarest_key
-from explorer.heads.stats import HEAD_STATS, head_statistics, stats_from_maps, summarize
+from explorer.studies.heads.roles import RULES, UNLABELLED, label_heads, matches
+from explorer.studies.common.sentences import SentenceSet, rarest_key
+from explorer.studies.heads.stats import HEAD_STATS, head_statistics, stats_from_maps, summarize
 from explorer.inspection.attention_stats import boundary_key, key_share, offset_share
 
 K = 6

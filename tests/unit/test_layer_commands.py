@@ -1,4 +1,4 @@
-"""`python -m explorer.lens` and `python -m explorer.patching` (also `python -m explorer lens|patch`):
+"""`python -m explorer lens` and `python -m explorer patch`:
 what they write, and what they refuse in one line before loading anything."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from explorer.__main__ import COMMANDS
 from explorer.decoding.translate import decode
 from explorer.files.places import REPO_ROOT
-from explorer.heads.sentences import GREEDY
-from explorer.lens.__main__ import main as lens_main
-from explorer.patching.__main__ import main as patch_main
+from explorer.studies.common.sentences import GREEDY
+from explorer.studies.lens.__main__ import main as lens_main
+from explorer.studies.patching.__main__ import main as patch_main
 from explorer.store import checkpoint as checkpoint_store
 from explorer.store.checkpoint import load_checkpoint
 from explorer.text.encoding import source_ids
@@ -28,7 +28,7 @@ def one_line_error(capsys) -> str:
 
 
 def test_both_commands_are_behind_the_door():
-    assert COMMANDS["lens"][0] == "explorer.lens.__main__" and COMMANDS["patch"][0] == "explorer.patching.__main__"
+    assert COMMANDS["lens"][0] == "explorer.studies.lens.__main__" and COMMANDS["patch"][0] == "explorer.studies.patching.__main__"
 
 
 def test_lens_writes_a_row_per_encoder_depth_and_per_decoder_layer(tmp_path, capsys):

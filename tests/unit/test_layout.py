@@ -44,11 +44,10 @@ def test_the_library_is_folders_with_few_modules_beside_them():
 # The library's floors, lowest first: a package imports only from its own floor or lower ones, so a new
 # analysis lands above what it uses and nothing below has to know it (the top-level config module
 # counts as a floor of its own; the command entries train.py, evaluate.py, convert.py sit on top). The
-# analyses beside heads and align (contributions, lens, patching, contrastive) read the model, its
-# traces and the decoders, and nothing reads them but the plots and the app.
+# analyses stand side by side in studies/ (see STUDIES_ALLOWED below); nothing in the library reads
+# them but the command door (explorer/__main__.py): the app does.
 FLOORS = ("runtime", "files", "text", "config", "model", "inspection", "decoding", "data", "store",
-          "evaluation", "training", "heads", "align", "contributions", "lens", "patching", "contrastive",
-          "grounding", "interop", "plots")
+          "evaluation", "training", "studies", "interop", "plots")
 ENTRIES = ("train", "evaluate", "convert", "__init__", "__main__")
 
 
@@ -101,6 +100,33 @@ def test_every_library_package_has_a_floor_and_imports_only_downward():
             if there != here and FLOORS.index(there) > FLOORS.index(here):
                 upward.append(f"{module} -> {dep}")
     assert upward == []
+
+
+# Inside studies/: common/ is the base, each other folder one analysis that imports common/ and lower
+# floors, never another analysis; the one exception is contributions reading align's aligners (its
+# alignment scorecard scores ALTI+ with them).
+STUDIES_ALLOWED = {("contributions", "align")}
+
+
+def study_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "studies" else None
+
+
+def test_no_analysis_imports_another_and_the_base_imports_none():
+    files = sorted((LIBRARY / "studies").rglob("*.py"))
+    every = sorted(LIBRARY.rglob("*.py"))
+    graph = graph_of(files, {module_name(f) for f in every})
+    crossing = []
+    for module, deps in graph.items():
+        here = study_of(module)
+        for dep in deps:
+            there = study_of(dep)
+            if here and there and there != here and there != "common" and (here, there) not in STUDIES_ALLOWED:
+                crossing.append(f"{module} -> {dep}")
+    assert crossing == []
+    analyses = {p.name for p in (LIBRARY / "studies").iterdir() if (p / "__init__.py").is_file()} - {"common"}
+    assert {"heads", "align", "contributions", "lens", "patching", "contrastive", "grounding"} <= analyses
 
 
 def test_the_library_never_imports_the_app_or_streamlit():

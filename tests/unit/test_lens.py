@@ -1,4 +1,4 @@
-"""The lenses are exact where they claim to be (explorer.lens).
+"""The lenses are exact where they claim to be (explorer.studies.lens).
 
 DecoderLens at the last encoder layer is the normal translation (ids equal, log-probs within 1e-5,
 greedy and beam); at a shallower depth k it is the translation of the same model with its encoder
@@ -17,9 +17,9 @@ import torch
 
 from explorer.decoding import beam_search, greedy_search
 from explorer.decoding.core import as_batch
-from explorer.heads.sentences import SentenceSet
-from explorer.lens.decoder_lens import check_layers, decoder_lens, lens_translations
-from explorer.lens.logit_lens import logit_lens, set_agreement
+from explorer.studies.common.sentences import SentenceSet
+from explorer.studies.lens.decoder_lens import check_layers, decoder_lens, lens_translations
+from explorer.studies.lens.logit_lens import logit_lens, set_agreement
 from explorer.text.encoding import decoder_inputs, source_ids
 from support.layer_models import SHORT, SHORT_BEAM, base_size_model, imported_marian
 from support.marian_helpers import TEST_SOURCES

@@ -231,8 +231,8 @@ def test_a_source_that_is_not_a_model_directory_is_named(source, message):
 
 def test_the_alignment_scorecard_runs_on_an_imported_model_with_a_users_gold_file(marian, tmp_path):
     """Any checkpoint with a gold file in the project's format: here an imported Marian model (its own
-    vocabulary, separate sentencepiece models) scored by `python -m explorer.align --gold`."""
-    from explorer.align.__main__ import main as align_main
+    vocabulary, separate sentencepiece models) scored by `python -m explorer align --gold`."""
+    from explorer.studies.align.__main__ import main as align_main
     lines = []
     for text in TEST_SOURCES[:3]:
         words = text.split()[:6]

@@ -1,4 +1,4 @@
-"""Activation patching is exact where it claims to be (explorer.patching).
+"""Activation patching is exact where it claims to be (explorer.studies.patching).
 
 Patching a whole layer of the residual stream (every position) is the other run from there on:
 normalised 1 within 1e-6, denoising and noising, every encoder depth and decoder layer; patching
@@ -18,11 +18,11 @@ import torch
 from explorer.decoding import greedy_search
 from explorer.files.places import REPO_ROOT
 from explorer.inspection.hooks import intervene
-from explorer.lens.kept import decoder_outputs, encoder_outputs, kept
-from explorer.patching.grids import GRIDS, average, grid_cells, pair_grids
-from explorer.patching.pair import make_pair, pair_from_ids
-from explorer.patching.runs import Cell, PairRuns
-from explorer.patching.swap import suggest_swaps
+from explorer.studies.common.kept import decoder_outputs, encoder_outputs, kept
+from explorer.studies.patching.grids import GRIDS, average, grid_cells, pair_grids
+from explorer.studies.patching.pair import make_pair, pair_from_ids
+from explorer.studies.patching.runs import Cell, PairRuns
+from explorer.studies.patching.swap import suggest_swaps
 from explorer.store.checkpoint import load_checkpoint
 from explorer.text.encoding import source_ids
 from support.layer_models import base_size_model, imported_marian

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.patching.number_pairs import main, number_pair, number_pairs
+from explorer.studies.patching.number_pairs import main, number_pair, number_pairs
 
 NUMBERS_TEST = Path(__file__).resolve().parents[2] / "checkpoints" / "numbers-en-de" / "test.tsv"
 

@@ -77,7 +77,7 @@ def test_what_does_not_fit_is_refused():
 
 
 def test_a_real_sentences_contributions_draw():
-    from explorer.contributions import sentence_contributions
+    from explorer.studies.contributions import sentence_contributions
     from support.model_helpers import EOS, make_model
 
     model = make_model()

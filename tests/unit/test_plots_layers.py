@@ -51,7 +51,7 @@ def test_the_lens_grid_refuses_what_does_not_fit():
 
 
 def test_a_real_logit_lens_draws():
-    from explorer.lens.logit_lens import logit_lens
+    from explorer.studies.lens.logit_lens import logit_lens
     from support.model_helpers import make_model
 
     model = make_model()
@@ -104,8 +104,8 @@ def test_the_changed_word_bars_have_one_bar_per_encoder_depth():
 
 
 def test_real_patching_grids_draw():
-    from explorer.patching.grids import GRIDS, pair_grids
-    from explorer.patching.pair import MinimalPair
+    from explorer.studies.patching.grids import GRIDS, pair_grids
+    from explorer.studies.patching.pair import MinimalPair
     from support.model_helpers import make_model
 
     model = make_model()

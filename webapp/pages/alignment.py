@@ -6,12 +6,12 @@ once when its JSON exists for the same weights, settings and gold (webapp.views.
 """
 import streamlit as st
 
-from explorer.align.attribution import ATTRIBUTIONS, IG_STEPS
-from explorer.align.job import read_result
-from explorer.align.pairs import Unusable
-from explorer.align.scorecard import AlignSettings
-from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
-from webapp import analyses, background, models, sentence, state
+from explorer.studies.align.job import SCORECARD, training_pairs
+from explorer.studies.align.pairs import Unusable
+from explorer.studies.align.scorecard import AlignSettings
+from explorer.studies.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
+from explorer.studies.common.gradients import ATTRIBUTIONS, IG_STEPS
+from webapp import analyses, models, sentence, state, study_job
 from webapp import url_keys as url
 from webapp.views import alignment as views
 
@@ -104,7 +104,7 @@ n_attr = c2.number_input("Of them, scored with gradients (integrated gradients i
                          int(n_pairs), min(24, int(n_pairs)), key="align_attr")
 settings = AlignSettings(pairs=int(n_pairs), attribution_pairs=int(n_attr))
 out = views.result_path(sha, settings, views.gold_digest(gold))
-result = read_result(out)
+result = SCORECARD.read(out)
 if result is not None:
     views.show_result(result)
     st.stop()
@@ -112,9 +112,7 @@ gradients = (f", then per target piece one backward pass (gradient × input) and
              f"gradients) for {views.count(int(n_attr), 'pair')}") if n_attr else ""
 st.info(f"Not computed yet for these settings. It costs one teacher-forced pass per pair{gradients}, then eflomal "
         "learning from the training corpus (about a minute for the Bible; Cancel takes effect when it is done).")
-job = background.job_for(out)
-if job is None or not job.active:
-    if st.button("Compute the scorecard", key="align_start", type="primary"):
-        views.start(path, models.app_device(), out, settings, gold, gold_name, held_out)
-job = background.job_for(out)
-st.fragment(background.show_job, run_every=2 if job is not None and job.active else None)(str(out), "align")
+held = views.held_out_or_none(path, sha)
+study_job.tail(out, "Compute the scorecard", "align", lambda: study_job.start(
+    SCORECARD, out, "Alignment scorecard", path, lambda _: (gold,), settings, gold_name=gold_name,
+    held_out=held_out, train_pairs=lambda: training_pairs(ckpt.meta, held)))

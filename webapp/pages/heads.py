@@ -1,16 +1,16 @@
-"""Heads: the head lab over the checkpoint's test sentences (explorer.heads): what each head does
+"""Heads: the head lab over the checkpoint's test sentences (explorer.studies.heads): what each head does
 (confidence, entropy, roles) and how much it matters (importance, single-head removal, pruning).
 
-Thin: settings -> cost estimate -> a background job in this process (webapp.views.heads, progress in
+Thin: settings -> cost estimate -> a background job in this process (webapp.study_job, progress in
 an st.fragment refreshed every 2 s, Cancel) -> one JSON under the runs directory, shown at once when
 it already exists for the same weights and settings -> explorer.plots.heads.
 """
 import streamlit as st
 
-from explorer.heads.importance import SINGLE_REMOVALS
-from explorer.heads.job import LabSettings, estimate_cost, read_result
-from explorer.heads.sentences import FORCED
-from webapp import background, lecture, models, state
+from explorer.studies.heads.importance import SINGLE_REMOVALS
+from explorer.studies.common.sentences import FORCED
+from explorer.studies.heads.job import HEAD_LAB, LabSettings, estimate_cost
+from webapp import lecture, models, state, study_job
 from webapp.views import heads as views
 
 st.title("Heads")
@@ -24,8 +24,7 @@ state.learn(
     r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\xi_1 \mathrm{head}_1, \dots, \xi_H \mathrm{head}_H)\,W^O")
 
 ckpt = models.require_checkpoint()
-path, sha = ckpt.cache_key
-pairs = views.test_pairs_or_stop(ckpt, "The head lab measures")
+pairs = study_job.held_out_or_stop(ckpt, "The head lab measures")
 
 defaults = LabSettings()
 state.remembered("heads_n", range(1, views.MAX_SENTENCES + 1), defaults.sentences, "lab_n", int)
@@ -45,8 +44,8 @@ state.url_set(lab_n=None if n == defaults.sentences else int(n), lab_forced=None
               lab_seeds=None if seeds == defaults.seeds else int(seeds),   # a reload or a shared link keeps them
               lab_single=None if single == defaults.single_removal else single)
 settings = LabSettings(sentences=int(n), forced=forced, seeds=int(seeds), single_removal=single)
-out = views.result_path(sha, settings)
-result = read_result(out)
+out = views.result_path(ckpt.cache_key[1], settings)
+result = HEAD_LAB.read(out)
 carried = lecture.carried_query()
 
 if result is not None:
@@ -55,9 +54,5 @@ if result is not None:
 
 cost = estimate_cost(ckpt.model, settings, min(int(n), len(pairs)))
 st.info(f"Not computed yet for these settings. Cost: {cost.text()}.")
-job = background.job_for(out)
-if job is None or not job.active:
-    if st.button("Start the head lab", key="heads_start", type="primary"):
-        views.start(path, models.app_device(), sha, settings)
-job = background.job_for(out)
-st.fragment(views.show_job, run_every=2 if job is not None and job.active else None)(str(out))
+study_job.tail(out, "Start the head lab", "heads",
+               lambda: study_job.start(HEAD_LAB, out, "Head lab", ckpt.path, lambda _: (pairs,), settings))

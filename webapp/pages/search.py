@@ -1,17 +1,16 @@
-"""Search: the beam-size curve over the checkpoint's held-out pairs (explorer.contrastive.job): what a
+"""Search: the beam-size curve over the checkpoint's held-out pairs (explorer.studies.contrastive.job): what a
 wider beam buys under the model and against the references, and with exact search how often each beam
 size misses the model's own best output (a search error).
 
-Thin: settings (kept in the URL) -> a background job in this process (webapp.views.search, progress in an
+Thin: settings (kept in the URL) -> a background job in this process (webapp.study_job, progress in an
 st.fragment refreshed every 2 s, Cancel) -> one JSON under the runs directory, shown at once when it
 already exists for the same weights and settings -> explorer.plots.contrastive.
 """
 import streamlit as st
 
-from explorer.contrastive.job import read_result
-from webapp import background, downloads, models, state
+from explorer.studies.contrastive.job import BEAM_CURVE, stage_names
+from webapp import downloads, models, state, study_job
 from webapp.numbering import count
-from webapp.views import heads
 from webapp.views import search as views
 
 st.title("Search: the beam-size curve")
@@ -27,14 +26,13 @@ state.learn(
     r"\text{search error}_k(x) = \big[\max_y \log p(y \mid x) > \log p(\hat y_k \mid x)\big]")
 
 ckpt = models.require_checkpoint()
-path, sha = ckpt.cache_key
-pairs = heads.test_pairs_or_stop(ckpt, "The beam curve is measured")
+pairs = study_job.held_out_or_stop(ckpt, "The beam curve is measured")
 
 settings = views.settings_form(ckpt.model, max(1, min(len(pairs), 5000)))
 if settings is None:
     st.stop()
-out = views.result_path(sha, settings)
-result = read_result(out)
+out = views.result_path(ckpt.cache_key[1], settings)
+result = BEAM_CURVE.read(out)
 if result is not None:
     views.show_result(result, downloads.file_stem(ckpt.name))
     st.stop()
@@ -44,9 +42,5 @@ st.info(f"Not computed yet for these settings: {count(settings.sentences, 'sente
         + (f", exact search on {settings.exact_sentences} of them" if settings.exact else "") +
         ". For scale: bible-es-en's whole test set (1,002 verses) at six beam sizes takes about 14 minutes "
         "on two cores; the small numbers models take seconds.")
-job = background.job_for(out)
-if job is None or not job.active:
-    if st.button("Start the beam curve", key="search_start", type="primary"):
-        views.start(path, models.app_device(), sha, settings)
-job = background.job_for(out)
-st.fragment(views.show_job, run_every=2 if job is not None and job.active else None)(str(out))
+study_job.tail(out, "Start the beam curve", "search", lambda: study_job.start(
+    BEAM_CURVE, out, "Beam curve", ckpt.path, lambda _: (pairs,), settings, stages=stage_names(settings)))

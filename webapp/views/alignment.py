@@ -1,9 +1,9 @@
 """The Alignment page's parts (webapp/pages/alignment.py stays thin): which gold set, one sentence
-under every aligner, and the scorecard as a background job (webapp.background) whose JSON lives
+under every aligner, and the scorecard as a background job (webapp.study_job) whose JSON lives
 under runs/align/ (explorer.store.run_files.analysis_file; the only place the app writes it).
 
-Gold sets: the checkpoint's own (explorer.align.gold_sets) or a file the user uploads (parsed by
-explorer.align.gold as untrusted input, at most UPLOAD_BYTES); the scorecard's cache key holds the
+Gold sets: the checkpoint's own (explorer.studies.align.gold_sets) or a file the user uploads (parsed by
+explorer.studies.align.gold as untrusted input, at most UPLOAD_BYTES); the scorecard's cache key holds the
 gold set's content hash, so a different file never reuses another file's result.
 """
 from __future__ import annotations
@@ -16,24 +16,24 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.align.gold import GoldError, GoldPair, format_gold, parse_gold
-from explorer.align.metrics import score_links
-from explorer.align.scorecard import STAGES, AlignSettings
-from explorer.align.sentence import KIND_NAMES, VARIANT_NAMES
+from explorer.studies.align.gold import GoldError, GoldPair, format_gold, parse_gold
+from explorer.studies.align.metrics import score_links
+from explorer.data.types import DataError
+from explorer.studies.align.scorecard import AlignSettings
+from explorer.studies.align.sentence import KIND_NAMES, VARIANT_NAMES
 from explorer.plots import alignment as plots
 from explorer.store import run_paths as rp
-from webapp import background, downloads, models
+from webapp import downloads, models, study_job
 from webapp.numbering import count
 from webapp.text_safety import md_escape
 
 UPLOAD_BYTES = 2 * 1024 * 1024
 
 
-def _held_out(ckpt_path: str) -> list:
-    from explorer.data.types import DataError
-    from explorer.evaluation.scores import held_out_pairs
+def held_out_or_none(ckpt_path: str, sha: str) -> list:
+    """The checkpoint's held-out pairs, or [] when it has none (an uploaded gold set still scores it)."""
     try:
-        return list(held_out_pairs(ckpt_path, models.load(ckpt_path).meta)[0])
+        return study_job.held_out_pairs(ckpt_path, sha)
     except DataError:
         return []
 
@@ -41,8 +41,8 @@ def _held_out(ckpt_path: str) -> list:
 @st.cache_data(max_entries=8, show_spinner=False)
 def shipped_gold(ckpt_path: str, sha: str) -> tuple[list[GoldPair], str, int | None] | str:
     """(pairs, name, how many are held out) of the checkpoint's own gold set, or why there is none."""
-    from explorer.align.gold_sets import default_gold, held_out_share
-    held = _held_out(ckpt_path)
+    from explorer.studies.align.gold_sets import default_gold, held_out_share
+    held = held_out_or_none(ckpt_path, sha)
     try:
         pairs, name = default_gold(models.load(ckpt_path).meta, held)
     except GoldError as err:
@@ -68,21 +68,6 @@ def gold_digest(pairs: list[GoldPair]) -> str:
 
 def result_path(sha: str, settings: AlignSettings, digest: str) -> Path:
     return rp.analysis_file(rp.ALIGN, sha, {**asdict(settings), "gold": digest})
-
-
-def start(ckpt_path: str, device, path: Path, settings: AlignSettings, gold: list[GoldPair], gold_name: str,
-          held_out: int | None) -> background.Job:
-    """The scorecard for these weights, settings and gold pairs, on the app's own copy of the checkpoint."""
-    def work(job: background.Job) -> None:
-        from explorer.align.job import run_to_file, training_pairs
-        from explorer.store.checkpoint import load_checkpoint
-        ckpt = load_checkpoint(ckpt_path, device=device)     # private: never the model users decode with
-        ckpt.model.eval()
-        held = _held_out(ckpt_path)
-        run_to_file(ckpt.model, ckpt.tokenizer, gold, settings, path, meta=ckpt.meta, gold_name=gold_name,
-                    held_out=held_out, train_pairs=lambda: training_pairs(ckpt.meta, held),
-                    progress=job.progress, cancel=job.cancel)
-    return background.start(path, STAGES, "Alignment scorecard", work)
 
 
 # ---- one sentence: webapp.analyses.align_one (the shared model, queued, byte-bounded cache) -------------

@@ -1,10 +1,10 @@
 """The Beam search page's contrast: why the search's hypothesis wrote its token at a step and not a foil
 (Yin & Neubig 2022), by gradient x input and integrated gradients, beside the plain attribution of the
-chosen token (explorer.contrastive through webapp.analyses.contrast, cached per checkpoint).
+chosen token (explorer.studies.contrastive through webapp.analyses.contrast, cached per checkpoint).
 
 The foil is a candidate the same parent could have written (a kept or pruned node of the tree, or an
 alternative the trace recorded), picked in a list or by a click on the tree, or a typed word (its first
-target piece: explorer.contrastive.foils says why, and refuses what cannot be contrasted). A click on a
+target piece: explorer.studies.contrastive.foils says why, and refuses what cannot be contrasted). A click on a
 node of the tree picks its step and makes it the foil of its best sibling (the hypothesis on the best
 path, else a kept one), or explains it against its best alternative when it is on the best path itself.
 Off until asked (a toggle), so stepping through the search stays as fast as it was.
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.align.attribution import IG_STEPS
-from explorer.contrastive.foils import foil_from_id, foil_from_word, step_of
+from explorer.studies.common.gradients import IG_STEPS
+from explorer.studies.contrastive.foils import foil_from_id, foil_from_word, step_of
 from explorer.decoding.beam_trace import FINISHED, KEPT, STATUSES
 from explorer.plots import contrastive as plots
 from webapp import analyses, downloads, presenter, state

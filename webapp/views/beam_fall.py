@@ -1,7 +1,7 @@
 """The Beam search page's reference: pick one of the checkpoint's held-out test verses (its source becomes
 the page's sentence, its translation the reference) or type a reference, and see where the reference
 left the beam, its rank there, its score against the winner's, and whether the search or the model is
-to blame (Stahlberg & Byrne 2019; explorer.contrastive.fall through webapp.analyses.reference_fall, which
+to blame (Stahlberg & Byrne 2019; explorer.studies.contrastive.fall through webapp.analyses.reference_fall, which
 follows the reference through the page's own cached search).
 
 The verse is in the URL (1-based; 0: the sentence as typed), but the sentence is the fact the page shows:
@@ -91,7 +91,7 @@ def fall_section(ckpt, text: str, cfg: dict, piece) -> None:
                   help="Moves the step slider to where the reference left the beam.")
 
 
-# Said after the verdict's own words (explorer.contrastive.fall), which already name who is to blame:
+# Said after the verdict's own words (explorer.studies.contrastive.fall), which already name who is to blame:
 # this adds what to do about it, not the blame again.
 EXPLAIN = {
     "search error": " A wider beam, or exact search, could find it.",

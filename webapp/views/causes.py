@@ -1,7 +1,7 @@
-"""The Causes page's parts: activation patching on a minimal pair (explorer.patching).
+"""The Causes page's parts: activation patching on a minimal pair (explorer.studies.patching).
 
 - corrupted_text: the pair's second source, a one-word swap suggested from the model's vocabulary
-  (explorer.patching.swap, translated to check it changes the output) or the user's own text;
+  (explorer.studies.patching.swap, translated to check it changes the output) or the user's own text;
 - show_pair: both sources piece by piece and both greedy translations, where they part (the token
   measured), or the library's reason the two texts make no pair, as a message;
 - grids_section: every grid, computed on a button press (a few seconds on the shipped models, about half a
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from explorer.patching.grids import GRIDS, grid_cells
-from explorer.patching.job import row_labels
+from explorer.studies.patching.grids import GRIDS, grid_cells
+from explorer.studies.patching.job import row_labels
 from explorer.plots import patching as plots
 from webapp import analyses, downloads, state
 from webapp import url_keys as url

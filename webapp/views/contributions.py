@@ -1,5 +1,5 @@
 """The Contributions page's parts: where each output word comes from, the source or the decoder's own
-prefix, by ALTI+ (explorer.contributions) on the sentence every page shares.
+prefix, by ALTI+ (explorer.studies.contributions) on the sentence every page shares.
 
 - forced_output: what is teacher-forced: the model's own translation, the sentence's reference, or
   another test sentence's reference (a made-up translation: "detached" from the source);

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.grounding.build import NoTrainingData, dataset_of, ensure
-from explorer.grounding.index import IndexUnusable
-from explorer.grounding.verdict import verdict
+from explorer.studies.grounding.build import NoTrainingData, dataset_of, ensure
+from explorer.studies.grounding.index import IndexUnusable
+from explorer.studies.grounding.verdict import verdict
 from webapp.text_safety import md_escape
 
 MAX_INDEXES = 4                 # datasets whose counts stay loaded (one per shipped dataset, with room)

@@ -1,15 +1,11 @@
 """The Heads page's parts: the head lab run in a background thread of the app's own process, its
 cached result file, and the views of that result (webapp/pages/heads.py stays thin).
 
-Jobs (webapp.background, shared with the Alignment page). One job per checkpoint weights +
-LabSettings at a time: start() returns the running one instead of starting a second. The thread
-loads its own copy of the checkpoint (the lab gates heads with hooks and
-zeroes W^O columns, which must never touch the shared model interactive users decode with) and
-writes the JSON once, atomically, under runs_root()/heads/ (explorer.store.run_files.head_lab_file)
-— the only place the app writes it. Cancel sets the job's threading.Event; a cancelled or failed job
-writes nothing. The job runs at the torch thread count the app already uses ($EXPLORER_THREADS,
-default 1: torch.set_num_threads is process-wide, so the job cannot have its own); interactive
-pages share the same cores meanwhile (`python -m benchmarks heads-load`: head switches ~1.35x slower).
+Jobs (webapp.study_job, shared with the Alignment and Search pages). One job per checkpoint weights +
+LabSettings at a time, on its own copy of the checkpoint, writing the JSON once, atomically, under
+runs_root()/heads/ (explorer.store.run_files.head_lab_file) — the only place the app writes it. The job
+runs at the torch thread count the app already uses ($EXPLORER_THREADS, default 1:
+torch.set_num_threads is process-wide, so the job cannot have its own); interactive pages share the same cores meanwhile (`python -m benchmarks heads-load`: head switches ~1.35x slower).
 
 Cache: an existing result file for the same weights and settings is shown at once, never recomputed.
 """
@@ -20,44 +16,22 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from explorer.data.types import DataError
-from explorer.heads.job import STAGES, LabSettings, removal_scoring
+from explorer.studies.heads.job import LabSettings, removal_scoring
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_paths as rp
-from webapp import background, downloads, models
+from webapp import downloads
 from webapp.text_safety import md_escape
 
 MAX_SENTENCES = 500
 NO_ROLE = "no rule matched"     # a head none of the role rules names (the result file holds null)
 MAX_SEEDS = 10
-SCORINGS = {"bleu": "BLEU drop: decode each removal (exact)",        # explorer.heads.importance.SINGLE_REMOVALS
+SCORINGS = {"bleu": "BLEU drop: decode each removal (exact)",        # explorer.studies.heads.importance.SINGLE_REMOVALS
             "loss": "loss rise only (approximate, faster)"}
 SCORING_HELP = ("Exact: the test sentences are translated again without each head, and the head is scored by how "
                 "much BLEU falls. Approximate: each head is scored only by how much the teacher-forced loss rises "
                 "without it; no removal is translated, so there is no BLEU drop per head, and a head that changes "
                 "the loss may leave the greedy translations as they were (or the other way round).")
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def test_pairs(ckpt_path: str, sha: str) -> list:
-    """The checkpoint's held-out pairs (its test.tsv, else its dataset's test split); DataError if none."""
-    from explorer.evaluation.scores import held_out_pairs
-    return list(held_out_pairs(ckpt_path, models.load(ckpt_path).meta)[0])
-
-
-def test_pairs_or_stop(ckpt, measured: str) -> list:
-    """The checkpoint's held-out pairs; without any, says that `measured` ("The head lab measures") needs
-    them and how to give some, and stops the page."""
-    path, sha = ckpt.cache_key
-    try:
-        return test_pairs(path, sha)
-    except DataError as err:            # no test.tsv and no training corpus to take one from (e.g. imported)
-        st.info(f"{measured} over held-out test sentences, and this checkpoint has none: "
-                f"{md_escape(err)}. Put a `test.tsv` beside its config.json (a header line `ref`, `src`, "
-                "`tgt` separated by tabs, then one pair per line, as in the shipped checkpoints), or choose a "
-                "shipped one.")
-        st.stop()
 
 
 def result_path(sha: str, settings: LabSettings) -> Path:
@@ -71,21 +45,6 @@ def say_unknown_scoring() -> None:
     if raw is not None and raw not in SCORINGS:
         st.warning(f"The link asks for single-head removal scored by “{md_escape(str(raw)[:40])}”, which is not "
                    f"one of {', '.join(SCORINGS)}: the exact scoring (BLEU drop) is shown instead.")
-
-
-def start(ckpt_path: str, device, sha: str, settings: LabSettings) -> background.Job:
-    """Start the lab for these weights and settings, or return the job already running them."""
-    def work(job: background.Job) -> None:
-        from explorer.evaluation.scores import held_out_pairs
-        from explorer.heads.job import run_to_file
-        from explorer.store.checkpoint import load_checkpoint
-        ckpt = load_checkpoint(ckpt_path, device=device)          # a private copy, see the module docstring
-        ckpt.model.eval()
-        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-        run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, job.path, meta=ckpt.meta,
-                    progress=job.progress, cancel=job.cancel)
-
-    return background.start(result_path(sha, settings), STAGES, "Head lab", work)
 
 
 # ---- views of a result --------------------------------------------------------------------------
@@ -192,7 +151,3 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
         st.caption("Heads removable (least important first) before BLEU falls more than 1 point: " +
                    md_escape(", ".join(f"{plots.SCOPE_LABELS.get(s, s)} {n}" for s, n in within.items())) + ".")
 
-
-def show_job(path: str) -> None:
-    """The running job's progress and Cancel button (an st.fragment re-runs this every 2 s)."""
-    background.show_job(path, "heads")

@@ -1,9 +1,9 @@
 """The Layers page's parts: what each layer knows, for the sentence every page shares.
 
-- decoder_lens_section: the DecoderLens (explorer.lens.decoder_lens) as a table, one translation per
+- decoder_lens_section: the DecoderLens (explorer.studies.lens.decoder_lens) as a table, one translation per
   encoder depth (the embeddings first, the last layer last: that row is the model's own translation),
   greedy or by beam search (the beam size is an advanced control, hidden in presenter mode);
-- logit_lens_section: the decoder's logit lens (explorer.lens.logit_lens) as a grid, teacher-forced on
+- logit_lens_section: the decoder's logit lens (explorer.studies.lens.logit_lens) as a grid, teacher-forced on
   the translation the page shows or on the sentence's reference, coloured by a probability.
 Every control is in the URL (webapp.url_keys: beam, forced, show), clamped and written back.
 """

@@ -2,11 +2,11 @@
 search, the search-error rate per beam size) run as a background job of the app's own process, its
 cached result file, and the views of that result (webapp/pages/search.py stays thin).
 
-Jobs (webapp.background, as the head lab's and the alignment scorecard's): one per checkpoint weights +
-SearchSettings; start() returns the running one instead of starting a second. The thread loads its own
-copy of the checkpoint, runs explorer.contrastive.job.run_to_file (progress per beam size and penalty,
-Cancel between batches and inside exact search) and writes the JSON once, atomically, under
-runs_root()/search/ (explorer.store.run_paths.analysis_file); a cancelled or failed job writes nothing.
+Jobs (webapp.study_job, as the head lab's and the alignment scorecard's): one per checkpoint weights +
+SearchSettings, on its own copy of the checkpoint, running explorer.studies.contrastive.job.BEAM_CURVE
+(progress per beam size and penalty, Cancel between batches and inside exact search) and writing the
+JSON once, atomically, under runs_root()/search/ (explorer.store.run_paths.analysis_file); a cancelled or
+failed job writes nothing.
 An existing result file for the same weights and settings is shown at once, never recomputed.
 """
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Sequence
 import pandas as pd
 import streamlit as st
 
-from explorer.contrastive.curve import BEAMS, Penalty, beam_config
-from explorer.contrastive.job import SearchSettings, stage_names
+from explorer.studies.contrastive.curve import BEAMS, Penalty, beam_config
+from explorer.studies.contrastive.job import SearchSettings
 from explorer.plots import contrastive as plots
 from explorer.store import run_paths as rp
-from webapp import background, downloads
+from webapp import downloads
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
 
@@ -107,21 +107,6 @@ def result_path(sha: str, settings: SearchSettings) -> Path:
     return rp.analysis_file(rp.SEARCH, sha, plain_settings(settings))
 
 
-def start(ckpt_path: str, device, sha: str, settings: SearchSettings) -> background.Job:
-    """Start the curve for these weights and settings, or return the job already running them."""
-    def work(job: background.Job) -> None:
-        from explorer.contrastive.job import run_to_file
-        from explorer.evaluation.scores import held_out_pairs
-        from explorer.store.checkpoint import load_checkpoint
-        ckpt = load_checkpoint(ckpt_path, device=device)          # a private copy, as the head lab's
-        ckpt.model.eval()
-        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
-        run_to_file(ckpt.model, ckpt.tokenizer, pairs, settings, job.path, meta=ckpt.meta,
-                    progress=job.progress, cancel=job.cancel)
-
-    return background.start(result_path(sha, settings), stage_names(settings), "Beam curve", work)
-
-
 def curve_table(result: dict) -> pd.DataFrame:
     """The curve's rows as the page shows them (no per-sentence translations)."""
     frame = pd.DataFrame([{k: r.get(k) for k in COLUMNS} for r in result["beam_curve"]])
@@ -195,8 +180,3 @@ def summary_text(summary: dict) -> str:
     return (f"**Exact search** was proven on {summary['proven']} of {summary['searched']} sentences within its "
             f"budget. Of the proven, the model's best output is empty in {share(summary.get('empty_proven'))} and "
             f"shorter than half the widest beam's output in {share(summary.get('short_proven'))}.")
-
-
-def show_job(path: str) -> None:
-    """The running job's progress and Cancel button (an st.fragment re-runs this every 2 s)."""
-    background.show_job(path, "search")

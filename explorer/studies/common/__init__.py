@@ -1,0 +1,1 @@
+"""What every analysis shares, written once (see docs/DESIGN.md, "Adding an analysis")."""

@@ -1,0 +1,129 @@
+"""A study's command line, written once: the parser every analysis command starts from, options made
+from the analysis's settings dataclass (its defaults the only ones, said in the help), the checks made
+before a checkpoint is loaded, and the command's ending.
+
+`python -m explorer heads|align|contributions|lens|patch|search|grounding` each build_parser() from
+study_parser() and setting()/switch(), turn the parsed arguments into their settings with
+settings_from(), and end with finish(): the run with a printing RunContext, the report, `written: OUT`,
+or one `error: ...` line and exit status 2 (a bad argument, a checkpoint that cannot be loaded, nothing
+the model can read) instead of a traceback. Counts have a stated range (the analysis's RANGES), since an
+unbounded count is a way to fill memory before any result.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import MISSING, fields
+
+from explorer.evaluation.arguments import ArgumentsError, CommandParser, count, device
+from explorer.files.user_files import UserFileError, check_output_file
+from explorer.runtime.progress import printer
+from explorer.runtime.split import ONE, Split, finish as leave_group
+from explorer.studies.common.context import RunContext
+from explorer.studies.common.result import Study
+
+
+def study_parser(prog: str, doc: str) -> CommandParser:
+    """`prog CHECKPOINT ...`, described by the first line of the command module's docstring."""
+    parser = CommandParser(prog=prog, description=doc.split("\n")[0])
+    parser.add_argument("checkpoint")
+    return parser
+
+
+def add_out_and_device(parser: argparse.ArgumentParser, out: str) -> None:
+    parser.add_argument("--out", default=out, help=f"the JSON file to write (default {out})")
+    parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
+
+
+def default_of(settings_class, name: str):
+    """The default of field `name` of a settings dataclass: the one place it is written."""
+    for f in fields(settings_class):
+        if f.name == name:
+            if f.default is MISSING:
+                raise ValueError(f"{settings_class.__name__}.{name} has no default")
+            return f.default
+    raise ValueError(f"{settings_class.__name__} has no field {name!r}")
+
+
+def setting(parser: argparse.ArgumentParser, settings_class, name: str, help: str, *,
+            ranges: dict[str, tuple[int, int]] | None = None, flag: str | None = None, **extra) -> None:
+    """--NAME for field `name` of `settings_class`: its default the dataclass's, said at the end of the
+    help; a count within ranges[name] when the ranges hold it (else `extra`'s type or choices)."""
+    default = default_of(settings_class, name)
+    flag = flag or "--" + name.replace("_", "-")
+    shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+    said = f"default {shown}"
+    if ranges is not None and name in ranges:
+        low, high = ranges[name]
+        extra.setdefault("type", count(flag.lstrip("-"), low, high))      # named as the user typed it
+        said += f", at most {high}" if low <= 1 else f", {low} to {high}"
+    parser.add_argument(flag, dest=name, default=default, help=f"{help} ({said})", **extra)
+
+
+def switch(parser: argparse.ArgumentParser, settings_class, name: str, help: str, *, flag: str | None = None) -> None:
+    """An on/off field as a flag that changes its default: `--per-layer` turns on a field that is off,
+    `--no-eflomal` turns off one that is on."""
+    on = default_of(settings_class, name)
+    parser.add_argument(flag or ("--no-" if on else "--") + name.replace("_", "-"), dest=name,
+                        action="store_false" if on else "store_true", help=help)
+
+
+def settings_from(args: argparse.Namespace, settings_class, **more):
+    """The settings the parsed arguments name: every field the parser has, the others at their default."""
+    given = {f.name: getattr(args, f.name) for f in fields(settings_class) if hasattr(args, f.name)}
+    return settings_class(**{**given, **more})
+
+
+def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | None:
+    """Parse `argv` and check that --out may be written (explorer.files.user_files) before a checkpoint
+    is loaded; None after printing `error: ...` (the command then returns 2)."""
+    try:
+        args = parser.parse_args(argv)
+        check_output_file(args.out)
+    except ArgumentsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None
+    except UserFileError as err:
+        print(f"error: --out {err}", file=sys.stderr)
+        return None
+    return args
+
+
+def checkpoint_and_held_out(checkpoint: str, device_name: str):
+    """(the loaded checkpoint, its held-out pairs) for a study over a test set, or None after one
+    "error: ..." line (a checkpoint that cannot be loaded, no held-out pairs to read)."""
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.store.checkpoint import CheckpointError, load_checkpoint
+
+    try:
+        ckpt = load_checkpoint(checkpoint, device=device_name)
+        pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
+    except (CheckpointError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None
+    return ckpt, pairs
+
+
+def refuse(message: str) -> int:
+    """One `error: ...` line; the command's exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def finish(study: Study, out: str, *inputs, meta: dict, split: Split = ONE, **more) -> int:
+    """A study command's ending: study.to_file with progress on stderr and log lines on stdout, then the
+    report and `written: OUT` (main process only; torchrun's other processes compute their share
+    quietly), or one `error: ...` line and 2 when it cannot be done (nothing the model can read, an --out
+    that cannot be written)."""
+    context = RunContext(meta=meta, progress=printer(), log=lambda line: print(line, flush=True), split=split)
+    try:
+        try:
+            result = study.to_file(out, *inputs, context=context, **more)
+        except (ValueError, OSError) as err:
+            return refuse(str(err) if split.is_main else f"(process {split.rank}) {err}")
+        if split.is_main:
+            print(study.report(result))
+            print(f"written: {out}")
+        return 0
+    finally:
+        leave_group(split)

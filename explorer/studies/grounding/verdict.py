@@ -1,0 +1,136 @@
+"""The verdict on one source sentence: how unlike its training data it reads, whether it reads as the
+model's other language, and whether its translation is therefore a guess.
+
+The score is the sentence's mean surprise to the training data, in nats per word: each word's negative
+log-probability under a bigram model of the training split's source side (counts from
+explorer.studies.grounding.index; Witten-Bell interpolation of the bigram with an add-1/2 unigram, so a word the
+data never showed costs most, a known word in a never-seen neighbourhood less, a common phrase least).
+Names (capitalised words inside a sentence: words.names) are left out: a model copies a name it never
+saw, and a new name in a test verse is no sign that the verse is unlike the training data. Measured on
+everyday Spanish against held-out Bible verses (`python -m benchmarks grounding`, docs/GROUNDING.md),
+this separated them better than the share of unseen words or the model's own log-probability.
+
+A sentence is called a guess when its score is above the checkpoint's threshold, calibrated on held-out
+pairs the index never counted (calibrate: the QUANTILE of their scores, so about 1 in 10 held-out pairs
+is called a guess; in a closed domain such as the numbers, whose training words cover every held-out
+sentence, their highest score). It reads as the target language when, of its words the training data
+shows at all, at least half (two or more) occur far more often on the target side than on the source
+side (LANGUAGE_RATIO): English typed into a Spanish -> English model is named as English, whatever the
+model makes of it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from explorer.studies.grounding.index import TrainingIndex
+from explorer.studies.grounding.words import names, words
+
+RARE = 3                  # seen fewer times than this: rare
+QUANTILE = 0.90           # of the held-out pairs' scores: the threshold
+LANGUAGE_RATIO = 5.0      # a word "of the target language": target count > this x (source count + 1)
+NAMES = {"es": "Spanish", "en": "English", "de": "German", "fr": "French", "it": "Italian", "pt": "Portuguese"}
+
+
+@dataclass(frozen=True)
+class Word:
+    word: str
+    count: int            # occurrences in the training pairs' source side
+    seen: str             # "never", "rare" or "often"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    source: str
+    words: tuple[Word, ...]
+    score: float          # mean surprise, nats per word: low for text like the training data
+    threshold: float | None
+    guessing: bool | None     # None when the index has no calibrated threshold
+    other_language: str | None    # the target language's name when the text reads as it, else None
+    summary: str          # one plain sentence for the audience
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["words"] = [asdict(w) for w in self.words]
+        return out
+
+
+def _seen(count: int) -> str:
+    return "never" if count == 0 else "rare" if count < RARE else "often"
+
+
+def score(index: TrainingIndex, text: str) -> float:
+    """The sentence's mean surprise to the training data in nats per word (the module docstring); 0 for
+    text with no words but names."""
+    tokens, named = words(text), names(text)
+    model = index.bigram_model()
+    surprise = []
+    for i, word in enumerate(tokens):
+        if i in named:
+            continue
+        previous = tokens[i - 1] if i > 0 and i - 1 not in named else None
+        surprise.append(-math.log(model.probability(previous, word)))
+    return float(np.mean(surprise)) if surprise else 0.0
+
+
+def other_language(index: TrainingIndex, text: str) -> str | None:
+    """The target language's name when the text reads as it: of its words the training data shows on
+    either side (a word it never shows is evidence of neither), at least half, and two or more, are
+    far more often on the target side."""
+    known = [w for w in words(text) if index.src_words.get(w, 0) or index.tgt_words.get(w, 0)]
+    foreign = [w for w in known if index.tgt_words.get(w, 0) > LANGUAGE_RATIO * (index.src_words.get(w, 0) + 1)]
+    if len(foreign) >= 2 and len(foreign) >= len(known) / 2:
+        return NAMES.get(index.tgt_lang or "", index.tgt_lang or "the target language")
+    return None
+
+
+def _all_seen(index: TrainingIndex, text: str) -> bool:
+    named = names(text)
+    return all(index.src_words.get(w, 0) for i, w in enumerate(words(text)) if i not in named)
+
+
+def calibrate(index: TrainingIndex, held_out: list[str], source: str = "held-out pairs") -> TrainingIndex:
+    """Set the index's threshold from the held-out sources' scores (they were never counted): their
+    QUANTILE; or, in a closed domain where the training words cover every held-out sentence (the numbers),
+    their highest score, so that no sentence the data covers is called a guess. The calibration record
+    says which, on what and how many, and what share of them lies above the threshold."""
+    scores = np.array([score(index, s) for s in held_out], dtype=float)
+    if not len(scores):
+        raise ValueError("no held-out sentences to calibrate the threshold on")
+    closed = all(_all_seen(index, s) for s in held_out)
+    threshold = float(scores.max() if closed else np.quantile(scores, QUANTILE))
+    index.threshold = round(threshold, 6)
+    index.calibration = {"on": source, "held_out": int(len(scores)),
+                         "rule": "highest held-out score (closed vocabulary)" if closed else f"quantile {QUANTILE}",
+                         "above": round(float((scores > index.threshold).mean()), 4)}
+    return index
+
+
+def verdict(index: TrainingIndex, text: str, model_name: str = "this model") -> Verdict:
+    tokens = words(text)
+    marks = tuple(Word(w, index.src_words.get(w, 0), _seen(index.src_words.get(w, 0))) for w in tokens)
+    value = score(index, text)
+    guessing = None if index.threshold is None else value > index.threshold
+    foreign = other_language(index, text)
+    never = sum(w.seen == "never" for w in marks)
+    where = f"the {index.pairs:,} training pairs of {model_name}"
+    if foreign:
+        source = NAMES.get(index.src_lang or "", index.src_lang or "its source language")
+        summary = f"This reads as {foreign}; {model_name} reads {source}: its output is a guess."
+        guessing = True
+    elif not tokens:
+        summary = "The text has no words the training data could have shown."
+    elif never:
+        verb = "appears" if never == 1 else "appear"
+        summary = (f"{never} of {len(tokens)} words never {verb} in {where}"
+                   + (": this translation is a guess." if guessing else "."))
+    elif guessing:
+        summary = f"Every word appears in {where}, but not in these combinations: this translation is a guess."
+    else:
+        rarest = min(marks, key=lambda w: w.count)
+        summary = (f"Every word appears in {where} (the rarest, '{rarest.word}', {rarest.count:,} times): "
+                   "the model has seen text like this.")
+    return Verdict(source=text, words=marks, score=round(value, 6), threshold=index.threshold,
+                   guessing=guessing, other_language=foreign, summary=summary)
