@@ -42,10 +42,13 @@ def _workers(text: str) -> int | str:
     return value
 
 
-def add_workers(parser: argparse.ArgumentParser) -> None:
+def add_workers(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """--workers, with one meaning in every command that has it: processes under torchrun, each taking
+    its share of the items (`when` says for which of the command's modes, e.g. "with --faithfulness: ")."""
     parser.add_argument("--workers", type=_workers, default="auto",
-                        help=f"processes to split the work over on this machine, under torchrun (default auto: one "
-                             f"per core, here {cores()}, from {AUTO_FROM} sentences on; 1: one process)")
+                        help=f"{when}processes to split the work over on this machine, under torchrun (default auto: "
+                             f"one per core, here {cores()}, from {AUTO_FROM} sentences on; 1: one process; the same "
+                             "numbers with any count)")
 
 
 def resolve_workers(asked: int | str, items: int) -> int:

@@ -16,6 +16,7 @@ import sys
 from explorer.evaluation.arguments import count
 from explorer.files.names import CONTRIBUTIONS_OUT
 from explorer.runtime.split import from_env
+from explorer.runtime.workers import add_workers, launch, resolve_workers, wants_launch
 from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, setting, \
     settings_from, study_parser, switch
 from explorer.studies.common.result import Study
@@ -58,9 +59,7 @@ def build_parser():
             ranges=FAITH_RANGES)
     setting(parser, FaithfulnessSettings, "ig_steps", "with --faithfulness: integrated-gradients path points",
             ranges=FAITH_RANGES)
-    parser.add_argument("--workers", type=count("workers", 1, 64), default=1,
-                        help="with --faithfulness: worker processes over sentences, one thread each (default 1; "
-                             "the same numbers with any count)")
+    add_workers(parser, "with --faithfulness: ")
     parser.add_argument("--combine", nargs="+", metavar="JSON",
                         help="with --faithfulness: instead of measuring, put together scorecards of consecutive parts "
                              "of a test set (each run with --pairs of its part) into one table")
@@ -123,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         return finish(combined, args.out, meta=meta)
     if args.faithfulness:                          # under torchrun: each process its share of the sentences
         settings = settings_from(args, FaithfulnessSettings, methods=tuple(args.methods))
+        workers = resolve_workers(args.workers, min(args.sentences, len(pairs)))
+        if wants_launch(workers):                  # everything is checked: the processes load their own copy
+            del ckpt, model
+            return launch("explorer.studies.contributions", argv if argv is not None else sys.argv[1:], workers)
         return finish(faithfulness.FAITHFULNESS, args.out, model, tokenizer, pairs, args.sentences, settings,
-                      meta=meta, split=from_env(), workers=args.workers)
+                      meta=meta, split=from_env())
     if args.over_training:
         return finish(training.OVER_TRAINING, args.out, model, tokenizer, pairs, args.sentences, meta=meta,
                       path=ckpt.path)

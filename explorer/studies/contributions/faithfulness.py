@@ -187,12 +187,10 @@ def table(per_sentence: list[dict], settings: FaithfulnessSettings) -> list[dict
 
 
 def run_faithfulness(model, tokenizer, pairs, sentences: int, settings: FaithfulnessSettings, *,
-                     context: RunContext = RunContext(), workers: int = 1) -> dict:
-    """The scorecard over the first `sentences` pairs, forced on their references, over `workers`
-    forked processes (explorer.runtime.forked: command lines only) and, under torchrun, split over its
-    processes (explorer.runtime.split: each takes every world-th sentence, the measures gathered in
-    order); the same numbers either way. Raises Cancelled."""
-    from explorer.runtime.forked import imap
+                     context: RunContext = RunContext()) -> dict:
+    """The scorecard over the first `sentences` pairs, forced on their references; under torchrun split
+    over its processes (explorer.runtime.split: each takes every world-th sentence, the measures gathered
+    in order, the same numbers as one process). Raises Cancelled."""
     from explorer.text.encoding import output_ids, source_ids
 
     t0, split = time.time(), context.split
@@ -204,18 +202,14 @@ def run_faithfulness(model, tokenizer, pairs, sentences: int, settings: Faithful
               settings) for p in pairs]
     mine = list(split.mine(len(items)))
     own: dict[int, dict] = {}
-    results = imap(sentence_faithfulness, [items[i] for i in mine], workers)
-    try:
-        for k, measures in results:
-            own[mine[k]] = measures
-            ticker.check(tick, min(len(items), len(own) * split.world))
-    finally:
-        results.close()                                  # a cancelled job ends its workers
+    for i in mine:
+        own[i] = sentence_faithfulness(*items[i])
+        ticker.check(tick, min(len(items), len(own) * split.world))
     per_sentence = split.gather(own, len(items))
     context.say(f"{len(pairs)} sentences in {time.time() - t0:.1f} s")
     return {"settings": {**context.checkpoint(), "check": "faithfulness", "sentences": len(pairs), "removal": "unk id",
                          "methods": list(settings.methods), "fractions": list(settings.fractions),
-                         "seeds": settings.seeds, "ig_steps": settings.ig_steps, "workers": workers},
+                         "seeds": settings.seeds, "ig_steps": settings.ig_steps},
             "processes": split.world,
             "rows": table(per_sentence, settings), "per_sentence": fraction_means(per_sentence),
             "seconds": round(time.time() - t0, 1)}
