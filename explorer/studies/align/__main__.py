@@ -16,6 +16,13 @@ from explorer.runtime.workers import add_workers, launch, resolve_workers, wants
 from explorer.studies.align.scorecard import RANGES, AlignSettings
 from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, setting, \
     settings_from, study_parser, switch
+from explorer.data import DataError
+from explorer.evaluation.scores import held_out_pairs
+from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.studies.align.gold import GoldError
+from explorer.studies.align.gold_sets import default_gold, held_out_share, user_gold
+from explorer.studies.align.job import SCORECARD, training_pairs
+from explorer.studies.align.pairs import model_pairs
 
 
 def build_parser():
@@ -36,14 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_checked(build_parser(), argv)
     if args is None:
         return 2
-
-    from explorer.data import DataError
-    from explorer.evaluation.scores import held_out_pairs
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
-    from explorer.studies.align.gold import GoldError
-    from explorer.studies.align.gold_sets import default_gold, held_out_share, user_gold
-    from explorer.studies.align.job import SCORECARD, training_pairs
-    from explorer.studies.align.pairs import model_pairs
 
     settings = settings_from(args, AlignSettings)
     try:

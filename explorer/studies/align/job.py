@@ -9,13 +9,12 @@ from typing import Sequence
 from explorer.studies.align.report import report
 from explorer.studies.align.scorecard import STAGES, run_scorecard
 from explorer.studies.common.result import Study
+from explorer.data import DataError, load_corpus
 
 
 def training_pairs(meta: dict, held_out: Sequence) -> tuple[Sequence, str]:
     """What eflomal learns from besides the gold pairs: the checkpoint's training corpus when it can
     be loaded or built here (numbers: always; bible: with the SWORD packages), else the held-out pairs."""
-    from explorer.data import DataError, load_corpus
-
     dataset = (meta.get("training") or {}).get("dataset")
     if dataset:
         try:

@@ -21,6 +21,8 @@ from explorer.runtime.progress import printer
 from explorer.runtime.split import ONE, Split, finish as leave_group
 from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
+from explorer.evaluation.scores import held_out_pairs
+from explorer.store.checkpoint import CheckpointError, load_checkpoint
 
 
 def study_parser(prog: str, doc: str) -> CommandParser:
@@ -92,9 +94,6 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
 def checkpoint_and_held_out(checkpoint: str, device_name: str):
     """(the loaded checkpoint, its held-out pairs) for a study over a test set, or None after one
     "error: ..." line (a checkpoint that cannot be loaded, no held-out pairs to read)."""
-    from explorer.evaluation.scores import held_out_pairs
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
-
     try:
         ckpt = load_checkpoint(checkpoint, device=device_name)
         pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)

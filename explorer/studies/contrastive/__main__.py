@@ -19,6 +19,7 @@ from explorer.runtime.split import from_env
 from explorer.studies.common.command import add_out_and_device, checkpoint_and_held_out, finish, parse_checked, \
     refuse, setting, settings_from, study_parser, switch
 from explorer.studies.contrastive.job import BEAM_CURVE, RANGES, SearchSettings
+from explorer.studies.contrastive.curve import Penalty
 
 
 def beam_list(text: str) -> tuple[int, ...]:
@@ -34,8 +35,6 @@ def beam_list(text: str) -> tuple[int, ...]:
 
 def penalty_list(text: str) -> tuple[str, ...]:
     """An argparse type: comma-separated length penalties (none, average, gnmt, gnmt:ALPHA)."""
-    from explorer.studies.contrastive.curve import Penalty
-
     parts = tuple(p.strip() for p in text.split(",") if p.strip())
     if not parts or len(parts) > 4:
         raise argparse.ArgumentTypeError(f"give 1 to 4 comma-separated length penalties, not {text[:40]!r}")

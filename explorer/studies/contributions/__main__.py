@@ -23,6 +23,16 @@ from explorer.studies.common.result import Study
 from explorer.studies.common.sentences import FORCED
 from explorer.studies.contributions.faithfulness import METHODS, RANGES as FAITH_RANGES, FaithfulnessSettings
 from explorer.studies.contributions.job import RANGES, ContributionSettings
+from explorer.studies.align.gold import GoldError
+from explorer.studies.align.gold_sets import default_gold, user_gold
+from explorer.data import DataError
+from explorer.data.files import read_tsv
+from explorer.evaluation.scores import held_out_pairs
+from explorer.files.limits import RESULT_BYTES
+from explorer.files.user_files import UserFileError, read_user_json
+from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.studies.contributions import alignment, detached, faithfulness, training
+from explorer.studies.contributions.job import CONTRIBUTIONS
 
 GOLD_PAIRS = (1, 20_000)                 # explorer.studies.align.gold.MAX_PAIRS: no gold file holds more
 
@@ -77,17 +87,6 @@ def main(argv: list[str] | None = None) -> int:
         return refuse("--gold is read only with --alignment")
     if args.combine and not args.faithfulness:
         return refuse("--combine puts faithfulness scorecards together: add --faithfulness")
-
-    from explorer.studies.align.gold import GoldError
-    from explorer.studies.align.gold_sets import default_gold, user_gold
-    from explorer.data import DataError
-    from explorer.data.files import read_tsv
-    from explorer.evaluation.scores import held_out_pairs
-    from explorer.files.limits import RESULT_BYTES
-    from explorer.files.user_files import UserFileError, read_user_json
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
-    from explorer.studies.contributions import alignment, detached, faithfulness, training
-    from explorer.studies.contributions.job import CONTRIBUTIONS
 
     parts = []
     for name in args.combine or []:                 # a user's paths: regular files, bounded, never a FIFO's wait

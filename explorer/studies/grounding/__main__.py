@@ -16,6 +16,9 @@ from explorer.files.user_files import UserFileError, read_user_file
 from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, setting, \
     settings_from, study_parser
 from explorer.studies.grounding.job import RANGES, GroundingSettings
+from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.studies.grounding.build import NoTrainingData, ensure
+from explorer.studies.grounding.job import GROUNDING
 
 MAX_SENTENCES = 10_000
 
@@ -55,10 +58,6 @@ def main(argv: list[str] | None = None) -> int:
         sources = read_sources(args.input)
     except (UserFileError, ValueError) as err:
         return refuse(f"--input {err}")
-
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
-    from explorer.studies.grounding.build import NoTrainingData, ensure
-    from explorer.studies.grounding.job import GROUNDING
 
     try:
         ckpt = load_checkpoint(args.checkpoint, args.device)

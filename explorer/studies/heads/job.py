@@ -31,6 +31,7 @@ from explorer.evaluation.scores import MAX_HELD_OUT
 from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
 from explorer.studies.heads.report import report
+from explorer.data.splits import default_data_dir, load_cached
 
 STAGES = ("statistics", "importance", "single-head removal", "pruning")
 # What a run may ask for, checked by LabSettings and by `python -m explorer heads` as it parses its
@@ -73,7 +74,6 @@ class LabSettings:
 @dataclass(frozen=True)
 class Cost:
     """What a run costs, counted before it starts (each decode is one greedy pass over the set)."""
-
     sentences: int
     heads: int
     forward_passes: int              # teacher-forced batches: statistics + loss per removed head
@@ -101,8 +101,6 @@ def estimate_cost(model, settings: LabSettings, n_sentences: int) -> Cost:
 def frequencies(tokenizer, meta: dict, pairs) -> tuple[dict[str, Counter], str]:
     """Token counts per side for Voita's rare-word test: the checkpoint's training data when its
     built corpus is cached (read only, never built here), else the held-out pairs themselves."""
-    from explorer.data.splits import default_data_dir, load_cached
-
     dataset = (meta.get("training") or {}).get("dataset")
     corpus = None
     if dataset in ("numbers", "bible"):

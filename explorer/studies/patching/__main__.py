@@ -14,6 +14,9 @@ import sys
 from explorer.evaluation.arguments import ArgumentsError
 from explorer.files.names import PATCHING_OUT
 from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, study_parser
+from explorer.studies.patching.job import read_pairs
+from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.studies.patching.job import PATCHING
 
 
 def build_parser():
@@ -30,7 +33,6 @@ def texts_of(args) -> list[tuple[str, str]]:
     if args.pairs is not None:
         if args.clean is not None or args.corrupt is not None:
             raise ArgumentsError("give --pairs or --clean/--corrupt, not both")
-        from explorer.studies.patching.job import read_pairs
         return read_pairs(args.pairs)
     if args.clean is None or args.corrupt is None:
         raise ArgumentsError("give --clean and --corrupt (or --pairs TSV)")
@@ -41,9 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_checked(build_parser(), argv)
     if args is None:
         return 2
-
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint
-    from explorer.studies.patching.job import PATCHING
 
     try:
         texts = texts_of(args)

@@ -19,6 +19,7 @@ from explorer.studies.common.kept import layer_label
 from explorer.studies.common.result import Study
 from explorer.studies.patching.grids import GRIDS, PairGrids, average, pair_grids
 from explorer.studies.patching.pair import PAIR_DECODING, make_pair
+from explorer.data.files import read_tsv
 
 RANGES = {"pairs": (1, 1000)}
 PAIRS_FILE_BYTES = 4 * 1024 * 1024              # a --pairs TSV is read up to this size
@@ -89,8 +90,6 @@ def run_patching(model, tokenizer, texts: Sequence[tuple[str, str]], *, context:
 def read_pairs(path: str) -> list[tuple[str, str]]:
     """clean<TAB>corrupt lines of a user's file (read as untrusted input, at most PAIRS_FILE_BYTES);
     DataError (a ValueError) naming the line otherwise."""
-    from explorer.data.files import read_tsv
-
     pairs = [(p.src, p.tgt) for p in read_tsv(path, max_bytes=PAIRS_FILE_BYTES)]
     if len(pairs) > RANGES["pairs"][1]:
         raise ValueError(f"{path}: {len(pairs)} pairs, at most {RANGES['pairs'][1]} are patched in one run")
