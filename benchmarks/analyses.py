@@ -14,7 +14,7 @@ Printed per run: seconds, decodes (head lab) or pairs (scorecard) per second, CP
 scorecard's 200 pairs, 60 with attributions, 32 integrated-gradients steps, eflomal left out: it
 does not grow with the model), projected stage by stage from the stage times the result records.
 
-The base model is random (tests/support/base_model.build_base_checkpoint: Marian's options, a 58k
+The base model is random (benchmarks/fixtures.build_base_checkpoint: Marian's options, a 58k
 word-level vocabulary) unless --base names a checkpoint; it reads the Bible test pairs and the
 Bible gold set. A random model's greedy outputs run to the length limit (1.5 x source + 10), a
 trained model's stop near the reference length, so its decoding figures are an upper bound.
@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.fixtures import build_base_checkpoint
 from explorer.files.places import REPO_ROOT
 from explorer.studies.heads.job import removal_scoring
 from explorer.runtime.clock import TIMING_KEYS
@@ -44,9 +45,6 @@ DEFAULTS = {"heads": {"sentences": 200, "seeds": 3}, "align": {"pairs": 200, "at
 
 def build_base(folder: Path) -> Path:
     """A random base-size checkpoint with Marian's options and a 58k vocabulary, with the Bible test pairs."""
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from support.base_model import build_base_checkpoint
-
     path = build_base_checkpoint(folder)
     shutil.copy(SMALL / "test.tsv", path / "test.tsv")
     return path

@@ -12,7 +12,7 @@ the command's code path: nothing is reimplemented here) three times:
 3. on the device, on more sentences (a full batch), timed: seconds per sentence (or gold pair).
 
 The model is random (weights seeded) at the size of the models users open: base, 6+6 layers x 8 heads,
-d_model 512, a 58,101-piece vocabulary and Marian's options (tests/support/base_model.py, the
+d_model 512, a 58,101-piece vocabulary and Marian's options (benchmarks/fixtures.py, the
 checkpoint benchmarks/analyses.py measures on the CPU), read through the project's own loader; the
 sentences are the Bible test verses and the Bible gold alignments. Random weights cost what trained
 ones cost per step, except that a random model's greedy and beam outputs run to the length limit

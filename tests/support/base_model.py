@@ -17,7 +17,9 @@ defaults, which a native checkpoint cannot show.
 
 NAME ("base-random") is the same size with this project's own sentencepiece Tokenizer (a word-level
 model over VOCAB_SIZE - 4 made-up words plus the words of SENTENCE and TARGET), so its special ids
-are the defaults (pad 0, unk 1, bos 2, eos 3), and Marian's options set by hand.
+are the defaults (pad 0, unk 1, bos 2, eos 3), and Marian's options set by hand. It is the checkpoint
+the analyses benchmarks measure, so it is built in benchmarks/fixtures.py (build_base_checkpoint, with
+NAME, VOCAB_SIZE, SENTENCE, TARGET and MARIAN_OPTIONS), imported here.
 """
 from __future__ import annotations
 
@@ -27,45 +29,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.config import preset
-from explorer.model import Transformer
-from explorer.store.checkpoint import save_checkpoint
-from explorer.text.tokenizer import Tokenizer
-from support.marian_helpers import SRC_LINES, TGT_LINES, made_up_words, random_marian
+from benchmarks.fixtures import MARIAN_OPTIONS, NAME, SENTENCE, TARGET, VOCAB_SIZE, build_base_checkpoint  # noqa: F401
+from support.marian_helpers import SRC_LINES, TGT_LINES, random_marian
 
-NAME = "base-random"
 IMPORTED = "opus-mt-random"
-VOCAB_SIZE = 58101                   # opus-mt-en-de's vocabulary, a typical OPUS-MT size
-SENTENCE = "el gato negro duerme en la casa de mi madre porque hace frío"
-TARGET = "the black cat sleeps in my mother's house because it is cold"
-MARIAN_OPTIONS = dict(activation="swish", pe_layout="halves", final_logits_bias=True, tie_embeddings=True,
-                      tie_output=True)
-
-
-def base_tokenizer() -> Tokenizer:
-    """A joint word-level Tokenizer of exactly VOCAB_SIZE pieces that knows SENTENCE's and TARGET's words."""
-    known = sorted(set(SENTENCE.split()) | set(TARGET.split()))
-    filler = [w for w in made_up_words(VOCAB_SIZE) if w not in known][:VOCAB_SIZE - 4 - len(known)]
-    lines = [" ".join(known)] + [" ".join(filler[i:i + 16]) for i in range(0, len(filler), 16)]
-    tokenizer = Tokenizer.train(lines, [], vocab_size=VOCAB_SIZE, model_type="word", joint=True)
-    assert tokenizer.src_vocab_size == VOCAB_SIZE, tokenizer
-    return tokenizer
-
-
-def build_base_checkpoint(directory: Path, seed: int = 0) -> Path:
-    """Save a random base-size, Marian-like model under `directory` / NAME; returns its path."""
-    tokenizer = base_tokenizer()
-    cfg = preset("base", src_vocab_size=VOCAB_SIZE, tgt_vocab_size=VOCAB_SIZE, **MARIAN_OPTIONS)
-    torch.manual_seed(seed)
-    model = Transformer(cfg).eval()
-    with torch.no_grad():                # Marian's bias is trained, not zero: a random one is nearer
-        model.generator.proj.bias.normal_(0.0, 0.1)
-    card = {"model_card": {"source": "random weights (tests/support/base_model.py)", "license": None,
-                           "languages": ["es", "en"], "parameters": sum(p.numel() for p in model.parameters()),
-                           "domain": "none: random weights"}}
-    return save_checkpoint(Path(directory) / NAME, model, tokenizer, dtype=torch.float16, card=card,
-                           meta={"name": NAME, "src_lang": "es", "tgt_lang": "en",
-                                 "training": {"dataset": "none (random weights)", "preset": "base"}})
 
 
 def build_imported_base(directory: Path, seed: int = 0) -> Path:

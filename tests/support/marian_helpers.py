@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import io
 import json
-import random
 from pathlib import Path
 
 import sentencepiece as spm
 import torch
+
+from benchmarks.fixtures import made_up_words   # a vocabulary's filler, shared with the base-size checkpoint
 
 SRC_LINES = [
     "el presidente habló con los periodistas sobre la economía",
@@ -49,15 +50,6 @@ def pieces_of(model: bytes) -> list[str]:
     sp = spm.SentencePieceProcessor()
     sp.LoadFromSerializedProto(model)
     return [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
-
-
-def made_up_words(n: int, seed: int = 0) -> list[str]:
-    """n distinct random lower-case words (3 to 10 letters), sorted: a vocabulary's filler."""
-    rng = random.Random(seed)
-    found: set[str] = set()
-    while len(found) < n:
-        found.add("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 10))))
-    return sorted(found)
 
 
 def write_marian_tokenizer(directory: Path, *, vocab_size: int | None = None, src_lines: list[str] = SRC_LINES,
