@@ -10,6 +10,8 @@ terms of opposite signs carries the large terms' rounding. So a tolerance is the
 times the reduction's length, said where it is used, never a fixed atol that held on the processor
 the test was written on.
 
+The model's own bounds (float32_atol, scale, logit_size, depth, model_atol) live in the library,
+explorer/model/rounding.py, since the app says "the same numbers" with them too; the rest is here.
   - float32_atol(size, length): two float32 results that went through sums of at most `length` terms,
     every partial sum at most `size`, differ by at most length * EPS32 * size.
   - product_size(x, weight): that size for x @ weight.T (+ bias), exactly: the largest sum of |terms|.
@@ -25,70 +27,11 @@ more (each use says by how much where it matters).
 from __future__ import annotations
 
 import copy
-import math
 
 import torch
 
-EPS32 = torch.finfo(torch.float32).eps          # 2**-23: float32's spacing at 1.0
+from explorer.model.rounding import EPS32, depth, float32_atol, logit_size, model_atol, scale  # noqa: F401
 EPS64 = torch.finfo(torch.float64).eps          # 2**-52
-
-
-def float32_atol(size: float, length: int, eps: float = EPS32) -> float:
-    """The most two correct float32 results can differ by after sums of at most `length` terms whose
-    partial sums stay within `size`, added in any order: length * eps * size (first order)."""
-    return float(length) * eps * float(size)
-
-
-def scale(*tensors) -> float:
-    """The largest finite magnitude among the tensors (or arrays, or numbers); masked attention scores
-    hold -inf, which comparisons match by position, not by size."""
-    sizes = [torch.as_tensor(t).detach().abs() for t in tensors]
-    return max((float(s[torch.isfinite(s)].max()) for s in sizes if torch.isfinite(s).any()), default=0.0)
-
-
-def product_size(x, weight, bias=None) -> float:
-    """The largest sum of |terms| among the entries of x @ weight.T (+ bias): it bounds every partial sum
-    of every entry, whatever order a kernel adds in."""
-    x, weight = torch.as_tensor(x).detach().double(), torch.as_tensor(weight).detach().double()
-    total = x.abs() @ weight.abs().T
-    if bias is not None:
-        total = total + torch.as_tensor(bias).detach().double().abs()
-    return float(total.max())
-
-
-def logit_size(model) -> float:
-    """A bound on every logit's sum of |terms|, from the weights alone: the decoder's output is a LayerNorm's
-    (its norm at most sqrt(d) * max|gain| + |bias|), so by Cauchy-Schwarz a logit's terms add up to at most
-    that times the longest row of the output projection, plus the logits' bias."""
-    norms = [m for m in model.decoder.modules() if isinstance(m, torch.nn.LayerNorm)]
-    hidden = max(math.sqrt(m.normalized_shape[-1]) * float(m.weight.detach().abs().max())
-                 + float(m.bias.detach().norm()) for m in norms)
-    proj = model.generator.proj
-    bias = 0.0 if proj.bias is None else float(proj.bias.detach().abs().max())
-    return hidden * float(proj.weight.detach().norm(dim=1).max()) + bias
-
-
-def depth(model) -> int:
-    """The layers a value passes through: each adds its sums' rounding (first-order bounds add up)."""
-    return model.cfg.n_encoder_layers + model.cfg.n_decoder_layers
-
-
-def model_atol(model, *outputs, vocab: bool = True) -> float:
-    """The bound for two float32 evaluations of one model that add in other orders (other shapes, a fused or
-    a step-by-step path, another kernel): in each layer, sums of at most max(d_ff, d_model) terms, with the
-    outputs' largest value (at least 1: the activations between LayerNorms are of order 1) standing for
-    every partial sum's.
-    Log-probabilities (`vocab`) add two: the output projection's sums of d_model terms within logit_size
-    (a log-probability near 0 comes from logits that are not), and the softmax normaliser's sum over the
-    vocabulary, whose relative rounding is an absolute one in log space. First order, and an estimate where
-    the partial sums are not known exactly; on the test models the differences seen sit 30 to 1000 times
-    below it, and a wrong mask, scale or slice moves results by 1e-2 or more."""
-    cfg = model.cfg
-    bound = depth(model) * float32_atol(max(scale(*outputs), 1.0), max(cfg.d_ff, cfg.d_model))
-    if vocab:
-        bound += float32_atol(logit_size(model), cfg.d_model)
-        bound += float32_atol(1.0, max(cfg.src_vocab_size, cfg.tgt_vocab_size))
-    return bound
 
 
 def gradient_atol(model, *gradients) -> float:

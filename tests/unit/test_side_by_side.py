@@ -5,6 +5,7 @@ words a tokenizer cuts into many pieces, and the test pair the Translate page op
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pytest
 
 from support.decoding_helpers import StandInTokenizer, random_model, trained  # noqa: F401 (fixture)
@@ -119,3 +120,28 @@ def test_the_showcase_is_the_best_translated_pair(trained):  # noqa: F811
     assert found.index == 2 and found.chrf == pytest.approx(100.0) and found.translation == "g f e d"
     assert best_translated(trained, TOKENS, pairs, n=1).index == 1          # only the first usable pair
     assert best_translated(trained, TOKENS, [("a", ""), ("", "b")]) is None
+
+
+@pytest.mark.parametrize("name", ["numbers-en-de", "bible-es-en"])
+def test_the_pages_rounding_bound_tells_rounding_from_a_wrong_mask(name):
+    """The Training vs inference page calls the two runs "the same numbers" within model_atol (float32
+    rounding on any kernel): the difference the shipped models show is far below it, and what a decoder
+    that reads one token too many gives (a causal mask off by one) is far above it."""
+    from explorer.decoding.core import special_ids
+    from explorer.files.places import REPO_ROOT
+    from explorer.model.rounding import model_atol
+    from explorer.store.checkpoint import load_checkpoint
+    from explorer.text.encoding import source_ids
+
+    ckpt = load_checkpoint(REPO_ROOT / "checkpoints" / name)
+    model, text = ckpt.model, "In the beginning" if name == "bible-es-en" else "three hundred and twenty one"
+    result = side_by_side(model, ckpt.tokenizer, text)
+    bound = model_atol(model, result.forced.logprobs)
+    assert result.max_difference <= bound
+    # the mask off by one: teacher forcing where each position also sees the token it predicts
+    src = torch.tensor([source_ids(ckpt.tokenizer, text, model.cfg.max_len, special_ids(model))])
+    ids = result.forced.outputs
+    inputs = torch.tensor([ids])                                      # the outputs themselves, not shifted
+    with torch.no_grad():
+        logprobs = model(src, inputs)[0, torch.arange(len(ids)), torch.tensor(ids)]           # [T]
+    assert max(abs(a - float(b)) for a, b in zip(result.forced.logprobs, logprobs)) > 10 * bound

@@ -6,10 +6,10 @@ cached) -> explorer.plots.forcing figures and one table with both runs by positi
 import pandas as pd
 import streamlit as st
 
+from explorer.model.rounding import model_atol
 from explorer.plots.forcing import causal_mask_figure, rows_figure
 from webapp import downloads, models, numbering, sentence, state
 
-SAME_WITHIN = 1e-5             # the largest difference still called "the same numbers" (float rounding)
 PREFIX_SHOWN = 8               # pieces of the step-by-step input shown per step (the rest as …)
 
 st.title("Training vs inference")
@@ -56,12 +56,14 @@ if result.own_output:
     diff = result.max_difference
     runs = (f"teacher forcing (one pass over {len(forced.outputs)} positions) and step-by-step decoding "
             f"({len(steps.outputs)} steps)")
-    if diff <= SAME_WITHIN:
+    rounding = model_atol(ckpt.model, forced.logprobs)        # float32 rounding's bound, on any processor
+    if diff <= rounding:
         st.success(f"Same inputs, same numbers: {runs} give the same log-probabilities, largest difference "
                    f"{diff:.1e} (float rounding; the two sum in different orders).")
     else:
         st.warning(f"Same inputs, but {runs} differ by up to {diff:.1e} in log-probability: more than float "
-                   f"rounding ({SAME_WITHIN:.0e}) explains. The two decoder paths disagree; please report it.")
+                   f"rounding (at most {rounding:.0e} for this model) explains. The two decoder paths disagree; "
+                   "please report it.")
 else:
     wrong = sum(not a for a in forced.agree)
     where = result.first_divergence
