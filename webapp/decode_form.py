@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.config import DecodeConfig
-from webapp import decode_url, state
+from webapp import decode_url, state, url_keys
 from webapp.decode_url import ALPHA_CAP, BEAM_CAP, PENALTIES  # noqa: F401 - the Beam page reads them here
 
 STRATEGIES = {"greedy": "Greedy", "beam": "Beam search", "sample": "Sampling"}
@@ -71,5 +71,5 @@ def render() -> tuple[dict, int]:
         st.warning(f"Those settings cannot be used ({state.md_escape(err)}); using the defaults instead.")
         cfg = dict(decode_url.DEFAULTS)
     st.session_state["decode_cfg"] = cfg
-    state.url_set(**decode_url.to_query(cfg, samples))
+    url_keys.put(**decode_url.to_query(cfg, samples))
     return cfg, samples

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import streamlit as st
 
-from webapp import decode_url, presenter, url_keys
+from webapp import decode_url, url_keys
 
 @dataclass(frozen=True)
 class PageEntry:
@@ -90,7 +90,8 @@ def navigation_pages() -> dict[str, list]:
     return sections
 
 
-CARRIED = ("ckpt", "text", presenter.URL_KEY) + decode_url.KEYS    # URL state shared by every page
+SHARED = (url_keys.CKPT, url_keys.TEXT, url_keys.PRESENT) + decode_url.SETTINGS    # URL state shared by every page
+CARRIED = tuple(spec.key for spec in SHARED)
 RESTART = "translate another sentence, or the same one with other settings, and walk the pages again"
 URL_TEXT = 1000                # the sentence carried is cut here, like the URL's (sentence.URL_CHARS)
 
@@ -109,9 +110,10 @@ def next_step(url_path: str) -> tuple[str, str] | None:
 def carried_query() -> dict[str, str]:
     """The shared URL state the link keeps, as it stands now."""
     out: dict[str, str] = {}
+    shown = url_keys.texts(SHARED)
     for key in CARRIED:
-        value = st.query_params.get(key)
-        if key == "text" and isinstance(st.session_state.get("text"), str):
+        value = shown.get(key)
+        if key == url_keys.TEXT.key and isinstance(st.session_state.get("text"), str):
             value = st.session_state["text"] or None             # the sentence shown, once a page chose it
         if isinstance(value, str) and value:
             out[key] = value[:URL_TEXT]
@@ -147,12 +149,12 @@ def tidy_url(url_path: str) -> None:
     are used (clamped: beam=100000 is the largest beam offered)."""
     url_keys.page_opened(url_path)
     url_keys.drop_unknown(url_path, CARRIED)
-    if any(key in st.query_params for key in decode_url.KEYS):
+    if url_keys.texts(decode_url.SETTINGS):
         from webapp import state                     # state reads the URL's settings on a fresh session
 
         cfg = state.decode_settings()
         samples = st.session_state.get("dec_samples", st.session_state.get("_dec_samples_url"))
-        state.url_set(**decode_url.to_query(cfg, samples if isinstance(samples, int) else decode_url.DEFAULT_SAMPLES))
+        url_keys.put(**decode_url.to_query(cfg, samples if isinstance(samples, int) else decode_url.DEFAULT_SAMPLES))
 
 
 def run(current, pages: Sequence) -> None:

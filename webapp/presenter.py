@@ -17,10 +17,10 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.plots.style import scale_text
+from webapp import url_keys
 
-URL_KEY = "present"            # ?present=1
+URL_KEY = url_keys.PRESENT.key  # ?present=1 (1, true, yes or on; anything else is off)
 KEY = "presenter"              # the sidebar toggle's session key
-_ON = {"1", "true", "yes", "on"}
 HELP = (
     "For a lecture on a projector: larger type (figures too), the sidebar folded away (the arrow at the top "
     "left opens it), the page full width, every **Learn** panel folded so the result comes first, and these "
@@ -58,8 +58,8 @@ html {{ font-size: {ROOT_PX}px !important; }}
 
 
 def _from_url() -> bool:
-    raw = st.query_params.get(URL_KEY)
-    return isinstance(raw, str) and raw.strip().lower() in _ON
+    raw = url_keys.raw(url_keys.PRESENT)
+    return raw is not None and url_keys.PRESENT.parse(raw) is True
 
 
 def on() -> bool:
@@ -91,9 +91,7 @@ def toggle() -> bool:
     if not isinstance(st.session_state.get(KEY), bool):
         st.session_state[KEY] = _from_url()
     present = st.sidebar.toggle("Presenter mode", key=KEY, help=HELP)
+    url_keys.put(**{URL_KEY: "1" if present else None})
     if present:
-        st.query_params[URL_KEY] = "1"
         st.html(CSS)               # style only: Streamlit puts it where it takes no space
-    elif URL_KEY in st.query_params:
-        del st.query_params[URL_KEY]
     return present

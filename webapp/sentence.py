@@ -14,7 +14,7 @@ import streamlit as st
 
 from explorer.files.names import TEST_SPLIT
 from explorer.store.checkpoint import CheckpointError
-from webapp import models, presenter, state
+from webapp import models, presenter, state, url_keys
 
 MAX_CHARS = 2000                      # longer input is truncated with a notice
 URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
@@ -25,12 +25,12 @@ def current_text() -> str:
     """The sentence being looked at; on a fresh session, the one in the URL (a shared link), else the
     checkpoint's opening sentence (whichever page the visit starts on)."""
     if "text" not in st.session_state:
-        raw = state.url_get("text", "") or opening_sentence(st.session_state.get("checkpoint_path"))
+        raw = url_keys.raw(url_keys.TEXT) or opening_sentence(st.session_state.get("checkpoint_path"))
         st.session_state["text"], was_cut = clip_text(raw)
         if was_cut:                                          # require_text() says so while it is shown
             st.session_state["_text_cut"] = (st.session_state["text"], len(raw))
     text = st.session_state["text"]
-    state.url_set(text=text[:URL_CHARS] if text else None)        # the URL always names the sentence shown
+    url_keys.put(text=text[:URL_CHARS] if text else None)         # the URL always names the sentence shown
     return text
 
 
@@ -67,7 +67,7 @@ def follow_checkpoint(old, new) -> None:
 
 def set_text(text: str) -> None:
     st.session_state["text"] = text
-    state.url_set(text=text[:URL_CHARS] if text else None)
+    url_keys.put(text=text[:URL_CHARS] if text else None)
 
 
 def sentence_box(key: str, label: str, widget: Callable = st.text_area, **kwargs) -> str:

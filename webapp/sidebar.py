@@ -9,7 +9,7 @@ import torch
 
 from explorer.store.card import model_card, summary, versus_paper
 from explorer.store.catalog import CheckpointInfo
-from webapp import models, presenter, sentence, state
+from webapp import models, presenter, sentence, state, url_keys
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
 LISTED = "_ckpt_listed"   # the last run's listing, {path: (name, label)}
@@ -42,7 +42,7 @@ def render() -> None:
     info = by_path[path]
     st.session_state["checkpoint_path"] = path
     st.session_state[LISTED] = {p: (i.name, labels[p]) for p, i in by_path.items()}
-    state.url_set(ckpt=info.name)
+    url_keys.put(ckpt=info.name)
     gone = st.session_state.get(GONE)
     if gone and gone[1] == path:
         why = ("is not on disk any more (deleted, or pruned by a training run)" if gone[2] == "vanished"
@@ -121,7 +121,7 @@ def _keep_choice(by_path: dict[str, CheckpointInfo], labels: dict[str, str]) -> 
             st.session_state[PICK] = chosen      # the browser shows a label: send it the current one
         return
     if chosen is None:                           # a fresh session
-        wanted, why = state.url_get("ckpt"), "link"
+        wanted, why = url_keys.raw(url_keys.CKPT), "link"
         named = [p for p, i in by_path.items() if i.name == wanted]
         if named:
             st.session_state[PICK] = named[0]

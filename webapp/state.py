@@ -2,13 +2,14 @@
 the decoding settings, the Learn panel and friendly errors (the sentence: webapp.sentence; the shared model
 and its computations: webapp.models, which reads this module and is never read by it).
 
-- The URL carries the view (checkpoint, text, page, layer, head, kind, step) via st.query_params.
+- The URL carries the view (checkpoint, text, page, layer, head, kind, step): webapp.url_keys, the one
+  way the app reads and writes it.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import streamlit as st
 
@@ -21,42 +22,6 @@ from webapp.text_safety import md_escape  # noqa: F401 - pages escape text from 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
 MODELS_ENV = "EXPLORER_MODELS_DIR"     # a user's own models (imported ones): listed, never written
 DEFAULT_CHECKPOINT = "bible-es-en"
-
-
-# ---- URL state ------------------------------------------------------------------------------
-def url_get(key: str, default: Any = None, cast: Callable[[str], Any] = str) -> Any:
-    """A value from the URL, cast; a malformed value falls back to the default (never raises)."""
-    raw = st.query_params.get(key)
-    if raw is None:
-        return default
-    try:
-        return cast(raw)
-    except (TypeError, ValueError):
-        return default
-
-
-def url_set(**values: Any) -> None:
-    """Write values into the URL (None removes the key); only changed keys are written."""
-    url_keys.put(**values)
-
-
-def remembered(key: str, valid, default, url_key: str | None = None, cast: Callable[[str], Any] = str) -> None:
-    """Set widget `key`'s starting value before it is drawn (webapp.url_keys.seed): a value a link just
-    brought (the URL's `url_key`), else its current value, else the value it had when this page was
-    last shown (remember() keeps a copy under "_" + key), else `default`. `valid`: the widget's values;
-    a number outside a range of them (layer=999, head=-5) is clamped to its nearest end, and the page
-    writes that back into the URL."""
-    spec = url_keys.UrlKey(url_key or "", cast)
-    if isinstance(valid, range) and valid.step == 1 and len(valid):
-        url_keys.seed(spec, key, default, low=valid[0], high=valid[-1])
-    else:
-        url_keys.seed(spec, key, default, options=list(valid))
-
-
-def remember(*keys: str) -> None:
-    for key in keys:
-        if key in st.session_state:
-            st.session_state["_" + key] = st.session_state[key]
 
 
 # ---- checkpoints ----------------------------------------------------------------------------
@@ -134,7 +99,8 @@ def decode_settings() -> dict:
     if "decode_cfg" not in st.session_state:
         from webapp import decode_url
 
-        st.session_state["decode_cfg"], st.session_state["_dec_samples_url"] = decode_url.from_query(st.query_params)
+        st.session_state["decode_cfg"], st.session_state["_dec_samples_url"] = decode_url.from_query(
+            url_keys.texts(decode_url.SETTINGS))
     return st.session_state["decode_cfg"]
 
 

@@ -10,9 +10,19 @@ reads is dropped before the page runs (drop_unknown), so a shared link carries n
 
 A page uses it in two calls around each widget: seed() before the widget is drawn (its starting value:
 a link just followed, else the value it has or had on this page, else the default), write() after
-(the value shown, back into the URL). PAGE_KEYS lists each page's keys by url_path; the decoding
-settings' keys (webapp.decode_url) are UrlKeys too. Numbers shown to users are 1-based everywhere
-(positions, layers, heads, steps, ranks), so they are in the URL too.
+(the value shown, back into the URL). A value that is no one widget's (the sentence, the checkpoint,
+a list kept as one text) is read with raw() (or linked(): only a link's, not what this page wrote) and
+written with put(). PAGE_KEYS lists each page's keys by url_path, and the keys every page shares
+(lecture.CARRIED) sit beside it; the decoding settings' keys (webapp.decode_url) are UrlKeys too.
+Numbers shown to users are 1-based everywhere (positions, layers, heads, steps, ranks), so they are in
+the URL too.
+
+One idiom: nothing else in the app reads or writes st.query_params. The one exception is a tab bar
+bound by Streamlit (st.tabs(..., key=K, bind="query-params"): Attention's `view`, Checkpoints' `tab`).
+Its key is declared in PAGE_KEYS like any other (so drop_unknown keeps it), but Streamlit itself keeps
+it in step with the open tab: it opens the tab the URL names, writes the key on a tab switch, removes
+an unknown tab name and leaves the default tab out. seed() and write() would only repeat that, and
+cannot anyway: st.query_params may neither set nor delete a bound key (put() would raise).
 """
 from __future__ import annotations
 
@@ -32,6 +42,11 @@ def _flag(text: str) -> bool:
     if text not in ("0", "1"):
         raise ValueError(text)
     return text == "1"
+
+
+def _switch(text: str) -> bool:
+    """A switch that any spelling but a known "on" one turns off (presenter mode: never an error)."""
+    return text.lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,11 @@ class UrlKey:
         return str(value)
 
 
+# ---- the keys every page shares (webapp.lecture.CARRIED, with the decoding settings' decode_url.SETTINGS)
+CKPT = UrlKey("ckpt")                           # the checkpoint, by name (webapp.sidebar)
+TEXT = UrlKey("text")                           # the sentence, cut to sentence.URL_CHARS (webapp.sentence)
+PRESENT = UrlKey("present", _switch)            # presenter mode: ?present=1 (webapp.presenter)
+
 # ---- the table: each page's keys, by url_path (webapp.lecture.PAGES_TABLE) --------------------------
 LAYER, HEAD = UrlKey("layer", integer, 1, 1000), UrlKey("head", integer, 1, 1000)     # 1-based; a model's count narrows
 STEP = UrlKey("step", integer, 1, 100_000)
@@ -111,14 +131,20 @@ IG_POINTS = UrlKey("ig", integer, 16, 128)      # integrated gradients' points (
 VERSE = UrlKey("verse", integer, 0, 5000)       # a test verse, 1-based (0: the sentence as typed)
 SEARCH_N, SEARCH_BEAMS = UrlKey("n", integer, 1, 5000), UrlKey("beams")     # the beam curve's sentences, sizes
 SEARCH_LP, SEARCH_EXACT = UrlKey("penalties"), UrlKey("exact", _flag)        # its length penalties, exact search
+ARCH_BLOCK, ARCH_TOKEN = UrlKey("block"), UrlKey("token", integer, 1)       # a block of Figure 1, a 1-based token
+ATTN_KIND = UrlKey("kind", str, choices=("encoder", "decoder", "cross"))
+ATTN_SHOW, ATTN_VIEW = UrlKey("show"), UrlKey("view")    # the quantity shown; the open tab (bound by Streamlit)
+ATTN_ABLATE = UrlKey("ablate")                  # the heads switched off: "kind.layer.head,..." (1-based)
+LAB_N, LAB_FORCED = UrlKey("lab_n", integer, 1), UrlKey("lab_forced")       # the head lab's sentences, forcing
+LAB_SEEDS = UrlKey("lab_seeds", integer, 0)     # its random removal orders
+LAB_SINGLE = UrlKey("lab_single", str, choices=("bleu", "loss"))            # single-head removal's scoring
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "translate": (),                            # the landing page reads only the shared state
-    "architecture": (UrlKey("block"), UrlKey("token", integer, 1), LAYER, HEAD),
+    "architecture": (ARCH_BLOCK, ARCH_TOKEN, LAYER, HEAD),
     "positions": (PE_D, PE_BASE, PE_LEN, PE_SIDE),
-    "attention": (UrlKey("kind"), LAYER, HEAD, UrlKey("show"), UrlKey("ablate"), UrlKey("view")),
-    "heads": (UrlKey("lab_n", integer, 1), UrlKey("lab_forced"), UrlKey("lab_seeds", integer, 0),
-              UrlKey("lab_single", str, choices=("bleu", "loss"))),     # single-head removal's scoring
+    "attention": (ATTN_KIND, LAYER, HEAD, ATTN_SHOW, ATTN_ABLATE, ATTN_VIEW),
+    "heads": (LAB_N, LAB_FORCED, LAB_SEEDS, LAB_SINGLE),
     "contributions": (CONTRIB_FORCED, LAYER),
     "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD),
     "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
@@ -168,6 +194,25 @@ def put(**values: Any) -> None:
         written[key] = text
 
 
+def raw(spec: UrlKey) -> str | None:
+    """The URL's text for `spec`, unparsed (None when the URL lacks it): for a value that is no one
+    widget's, which its reader checks itself (the sentence, a checkpoint's name, a list of heads)."""
+    return st.query_params.get(spec.key)
+
+
+def texts(specs: Iterable[UrlKey]) -> dict[str, str]:
+    """{key: URL text} of those of `specs` the URL holds, unparsed (the decoding settings, the shared state)."""
+    found = {spec.key: st.query_params.get(spec.key) for spec in specs}
+    return {key: text for key, text in found.items() if text is not None}
+
+
+def linked(spec: UrlKey) -> str | None:
+    """The URL's text for `spec` when it is new to this page (a link just followed or typed, a fresh
+    session), None when the URL lacks it or holds the text this page last wrote (put)."""
+    text = raw(spec)
+    return None if text is None or text == st.session_state.get(WRITTEN, {}).get(spec.key) else text
+
+
 def page_opened(url_path: str) -> None:
     """Called before each page runs: on another page than the last run's, every URL value is new to
     it (a link's), so seed() takes it over what its widgets held."""
@@ -214,11 +259,10 @@ def seed(spec: UrlKey, widget: str, default: Any, *, low: float | None = None, h
     widget's values, as a list (their URL text is str(value)) or as {URL text: value}; without them
     the value is a number clamped into [low, high]. Anything else falls back to `default`."""
     options = _options(options)
-    raw = st.query_params.get(spec.key) if spec.key else None
-    from_url = None
-    if raw is not None and raw != st.session_state.get(WRITTEN, {}).get(spec.key):
-        from_url = (options.get(raw, _nearest(raw, options)) if options is not None
-                    else spec.parse(raw, low, high))
+    text, from_url = linked(spec), None
+    if text is not None:
+        from_url = (options.get(text, _nearest(text, options)) if options is not None
+                    else spec.parse(text, low, high))
     for candidate in (from_url, st.session_state.get(widget), st.session_state.get("_" + widget)):
         value = _allowed(spec, candidate, low, high, options)
         if value is not None:
@@ -228,10 +272,16 @@ def seed(spec: UrlKey, widget: str, default: Any, *, low: float | None = None, h
     return default
 
 
-def write(spec: UrlKey, widget: str, value: Any, options: Mapping[str, Any] | Sequence | None = None) -> None:
+_ALWAYS = object()
+
+
+def write(spec: UrlKey, widget: str, value: Any, options: Mapping[str, Any] | Sequence | None = None, *,
+          default: Any = _ALWAYS) -> None:
     """Put the value widget `widget` shows into the URL (already within range: it is the widget's), and
-    keep a copy for the next visit to this page."""
+    keep a copy for the next visit to this page. `default`: a value left out of the URL, so a link that
+    shows the page's defaults stays short (a fresh session without the key opens on it too)."""
     options = _options(options)
     text = next((t for t, v in options.items() if v == value), None) if options is not None else None
-    put(**{spec.key: text if text is not None else value})
+    shown = None if default is not _ALWAYS and value == default else text if text is not None else value
+    put(**{spec.key: shown})
     st.session_state["_" + widget] = value

@@ -84,6 +84,23 @@ def test_train_page_shows_every_job_state(runs):
     assert "hyp at 20" in at.table[0].value.to_string()           # the latest eval's samples
 
 
+def test_the_job_shown_is_in_the_url_and_kept_over_a_visit_elsewhere(runs):
+    """A link's run opens that job (an unknown one: the first), the URL names the job shown, and the
+    job picked is still shown after a visit to another page (webapp.url_keys.seed, as every page's controls)."""
+    at = open_page("train", run="killed")
+    assert at.selectbox(key="tr_pick").value == "killed" and at.query_params["run"] == "killed"
+    at = open_page("train", run="no-such-run")
+    first = at.selectbox(key="tr_pick").options[0]
+    assert at.selectbox(key="tr_pick").value == first and at.query_params["run"] == first
+    at.selectbox(key="tr_pick").set_value("failed").run()
+    assert at.query_params["run"] == "failed"
+    at.switch_page("webapp/pages/translate.py").run()
+    assert "run" not in at.query_params                        # not the landing page's key: dropped
+    at.switch_page("webapp/pages/train.py").run()
+    assert not at.exception
+    assert at.selectbox(key="tr_pick").value == "failed" and at.query_params["run"] == "failed"
+
+
 def launches(monkeypatch) -> list:
     """launch.start replaced by a recorder: the (cfg, nproc) each Start press would launch."""
     launched = []

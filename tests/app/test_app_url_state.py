@@ -7,12 +7,15 @@ answers at /translate as well as at /.
 """
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from support.app_support import no_exception, numbers, open_app  # noqa: F401  (numbers: a fixture)
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
-from webapp import decode_url
+from webapp import decode_url, url_keys
 
 ATTENTION = "webapp/pages/attention.py"
 TEXT = "three hundred and twenty one"
@@ -138,3 +141,15 @@ def test_the_translate_page_answers_at_its_own_path_too(numbers):
     at.switch_page("webapp/pages/translate.py").run()
     no_exception(at)
     assert "Translate" in [t.value for t in at.title]
+
+
+def test_only_url_keys_reads_or_writes_the_url():
+    """One idiom for URL state: every page, view and shared module goes through webapp.url_keys (its
+    UrlKeys carry each key's type and range); a tab bar bound by Streamlit keeps its key itself."""
+    root = Path(__file__).resolve().parents[2]
+    files = [f for f in [root / "app.py", *sorted((root / "webapp").rglob("*.py"))] if f.name != "url_keys.py"]
+    assert [str(f.relative_to(root)) for f in files if re.search(r"\bst\.query_params\b", f.read_text())] == []
+    bound = [str(f.relative_to(root)) for f in files if 'bind="query-params"' in f.read_text()]
+    assert bound == ["webapp/pages/attention.py", "webapp/pages/checkpoints.py"]       # the two tab bars,
+    assert url_keys.ATTN_VIEW in url_keys.PAGE_KEYS["attention"]                      # their keys in the table
+    assert url_keys.CK_TAB in url_keys.PAGE_KEYS["checkpoints"]

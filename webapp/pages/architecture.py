@@ -11,6 +11,7 @@ from explorer.config import paper_config
 from explorer.inspection import parameters
 from explorer.plots import architecture as plots
 from webapp import downloads, models, presenter, sentence, state
+from webapp import url_keys as url
 from webapp.views import architecture as views
 
 st.title("Architecture")
@@ -35,12 +36,11 @@ def choose_block(event_key: str) -> None:
         st.session_state["arch_block"] = chosen
 
 
-state.remembered("arch_block", plots.BLOCKS, "enc_attn", url_key="block")
+url.seed(url.ARCH_BLOCK, "arch_block", "enc_attn", options=list(plots.BLOCKS))
 left, right = st.columns([3, 2])
 with right:
     block = st.radio("Block", list(plots.BLOCKS), format_func=lambda k: plots.BLOCKS[k][0], key="arch_block")
-    state.remember("arch_block")
-    state.url_set(block=block)
+    url.write(url.ARCH_BLOCK, "arch_block", block)
 hover = {}
 if ckpt is not None:
     for row in parameters.parameter_rows(ckpt.model):
@@ -81,20 +81,23 @@ def block_numbers() -> None:
     n_layers = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
     st.subheader(plots.BLOCKS[block][0])
     cols = st.columns([2, 3, 3])
-    state.remembered("arch_token", range(1, len(tokens) + 1), 1, url_key="token", cast=int)
+    url.seed(url.ARCH_TOKEN, "arch_token", 1, high=len(tokens))
     token = cols[0].selectbox("Token" if block != "generator" else "Decoder position", range(1, len(tokens) + 1),
                               format_func=lambda i: f"{i}: {tokens[i - 1]}", key="arch_token")
+    url.write(url.ARCH_TOKEN, "arch_token", token)
     layer = head = 1
     if block not in ("src_embed", "tgt_embed", "generator"):     # blocks inside the N x layers
-        state.remembered("arch_layer", range(1, n_layers + 1), 1, url_key="layer", cast=int)
+        url.seed(url.LAYER, "arch_layer", 1, high=n_layers)
         layer = cols[1].radio("Layer", list(range(1, n_layers + 1)), key="arch_layer", horizontal=True)
+        url.write(url.LAYER, "arch_layer", layer)
+    else:
+        url.put(layer=None)
     if block in plots.ATTENTION_BLOCKS:
-        state.remembered("arch_head", range(1, cfg.n_heads + 1), 1, url_key="head", cast=int)
+        url.seed(url.HEAD, "arch_head", 1, high=cfg.n_heads)
         head = cols[2].radio("Head", list(range(1, cfg.n_heads + 1)), key="arch_head", horizontal=True)
-    state.remember("arch_token", "arch_layer", "arch_head")
-    has_layers = block not in ("src_embed", "tgt_embed", "generator")
-    state.url_set(token=token, layer=layer if has_layers else None,
-                  head=head if block in plots.ATTENTION_BLOCKS else None)
+        url.write(url.HEAD, "arch_head", head)
+    else:
+        url.put(head=None)
     position, layer, head = token - 1, layer - 1, head - 1
     if block in ("src_embed", "tgt_embed"):
         views.embedding_view(ckpt, trace, stack, position)

@@ -9,6 +9,7 @@ import streamlit as st
 from explorer.inspection.attention_stats import stats_rows
 from explorer.inspection.trace import KIND_LABELS, attention_kind
 from webapp import downloads, models, presenter, sentence, state
+from webapp import url_keys as url
 from webapp.views import attention as views
 
 st.title("Attention")
@@ -41,12 +42,12 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     path = str(ckpt.path)
     # ---- which heads (kept in the URL: kind, layer, head, show) ------------------------------------------
     c = ckpt.config
-    state.remembered("attn_kind", KIND_LABELS, "cross", url_key="kind")
+    url.seed(url.ATTN_KIND, "attn_kind", "cross", options=list(KIND_LABELS))
     kind = st.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, key="attn_kind", horizontal=True)
     n_layers = attention_kind(kind).n_layers(c)
-    state.remembered("attn_layer", range(1, n_layers + 1), n_layers, url_key="layer", cast=int)
-    state.remembered("attn_head", range(1, c.n_heads + 1), 1, url_key="head", cast=int)
-    state.remembered("attn_quantity", views.QUANTITIES, "weights", url_key="show")
+    url.seed(url.LAYER, "attn_layer", n_layers, high=n_layers)
+    url.seed(url.HEAD, "attn_head", 1, high=c.n_heads)
+    url.seed(url.ATTN_SHOW, "attn_quantity", "weights", options=list(views.QUANTITIES))
     col1, col2, col3, col4 = st.columns([2, 3, 3, 3] if presenter.on() else [2, 3, 3, 2])   # "Causal mask" whole
     layer = col1.radio("Layer", list(range(1, n_layers + 1)), key="attn_layer", horizontal=True)
     head = col2.radio("Head", list(range(1, c.n_heads + 1)), key="attn_head", horizontal=True)
@@ -54,14 +55,16 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     causal = attention_kind(kind).causal
     show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=not causal,
                             help="Decoder self-attention only: grey cells are future positions, set to −∞.")
-    state.remember("attn_kind", "attn_layer", "attn_head", "attn_quantity")
-    state.url_set(kind=kind, layer=layer, head=head, show=quantity)
+    url.write(url.ATTN_KIND, "attn_kind", kind)
+    url.write(url.LAYER, "attn_layer", layer)
+    url.write(url.HEAD, "attn_head", head)
+    url.write(url.ATTN_SHOW, "attn_quantity", quantity)
     view = views.View(kind=kind, layer=layer - 1, head=head - 1, quantity=quantity,
                       show_mask=show_mask and causal, d_k=c.d_head)
     name = downloads.file_stem(ckpt.name)
 
-    # ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?view=...) --------------------
-    tabs = st.tabs(TABS, key="view", bind="query-params")
+    # ---- tabs (lazy: only the open tab runs; the open tab is in the URL as ?view=..., kept by Streamlit) ---
+    tabs = st.tabs(TABS, key=url.ATTN_VIEW.key, bind="query-params")
     with tabs[0]:
         if tabs[0].open:
             views.heads_tab(trace, view, name)

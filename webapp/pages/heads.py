@@ -11,6 +11,7 @@ from explorer.studies.heads.importance import SINGLE_REMOVALS
 from explorer.studies.common.sentences import FORCED
 from explorer.studies.heads.job import HEAD_LAB, LabSettings, estimate_cost
 from webapp import lecture, models, state, study_job
+from webapp import url_keys as url
 from webapp.views import heads as views
 
 st.title("Heads")
@@ -27,11 +28,11 @@ ckpt = models.require_checkpoint()
 pairs = study_job.held_out_or_stop(ckpt, "The head lab measures")
 
 defaults = LabSettings()
-state.remembered("heads_n", range(1, views.MAX_SENTENCES + 1), defaults.sentences, "lab_n", int)
-state.remembered("heads_forced", FORCED, defaults.forced, "lab_forced")
-state.remembered("heads_seeds", range(0, views.MAX_SEEDS + 1), defaults.seeds, "lab_seeds", int)
+url.seed(url.LAB_N, "heads_n", defaults.sentences, high=views.MAX_SENTENCES)
+url.seed(url.LAB_FORCED, "heads_forced", defaults.forced, options=FORCED)
+url.seed(url.LAB_SEEDS, "heads_seeds", defaults.seeds, high=views.MAX_SEEDS)
 views.say_unknown_scoring()                      # a link's lab_single that is no scoring: said, then the default
-state.remembered("heads_single", SINGLE_REMOVALS, defaults.single_removal, "lab_single")
+url.seed(url.LAB_SINGLE, "heads_single", defaults.single_removal, options=tuple(SINGLE_REMOVALS))
 col1, col2, col3 = st.columns(3)
 n = col1.number_input("Sentences (the first N test pairs)", 1, views.MAX_SENTENCES, key="heads_n")
 forced = col2.radio("Teacher-force", FORCED, key="heads_forced", horizontal=True,
@@ -39,10 +40,10 @@ forced = col2.radio("Teacher-force", FORCED, key="heads_forced", horizontal=True
 seeds = col3.number_input("Random removal orders (pruning baseline)", 0, views.MAX_SEEDS, key="heads_seeds")
 single = st.radio("Score each head removed alone by", tuple(SINGLE_REMOVALS), key="heads_single", horizontal=True,
                   format_func=views.SCORINGS.get, help=views.SCORING_HELP)
-state.remember("heads_n", "heads_forced", "heads_seeds", "heads_single")
-state.url_set(lab_n=None if n == defaults.sentences else int(n), lab_forced=None if forced == defaults.forced else forced,
-              lab_seeds=None if seeds == defaults.seeds else int(seeds),   # a reload or a shared link keeps them
-              lab_single=None if single == defaults.single_removal else single)
+url.write(url.LAB_N, "heads_n", int(n), default=defaults.sentences)    # a reload or a shared link keeps them;
+url.write(url.LAB_FORCED, "heads_forced", forced, default=defaults.forced)  # the defaults stay out of the URL
+url.write(url.LAB_SEEDS, "heads_seeds", int(seeds), default=defaults.seeds)
+url.write(url.LAB_SINGLE, "heads_single", single, default=defaults.single_removal)
 settings = LabSettings(sentences=int(n), forced=forced, seeds=int(seeds), single_removal=single)
 out = views.result_path(ckpt.cache_key[1], settings)
 result = HEAD_LAB.read(out)

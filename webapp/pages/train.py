@@ -11,6 +11,7 @@ import streamlit as st
 from explorer.store import run_paths as rp
 from explorer.training import jobs
 from webapp import state
+from webapp import url_keys as url
 from webapp.views import train as views
 
 st.title("Train")
@@ -31,10 +32,8 @@ if not all_jobs:
     st.stop()
 st.fragment(views.jobs_table, run_every=2 if any(j.active for j in all_jobs) else None)()
 names = [j.name for j in all_jobs]
-if st.session_state.get("tr_pick") not in names:
-    wanted = state.url_get("run")
-    st.session_state["tr_pick"] = wanted if wanted in names else names[0]
+url.seed(url.RUN, "tr_pick", names[0], options=names)
 chosen = st.selectbox("Show job", names, key="tr_pick")
-state.url_set(run=chosen)
+url.write(url.RUN, "tr_pick", chosen)
 selected = all_jobs[names.index(chosen)]
 st.fragment(views.job_panel, run_every=2 if selected.active else None)(str(selected.run_dir))

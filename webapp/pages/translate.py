@@ -79,7 +79,7 @@ with area["settings"]:
 
 text = sentence.current_text()
 st.session_state["typed_reference"] = (text, typed)
-state.remember("manual_reference")
+st.session_state["_manual_reference"] = typed                  # the copy read above (no URL key)
 with area["result"]:
     clipped = sentence.require_text(text, "Type a sentence above (or pick an example) to see its translation.",
                                     "translated")

@@ -22,6 +22,7 @@ from explorer.plots.style import head_grid
 from explorer.text.encoding import output_ids
 from explorer.text.special import EOS_ID
 from webapp import bertviz_offline, downloads, models, state
+from webapp import url_keys as url
 
 QUANTITIES = {"weights": "Weights (after softmax)", "scores": "Scores QKᵀ/√dₖ (before softmax)",
               "unscaled": "Unscaled scores QKᵀ", "unscaled_softmax": "Softmax without the 1/√dₖ"}
@@ -239,13 +240,13 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
     if "ablate_pick" not in st.session_state:                 # not drawn last run: its copy, else the link's
         kept = st.session_state.get("_ablate_pick")
         st.session_state["ablate_pick"] = kept if kept is not None else ablation_from_url(
-            st.query_params.get("ablate"), options)
+            url.raw(url.ATTN_ABLATE), options)
     st.session_state["ablate_pick"] = [o for o in st.session_state["ablate_pick"] if o in options]  # another checkpoint
     picked = st.multiselect("Heads to switch off (their output set to zero)", options, key="ablate_pick",
                             format_func=lambda o: f"{o[0]} L{o[1] + 1} H{o[2] + 1}",
                             placeholder="Tick one or more heads…")
-    state.remember("ablate_pick")
-    state.url_set(ablate=ablation_to_url(picked))
+    url.put(ablate=ablation_to_url(picked))
+    st.session_state["_ablate_pick"] = picked                 # its copy, read above when it was not drawn
     if not picked:
         st.info("Tick heads above: the sentence is translated again without them, and compared.")
         return

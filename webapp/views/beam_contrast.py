@@ -136,8 +136,8 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
 def _seed_word() -> None:
     """The typed foil's start value: a link's word (cut to TYPED_CHARS), else what the box held. Not
     url.seed: it strips text, and a blank word must reach the foil check to be refused with a message."""
-    raw = st.query_params.get(url.FOIL_WORD.key)
-    if raw is not None and raw != st.session_state.get(url.WRITTEN, {}).get(url.FOIL_WORD.key):
+    raw = url.linked(url.FOIL_WORD)
+    if raw is not None:
         st.session_state[WORD] = str(raw)[:TYPED_CHARS]
     elif not isinstance(st.session_state.get(WORD), str):
         st.session_state[WORD] = st.session_state.get("_" + WORD, "")

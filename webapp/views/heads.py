@@ -21,6 +21,7 @@ from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_paths as rp
 from webapp import downloads
+from webapp import url_keys as url
 from webapp.text_safety import md_escape
 
 MAX_SENTENCES = 500
@@ -41,7 +42,7 @@ def result_path(sha: str, settings: LabSettings) -> Path:
 def say_unknown_scoring() -> None:
     """A link whose lab_single is not a scoring this page offers: say so (the page then shows the
     exact default and writes it back into the URL)."""
-    raw = st.query_params.get("lab_single")
+    raw = url.raw(url.LAB_SINGLE)
     if raw is not None and raw not in SCORINGS:
         st.warning(f"The link asks for single-head removal scored by “{md_escape(str(raw)[:40])}”, which is not "
                    f"one of {', '.join(SCORINGS)}: the exact scoring (BLEU drop) is shown instead.")
@@ -51,7 +52,7 @@ def say_unknown_scoring() -> None:
 def zoom_query(kind: str, layer: int, head: int, carried: dict[str, str]) -> dict[str, str]:
     """The URL keys the Attention page reads to open one head (kind, layer, head; 1-based) plus the
     shared state (checkpoint, sentence, decoding settings)."""
-    return {**carried, "kind": kind, "layer": str(layer), "head": str(head)}
+    return {**carried, url.ATTN_KIND.key: kind, url.LAYER.key: str(layer), url.HEAD.key: str(head)}
 
 
 def zoom_url(kind: str, layer: int, head: int, carried: dict[str, str]) -> str:

@@ -53,8 +53,8 @@ def allowed_beams(model) -> tuple[int, ...]:
 def list_control(spec: url.UrlKey, widget: str, label: str, choices: tuple, default: tuple, column) -> list:
     """A multiselect whose picks are in the URL as comma-separated text: a link's unknown parts are dropped,
     an empty or wholly unknown list falls back to `default`; the picks shown are written back."""
-    raw = st.query_params.get(spec.key)
-    if raw is not None and raw != st.session_state.get(url.WRITTEN, {}).get(spec.key):
+    raw = url.linked(spec)
+    if raw is not None:
         wanted = {part.strip() for part in str(raw).split(",")}
         st.session_state[widget] = [c for c in choices if str(c) in wanted] or list(default)
     elif not isinstance(st.session_state.get(widget), list):

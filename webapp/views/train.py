@@ -193,9 +193,8 @@ def new_job_form() -> None:
         except jobs.JobError as err:
             st.error(f"Not started: {state.md_escape(err)}")
             return
-        st.session_state["tr_pick"] = job.name
+        st.session_state["tr_pick"] = job.name               # the page's job picker shows it (and the URL's run)
         del st.session_state[k + "name"]
-        state.url_set(run=job.name)
         st.success(f"Started **{state.md_escape(job.name)}**. Its progress is below.")
 
 
