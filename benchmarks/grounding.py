@@ -11,7 +11,12 @@ length-normalised log-probability, and of one minus its ALTI+ mean source share 
 teacher-forced on the model's own output); the share of each set called a guess at the shipped
 threshold; the share of English sentences named English and of test verses so named; chrF of the
 translations of each set; the verdict's time per sentence beside the translation's, in the same
-process (a ratio); the index's size on disk and in memory.
+process (a ratio); the index's size on disk and in memory, and the time and peak memory of building it
+from the training data. Word marks: on gold/everyday-es-en-wrong.tsv (30 everyday sentences, the model's
+output with its wrong words marked by hand), the precision and recall of the output words the verdict
+marks (no source word brings them along), beside the ALTI+ flag of the Contributions page (an output
+word with a piece whose source share is under the 5th percentile of the first 30 test references'),
+both over every word and over the words that are not common (links.GLUE_SHARE).
 """
 from __future__ import annotations
 
@@ -30,8 +35,11 @@ from explorer.data.files import read_tsv
 from explorer.decoding.translate import DecodeConfig, translate
 from explorer.files.places import REPO_ROOT
 from explorer.studies.grounding import index as ix
-from explorer.studies.grounding.build import dataset_of, ensure
+from explorer.studies.grounding.build import build, dataset_of, ensure
+from explorer.studies.grounding.links import marked
 from explorer.studies.grounding.verdict import other_language, score, verdict
+from explorer.studies.grounding.words import words
+from explorer.text.encoding import output_ids, source_ids
 from explorer.store.checkpoint import load_checkpoint
 
 GOLD = REPO_ROOT / "gold"
@@ -51,7 +59,7 @@ def _run(ckpt, index, sentences, cfg) -> dict:
         t0 = time.perf_counter()
         result = translate(ckpt.model, ckpt.tokenizer, source, cfg)
         t1 = time.perf_counter()
-        found = verdict(index, source, ckpt.name)
+        found = verdict(index, source, ckpt.name, result.text)
         t2 = time.perf_counter()
         out["t_translate"] += t1 - t0
         out["t_verdict"] += t2 - t1
@@ -101,9 +109,60 @@ def main(argv: list[str] | None = None) -> int:
               f"   chrF {chrf:5.1f}")
     n = sum(len(r["text"]) for r in runs.values())
     t_tr, t_vd = sum(r["t_translate"] for r in runs.values()), sum(r["t_verdict"] for r in runs.values())
-    print(f"time per sentence: translation (beam {args.beam}) {1e3 * t_tr / n:.1f} ms, verdict {1e3 * t_vd / n:.2f} ms "
-          f"({t_vd / t_tr:.4f}x the translation's), over {n} sentences")
+    print(f"time per sentence: translation (beam {args.beam}) {1e3 * t_tr / n:.1f} ms, verdict with its word marks "
+          f"{1e3 * t_vd / n:.2f} ms ({t_vd / t_tr:.4f}x the translation's), over {n} sentences")
+    _marks(ckpt, index)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    built = build(ckpt.path, ckpt.meta)
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    print(f"index built from the training data in {time.perf_counter() - t0:.0f} s, peak {peak:.0f} MB traced; "
+          f"equal to the kept one: {built.to_json() == index.to_json()}")
     return 0
+
+
+def _alti_flags(ckpt, source: str, output: str, floor: float) -> set[str]:
+    """The output's words with a piece whose ALTI+ source share is under `floor` (teacher-forced on it)."""
+    special, max_len = ckpt.model.cfg.special, ckpt.model.cfg.max_len
+    src, out = source_ids(ckpt.tokenizer, source, max_len, special), output_ids(ckpt.tokenizer, output, max_len, special)
+    share = sentence_contributions(ckpt.model, src, out).source_share                  # [T]
+    flagged, word, hit = set(), [], False
+    for i, piece in zip(out, share):
+        text = ckpt.tokenizer.id_to_piece(int(i), side="tgt")
+        if text.startswith("▁") and word:
+            flagged |= set(words("".join(word))) if hit else set()
+            word, hit = [], False
+        word.append(text.lstrip("▁"))
+        hit = hit or piece < floor
+    return flagged | (set(words("".join(word))) if hit else set())
+
+
+def _scores(pred: list[set[str]], gold: list[set[str]]) -> str:
+    tp = sum(len(p & g) for p, g in zip(pred, gold))
+    fp, fn = sum(len(p - g) for p, g in zip(pred, gold)), sum(len(g - p) for p, g in zip(pred, gold))
+    return f"precision {tp / max(tp + fp, 1):.3f}, recall {tp / max(tp + fn, 1):.3f} ({tp} right, {fp} wrong, {fn} missed)"
+
+
+def _marks(ckpt, index) -> None:
+    rows = [line.split("\t") for line in (GOLD / "everyday-es-en-wrong.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    refs = [p for p in read_tsv(str(ckpt.path / "test.tsv")) if p.tgt.strip()][:30]
+    special, max_len = ckpt.model.cfg.special, ckpt.model.cfg.max_len
+    shares = np.concatenate([sentence_contributions(
+        ckpt.model, source_ids(ckpt.tokenizer, p.src, max_len, special),
+        output_ids(ckpt.tokenizer, p.tgt, max_len, special)).source_share for p in refs])
+    floor = float(np.percentile(shares, 5))
+    cfg = DecodeConfig(beam_size=5)
+    same = sum(translate(ckpt.model, ckpt.tokenizer, s, cfg).text == o for s, o, _ in rows)
+    gold = [set(g.split()) for _, _, g in rows]
+    ours = [set(marked(verdict(index, s, ckpt.name, o).output)) for s, o, _ in rows]
+    alti = [_alti_flags(ckpt, s, o, floor) for s, o, _ in rows]
+    common = index.glue()
+    print(f"word marks on {len(rows)} everyday sentences ({same} of their outputs are this model's beam-5 output "
+          f"today), {sum(map(len, gold))} wrong words marked by hand:")
+    print(f"  the verdict's marks: {_scores(ours, gold)}")
+    print(f"  ALTI+ flag (share < p5 = {floor:.3f}): {_scores(alti, gold)}")
+    print(f"  ALTI+ flag, common words left out: {_scores([a - common for a in alti], gold)}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import os
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from support.app_support import ROOT, TIMEOUT, no_exception, numbers, open_app, texts  # noqa: F401  (numbers: a fixture)
+from support.app_support import ROOT, TIMEOUT, no_exception, numbers, open_app, shown_translation, texts  # noqa: F401  (numbers: a fixture)
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
 from explorer.decoding.beam import STOP_REASONS
@@ -43,7 +43,7 @@ def test_sampling_headline_is_the_top_ranked_sample(numbers):
         pytest.skip("every seed range tried sampled its best first")
     at = open_app(info.name, text=text, query={"dec": "sample", "temp": 2.0, "seed": first, "samples": samples})
     no_exception(at)
-    shown = [m.value for m in at.markdown if m.value.startswith("#### ")][0][5:].replace("\\", "")
+    shown = shown_translation(at)
     table = at.dataframe[0].value
     assert table["translation"].iloc[0] == shown == top.text != runs[0].text
     assert at.code[1].value == " ".join(top.pieces)                                # the pieces shown are its own

@@ -34,3 +34,28 @@ def test_english_typed_into_the_spanish_model_is_named_as_english():
     no_exception(at)
     alerts, _ = verdict_of(at)
     assert "This reads as English; bible-es-en reads Spanish" in alerts.replace("\\", "")
+
+
+def test_the_output_words_no_source_word_brings_along_are_marked_in_the_translation():
+    """The everyday sentence's made-up words are on orange in the translation box and listed under it; the
+    table of where each output word comes from names a linked one's source word and counts."""
+    from webapp.views.grounding import MARK
+
+    at = open_app("bible-es-en", text="El presidente habló con los periodistas sobre la economía.")
+    no_exception(at)
+    box = [m.value for m in at.markdown if m.value.startswith("#### ")][0]
+    _, captions = verdict_of(at)
+    made_up = [w for w in ("dogs", "dungeon") if f":{MARK}[{w}]" in box]
+    assert made_up and all(f"**{w}**" in captions for w in made_up)
+    assert f":{MARK}[governor]" not in box              # the training data renders "presidente" as "governor"
+    table = next(d.value for d in at.dataframe if "brought along by" in d.value.columns)
+    governor = table[table["output word"] == "governor"].iloc[0]
+    assert governor["brought along by"] == "presidente" and 2 <= governor["training pairs with both"] \
+        <= governor["training pairs with that source word"]
+
+
+def test_a_verse_has_no_marks():
+    at = open_app("bible-es-en", text="Y dijo Dios: Sea la luz; y fué la luz.")
+    no_exception(at)
+    from webapp.views.grounding import MARK
+    assert not any(f":{MARK}[" in m.value for m in at.markdown)

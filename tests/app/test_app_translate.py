@@ -11,7 +11,7 @@ import pytest
 import sacrebleu
 
 from support.app_support import (array, chart, checkpoint_params, copy, damage, example_picker, info_for, no_exception,
-                                  open_app, texts)
+                                  open_app, shown_translation, texts)
 from support.numerics import model_atol
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import DecodeConfig
@@ -24,10 +24,8 @@ pytestmark = pytest.mark.parametrize("ckpt_path", checkpoint_params())
 
 
 def translation_shown(at) -> str:
-    """The text of the translation box (markdown '#### ...', escapes undone)."""
-    shown = [m.value for m in at.markdown if m.value.startswith("#### ")]
-    assert shown, "no translation on the page"
-    return shown[0][5:].replace("\\", "")
+    """The text of the translation box (markdown '#### ...', escapes and marks undone)."""
+    return shown_translation(at)
 
 
 def test_shows_the_library_translation(ckpt_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.app_support import no_exception, numbers, open_app  # noqa: F401  (numbers: a fixture)
+from support.app_support import no_exception, numbers, open_app, shown_translation  # noqa: F401  (numbers: a fixture)
 from explorer.config import DecodeConfig
 from explorer.decoding import translate
 from webapp import decode_url, url_keys
@@ -22,9 +22,7 @@ TEXT = "three hundred and twenty one"
 
 
 def headline(at) -> str:
-    shown = [m.value for m in at.markdown if m.value.startswith("#### ")]
-    assert shown, "no translation on the page"
-    return shown[0][5:].replace("\\", "")
+    return shown_translation(at)
 
 
 def test_a_greedy_link_reopens_as_greedy(numbers):

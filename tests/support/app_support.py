@@ -197,3 +197,15 @@ def only_a_broken_checkpoint(tmp_path: Path, monkeypatch) -> str:
     (broken / "config.json").write_text("{ not json")
     monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
     return "broken/checkpoints/step_000001"
+
+
+def shown_translation(at) -> str:
+    """The text of the Translate page's translation box (markdown '#### ...'): escapes undone and the
+    made-up words' marks (webapp.views.grounding.MARK) taken off, so it reads as the model's output."""
+    import re
+
+    from webapp.views.grounding import MARK
+
+    shown = [m.value for m in at.markdown if m.value.startswith("#### ")]
+    assert shown, "no translation on the page"
+    return re.sub(rf":{MARK}\[([^\]]*)\]", r"\1", shown[0][5:]).replace("\\", "")

@@ -30,7 +30,7 @@ import copy
 
 import torch
 
-from explorer.model.rounding import EPS32, depth, float32_atol, logit_size, model_atol, scale  # noqa: F401
+from explorer.model.rounding import EPS32, depth, float32_atol, logit_size, model_atol, product_size, scale  # noqa: F401
 EPS64 = torch.finfo(torch.float64).eps          # 2**-52
 
 

@@ -101,14 +101,16 @@ with area["result"]:
         st.stop()
 
     st.subheader("Translation")
+    found = grounding.verdict_for(ckpt, clipped, result.text)
     with st.container(key="translation", border=True):
-        st.markdown("#### " + (state.md_escape(result.text) if result.text.strip() else "*(empty output)*"))
+        st.markdown("#### " + (grounding.translation_markdown(result.text, found) if result.text.strip()
+                               else "*(empty output)*"))
     if cfg["strategy"] == "sample" and len(seeds) > 1:
         st.caption(f"The best of {len(seeds)} samples by normalised log-probability (seed {hyps[0][0]}); "
                    "all of them are ranked below.")
     if not result.best.finished:
         st.caption("The output was cut at the length limit before the model ended it.")
-    grounding.show_verdict(ckpt, clipped, result.text)
+    grounding.show_verdict(found, result.text)
 
     reference = sentence.current_reference(path, text)
     if reference:
@@ -155,5 +157,7 @@ probs = pd.DataFrame({"position": range(len(best.pieces)), "piece": best.pieces,
 downloads.table_csv_button(probs, downloads.file_stem(ckpt.name, "token_probs"), key="token_probs_csv",
                            label="Download per-token probabilities (CSV)")
 downloads.bundle_button(lambda: downloads.analysis_bundle(ckpt, result, cfg, {"page": "translate"},
-                                                          extra={"reference": reference}),
+                                                          extra={"reference": reference,
+                                                                 "grounding": grounding.as_json(found)}),
                         downloads.file_stem(ckpt.name, "translation"), key="bundle_translate")
+grounding.show_links(found, ckpt.name)

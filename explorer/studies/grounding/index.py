@@ -1,5 +1,6 @@
 """A checkpoint's training data, counted: how often each word, and each pair of neighbouring words, occurs
-in its training pairs, with the score threshold calibrated on its held-out pairs.
+in its training pairs, which target words each source word brings along (links.py), with the score
+threshold calibrated on its held-out pairs.
 
 Why counts and not the pairs themselves: the verdict needs only how often the training data showed a
 word (never, once, thousands of times), and counts of the Bible's 29,000 training verses fit in a few
@@ -28,10 +29,11 @@ from explorer.files import limits
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import GROUNDING
 from explorer.files.user_files import read_user_file
-from explorer.studies.grounding.words import bigrams, words
 from explorer.store.run_paths import runs_root, shipped_root
+from explorer.studies.grounding.links import count_links, glue
+from explorer.studies.grounding.words import bigrams, words
 
-FORMAT = 1
+FORMAT = 2                     # 2: the links and each source word's pair count (an index of format 1 is built again)
 MAX_SURPRISE = 100.0           # nats per word: above any score (an unseen word in 10^9 costs about 21)
 
 
@@ -48,11 +50,19 @@ class TrainingIndex:
     src_words: dict[str, int]
     tgt_words: dict[str, int]
     src_bigrams: dict[str, int]
+    links: dict[str, dict[str, int]] = field(default_factory=dict)   # s -> {t: pairs with both} (links.py)
+    src_verses: dict[str, int] = field(default_factory=dict)         # s -> training pairs whose source has s
     threshold: float | None = None         # scores (nats per word) above it are guesses (verdict.calibrate)
     calibration: dict = field(default_factory=dict)    # how the threshold was chosen, on which pairs
 
     def to_json(self) -> dict:
         return {"format": FORMAT, **{f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}}
+
+    def glue(self) -> set[str]:
+        """The target words common enough to need no source word's support (links.GLUE_SHARE)."""
+        if self._glue is None:
+            self._glue = glue(self.tgt_words, self.pairs)
+        return self._glue
 
     def bigram_model(self) -> "BigramModel":
         """The source side's bigram model (built once per index: a pass over the bigram counts)."""
@@ -61,6 +71,7 @@ class TrainingIndex:
         return self._model
 
     _model: "BigramModel | None" = field(default=None, repr=False, compare=False)
+    _glue: "set[str] | None" = field(default=None, repr=False, compare=False)
 
 
 class BigramModel:
@@ -89,16 +100,19 @@ class BigramModel:
 
 
 def count(pairs: Iterable, dataset: str, src_lang: str | None, tgt_lang: str | None) -> TrainingIndex:
-    """Counts of the training pairs (objects with .src and .tgt)."""
-    src, tgt, grams, n = Counter(), Counter(), Counter(), 0
+    """Counts of the training pairs (objects with .src and .tgt): words, source word pairs, then the links
+    (a second pass: which target words are glue follows from the first)."""
+    pairs = list(pairs)
+    src, tgt, grams = Counter(), Counter(), Counter()
     for pair in pairs:
         tokens = words(pair.src)
         src.update(tokens)
         grams.update(bigrams(tokens))
         tgt.update(words(pair.tgt))
-        n += 1
-    return TrainingIndex(dataset=dataset, pairs=n, src_lang=src_lang, tgt_lang=tgt_lang,
-                         src_words=dict(src), tgt_words=dict(tgt), src_bigrams=dict(grams))
+    links, src_verses = count_links(pairs, glue(tgt, len(pairs)))
+    return TrainingIndex(dataset=dataset, pairs=len(pairs), src_lang=src_lang, tgt_lang=tgt_lang,
+                         src_words=dict(src), tgt_words=dict(tgt), src_bigrams=dict(grams), links=links,
+                         src_verses=src_verses)
 
 
 def save(index: TrainingIndex, path: Path) -> Path:
@@ -126,6 +140,14 @@ def _counts(value, name: str, key: str) -> dict[str, int]:
     return value
 
 
+def _links(value, name: str) -> dict[str, dict[str, int]]:
+    if not isinstance(value, dict):
+        raise IndexUnusable(f"{name}: links must map source words to target words' counts")
+    for s, targets in value.items():
+        _counts(targets, name, f"links[{s[:40]!r}]")
+    return value
+
+
 def load(path: Path) -> TrainingIndex:
     """An index file, checked; IndexUnusable (one line) for anything else."""
     name = str(path)
@@ -147,6 +169,8 @@ def load(path: Path) -> TrainingIndex:
                          src_words=_counts(record.get("src_words"), name, "src_words"),
                          tgt_words=_counts(record.get("tgt_words"), name, "tgt_words"),
                          src_bigrams=_counts(record.get("src_bigrams"), name, "src_bigrams"),
+                         links=_links(record.get("links"), name),
+                         src_verses=_counts(record.get("src_verses"), name, "src_verses"),
                          threshold=threshold,
                          calibration=record.get("calibration") if isinstance(record.get("calibration"), dict) else {})
 

@@ -37,7 +37,7 @@ def run_grounding(model, tokenizer, sources: list[str], settings: GroundingSetti
     rows = []
     for k, source in enumerate(sources):
         output = translate(model, tokenizer, source, cfg).text
-        rows.append({"output": output, **verdict(index, source, name).to_json()})
+        rows.append({"output": output, **verdict(index, source, name, output).to_json()})
         tick(k + 1)
     return {"checkpoint": name, "weights_sha256": context.meta.get("weights_sha256"),
             "index": {"dataset": index.dataset, "pairs": index.pairs, "threshold": index.threshold,

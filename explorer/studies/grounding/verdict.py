@@ -17,6 +17,9 @@ sentence, their highest score). It reads as the target language when, of its wor
 shows at all, at least half (two or more) occur far more often on the target side than on the source
 side (LANGUAGE_RATIO): English typed into a Spanish -> English model is named as English, whatever the
 model makes of it.
+
+Given the translation too, each of its words is marked when no word of the source brings it along in the
+training data (links.py): the words the model made up.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from explorer.studies.grounding.index import TrainingIndex
+from explorer.studies.grounding.links import OutputWord, output_words
 from explorer.studies.grounding.words import names, words
 
 RARE = 3                  # seen fewer times than this: rare
@@ -50,10 +54,12 @@ class Verdict:
     guessing: bool | None     # None when the index has no calibrated threshold
     other_language: str | None    # the target language's name when the text reads as it, else None
     summary: str          # one plain sentence for the audience
+    output: tuple[OutputWord, ...] = ()      # the translation's words, marked or linked (given an output)
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["words"] = [asdict(w) for w in self.words]
+        out["output"] = [asdict(w) for w in self.output]
         return out
 
 
@@ -108,7 +114,9 @@ def calibrate(index: TrainingIndex, held_out: list[str], source: str = "held-out
     return index
 
 
-def verdict(index: TrainingIndex, text: str, model_name: str = "this model") -> Verdict:
+def verdict(index: TrainingIndex, text: str, model_name: str = "this model", output: str | None = None) -> Verdict:
+    """The verdict on `text` (see the module docstring); with its translation `output`, that output's
+    words marked or linked."""
     tokens = words(text)
     marks = tuple(Word(w, index.src_words.get(w, 0), _seen(index.src_words.get(w, 0))) for w in tokens)
     value = score(index, text)
@@ -132,5 +140,6 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model") -> 
         rarest = min(marks, key=lambda w: w.count)
         summary = (f"Every word appears in {where} (the rarest, '{rarest.word}', {rarest.count:,} times): "
                    "the model has seen text like this.")
+    linked = output_words(index.links, index.src_verses, index.glue(), text, output) if output else ()
     return Verdict(source=text, words=marks, score=round(value, 6), threshold=index.threshold,
-                   guessing=guessing, other_language=foreign, summary=summary)
+                   guessing=guessing, other_language=foreign, summary=summary, output=linked)

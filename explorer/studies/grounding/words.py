@@ -2,27 +2,32 @@
 
 Why words, not the model's pieces: a verdict is read by people ("5 of 8 words never appear in the
 training verses"), and a piece such as "▁de" is seen everywhere while the word it starts is not. Text is
-NFC-normalised first, so "está" typed with a combining accent counts as the training data's "está".
+NFC-normalised first, so "está" typed with a combining accent counts as the training data's "está", and
+a typographic apostrophe is the plain one, so the model's "daughter’s" is the training data's "daughter's".
 """
 from __future__ import annotations
 
 import re
 import unicodedata
 
-_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+")
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*|\d+")
 _WORD_OR_STOP = re.compile(_WORD.pattern + r"|[.!?¡¿:;«“\"(]")
+
+
+def _plain(text: str) -> str:
+    return unicodedata.normalize("NFC", str(text)).replace("’", "'")
 
 
 def words(text: str) -> list[str]:
     """The lowercased words of `text`, in order (punctuation and spaces dropped)."""
-    return [w.lower() for w in _WORD.findall(unicodedata.normalize("NFC", str(text)))]
+    return [w.lower() for w in _WORD.findall(_plain(text))]
 
 
 def names(text: str) -> set[int]:
     """Positions (in words()) of words written with a capital that do not open a sentence: names, which a
     model copies or spells out rather than translates, so that one unseen is no sign of unknown text."""
     found, opening, position = set(), True, 0
-    for match in _WORD_OR_STOP.finditer(unicodedata.normalize("NFC", str(text))):
+    for match in _WORD_OR_STOP.finditer(_plain(text)):
         piece = match.group(0)
         if not _WORD.fullmatch(piece):                  # a sentence stop, an opening quote or bracket
             opening = True
