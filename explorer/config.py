@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -124,7 +125,6 @@ MAX_MODEL_BYTES_ENV = "EXPLORER_MAX_MODEL_BYTES"
 
 def max_model_bytes() -> int:
     """MAX_MODEL_BYTES, or $EXPLORER_MAX_MODEL_BYTES when it holds a positive whole number."""
-    import os
     given = os.environ.get(MAX_MODEL_BYTES_ENV, "").strip()
     return int(given) if given.isascii() and given.isdigit() and int(given) > 0 else MAX_MODEL_BYTES
 # The choices of ModelConfig.activation and .pe_layout, named here so reading a config needs no torch;

@@ -43,7 +43,7 @@ class BibleNotInstalled(DataError):
 def _open_modules(sword_path: str):
     """Both pysword Bibles, with the per-block decompression cached (73 s -> well under 1 s)."""
     try:
-        from pysword.modules import SwordModules
+        from pysword.modules import SwordModules   # here: only the Bible needs it, and its absence is a DataError
     except ImportError as e:  # pragma: no cover - pysword is a declared dependency
         raise BibleNotInstalled(f"pysword is not installed ({e}); pip install pysword") from e
     conf_dir = os.path.join(sword_path, "mods.d")

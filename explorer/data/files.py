@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 
 from explorer.data.types import DataError, Pair
+from explorer.files.user_files import UserFileError, read_user_file
 
 _HEADERS = {("src", "tgt"), ("source", "target")}
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
@@ -40,7 +41,6 @@ def _read_bytes(path: str, max_bytes: int | None = None) -> bytes:
     """A regular file's bytes, at most `max_bytes` (DEFAULT_MAX_BYTES when not given): a path may name
     /dev/zero (endless, with a size of 0) or a FIFO (an open that waits forever); explorer.files.user_files
     refuses both before reading."""
-    from explorer.files.user_files import UserFileError, read_user_file
     try:
         return read_user_file(path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
     except UserFileError as e:

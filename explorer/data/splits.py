@@ -13,7 +13,9 @@ import json
 import os
 import random
 
-from explorer.data.files import DEFAULT_MAX_BYTES
+from explorer.data.bible import build_bible, split_by_chapter
+from explorer.data.files import DEFAULT_MAX_BYTES, read_hf, read_moses, read_tsv
+from explorer.data.numbers import build_numbers
 from explorer.data.types import DataError, Pair, ParallelCorpus
 from explorer.files import limits
 from explorer.files.atomic import replacing
@@ -102,19 +104,15 @@ def _file_key(*paths: str) -> str:
 def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
     """Build the corpus for `spec`: (corpus, cache name, cache key)."""
     if spec == "bible":
-        from explorer.data.bible import build_bible, split_by_chapter
         pairs, _report = build_bible()
         train, dev, test = split_by_chapter(pairs, seed=seed)
         return ParallelCorpus("bible", "es", "en", train, dev, test), "bible", f"bible-{seed}"
     if spec == "numbers":
-        from explorer.data.numbers import build_numbers
         return build_numbers(seed=seed), "numbers", f"numbers-{seed}"
     if spec.startswith("hf:"):
-        from explorer.data.files import read_hf
         pairs, src_lang, tgt_lang = read_hf(spec[3:])
         name = "hf-" + spec[3:].replace("/", "-").replace(":", "-")
         return ParallelCorpus(name, src_lang, tgt_lang, *split_held_out(pairs, seed)), name, f"{spec}-{seed}"
-    from explorer.data.files import read_moses, read_tsv
     if "," in spec and not os.path.exists(spec):
         src_path, tgt_path = (s.strip() for s in spec.split(",", 1))
         pairs = read_moses(src_path, tgt_path)

@@ -131,7 +131,7 @@ class BeamTrace:
 
 
 def _frame(table: np.ndarray, id_to_piece, with_status: bool):
-    import pandas as pd
+    import pandas as pd   # here: heavy to import, and only the app's tables need it
 
     frame = pd.DataFrame({name: table[name] for name in table.dtype.names})
     if with_status:

@@ -12,19 +12,19 @@ import time
 from pathlib import Path
 
 from explorer.config import MAX_BEAM, DecodeConfig
+from explorer.data.encoded import encode_pairs
+from explorer.data.files import read_tsv
 from explorer.evaluation.arguments import count
 from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
 from explorer.evaluation.showcase import record
 from explorer.files.names import TEST_SPLIT
 from explorer.runtime.device import resolve_device
+from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
+from explorer.store.checkpoint import CheckpointError, read_card, write_card
 
 
 def main(argv: list[str] | None = None) -> int:
-    from explorer.data.files import read_tsv
-    from explorer.store.checkpoint import CheckpointError, load_checkpoint, read_card, write_card
-    from explorer.data.encoded import encode_pairs
-
     parser = argparse.ArgumentParser(prog="python -m explorer evaluate", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--test", help="TSV of src<TAB>tgt (default: the checkpoint's test.tsv, else the "
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update card.json")
     args = parser.parse_args(argv)
     try:
-        ckpt = load_checkpoint(args.checkpoint, device=args.device)
+        ckpt = checkpoint_store.load_checkpoint(args.checkpoint, device=args.device)
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -16,6 +16,10 @@ import numpy as np
 import torch
 
 from explorer.config import DecodeConfig
+from explorer.data import DataError
+from explorer.data.encoded import encode_pairs
+from explorer.decoding import score_targets, score_text
+from explorer.evaluation.scores import corpus_scores, held_out_pairs, translate_ids
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 
@@ -58,8 +62,6 @@ def score_under_both(a, b, source: str, output: str, cfg: DecodeConfig | None = 
 
     Uses decoding.score_text for each model with its own tokenizer; EOS is scored too.
     """
-    from explorer.decoding import score_text
-
     hyp_a = score_text(a.model, a.tokenizer, source, output, cfg)
     hyp_b = score_text(b.model, b.tokenizer, source, output, cfg)
     if hyp_a is None or hyp_b is None:
@@ -69,8 +71,6 @@ def score_under_both(a, b, source: str, output: str, cfg: DecodeConfig | None = 
 
 def score_ids_under_both(a, b, src_ids: Sequence[int], out_ids: Sequence[int]) -> tuple[list[float], list[float]]:
     """Log-probs of the exact output ids (e.g. A's hypothesis, EOS included) under both models."""
-    from explorer.decoding import score_targets
-
     if not same_tokenizer(a.tokenizer, b.tokenizer):
         raise ComparisonError("the checkpoints use different tokenizers; score the text instead")
     lps = [score_targets(m, [list(src_ids)], [list(out_ids)])[0].token_logprobs for m in (a.model, b.model)]
@@ -96,9 +96,6 @@ def test_pairs(ckpt_path: str | Path, meta: dict, n: int | None = None, data_dir
 
     Returns (pairs, where) with `where` naming the source.
     """
-    from explorer.data import DataError
-    from explorer.evaluation.scores import held_out_pairs
-
     try:
         pairs, origin = held_out_pairs(ckpt_path, meta, data_dir)
     except DataError as err:
@@ -109,9 +106,6 @@ def test_pairs(ckpt_path: str | Path, meta: dict, n: int | None = None, data_dir
 
 def test_scores(model, tokenizer, pairs, cfg: DecodeConfig | None = None) -> dict:
     """BLEU / chrF / exact match of the model's translations of `pairs` (greedy unless cfg says)."""
-    from explorer.evaluation.scores import corpus_scores, translate_ids
-    from explorer.data.encoded import encode_pairs
-
     split = encode_pairs(tokenizer, pairs, model.cfg.max_len, model.cfg.special)
     device = next(model.parameters()).device
     ids = translate_ids(model, split.src, cfg or DecodeConfig(strategy="greedy"), device)

@@ -8,7 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from explorer.config import DecodeConfig
+from explorer.data import DataError, load_corpus
 from explorer.data.batching import pad_batch
+from explorer.data.files import read_tsv
+from explorer.decoding import decode_batch
+from explorer.files.names import TEST_SPLIT
 from explorer.runtime.modes import eval_mode
 
 
@@ -38,8 +42,6 @@ def teacher_forced_loss(model, split, device, batch_size: int = 64) -> float:
 @torch.no_grad()
 def translate_ids(model, src_ids: list[list[int]], cfg: DecodeConfig, device, batch_size: int = 64) -> list[list[int]]:
     """Decode many sources in length-sorted batches; returns output ids (no BOS/EOS) in input order."""
-    from explorer.decoding import decode_batch
-
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     out: list[list[int]] = [[] for _ in src_ids]
     for start in range(0, len(order), batch_size):
@@ -74,10 +76,6 @@ def held_out_pairs(ckpt_path: str | Path, meta: dict, data_dir: str | Path | Non
     checkpoints carry one; the Path), else the test split of the dataset it was trained on (the
     dataset's name). For the evaluate command and the Checkpoints page alike. DataError when the
     checkpoint has neither, or that dataset cannot be built."""
-    from explorer.data import DataError, load_corpus
-    from explorer.data.files import read_tsv
-    from explorer.files.names import TEST_SPLIT
-
     own = Path(ckpt_path) / TEST_SPLIT
     if own.is_file():
         return read_tsv(str(own)), own

@@ -25,12 +25,17 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import sacrebleu
+import torch
 from torch import nn
 
 from explorer.config import DecodeConfig
+from explorer.data.files import read_tsv
 from explorer.decoding.core import model_device, special_ids
 from explorer.decoding.translate import encode_source
 from explorer.evaluation.scores import translate_ids
+from explorer.files.names import TEST_SPLIT
+from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
+from explorer.store.checkpoint import read_card, write_card
 
 SHOWCASE_PAIRS = 24                  # test pairs looked at: enough to find a good one, cheap on a CPU
 SHOWCASE_DECODING = DecodeConfig(strategy="beam", beam_size=5, n_best=1)
@@ -109,11 +114,7 @@ def from_card(card, pairs: Sequence[tuple[str, str]], weights_sha: str) -> tuple
 def record(checkpoint: str, device: str = "cpu") -> dict | None:
     """Compute the rule on a checkpoint's own test.tsv and write it into its card.json (other
     sections kept); returns the section, or None without a test.tsv."""
-    from explorer.data.files import read_tsv
-    from explorer.files.names import TEST_SPLIT
-    from explorer.store.checkpoint import load_checkpoint, read_card, write_card
-
-    ckpt = load_checkpoint(checkpoint, device=device)
+    ckpt = checkpoint_store.load_checkpoint(checkpoint, device=device)
     test = ckpt.path / TEST_SPLIT
     if not test.is_file():
         return None
@@ -130,8 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoints", nargs="+")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
-    import torch
-
     torch.set_num_threads(1)                         # as the app decodes (webapp.state._limit_threads)
     for path in args.checkpoints:
         section = record(path, args.device)

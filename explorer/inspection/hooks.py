@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from explorer.model.layers import CapturePoint
-from explorer.inspection.trace import Trace
+from explorer.inspection.trace import Trace, attention_name
 
 def capture_points(model: nn.Module) -> list[str]:
     """Every capture name of the model, in module order."""
@@ -90,8 +90,6 @@ def intervene(model: nn.Module, edits: dict[str, Callable[[torch.Tensor], torch.
 
 def ablate_heads(model: nn.Module, heads: Iterable[tuple[str, int, int]]):
     """Context manager zeroing heads given as (kind, layer, head), kind in encoder/decoder/cross."""
-    from explorer.inspection.trace import attention_name
-
     by_point: dict[str, list[int]] = {}
     for kind, layer, head in heads:
         by_point.setdefault(attention_name(kind, layer, "context"), []).append(head)

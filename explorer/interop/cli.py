@@ -9,6 +9,8 @@ import argparse
 import sys
 import time
 
+from explorer.store.errors import CheckpointError
+
 DTYPES = ("float16", "float32")
 
 
@@ -46,11 +48,11 @@ def _overwrite(sub: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    # imported after parsing: torch and the converters take seconds, and --help or a bad option should not wait
     import torch
 
     from explorer.interop.hf_export import export_ct2, export_marian
     from explorer.interop.hf_import import import_marian
-    from explorer.store.errors import CheckpointError
 
     started = time.perf_counter()
     try:

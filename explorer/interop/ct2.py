@@ -40,7 +40,7 @@ def _embeddings(stack_spec, embed) -> None:
 
 def model_spec(model, tokenizer):
     """A ctranslate2 TransformerSpec holding `model`'s weights and `tokenizer`'s pieces."""
-    from ctranslate2.specs import common_spec, transformer_spec
+    from ctranslate2.specs import common_spec, transformer_spec   # here: ctranslate2 is an optional extra
 
     cfg = model.cfg
     if cfg.norm_first:
@@ -87,7 +87,7 @@ def model_spec(model, tokenizer):
 
 def convert(model, tokenizer, out: str | Path, quantization: str | None = None) -> None:
     """Write the CTranslate2 model of `model` into `out` (a fresh directory)."""
-    from ctranslate2.converters.converter import Converter
+    from ctranslate2.converters.converter import Converter   # here: ctranslate2 is an optional extra
 
     class _Given(Converter):
         def _load(self):

@@ -21,8 +21,10 @@ import torch
 from safetensors.torch import save_file
 
 from explorer.files import names as n
+from explorer.interop import ct2
 from explorer.interop.marian import check_exportable, hf_config, hf_generation_config, state_to_hf
 from explorer.store.card import ModelCard, model_card
+from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
 from explorer.store.output_dirs import check_output_dir, write_output_dir
 
 
@@ -52,10 +54,8 @@ TO_HF, TO_CT2 = "explorer.convert to-hf", "explorer.convert to-ct2"
 def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype = torch.float32,
                   overwrite: bool = False) -> Path:
     """Write checkpoint `checkpoint` as a Hugging Face Marian directory at `out`; returns its path."""
-    from explorer.store.checkpoint import load_checkpoint
-
     check_output_dir(out, TO_HF, overwrite=overwrite, inputs=[checkpoint])   # before anything is read
-    loaded = load_checkpoint(checkpoint)
+    loaded = checkpoint_store.load_checkpoint(checkpoint)
     check_exportable(loaded.config)                       # before anything is written
     files = marian_tokenizer_files(loaded.tokenizer)
     tensors = {name: t.to(dtype) for name, t in state_to_hf(loaded.model).items()}
@@ -82,15 +82,12 @@ def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | N
                overwrite: bool = False) -> Path:
     """A CTranslate2 model of `checkpoint` at `out` (quantization: None keeps float32; "int8", ...),
     built by explorer.interop.ct2 from the loaded model."""
-    from explorer.interop import ct2
-    from explorer.store.checkpoint import load_checkpoint
-
     check_output_dir(out, TO_CT2, overwrite=overwrite, inputs=[checkpoint])
     try:
-        import ctranslate2  # noqa: F401  (fail before loading anything)
+        import ctranslate2  # noqa: F401  (fail before loading anything; an optional extra, so imported here)
     except ImportError:
         raise RuntimeError("to-ct2 needs ctranslate2: pip install -e '.[ct2]'") from None
-    loaded = load_checkpoint(checkpoint)
+    loaded = checkpoint_store.load_checkpoint(checkpoint)
     return _write_whole(Path(out), TO_CT2, lambda tmp: ct2.convert(loaded.model, loaded.tokenizer, tmp, quantization),
                         overwrite, checkpoint)
 

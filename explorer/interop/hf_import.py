@@ -18,8 +18,10 @@ from explorer.interop.marian import LOGITS_BIAS, ConversionError, model_config_f
 from explorer.model import Transformer
 from explorer.model.skeleton import model_skeleton
 from explorer.store.card import ModelCard, with_model_card
+from explorer.store.checkpoint import save_checkpoint
 from explorer.store.output_dirs import check_output_dir
 from explorer.store.weights import check_memory, load_bytes
+from explorer.text.vocab_tokenizer import VocabTokenizer
 
 
 TOOL = "explorer.convert from-hf"
@@ -36,9 +38,6 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     (explorer.store.output_dirs). The checkpoint is written atomically
     (explorer.store.checkpoint.save_checkpoint).
     """
-    from explorer.store.checkpoint import save_checkpoint
-    from explorer.text.vocab_tokenizer import VocabTokenizer
-
     directory, provenance = src.locate(source)
     check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
     hf = src.read_json(directory / names.HF_CONFIG)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from safetensors import SafetensorError, safe_open
 
 from explorer.files import names as n
 
@@ -50,7 +51,7 @@ def locate(source: str) -> tuple[Path, str]:
 
 def _from_hub(repo_id: str) -> Path:
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download   # here: optional, only a hub id needs it
     except ImportError:
         raise SourceError(f"{repo_id}: downloading needs huggingface_hub (pip install huggingface_hub), "
                           "or pass a local directory") from None
@@ -114,8 +115,6 @@ def tensor_reader(directory: Path) -> tuple[Callable[[str], torch.Tensor | None]
     """(get(name) -> tensor or None, the weights file) for model.safetensors or pytorch_model.bin."""
     st, binary = directory / WEIGHT_FILES[0], directory / WEIGHT_FILES[1]
     if st.is_file():
-        from safetensors import SafetensorError, safe_open
-
         try:
             handle = safe_open(str(st), framework="pt")
             names = set(handle.keys())

@@ -24,6 +24,8 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+import torch
+
 SLOTS_ENV = "EXPLORER_COMPUTE_SLOTS"
 MAX_WAITING = 64
 
@@ -112,7 +114,6 @@ def default_slots() -> int:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    import torch
     return max(1, cores // max(1, torch.get_num_threads()))
 
 

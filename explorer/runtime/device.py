@@ -11,7 +11,7 @@ def match_threads() -> None:
     later (a Streamlit session, a worker) begins at the machine's default, and its products are
     then split differently, so its numbers differ in the last bits from another thread's and it can
     oversubscribe busy cores. Decoding sessions call this first (a few microseconds)."""
-    import torch
+    import torch   # here, not at the top: reading a config or parsing arguments needs no torch
     torch.set_num_threads(torch.get_num_threads())
 
 
@@ -22,7 +22,7 @@ def training_kernels(device) -> None:
     model 3.6x slower than with the flash / memory-efficient kernels (184k against 671k tokens/s,
     `python -m benchmarks gpu --only training` with and without `--cudnn-attention`). Turned off for
     the process; other devices are left as they are."""
-    import torch
+    import torch   # here, not at the top: reading a config or parsing arguments needs no torch
 
     if device.type == "cuda":
         torch.backends.cuda.enable_cudnn_sdp(False)
@@ -32,7 +32,7 @@ def training_optimizer(parameters, lr: float = 0.0, fused: bool = False):
     """The paper's Adam (beta1 0.9, beta2 0.98, eps 1e-9; Vaswani et al. 2017, 5.3), for the trainer and
     the training benchmarks alike. `fused`: Adam's one-kernel update (`python -m benchmarks gpu --fused-adam`
     measures it; not the trainer's until measured to help)."""
-    import torch
+    import torch   # here, not at the top: reading a config or parsing arguments needs no torch
 
     return torch.optim.Adam(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
 
@@ -42,7 +42,7 @@ def resolve_device(name: str = "auto"):
     CPU; anything else ("cpu", "cuda:1") as torch reads it. The one place "auto" is decided, for the
     trainer, checkpoint loading, the evaluate command and the app. torch is imported here, not at the
     top, so reading a config never needs it."""
-    import torch
+    import torch   # here, not at the top: reading a config or parsing arguments needs no torch
 
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -58,7 +58,7 @@ def check_device(name: str) -> str:
     For command lines, checked while their arguments are parsed: resolve_device takes any name torch
     parses without asking whether the device is there, so "nonsense" or "cuda" without CUDA would
     end in a traceback from deep inside loading, after the command's other work had begun."""
-    import torch
+    import torch   # here, not at the top: reading a config or parsing arguments needs no torch
 
     if name == "auto":
         return name

@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from explorer.runtime.workers import cores
+
 _JOB: dict[str, Any] = {}               # what the forked workers inherit: the function and its items
 
 
@@ -31,8 +33,6 @@ def fork_safe(model: torch.nn.Module) -> bool:
 def usable_workers(model: torch.nn.Module, items: int, at_most: int) -> int:
     """How many processes to split `items` items over: 1 where a fork is not safe, else one per core,
     at most `at_most` and one per item."""
-    from explorer.runtime.workers import cores
-
     return max(1, min(at_most, cores(), items)) if fork_safe(model) else 1
 
 

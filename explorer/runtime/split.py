@@ -47,7 +47,7 @@ class Split:
         (index -> result, the indices of mine(n))."""
         if not self.active:
             return [results[i] for i in range(n)]
-        import torch.distributed as dist
+        import torch.distributed as dist   # only under torchrun: one process (and importing this) needs no torch
 
         parts: list[dict[int, Any] | None] = [None] * self.world
         dist.all_gather_object(parts, results)
@@ -74,8 +74,8 @@ class Split:
         """True on every process when it is True on any one (to stop together)."""
         if not self.active:
             return flag
-        import torch
-        import torch.distributed as dist
+        import torch   # only under torchrun, as torch.distributed below
+        import torch.distributed as dist   # only under torchrun: one process (and importing this) needs no torch
 
         t = torch.tensor([1 if flag else 0])
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -101,7 +101,7 @@ def from_env() -> Split:
 def finish(split: Split) -> None:
     """Leave the process group (after the last gather)."""
     if split.active:
-        import torch.distributed as dist
+        import torch.distributed as dist   # only under torchrun: one process (and importing this) needs no torch
 
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -39,6 +39,7 @@ from explorer.runtime.device import resolve_device
 from explorer.store import weights as wf
 from explorer.store.errors import CheckpointError
 from explorer.store.output_dirs import write_output_dir
+from explorer.text import load_tokenizer
 
 FORMAT_VERSION = 1
 META_KEYS = ("name", "src_lang", "tgt_lang", "training")
@@ -304,7 +305,6 @@ def _load_tokenizer(path: Path, meta: dict, cfg: ModelConfig) -> Any:
 def _tokenizer_loader():
     """directory -> tokenizer: explorer.text.load_tokenizer, which picks the kind from the files
     (a seam: tests substitute a stand-in's load)."""
-    from explorer.text import load_tokenizer
     return load_tokenizer
 
 

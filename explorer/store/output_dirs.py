@@ -29,6 +29,7 @@ from typing import Callable, Iterable
 from explorer.files.atomic import recover, write_directory
 from explorer.files.names import OUTPUT_MARKER, PARTIAL
 from explorer.files.places import REPO_ROOT
+from explorer.store.weights import sha256
 
 MARKER = OUTPUT_MARKER
 
@@ -38,7 +39,6 @@ class OutputRefused(ValueError):
 
 
 def _digest(path: Path) -> str:
-    from explorer.store.weights import sha256
     return sha256(path)
 
 

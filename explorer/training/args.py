@@ -19,6 +19,7 @@ from explorer.files import limits
 from explorer.files.user_files import UserFileError, read_user_json
 from explorer.runtime.device import check_device
 from explorer.store import run_paths as rp
+from explorer.store.checkpoint import read_config
 from explorer.store.run_clearing import clearing_plan, is_marked
 from explorer.text.tokenizer import MODEL_TYPES
 
@@ -177,6 +178,5 @@ def planned_model_config(cfg: TrainConfig) -> ModelConfig:
     the tokenizer's real sizes). For estimates made before launch: disk space, the planned learning
     rate. CheckpointError for an unreadable checkpoint, ValueError for an unknown preset."""
     if cfg.init_from:
-        from explorer.store.checkpoint import read_config
         return read_config(cfg.init_from)[1]
     return preset(cfg.preset, src_vocab_size=cfg.vocab_size, tgt_vocab_size=cfg.vocab_size)

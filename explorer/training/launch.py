@@ -20,11 +20,18 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+import torch
+
 from explorer.config import TrainConfig
+from explorer.data import DataError
+from explorer.data.files import validate_tsv
 from explorer.files.names import LAUNCH_LOCK
+from explorer.model import parameter_count
 from explorer.runtime.priority import lower_priority
 from explorer.store import run_paths as rp
+from explorer.store.checkpoint import CheckpointError, read_config
 from explorer.training import jobs
+from explorer.training.args import planned_model_config, validate
 
 LAUNCH_WAIT = 60.0                         # seconds a launch waits for the new trainer to take its lock
 _LAUNCH = threading.Lock()                 # one launch at a time per app process
@@ -32,7 +39,6 @@ _LAUNCH = threading.Lock()                 # one launch at a time per app proces
 
 # ---- limits -------------------------------------------------------------------------------------
 def gpu_count() -> int:
-    import torch
     return torch.cuda.device_count()
 
 
@@ -46,19 +52,11 @@ def max_jobs() -> int:
 def needed_bytes(cfg: TrainConfig) -> int:
     """Disk space the run needs (rp.disk_needed): its kept checkpoints, the best one kept beside them,
     and the one being written."""
-    from explorer.model import parameter_count
-    from explorer.training.args import planned_model_config
-
     return rp.disk_needed(parameter_count(planned_model_config(cfg)), cfg.keep_last + 2)
 
 
 def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
     """Everything checkable before launch; jobs.JobError names the first problem."""
-    from explorer.store.checkpoint import CheckpointError, read_config
-    from explorer.data import DataError
-    from explorer.data.files import validate_tsv
-    from explorer.training.args import validate
-
     try:
         validate(cfg)
     except ValueError as err:

@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from explorer.config import TrainConfig, preset
 from explorer.data import load_corpus
@@ -337,6 +338,5 @@ def _cpu_has_bf16() -> bool:
 
 
 def _progress(total: int, initial: int, enabled: bool):
-    from tqdm import tqdm
     return tqdm(total=total, initial=initial, disable=not enabled, unit="step", dynamic_ncols=True,
                 mininterval=2.0, file=sys.stderr)

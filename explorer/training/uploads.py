@@ -14,6 +14,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from explorer.data.files import validate_tsv
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import UPLOAD_SUFFIX
 from explorer.store import run_paths as rp
@@ -28,8 +29,6 @@ def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX
     """Validate an uploaded TSV (DataError with the first bad line) and keep it as runs/uploads/<hash>.tsv.
 
     Returns (path, TsvReport)."""
-    from explorer.data.files import validate_tsv
-
     report = validate_tsv(data, max_bytes=max_bytes, name=name)
     folder = rp.runs_root() / rp.UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
