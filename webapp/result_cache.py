@@ -34,7 +34,9 @@ def _key(*args: Any, **kwargs: Any) -> str:
 def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
     """Memoise a function in an LRU cache of at most `max_bytes` (pickled sizes of the results).
 
-    The wrapper has `.cache` (the cachetools.LRUCache of pickles: .currsize, .maxsize) and `.clear()`.
+    The wrapper has `.cache` (the cachetools.LRUCache of pickles: .currsize, .maxsize), `.clear()` and
+    `.holds(*args, **kwargs)`: whether a call with these arguments would be answered from the cache
+    (a page shows a costly result without asking for a button press when some session computed it).
     Exceptions are not cached. Thread-safe: the cache is touched under a lock, the function runs
     outside it, and once per key at a time: sessions asking for a result that is being computed
     wait for it instead of computing it again (a class opening the app at once computes the
@@ -78,6 +80,11 @@ def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
             with lock:
                 cache.clear()
 
-        wrapper.cache, wrapper.clear = cache, clear
+        def holds(*args: Any, **kwargs: Any) -> bool:
+            key = _key(*args, **kwargs)
+            with lock:
+                return key in cache               # a look only: the entry's place in the LRU order is kept
+
+        wrapper.cache, wrapper.clear, wrapper.holds = cache, clear, holds
         return wrapper
     return decorate

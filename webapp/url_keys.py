@@ -6,7 +6,10 @@ untrusted and hand-edited: a number outside its control's range is clamped into 
 the last layer, `head=-5` the first) and the page writes back the value it shows, so the address bar
 never carries a value the page is not showing; a malformed value or an unknown choice falls back to
 the control's default; a key that neither the page nor the lecture's shared state (lecture.CARRIED)
-reads is dropped before the page runs (drop_unknown), so a shared link carries nothing stale.
+reads is dropped before the page runs (drop_unknown), so a shared link carries nothing stale. A key
+whose control the page does not draw on this run (exact search's settings with exact search off, the
+Causes cell before its grids) is removed with put(key=None); the value stays in the session for when
+the control is drawn again.
 
 A page uses it in two calls around each widget: seed() before the widget is drawn (its starting value:
 a link just followed, else the value it has or had on this page, else the default), write() after
@@ -131,6 +134,10 @@ IG_POINTS = UrlKey("ig", integer, 16, 128)      # integrated gradients' points (
 VERSE = UrlKey("verse", integer, 0, 5000)       # a test verse, 1-based (0: the sentence as typed)
 SEARCH_N, SEARCH_BEAMS = UrlKey("n", integer, 1, 5000), UrlKey("beams")     # the beam curve's sentences, sizes
 SEARCH_LP, SEARCH_EXACT = UrlKey("penalties"), UrlKey("exact", _flag)        # its length penalties, exact search
+SEARCH_EXACT_N = UrlKey("exact_n", integer, 1, 5000)     # exact search on the first N (narrowed to the sentences)
+SEARCH_EXACT_S = UrlKey("exact_s", integer, 1, 60)       # its seconds per sentence at most
+ALIGN_PAIRS = UrlKey("pairs", integer, 1, 20_000)        # the scorecard's gold pairs (narrowed to the gold set)
+ALIGN_GRAD = UrlKey("grad", integer, 0, 20_000)          # of them, scored with gradients (narrowed to pairs)
 ARCH_BLOCK, ARCH_TOKEN = UrlKey("block"), UrlKey("token", integer, 1)       # a block of Figure 1, a 1-based token
 ATTN_KIND = UrlKey("kind", str, choices=("encoder", "decoder", "cross"))
 ATTN_SHOW, ATTN_VIEW = UrlKey("show"), UrlKey("view")    # the quantity shown; the open tab (bound by Streamlit)
@@ -146,10 +153,10 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "attention": (ATTN_KIND, LAYER, HEAD, ATTN_SHOW, ATTN_ABLATE, ATTN_VIEW),
     "heads": (LAB_N, LAB_FORCED, LAB_SEEDS, LAB_SINGLE),
     "contributions": (CONTRIB_FORCED, LAYER),
-    "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD),
+    "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD, ALIGN_PAIRS, ALIGN_GRAD),
     "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
     "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
-    "search": (SEARCH_N, SEARCH_BEAMS, SEARCH_LP, SEARCH_EXACT),
+    "search": (SEARCH_N, SEARCH_BEAMS, SEARCH_LP, SEARCH_EXACT, SEARCH_EXACT_N, SEARCH_EXACT_S),
     "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER, CONTRAST, FOIL, FOIL_WORD,
              CONTRAST_METHOD, IG_POINTS, VERSE),
     "training_vs_inference": (),

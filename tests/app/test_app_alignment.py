@@ -107,3 +107,60 @@ def test_bible_checkpoint_opens_on_its_hand_aligned_gold(runs):
     assert pair_box(at).value == 1                             # the current sentence is gold pair 2
     assert "bible-es-en.align" in pair_box(at).label.replace("\\", "")      # a file name: Markdown-escaped
     assert has_chart(at, "align_links")
+
+
+def about_seconds(text: str) -> float:
+    """The seconds an "About ... on this machine" estimate says (webapp.estimates.duration's words)."""
+    import re
+
+    said = re.search(r"About (.+?) on this machine", text)
+    assert said, text
+    words = said.group(1)
+    if words == "under a second":
+        return 0.5
+    parts = dict((unit, int(n)) for n, unit in re.findall(r"(\d+) (second|minute|hour)s?", words))
+    assert parts, words
+    return parts.get("second", 0) + 60 * parts.get("minute", 0) + 3600 * parts.get("hour", 0)
+
+
+def test_a_link_with_the_scorecard_settings_reopens_the_computed_scorecard(runs):
+    """The gold pairs and the pairs scored with gradients are in the URL: a link carrying them opens the
+    scorecard computed with them (written where the page looks), clamped to the gold set when absurd."""
+    from explorer.studies.align.job import SCORECARD
+    from explorer.studies.align.scorecard import AlignSettings
+    from explorer.studies.common.context import RunContext
+    from explorer.store.checkpoint import load_checkpoint
+    from webapp.views import alignment as views
+
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.studies.align.gold_sets import default_gold, held_out_share
+
+    ckpt = load_checkpoint(NUMBERS)
+    test_pairs = held_out_pairs(ckpt.path, ckpt.meta)[0]
+    gold, name = default_gold(ckpt.meta, test_pairs)           # the page's own gold set (views.shipped_gold)
+    held = held_out_share(gold, test_pairs)
+    settings = AlignSettings(pairs=3, attribution_pairs=1)
+    target = views.result_path(ckpt.sha256, settings, views.gold_digest(gold))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    SCORECARD.to_file(target, ckpt.model, ckpt.tokenizer, gold, settings, context=RunContext(meta=ckpt.meta),
+                      gold_name=name, held_out=held)
+    at = open_app("numbers-en-de", PAGE, TEXT, {"pairs": "3", "grad": "1"})
+    no_exception(at)
+    assert (at.number_input(key="align_n").value, at.number_input(key="align_attr").value) == (3, 1)
+    assert (at.query_params["pairs"], at.query_params["grad"]) == ("3", "1")
+    assert not any("Not computed yet" in i.value for i in at.info)
+    assert has_chart(at, "align_grid") and "integrated gradients" in set(at.dataframe[0].value["aligner"])
+    odd = open_app("numbers-en-de", PAGE, TEXT, {"pairs": "999999", "grad": "-4"})
+    no_exception(odd)
+    n_gold = int(odd.number_input(key="align_n").max)
+    assert (odd.query_params["pairs"], odd.query_params["grad"]) == (str(n_gold), "0")
+
+
+def test_the_scorecard_says_about_how_long_it_takes_and_it_grows_with_the_pairs(runs):
+    small = open_app("numbers-en-de", PAGE, TEXT, {"pairs": "2", "grad": "0"})
+    no_exception(small)
+    said = next(i.value for i in small.info if "Not computed yet" in i.value)
+    assert "on this machine" in said and "from timing" in said
+    large = open_app("numbers-en-de", PAGE, TEXT, {"pairs": "200", "grad": "24"})
+    larger = next(i.value for i in large.info if "Not computed yet" in i.value)
+    assert about_seconds(larger) > about_seconds(said)

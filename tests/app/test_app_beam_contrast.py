@@ -153,7 +153,24 @@ def test_absurd_url_values_are_clamped_and_written_back():
     assert at.query_params["ig"] == "16" and at.session_state["beam_ig_points"] == 16
     assert at.query_params["method"] == "integrated-gradients"
     assert "verse" not in at.query_params and at.session_state["text"] == GENESIS
-    at = open_page(verse=10 ** 9)
+
+
+
+@pytest.mark.parametrize("verse", ["99999", str(10 ** 9), "-7", "9" * 5000])
+def test_a_verse_that_does_not_exist_leaves_the_links_sentence_in_charge(verse):
+    """verse= past the last test verse (or below 0) is not the nearest verse: the link's text= stays the
+    sentence, a warning says the verse does not exist, and the verse leaves the URL."""
+    at = open_page(verse=verse)
     no_exception(at)
-    assert int(at.query_params["verse"]) == len(at.selectbox(key="beam_verse").options) - 1   # the last verse
-    assert at.session_state["text"] != GENESIS
+    assert at.session_state["text"] == GENESIS and at.text_input(key="beam_text").value == GENESIS
+    assert "verse" not in at.query_params and at.selectbox(key="beam_verse").value == 0
+    warned = texts(at.warning)
+    assert "does not exist" in warned and len(warned) < 2000, warned
+    assert not at.error, texts(at.error)
+
+
+def test_a_verse_that_exists_still_sets_the_sentence():
+    at = open_page(verse=2)
+    no_exception(at)
+    assert at.session_state["text"] != GENESIS and at.query_params["verse"] == "2"
+    assert "does not exist" not in texts(at.warning)

@@ -22,6 +22,16 @@ pytestmark = [pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), 
               pytest.mark.usefixtures("default_roots")]
 
 
+@pytest.fixture(autouse=True)
+def no_grids_kept():
+    """Each test starts, and leaves, with no pair's grids in the shared cache (a page shows cached grids
+    without a press, so a test's grids would take another test's button away)."""
+    from webapp import analyses
+    analyses.patching_grids.clear()
+    yield
+    analyses.patching_grids.clear()
+
+
 def open_causes(text=TEXT, **query):
     return open_app("numbers-en-de", PAGE, text, query=query)
 
@@ -108,6 +118,7 @@ def test_url_values_are_clamped_or_fall_back_and_are_written_back():
     n_swaps = len(at.selectbox(key="causes_swap").options)
     assert (q["pair"], q["swap"], q["dir"]) == ("swap", str(n_swaps), "denoise")   # swap=999: the last one
     assert "zzz" not in q and "corrupt" not in q
+    assert not {"grid", "row", "col"} & set(q)                            # no cell drawn before the grids
     long = open_causes(pair="own", corrupt="x" * 5000)
     no_exception(long)
     assert len(long.query_params["corrupt"]) == 1000                      # cut like the sentence
@@ -120,8 +131,8 @@ def test_an_absurd_cell_in_the_url_is_clamped_once_the_grids_are_shown():
     q = dict(at.query_params)
     assert (q["grid"], q["row"], q["col"]) == ("decoder_resid", "1", "3")  # 2 layers x 3 target positions
     bad = open_causes(pair="own", corrupt="three hundred and twenty two", grid="nonsense")
-    bad.button(key="causes_start").click().run()
-    no_exception(bad)
+    no_exception(bad)                                                     # the grids are held: shown at once
+    assert "causes_start" not in [b.key for b in bad.button]
     assert bad.query_params["grid"] == "encoder_resid"
 
 
@@ -133,3 +144,38 @@ def test_presenter_mode_draws_the_page():
     assert all(has_chart(at, key) for key in GRIDS)
     assert not any(e.proto.expanded for e in at.expander if e.label.startswith("Learn"))
     assert not at.get("download_button")                                # advanced: hidden on a projector
+
+
+def test_before_the_grids_the_links_cell_waits_out_of_the_url():
+    """No cell is drawn before the grids: grid, row and col leave the URL (checked and kept in the session),
+    and the press shows the link's cell."""
+    at = open_causes(pair="own", corrupt="three hundred and twenty two", grid="decoder_resid", row="2", col="3")
+    no_exception(at)
+    assert not {"grid", "row", "col"} & set(at.query_params)
+    at.button(key="causes_start").click().run()
+    no_exception(at)
+    q = dict(at.query_params)
+    assert (q["grid"], q["row"], q["col"]) == ("decoder_resid", "2", "3")
+    assert at.selectbox(key="causes_grid").value == "decoder_resid"
+
+
+def test_a_link_to_grids_the_server_holds_opens_them_without_a_press():
+    """A shared link opened while the app still holds the pair's grids (another session computed them)
+    shows them and the link's cell at once; the same link to grids no one computed offers the press."""
+    at = open_causes(pair="own", corrupt="three hundred and twenty two")
+    at.button(key="causes_start").click().run()
+    at.selectbox(key="causes_grid").set_value("cross_heads").run()
+    at.radio(key="causes_dir").set_value("noise").run()
+    no_exception(at)
+    link = {k: at.query_params[k] for k in at.query_params if k not in ("ckpt", "text")}
+    again = open_causes(**link)                                             # a fresh session
+    no_exception(again)
+    assert "causes_start" not in [b.key for b in again.button]
+    assert all(has_chart(again, key) for key in GRIDS)
+    assert again.selectbox(key="causes_grid").value == "cross_heads" and again.radio(key="causes_dir").value == "noise"
+    assert {k: again.query_params[k] for k in link} == link
+    from webapp import analyses
+    analyses.patching_grids.clear()                                         # the server forgot them
+    cold = open_causes(**link)
+    no_exception(cold)
+    assert "causes_start" in [b.key for b in cold.button] and not has_chart(cold, "causes_encoder")

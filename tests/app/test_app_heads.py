@@ -210,3 +210,25 @@ def test_a_link_with_an_unknown_scoring_gets_a_message_and_the_exact_default(run
     warnings = [w.value for w in at.warning if "single-head removal scored by" in w.value]
     assert len(warnings) == 1 and "exact scoring" in warnings[0] and len(warnings[0]) < 400
     assert at.session_state["heads_single"] == "bleu" and "lab_single" not in at.query_params
+
+
+def test_the_cost_says_about_how_long_and_it_grows_with_the_sentences(runs):
+    """Before a long run the page says about how long it takes on this machine (a small piece of the lab's
+    work timed on the page's model, times the library's Cost), and more sentences take longer. Not its
+    value: no timing goal."""
+    import re
+
+    def about(at) -> float:
+        said = next(i.value for i in at.info if "Cost:" in i.value)
+        found = re.search(r"About (.+?) on this machine", said)
+        assert found and "from timing" in said, said
+        if found.group(1) == "under a second":
+            return 0.5
+        parts = {unit: int(n) for n, unit in re.findall(r"(\d+) (second|minute|hour)s?", found.group(1))}
+        return parts.get("second", 0) + 60 * parts.get("minute", 0) + 3600 * parts.get("hour", 0)
+
+    few = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "10"})
+    no_exception(few)
+    many = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "500"})
+    no_exception(many)
+    assert about(many) > about(few)

@@ -113,8 +113,15 @@ def test_a_near_tied_patching_pair_is_flagged_and_a_clear_one_is_not():
     assert weak_difference_note({"clean": 4.1, "corrupt": -3.0}) is None
 
 
+def forget_grids() -> None:
+    """The Causes page shows grids the app already holds without its button: these tests press it."""
+    from webapp import analyses
+    analyses.patching_grids.clear()
+
+
 @needs_numbers
 def test_the_causes_page_warns_only_when_the_runs_barely_disagree():
+    forget_grids()
     at = open_app("numbers-en-de", "webapp/pages/causes.py", "three hundred and twenty one",
                   query={"pair": "own", "corrupt": "three hundred and twenty two"})
     at.button(key="causes_start").click().run()
@@ -128,6 +135,7 @@ BIBLE = NUMBERS.parent / "bible-es-en"
 @pytest.mark.skipif(not (BIBLE / "model.safetensors").is_file(), reason="needs the shipped checkpoints/bible-es-en")
 def test_the_bible_opening_swap_is_flagged_as_near_tied():
     """The first swap offered on the Bible model's opening verse parts the translations by a hair."""
+    forget_grids()
     at = open_app("bible-es-en", "webapp/pages/causes.py", "Y llamó Jehová Dios al hombre, y le dijo: ¿Dónde estás tú?",
                   query={"pair": "swap", "swap": "1"})
     at.button(key="causes_start").click().run()

@@ -95,3 +95,38 @@ def test_cancel_leaves_no_file(runs):
     at.run()
     assert any("cancelled" in i.value for i in at.info)
     assert not job.path.exists()
+
+
+def test_a_link_with_exact_search_settings_reopens_the_computed_curve(runs):
+    """Exact search's sentences and seconds are the result's settings too: a link carrying them opens the
+    curve computed with them (a result file written where the page looks), not "Not computed yet"."""
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.studies.common.context import RunContext
+    from explorer.studies.contrastive.job import BEAM_CURVE, SearchSettings
+    from explorer.store.checkpoint import load_checkpoint
+    from webapp.views import search as views
+
+    ckpt = load_checkpoint(NUMBERS)
+    settings = SearchSettings(beams=(1, 2), sentences=4, penalties=("none",), exact=True, exact_sentences=2,
+                              exact_seconds=3)
+    target = views.result_path(ckpt.sha256, settings)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    BEAM_CURVE.to_file(target, ckpt.model, ckpt.tokenizer, held_out_pairs(ckpt.path, ckpt.meta)[0], settings,
+                       context=RunContext(meta=ckpt.meta))
+    at = open_page(n=4, beams="1,2", penalties="none", exact=1, exact_n=2, exact_s=3)
+    no_exception(at)
+    assert (at.number_input(key="search_exact_n").value, at.number_input(key="search_exact_s").value) == (2, 3)
+    assert (at.query_params["exact_n"], at.query_params["exact_s"]) == ("2", "3")
+    assert "Not computed yet" not in texts(at.info)
+    assert list(at.dataframe[0].value["beam"]) == [1, 2]
+    assert "Exact search** was proven on" in texts(at.markdown)
+
+
+def test_exact_search_settings_out_of_range_or_not_drawn_leave_the_url(runs):
+    at = open_page(n=4, exact=1, exact_n=999, exact_s=0)
+    no_exception(at)
+    assert (at.number_input(key="search_exact_n").value, at.number_input(key="search_exact_s").value) == (4, 1)
+    assert (at.query_params["exact_n"], at.query_params["exact_s"]) == ("4", "1")       # clamped, written back
+    off = open_page(n=4, exact=0, exact_n=2, exact_s="x")
+    no_exception(off)
+    assert "exact_n" not in off.query_params and "exact_s" not in off.query_params       # no such control drawn

@@ -304,3 +304,10 @@ def test_results_zero_by_construction_are_explained(runs):
         assert "BLEU is 0 here by construction" in texts(at.caption)
     finally:
         shutil.rmtree(run)
+
+
+def test_an_unknown_run_in_the_url_falls_back_to_the_first(runs):
+    at = open_page("schedule", run="../../etc")
+    assert at.selectbox(key="sc_run").value == 0
+    first = at.selectbox(key="sc_run").options[0].split(" (")[0]
+    assert at.query_params["run"] == first and at.query_params["run"] != "../../etc"

@@ -151,3 +151,16 @@ def test_only_url_keys_reads_or_writes_the_url():
     assert bound == ["webapp/pages/attention.py", "webapp/pages/checkpoints.py"]       # the two tab bars,
     assert url_keys.ATTN_VIEW in url_keys.PAGE_KEYS["attention"]                      # their keys in the table
     assert url_keys.CK_TAB in url_keys.PAGE_KEYS["checkpoints"]
+
+
+def test_no_page_key_is_a_shared_one_or_declared_twice():
+    """A page key that is also a carried one (the decoding settings' lp, beam...) would be overwritten by
+    them, and one key declared twice on a page would be two controls fighting over one value."""
+    from webapp.lecture import CARRIED
+
+    for page, specs in url_keys.PAGE_KEYS.items():
+        keys = [spec.key for spec in specs]
+        assert not set(keys) & set(CARRIED), page
+        assert len(keys) == len(set(keys)), page
+    assert {url_keys.ALIGN_PAIRS, url_keys.ALIGN_GRAD} <= set(url_keys.PAGE_KEYS["alignment"])
+    assert {url_keys.SEARCH_EXACT_N, url_keys.SEARCH_EXACT_S} <= set(url_keys.PAGE_KEYS["search"])

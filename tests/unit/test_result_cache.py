@@ -93,3 +93,21 @@ def test_a_loaded_checkpoint_enters_a_key_by_its_path_and_weights_hash_only():
     assert _key(loaded("a", "1"), "text") != _key(loaded("a", "2"), "text")
     assert _key(loaded("a", "1"), "text") != _key(loaded("b", "1"), "text")
     assert "object at" not in _key(loaded("a", "1"), SimpleNamespace(cache_key=("c", "3")))
+
+
+def test_holds_says_whether_a_call_would_be_a_hit_without_computing_or_reordering():
+    calls = []
+
+    @bounded_cache(max_bytes=3 * MIB)
+    def grid(n: int, settings: dict) -> np.ndarray:
+        calls.append(n)
+        return np.full(MIB // 8, n, dtype=np.float64)                # ~1 MiB each: two fit
+
+    assert not grid.holds(1, {"a": 1}) and calls == []               # asked, not computed
+    grid(1, {"a": 1})
+    grid(2, {"a": 1})
+    assert grid.holds(1, {"a": 1}) and grid.holds(2, {"a": 1}) and not grid.holds(1, {"a": 2})
+    grid(3, {"a": 1})                                                 # 1 was the least recently used, holds() or not
+    assert not grid.holds(1, {"a": 1}) and grid.holds(2, {"a": 1})
+    grid.clear()
+    assert not grid.holds(2, {"a": 1})

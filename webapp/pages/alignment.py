@@ -1,8 +1,9 @@
 """Alignment: is cross-attention a word alignment, and how good a one? Scored against gold links.
 
 Thin: gold set (the checkpoint's own, or an uploaded file) -> one sentence under the chosen aligner
-(links over gold, "why this word") -> the scorecard over the gold set as a background job, shown at
-once when its JSON exists for the same weights, settings and gold (webapp.views.alignment).
+(links over gold, "why this word") -> the scorecard over the gold set as a background job (its settings
+in the URL, about how long it takes from webapp.estimates), shown at once when its JSON exists for the
+same weights, settings and gold (webapp.views.alignment).
 """
 import streamlit as st
 
@@ -11,7 +12,7 @@ from explorer.studies.align.pairs import Unusable
 from explorer.studies.align.scorecard import AlignSettings
 from explorer.studies.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
 from explorer.studies.common.gradients import ATTRIBUTIONS, IG_STEPS
-from webapp import analyses, models, sentence, state, study_job
+from webapp import analyses, estimates, models, sentence, state, study_job
 from webapp import url_keys as url
 from webapp.views import alignment as views
 
@@ -50,7 +51,8 @@ else:
 st.subheader("One sentence")
 text = " ".join(sentence.current_text().split())
 match = next((k for k, p in enumerate(gold) if p.src_text == text), 0)
-gold_id = f"{sha[:12]}_{views.gold_digest(gold)}"        # widgets of another gold set or model start afresh
+digest = views.gold_digest(gold)
+gold_id = f"{sha[:12]}_{digest}"        # widgets of another gold set or model start afresh
 pair_key = f"align_pair_{gold_id}"
 k = st.selectbox(f"Sentence pair from {state.md_escape(gold_name)}: {views.count(len(gold), 'pair')}", range(len(gold)),
                  index=match,
@@ -98,20 +100,26 @@ else:
 
 # ---- the scorecard --------------------------------------------------------------------------------
 st.subheader("Scorecard over the gold set")
-c1, c2 = st.columns(2)
-n_pairs = c1.number_input("Gold pairs (the first N)", 1, len(gold), min(200, len(gold)), key="align_n")
-n_attr = c2.number_input("Of them, scored with gradients (integrated gradients is the slow part)", 0,
-                         int(n_pairs), min(24, int(n_pairs)), key="align_attr")
-settings = AlignSettings(pairs=int(n_pairs), attribution_pairs=int(n_attr))
-out = views.result_path(sha, settings, views.gold_digest(gold))
+c1, c2 = st.columns(2)                                     # in the URL too: a link reopens the same scorecard
+url.seed(url.ALIGN_PAIRS, "align_n", min(200, len(gold)), high=len(gold))
+n_pairs = int(c1.number_input("Gold pairs (the first N)", 1, len(gold), key="align_n"))
+url.write(url.ALIGN_PAIRS, "align_n", n_pairs)
+url.seed(url.ALIGN_GRAD, "align_attr", min(24, n_pairs), high=n_pairs)
+n_attr = int(c2.number_input("Of them, scored with gradients (integrated gradients is the slow part)", 0,
+                             n_pairs, key="align_attr"))
+url.write(url.ALIGN_GRAD, "align_attr", n_attr)
+settings = AlignSettings(pairs=n_pairs, attribution_pairs=n_attr)
+out = views.result_path(sha, settings, digest)
 result = SCORECARD.read(out)
 if result is not None:
     views.show_result(result)
     st.stop()
 gradients = (f", then per target piece one backward pass (gradient × input) and {settings.ig_steps} (integrated "
              f"gradients) for {views.count(int(n_attr), 'pair')}") if n_attr else ""
+took = estimates.scorecard(ckpt, gold, digest, settings)
 st.info(f"Not computed yet for these settings. It costs one teacher-forced pass per pair{gradients}, then eflomal "
-        "learning from the training corpus (about a minute for the Bible; Cancel takes effect when it is done).")
+        "learning from the training corpus (about a minute for the Bible; Cancel takes effect when it is done)."
+        + (f" {took}." if took else ""))
 held = views.held_out_or_none(path, sha)
 study_job.tail(out, "Compute the scorecard", "align", lambda: study_job.start(
     SCORECARD, out, "Alignment scorecard", path, lambda _: (gold,), settings, gold_name=gold_name,

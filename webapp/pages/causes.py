@@ -2,7 +2,8 @@
 minimal pair (the current sentence and a one-word change of it).
 
 Thin: the shared sentence (webapp.sentence) -> webapp.views.causes (the pair, the grids on a button
-press through webapp.models' cached computations -> explorer.plots.patching, a picked cell's run).
+press, or at once when the app already holds them, through webapp.analyses' cached computations ->
+explorer.plots.patching, a picked cell's run).
 """
 import streamlit as st
 

@@ -1,16 +1,17 @@
 """Heads: the head lab over the checkpoint's test sentences (explorer.studies.heads): what each head does
 (confidence, entropy, roles) and how much it matters (importance, single-head removal, pruning).
 
-Thin: settings -> cost estimate -> a background job in this process (webapp.study_job, progress in
-an st.fragment refreshed every 2 s, Cancel) -> one JSON under the runs directory, shown at once when
-it already exists for the same weights and settings -> explorer.plots.heads.
+Thin: settings -> cost, and about how long on this machine (webapp.estimates) -> a background job in
+this process (webapp.study_job, progress in an st.fragment refreshed every 2 s, Cancel) -> one JSON under
+the runs directory, shown at once when it already exists for the same weights and settings ->
+explorer.plots.heads.
 """
 import streamlit as st
 
 from explorer.studies.heads.importance import SINGLE_REMOVALS
 from explorer.studies.common.sentences import FORCED
 from explorer.studies.heads.job import HEAD_LAB, LabSettings, estimate_cost
-from webapp import lecture, models, state, study_job
+from webapp import estimates, lecture, models, state, study_job
 from webapp import url_keys as url
 from webapp.views import heads as views
 
@@ -54,6 +55,6 @@ if result is not None:
     st.stop()
 
 cost = estimate_cost(ckpt.model, settings, min(int(n), len(pairs)))
-st.info(f"Not computed yet for these settings. Cost: {cost.text()}.")
+st.info(f"Not computed yet for these settings. Cost: {cost.text()}. {estimates.head_lab(ckpt, pairs, cost)}.")
 study_job.tail(out, "Start the head lab", "heads",
                lambda: study_job.start(HEAD_LAB, out, "Head lab", ckpt.path, lambda _: (pairs,), settings))

@@ -59,6 +59,7 @@ st.caption(f"Your peak: lr = {noam_rate(warmup, d_model, factor, warmup):.3g} at
 st.header("A run's actual learning rate")
 runs = [j for j in jobs.list_jobs() if rf.has_metrics(j.run_dir)]
 if not runs:
+    url.put(**{url.SC_RUN.key: None})          # no run to pick: a link's run= names nothing shown here
     st.info("No training run with metrics yet; start one on the Train page.")
 else:
     by_name = {j.name: i for i, j in enumerate(runs)}

@@ -6,8 +6,12 @@ follows the reference through the page's own cached search).
 
 The verse is in the URL (1-based; 0: the sentence as typed), but the sentence is the fact the page shows:
 a typed sentence that is no test verse sets the picker back to 0, and a link's verse sets the sentence.
+A link's verse that does not exist (past the last test verse, or below 0) sets nothing: the link's
+sentence stays, a warning says so, and the verse leaves the URL.
 """
 from __future__ import annotations
+
+import re
 
 import streamlit as st
 
@@ -33,6 +37,7 @@ def verse_picker(ckpt, text: str) -> str:
     if st.session_state.get(VERSE) != _verse_of(verses, text):        # the sentence is the fact shown
         st.session_state[VERSE] = _verse_of(verses, text)
         st.session_state["_" + VERSE] = st.session_state[VERSE]
+    missing_verse(len(verses))
     picked = url.seed(url.VERSE, VERSE, 0, high=len(verses))
     if picked and verses[picked - 1][1].strip() != text.strip():      # a link's verse: its sentence is shown
         sentence.set_text(verses[picked - 1][1])
@@ -49,6 +54,26 @@ def verse_picker(ckpt, text: str) -> str:
                  format_func=lambda i: TYPED if i == 0 else f"{i}. {verses[i - 1][0]}: {verses[i - 1][1][:80]}")
     url.write(url.VERSE, VERSE, st.session_state[VERSE] or None)
     return text
+
+
+def missing_verse(n_verses: int) -> None:
+    """A link's verse number that is no test verse: say so and drop it from the URL, so the sentence
+    the link carries (or the one already shown) stays in charge, rather than the nearest verse's."""
+    asked = url.linked(url.VERSE)
+    if asked is None:
+        return
+    if not re.fullmatch(r"[+-]?[0-9]+", asked.strip()):
+        return                          # not a whole number: seed() falls back to the sentence's own verse
+    try:
+        number = url.integer(asked.strip())
+    except ValueError:                  # more digits than Python reads: no verse either
+        number = None
+    if number is not None and 0 <= number <= n_verses:
+        return
+    st.warning(f"The link asks for test verse {state.md_escape(asked.strip()[:12])}"
+               f"{'…' if len(asked.strip()) > 12 else ''}, which does not exist: this checkpoint has "
+               f"{n_verses:,} test verses. The sentence is shown as the link gives it.")
+    url.put(**{url.VERSE.key: None})
 
 
 def reference_box(ckpt, text: str) -> str:

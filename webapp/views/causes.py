@@ -5,9 +5,14 @@
 - show_pair: both sources piece by piece and both greedy translations, where they part (the token
   measured), or the library's reason the two texts make no pair, as a message;
 - grids_section: every grid, computed on a button press (a few seconds on the shipped models, about half a
-  minute at base size), cached for every session (webapp.models) and shown again without a press on this
-  session's later runs; then the picked cell (grid, row, column) and its patched run's own translation.
-Every control is in the URL (webapp.url_keys: pair, swap, corrupt, dir, grid, row, col).
+  minute at base size), cached for every session (webapp.analyses) and shown without a press whenever the
+  cache holds them (this session's later runs, or a link opened while the server still keeps that pair's
+  grids); then the picked cell (grid, row, column) and its patched run's own translation.
+Every control is in the URL (webapp.url_keys: pair, swap, corrupt, dir, grid, row, col). Before the grids
+are shown the cell's keys are not (the page draws no cell to pick): a link's cell is checked against the
+pair and kept in the session until the grids come (hold_cell).
+A link never starts the patching itself: the grids cost 2 x (every cell) runs of the model, and a page
+opened from any link would spend them; the press says someone asked.
 """
 from __future__ import annotations
 
@@ -102,12 +107,14 @@ def cost(model, pair) -> int:
     return 2 * sum(len(row) for grid in GRIDS for row in grid_cells(model, pair, grid))
 
 
-def computed_grids(ckpt, clean: str, corrupt: str, pair):
-    """The grids when computed now (the button) or earlier in this session; None otherwise."""
+def computed_grids(ckpt, clean: str, corrupt: str, pair, info: dict):
+    """The grids when computed now (the button), earlier in this session, or by any session while the
+    shared cache still holds them; None otherwise (the link's cell then waits: hold_cell)."""
     key = f"{ckpt.sha256}\n{clean}\n{corrupt}"
     done = st.session_state.setdefault(DONE, [])
     offer = st.empty()
-    if key not in done:
+    if key not in done and not analyses.patching_grids.holds(ckpt, clean, corrupt):
+        hold_cell(ckpt, info, pair)
         with offer.container():
             st.info(f"Patching takes {cost(ckpt.model, pair):,} runs of the model (every cell below, in both "
                     "directions): a few seconds on the shipped models, about half a minute at base size.")
@@ -140,15 +147,31 @@ def labels(ckpt, info: dict, pair, grid: str) -> tuple[list[str], list[str]]:
     return rows, cols
 
 
+def _seed_cell(ckpt, info: dict, pair, grid: str) -> tuple[list[str], list[str]]:
+    """Seed the row and column boxes of `grid` (1-based, clamped to its size); its labels."""
+    rows, cols = labels(ckpt, info, pair, grid)
+    url.seed(url.PATCH_ROW, "causes_row", len(rows), low=1, high=len(rows))
+    url.seed(url.PATCH_COL, "causes_col", pair.changed[0] + 1 if grid == "encoder_resid" else 1, low=1, high=len(cols))
+    return rows, cols
+
+
+def hold_cell(ckpt, info: dict, pair) -> None:
+    """Before the grids are shown: the link's (or this session's) cell, checked and clamped against this
+    pair, is kept in the session for pick_cell, and its keys leave the URL (no cell is drawn yet)."""
+    grid = url.seed(url.PATCH_GRID, "causes_grid", "encoder_resid", options=list(GRID_NAMES))
+    _seed_cell(ckpt, info, pair, grid)
+    for widget in ("causes_grid", "causes_row", "causes_col"):
+        st.session_state["_" + widget] = st.session_state[widget]
+    url.put(**{spec.key: None for spec in (url.PATCH_GRID, url.PATCH_ROW, url.PATCH_COL)})
+
+
 def pick_cell(ckpt, info: dict, pair) -> tuple[str, int, int]:
     """The picked cell: grid, row and column (0-based), each a select box kept in the URL."""
     c1, c2, c3 = st.columns([2, 1, 1])
     url.seed(url.PATCH_GRID, "causes_grid", "encoder_resid", options=list(GRID_NAMES))
     grid = c1.selectbox("Cell: grid", list(GRID_NAMES), key="causes_grid", format_func=GRID_NAMES.get)
     url.write(url.PATCH_GRID, "causes_grid", grid)
-    rows, cols = labels(ckpt, info, pair, grid)                       # row and column 1-based, clamped
-    url.seed(url.PATCH_ROW, "causes_row", len(rows), low=1, high=len(rows))
-    url.seed(url.PATCH_COL, "causes_col", pair.changed[0] + 1 if grid == "encoder_resid" else 1, low=1, high=len(cols))
+    rows, cols = _seed_cell(ckpt, info, pair, grid)                   # row and column 1-based, clamped
     row = c2.selectbox("row", range(1, len(rows) + 1), key="causes_row", format_func=lambda i: rows[i - 1])
     col = c3.selectbox("column", range(1, len(cols) + 1), key="causes_col", format_func=lambda i: cols[i - 1])
     url.write(url.PATCH_ROW, "causes_row", row)
@@ -174,7 +197,7 @@ def weak_difference_note(ld: dict) -> str | None:
 
 def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str, name: str) -> None:
     """The figures of the computed grids and the picked cell's patched translation."""
-    result = computed_grids(ckpt, clean, corrupt, pair)
+    result = computed_grids(ckpt, clean, corrupt, pair, info)
     if result is None:
         return
     ld = result.logit_difference

@@ -30,6 +30,7 @@ PENALTIES = ("none", "gnmt:0.6")
 LIST_COLUMNS = [3, 2]                      # the widths of the beam sizes' and the penalties' lists
 DEFAULT_SENTENCES = 100
 EXACT_SECONDS = (1, 60)                    # the page's bounds on exact search's time per sentence
+EXACT_DEFAULT_SENTENCES, EXACT_DEFAULT_SECONDS = 20, 5
 COLUMNS = {"length_penalty": "length penalty", "beam": "beam", "bleu": "BLEU", "chrf": "chrF",
            "length_ratio": "length ratio", "mean_score": "mean score", "empty": "empty outputs",
            "higher_score_worse_chrf": "higher score, worse chrF", "search_errors": "search errors (proven)",
@@ -82,12 +83,18 @@ def settings_form(model, n_pairs: int) -> SearchSettings | None:
     exact = counts[1].checkbox("Exact search too (search errors per beam size: Stahlberg & Byrne 2019)",
                                key="search_exact")
     url.write(url.SEARCH_EXACT, "search_exact", exact)
-    exact_n, seconds = 0, 5
-    if exact:
+    exact_n, seconds = 0, EXACT_DEFAULT_SECONDS
+    if exact:                                  # both change the result, so both are in the URL
         left, right = st.columns(2)
-        exact_n = int(left.number_input("Exact search on the first N of them", 1, int(n), min(20, int(n)),
-                                        key="search_exact_n"))
-        seconds = int(right.number_input("Seconds per sentence at most", *EXACT_SECONDS, 5, key="search_exact_s"))
+        url.seed(url.SEARCH_EXACT_N, "search_exact_n", min(EXACT_DEFAULT_SENTENCES, int(n)), high=int(n))
+        url.seed(url.SEARCH_EXACT_S, "search_exact_s", EXACT_DEFAULT_SECONDS, low=EXACT_SECONDS[0],
+                 high=EXACT_SECONDS[1])
+        exact_n = int(left.number_input("Exact search on the first N of them", 1, int(n), key="search_exact_n"))
+        seconds = int(right.number_input("Seconds per sentence at most", *EXACT_SECONDS, key="search_exact_s"))
+        url.write(url.SEARCH_EXACT_N, "search_exact_n", exact_n)
+        url.write(url.SEARCH_EXACT_S, "search_exact_s", seconds)
+    else:                                      # not drawn: out of the URL (a link shows what the page shows)
+        url.put(**{url.SEARCH_EXACT_N.key: None, url.SEARCH_EXACT_S.key: None})
     if not beams or not penalties:
         st.info("Pick at least one beam size and one length penalty.")
         return None
