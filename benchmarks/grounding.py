@@ -1,7 +1,7 @@
 """How well the grounded-or-guessing verdict separates everyday sentences from held-out Bible verses, beside
 the model's own signals, and what it costs beside a translation.
 
-    python -m benchmarks grounding [--checkpoint checkpoints/bible-es-en] [--test 200] [--beam 5]
+    python -m benchmarks grounding [--checkpoint checkpoints/bible-es-en] [--test 200] [--beam 5] [--grid]
 
 Sets: gold/everyday-es-en.tsv (60 everyday Spanish sentences written for this, with references), the
 first --test verses of the checkpoint's test.tsv (never counted by the index, and apart from the
@@ -16,7 +16,8 @@ from the training data. Word marks: on gold/everyday-es-en-wrong.tsv (30 everyda
 output with its wrong words marked by hand), the precision and recall of the output words the verdict
 marks (no source word brings them along), beside the ALTI+ flag of the Contributions page (an output
 word with a piece whose source share is under the 5th percentile of the first 30 test references'),
-both over every word and over the words that are not common (links.GLUE_SHARE).
+both over every word and over the words that are not common (links.GLUE_SHARE); with --grid, the marks'
+precision and recall around the shipped settings (common words at 0.5-5% of the pairs, link share 5-30%).
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ from explorer.decoding.translate import DecodeConfig, translate
 from explorer.files.places import REPO_ROOT
 from explorer.studies.grounding import index as ix
 from explorer.studies.grounding.build import build, dataset_of, ensure
+from explorer.data import load_corpus
+from explorer.studies.grounding import links as lk
 from explorer.studies.grounding.links import marked
 from explorer.studies.grounding.verdict import other_language, score, verdict
 from explorer.studies.grounding.words import words
@@ -82,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", default=str(REPO_ROOT / "checkpoints" / "bible-es-en"))
     parser.add_argument("--test", type=int, default=200, help="held-out test verses (default 200)")
     parser.add_argument("--beam", type=int, default=5, help="beam size of the translations (default 5, as the app)")
+    parser.add_argument("--grid", action="store_true", help="only the word marks' precision and recall around the "
+                                                            "shipped settings")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     ckpt = load_checkpoint(args.checkpoint)
@@ -93,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     load_s = time.perf_counter() - t0
     held_mb = tracemalloc.get_traced_memory()[0] / 2**20
     tracemalloc.stop()
+    if args.grid:
+        _grid(index)
+        return 0
     print(f"index: {path.name}, {path.stat().st_size / 1e6:.2f} MB on disk, {held_mb:.0f} MB in memory, "
           f"loaded in {load_s:.2f} s; threshold {index.threshold} ({index.calibration})")
     sets = _sets(ckpt.path / "test.tsv", args.test)
@@ -120,6 +128,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"index built from the training data in {time.perf_counter() - t0:.0f} s, peak {peak:.0f} MB traced; "
           f"equal to the kept one: {built.to_json() == index.to_json()}")
     return 0
+
+
+def _grid(index) -> None:
+    """The marks' precision and recall for other common-word and link-share settings (one count of the links at
+    the lowest share, filtered for the others)."""
+    rows = [line.split("\t") for line in (GOLD / "everyday-es-en-wrong.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    gold = [set(g.split()) for _, _, g in rows]
+    lowest = lk.LINK_SHARE
+    try:
+        lk.LINK_SHARE = 0.05
+        links, verses = lk.count_links(load_corpus(index.dataset).train, set())
+    finally:
+        lk.LINK_SHARE = lowest
+    for common_share in (0.005, 0.01, 0.02, 0.05):
+        common = {w for w, n in index.tgt_words.items() if n >= common_share * index.pairs}
+        for share in (0.05, 0.1, 0.2, 0.3):
+            marks = [{t for t in set(words(o)) if t not in common and not any(
+                links.get(s, {}).get(t, 0) >= max(lk.LINK_MIN, share * verses.get(s, 0)) for s in set(words(s_)))}
+                for s_, o, _ in rows]
+            print(f"common words at {common_share:.1%}, link share {share:.0%}: {_scores(marks, gold)}")
 
 
 def _alti_flags(ckpt, source: str, output: str, floor: float) -> set[str]:
