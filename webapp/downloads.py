@@ -10,6 +10,9 @@
   only when the button is clicked (a callable passed to st.download_button).
 * Presenter mode (webapp.presenter) hides the CSV and JSON buttons, which a lecture does not use;
   the figures' camera button stays.
+* One convention on every page: every figure goes through `chart` (so the sidebar's format holds), every
+  file name starts with the checkpoint's name (`file_stem(ckpt.name, ...)`), and a figure drawn from
+  data has its numbers beside it as CSV or JSON (tests/support/exports.py checks the pages).
 """
 from __future__ import annotations
 

@@ -17,6 +17,10 @@ from explorer.plots.style import label
 
 CONTRAST_COLOUR, PLAIN_COLOUR = "#d62728", "#7f7f7f"
 PENALTY_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
+# with the colour, each length penalty's own marker and dash: two penalties that give the same numbers (beam 1
+# is greedy whatever the penalty) draw one line over the other, and the markers still show both
+PENALTY_MARKERS = ("circle", "diamond-open", "square-open", "x")
+PENALTY_DASHES = ("solid", "dash", "dot", "dashdot")
 
 
 def step_axis(src_pieces: Sequence[str], tgt_inputs: Sequence[str]) -> list[str]:
@@ -63,9 +67,13 @@ def curve_figure(rows: Sequence[dict]) -> go.Figure:
         mine = sorted((r for r in rows if r["length_penalty"] == penalty), key=lambda r: r["beam"])
         beams = [r["beam"] for r in mine]
         for i, (key, _) in enumerate(CURVE_PANELS):
+            colour = PENALTY_COLOURS[p % len(PENALTY_COLOURS)]
             fig.add_trace(go.Scatter(x=beams, y=[r[key] for r in mine], mode="lines+markers",
                                      name=f"length penalty {label(penalty)}", legendgroup=penalty,
-                                     showlegend=i == 0, line=dict(color=PENALTY_COLOURS[p % len(PENALTY_COLOURS)]),
+                                     showlegend=i == 0,
+                                     line=dict(color=colour, dash=PENALTY_DASHES[p % len(PENALTY_DASHES)]),
+                                     marker=dict(symbol=PENALTY_MARKERS[p % len(PENALTY_MARKERS)], size=9 + 3 * p,
+                                                 color=colour, line=dict(width=2, color=colour)),
                                      hovertemplate="beam %{x}: %{y:.3f}<extra>" + label(penalty) + "</extra>"),
                           row=i // 2 + 1, col=i % 2 + 1)
     fig.update_xaxes(type="log", title_text="beam size", tickvals=sorted({r["beam"] for r in rows}))
@@ -78,20 +86,38 @@ def curve_figure(rows: Sequence[dict]) -> go.Figure:
     return fig
 
 
+ERROR_SERIES = (("search_errors", "over proven sentences", "#d62728", "circle", "solid", -0.08),
+                ("search_errors_known", "known, over all searched", "#ff9896", "diamond-open", "dot", 0.08))
+
+
 def search_error_figure(rows: Sequence[dict]) -> go.Figure | None:
     """Search errors per beam size (no length penalty): over the sentences exact search proved, and the
-    known errors over all it searched (a lower bound). None when the run had no exact search."""
+    known errors over all it searched (a lower bound). None when the run had no exact search.
+
+    Two marked lines, not bars: a rate of 0 is a marker on the zero line (a bar of height 0 draws nothing,
+    and a figure of zeros was empty axes), and the two series, often equal, sit a little apart around their
+    beam size with different markers, so neither hides the other."""
     mine = sorted((r for r in rows if r.get("search_errors_known") is not None), key=lambda r: r["beam"])
     if not mine:
         return None
-    beams = [str(r["beam"]) for r in mine]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=beams, y=[r.get("search_errors") for r in mine], name="over proven sentences",
-                         marker_color="#d62728", hovertemplate="beam %{x}: %{y:.3f}<extra>proven</extra>"))
-    fig.add_trace(go.Bar(x=beams, y=[r["search_errors_known"] for r in mine], name="known, over all searched",
-                         marker_color="#ff9896", hovertemplate="beam %{x}: %{y:.3f}<extra>all searched</extra>"))
-    fig.update_layout(title="Search errors: the beam missed an output the model scores higher", barmode="group",
-                      height=380, xaxis=dict(title="beam size", type="category"),
-                      yaxis=dict(title="share of sentences", range=[0, 1]), margin=dict(l=40, r=20, t=90, b=40),
+    for key, name, colour, symbol, dash, offset in ERROR_SERIES:
+        fig.add_trace(go.Scatter(
+            x=[i + offset for i in range(len(mine))], y=[r.get(key) for r in mine], name=name,
+            mode="lines+markers", customdata=[r["beam"] for r in mine], line=dict(color=colour, dash=dash),
+            marker=dict(symbol=symbol, size=11, color=colour, line=dict(width=2, color=colour)),
+            hovertemplate="beam %{customdata}: %{y:.3f}<extra>" + name + "</extra>"))
+    fig.update_layout(title="Search errors: the beam missed an output the model scores higher",
+                      height=380, xaxis=dict(title="beam size", tickmode="array", tickvals=list(range(len(mine))),
+                                             ticktext=[str(r["beam"]) for r in mine], range=[-0.5, len(mine) - 0.5]),
+                      yaxis=dict(title="share of sentences", range=[-0.05, 1.05], zeroline=True,
+                                 zerolinecolor="#888"),
+                      margin=dict(l=40, r=20, t=90, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left"))
     return fig
+
+
+def no_search_errors(rows: Sequence[dict]) -> bool:
+    """Whether exact search ran and found no search error at any beam size (every rate 0)."""
+    rates = [r.get(key) for r in rows if r.get("search_errors_known") is not None for key, *_ in ERROR_SERIES]
+    return bool(rates) and all(v is None or v == 0 for v in rates)

@@ -2,7 +2,7 @@
 
 Pure builders (no Streamlit). The row figure puts what the decoder read at position i directly
 under what it was scored on at position i, so the shift is visible: each output moves one place
-to the right to become the next input.
+to the right to become the next input. Positions count from 1, as everywhere the app shows them.
 
 Its rows are one heatmap each (each its own colours) at y = 0, 1, 2 on a numeric axis whose ticks
 carry the row names. Not a categorical axis: plotly.js 4 (Streamlit's) fails on several one-row
@@ -31,11 +31,12 @@ def causal_mask_figure(inputs: Sequence[str], title: str = "Causal mask",
     the rows are named (the app names a decoder row by the token it writes), else by their inputs."""
     n = len(inputs)
     blocked = np.triu(np.ones((n, n)), k=1)                                  # [T, T], 1 above the diagonal
-    fig = go.Figure(go.Heatmap(
+    seen = np.where(blocked > 0, "masked (−∞)", "visible")
+    fig = go.Figure(go.Heatmap(                                             # hover: positions from 1
         z=blocked, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
         colorscale=[[0.0, "white"], [1.0, MASK_COLOUR]],
-        hovertemplate="query %{y} → key %{x}: %{customdata}<extra></extra>",
-        customdata=np.where(blocked > 0, "masked (−∞)", "visible")))
+        hovertemplate="%{customdata}<extra></extra>",
+        customdata=[[f"query {i + 1} → key {j + 1}: {seen[i, j]}" for j in range(n)] for i in range(n)]))
     side = min(420, 140 + 18 * n)
     fig.update_layout(title=title, height=side, margin=dict(l=10, r=10, t=50, b=10),
                       xaxis=dict(title="key (position read)", side="top", **token_axis(inputs)),
@@ -52,7 +53,7 @@ def rows_figure(inputs: Sequence[str], outputs: Sequence[str], logprobs: Sequenc
     n = len(outputs)
     if len(inputs) != n or len(logprobs) != n or (top is not None and len(top) != n):
         raise ValueError("inputs, outputs, log-probabilities (and picks) must have one entry per position")
-    x = list(range(n))
+    x = list(range(1, n + 1))                                                 # positions from 1
     probs = np.exp(np.asarray(logprobs, dtype=float))                          # [T]
 
     def row(name: str, z, pieces: Sequence[str], **style) -> go.Heatmap:

@@ -164,3 +164,42 @@ def test_the_scorecard_says_about_how_long_it_takes_and_it_grows_with_the_pairs(
     large = open_app("numbers-en-de", PAGE, TEXT, {"pairs": "200", "grad": "24"})
     larger = next(i.value for i in large.info if "Not computed yet" in i.value)
     assert about_seconds(larger) > about_seconds(said)
+
+
+def test_exports_are_named_for_the_checkpoint_and_empty_cells_read_as_a_dash(runs, monkeypatch):
+    """One export convention (webapp/downloads.py): the sentence's figures and the scorecard's grid are drawn
+    through downloads.chart, saving in the sidebar's format (SVG here) under the checkpoint's name; every CSV
+    and JSON (the scorecard's too, once "alignment_scorecard" for every checkpoint) starts with it; the
+    sentence's figures have their numbers beside them. The scorecard's empty cells (a pooled row's layer and
+    head) read "—", not Streamlit's grey "None", and each such column's help says what the dash means."""
+    import json
+
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.studies.align.gold_sets import default_gold, held_out_share
+    from explorer.studies.align.job import SCORECARD
+    from explorer.studies.align.scorecard import AlignSettings
+    from explorer.studies.common.context import RunContext
+    from explorer.store.checkpoint import load_checkpoint
+    from support.exports import assert_named_for, recorded_downloads
+    from webapp.views import alignment as views
+
+    ckpt = load_checkpoint(NUMBERS)
+    test_pairs = held_out_pairs(ckpt.path, ckpt.meta)[0]
+    gold, name = default_gold(ckpt.meta, test_pairs)
+    settings = AlignSettings(pairs=3, attribution_pairs=0)
+    target = views.result_path(ckpt.sha256, settings, views.gold_digest(gold))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    SCORECARD.to_file(target, ckpt.model, ckpt.tokenizer, gold, settings, context=RunContext(meta=ckpt.meta),
+                      gold_name=name, held_out=held_out_share(gold, test_pairs))
+    seen = recorded_downloads(monkeypatch)
+    at = open_app("numbers-en-de", PAGE, TEXT, {"pairs": "3", "grad": "0"}, session={"figure_format": "svg"})
+    no_exception(at)
+    assert_named_for(at, seen, "numbers-en-de", {"align_links", "align_why_fig", "align_grid"})
+    labels = {b["label"] for b in seen}
+    assert {"This sentence: gold, every aligner's links and scores (JSON)", "These scores as CSV",
+            "Scorecard as CSV"} <= labels
+    table = at.dataframe[0].value
+    assert (table["head"] == "—").any() and (table["layer"] == "—").any()
+    assert not table.astype(str).isin(["None", "nan", "<NA>"]).any().any()
+    helps = {c: v.get("help", "") for c, v in json.loads(at.dataframe[0].proto.columns).items()}
+    assert helps["head"].startswith("—: the row pools the heads"), helps

@@ -200,3 +200,20 @@ def test_no_checkpoint_still_draws_the_diagram(checkpoint, tmp_path, monkeypatch
     assert has_chart(at, "arch_diagram") and "Pick a working checkpoint" in texts(at.info)
     notes = " ".join(a["text"] for a in chart(at, "arch_diagram")["layout"]["annotations"])
     assert "6×" in notes                                                        # the paper's base model
+
+
+def test_every_figure_saves_in_the_chosen_format_under_the_checkpoints_name(checkpoint, monkeypatch):
+    """One export convention (webapp/downloads.py): every block's figures, and the diagram, save in the
+    sidebar's format under a file name that starts with the checkpoint's."""
+    from support.exports import figure_exports, recorded_downloads
+
+    info, text = checkpoint
+    recorded_downloads(monkeypatch)
+    at = open_app(info.name, PAGE, text=text, session={"figure_format": "svg"})
+    for block in FIGURES:
+        at.radio(key="arch_block").set_value(block).run()
+        clean(at)
+        exports = figure_exports(at)
+        assert set(FIGURES[block]) | {"arch_diagram"} <= set(exports), (block, sorted(exports))
+        for key, options in exports.items():
+            assert options.get("format") == "svg" and options["filename"].startswith(info.name), (block, key, options)

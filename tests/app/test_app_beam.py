@@ -233,3 +233,37 @@ def test_the_whole_view_is_in_the_url_clamped_and_one_based(checkpoint):
     assert shown["step"].min() == 1 and shown["rank"].min() == 1
     kept = raw["slot"] >= 0
     assert (shown["slot"][kept] == raw["slot"][kept] + 1).all() and shown["slot"][~kept].isna().all()
+
+
+def test_force_starts_on_the_next_best_token_not_the_one_already_chosen(checkpoint):
+    """"Force another token here" offered the hypothesis's own token first, so pressing it at once changed
+    nothing. It starts on the best other token: the forced prefix leaves the original translation there."""
+    from explorer.decoding import translate
+    from webapp import state
+
+    info, text = checkpoint
+    at = open_page(info.name, text)
+    at.slider(key="beam_step").set_value(2).run()
+    alt = next(s for s in at.selectbox if s.key.startswith("beam_alt_1_"))
+    assert "already chosen" not in alt.format_func(alt.value)
+    at.button(key="beam_force").click().run()                              # the default pick, unchanged
+    no_exception(at)
+    prefix = at.session_state["beam_forced"]["prefix"]
+    ckpt = load_checkpoint(info.path, device="cpu")
+    best = translate(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**state.decode_settings())).best
+    assert prefix[:1] == list(best.ids[:1]) and prefix[1] != best.ids[1], (prefix, best.ids[:2])
+    codes = [c.value for c in at.code]
+    assert codes[0] != codes[1]                                             # original | forced: they differ
+
+
+def test_exports_are_named_for_the_checkpoint(checkpoint, monkeypatch):
+    """One export convention (webapp/downloads.py): every figure through downloads.chart in the sidebar's
+    format, every file (the trace's CSV and the analysis JSON too) named after the checkpoint."""
+    from support.exports import assert_named_for, recorded_downloads
+
+    info, text = checkpoint
+    seen = recorded_downloads(monkeypatch)
+    at = open_app(info.name, PAGE, text, session={"figure_format": "svg"})
+    no_exception(at)
+    assert_named_for(at, seen, info.name, {"beam_tree", "beam_attn_step", "beam_attn_prefix"})
+    assert {"Whole trace as CSV", "This step's attention per head as CSV"} <= {b["label"] for b in seen}

@@ -153,3 +153,25 @@ def test_without_a_calibration_nothing_is_flagged_and_the_page_says_why(monkeypa
     assert "No threshold for this checkpoint" in text and "none here" in text        # the library's reason, escaped
     bars = chart(at, "contrib_share_bars")
     assert not bars["layout"].get("shapes") and not [w for w in at.warning if FLAG in w.value]
+
+
+def test_exports_are_named_for_the_checkpoint_and_the_bars_have_their_csv(monkeypatch):
+    """One export convention (webapp/downloads.py): every figure through downloads.chart (the sidebar's SVG
+    choice honoured, the checkpoint's name first in every file name), and the source-share bars' numbers
+    beside them as CSV: a row per output token, from 1, its share as the bar shows it."""
+    import io
+
+    import pandas as pd
+
+    from support.exports import assert_named_for, recorded_downloads
+
+    seen = recorded_downloads(monkeypatch)
+    at = open_app("numbers-en-de", PAGE, PAIRS["numbers-en-de"][0], session={"figure_format": "svg"})
+    no_exception(at)
+    assert_named_for(at, seen, "numbers-en-de", set(FIGURES))
+    found = [b for b in seen if b["label"] == "Source shares as CSV"]
+    assert found, [b["label"] for b in seen]
+    table = pd.read_csv(io.StringIO(found[-1]["data"]))
+    bars = chart(at, "contrib_share_bars")["data"][0]
+    assert list(table["position"]) == list(range(1, len(table) + 1))
+    assert np.allclose(table["source share"], array(bars["x"]), atol=1e-4)

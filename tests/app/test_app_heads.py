@@ -232,3 +232,33 @@ def test_the_cost_says_about_how_long_and_it_grows_with_the_sentences(runs):
     many = open_app("numbers-en-de", PAGE, TEXT, query={"lab_n": "500"})
     no_exception(many)
     assert about(many) > about(few)
+
+
+def test_exports_are_named_for_the_checkpoint_and_empty_cells_read_as_a_dash(runs, precomputed, monkeypatch):
+    """One export convention (webapp/downloads.py): every figure drawn through downloads.chart, saving in the
+    sidebar's format (SVG here) under the checkpoint's name; every CSV and JSON named after the checkpoint; the
+    three grids' numbers beside them as CSV. A head no rule names has no figure: its cell reads "—" (not
+    Streamlit's grey "None"), and the column's help says what the dash means."""
+    import copy
+    import json
+
+    from support.exports import assert_named_for, recorded_downloads
+
+    settings, result = precomputed
+    result = copy.deepcopy(result)
+    result["roles"][0].update(role=None, rule=None, value=None)              # a head no rule names
+    target = lab_file(settings)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(result))
+    seen = recorded_downloads(monkeypatch)
+    at = open_heads(heads_n=6, heads_seeds=1, figure_format="svg")
+    no_exception(at)
+    assert_named_for(at, seen, "numbers-en-de", {"heads_confidence", "heads_entropy", "heads_importance",
+                                                 "heads_removal", "heads_pruning"})
+    assert "Confidence, entropy and importance per head (CSV)" in {b["label"] for b in seen}
+    table = at.dataframe[0].value
+    assert table["figure"][0] == "—" and table["role"][0] == "no rule matched"
+    shown = table[["figure", "importance", "BLEU drop"]].astype(str)
+    assert not shown.isin(["None", "nan", "<NA>"]).any().any()
+    helps = {name: c.get("help", "") for name, c in json.loads(at.dataframe[0].proto.columns).items()}
+    assert "—: no rule matched" in helps["figure"], helps

@@ -101,3 +101,26 @@ def test_presenter_mode_hides_the_beam_size_and_keeps_the_figures():
     assert at.query_params["lens_beam"] == "3"                              # but a link's value still counts
     assert "Beam search (3 beams)" in shown_markdown(at)
     assert grid(at) and at.dataframe
+
+
+def test_exports_are_named_for_the_checkpoint_and_the_grid_has_its_csv(monkeypatch):
+    """One export convention (webapp/downloads.py): the logit-lens grid is drawn through downloads.chart (the
+    sidebar's SVG choice honoured, the checkpoint's name first), and its numbers are beside it as CSV: a row
+    per cell, positions and layers from 1, the probability the grid is coloured by."""
+    import io
+
+    import pandas as pd
+
+    from support.exports import assert_named_for, recorded_downloads
+
+    seen = recorded_downloads(monkeypatch)
+    at = open_app("numbers-en-de", PAGE, TEXT, session={"figure_format": "svg"})
+    no_exception(at)
+    assert_named_for(at, seen, "numbers-en-de", {"layers_lens_grid"})
+    found = [b for b in seen if b["label"] == "The grid as CSV"]
+    assert found, [b["label"] for b in seen]
+    table = pd.read_csv(io.StringIO(found[-1]["data"]))
+    z = array(grid(at)["z"])                                            # [positions, layers], p of the top piece
+    assert len(table) == z.size and sorted(set(table["decoder layer"])) == [1, 2]
+    assert table["position"].iloc[0].startswith("1: ")
+    assert np.allclose(table["p(top piece)"].to_numpy().reshape(z.shape), z, atol=1e-4)

@@ -185,4 +185,4 @@ def test_the_alignment_scorecard_says_what_its_blank_cells_are():
     assert blank_mutual and all(a.startswith("eflomal") for a in blank_mutual)
     assert table["head"].isna().sum() == 4 and table["layer"].isna().sum() == 3
     caption = scorecard_caption(result)
-    assert "blank for eflomal" in caption and "A blank layer or head: the row pools them" in caption
+    assert "— for eflomal" in caption and "A layer or head of —: the row pools them" in caption

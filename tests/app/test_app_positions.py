@@ -152,3 +152,22 @@ def test_the_sliders_and_the_side_are_in_the_url_clamped(checkpoint):
     cfg = load_checkpoint(info.path, device="cpu").config
     assert bad.select_slider(key="pe_base").value == cfg.pe_base and bad.query_params["base"] == f"{cfg.pe_base:g}"
     assert bad.select_slider(key="pe_d").value == 16 and bad.query_params["d"] == "16"      # -3: clamped to the least
+
+
+def test_the_checkpoints_own_figures_and_files_are_named_after_it(checkpoint, monkeypatch):
+    """One export convention (webapp/downloads.py): what this checkpoint's sentence shows (the norms, their CSV,
+    the analysis JSON) is saved under the checkpoint's name, in the sidebar's figure format; the sinusoidal
+    explorer, which does not depend on the checkpoint, is named by its own settings (d_model, base)."""
+    from support.exports import figure_exports, recorded_downloads
+
+    info, text = checkpoint
+    seen = recorded_downloads(monkeypatch)
+    at = open_app(info.name, PAGE, text, session={"figure_format": "svg"})
+    no_exception(at)
+    exports = figure_exports(at)
+    assert all(options.get("format") == "svg" for options in exports.values()), exports
+    assert exports["pe_norms"]["filename"].startswith(info.name)
+    assert exports["pe_heatmap"]["filename"].startswith("pe_d")
+    named = {b["label"]: b["file_name"] for b in seen}
+    for label in ("Norms as CSV", "Download the whole analysis (JSON)"):
+        assert named[label].startswith(info.name), (label, named)

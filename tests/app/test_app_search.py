@@ -130,3 +130,45 @@ def test_exact_search_settings_out_of_range_or_not_drawn_leave_the_url(runs):
     off = open_page(n=4, exact=0, exact_n=2, exact_s="x")
     no_exception(off)
     assert "exact_n" not in off.query_params and "exact_s" not in off.query_params       # no such control drawn
+
+
+def test_no_search_error_is_said_and_drawn_and_empty_cells_read_as_a_dash(runs):
+    """A run whose exact search found no search error drew empty axes (bars of height 0) and the two series,
+    often equal, one over the other; its table showed grey "None" where a number does not exist. Now the
+    zeros are markers on the zero line, the series sit apart with their own markers, a caption says there
+    was no search error, the two length penalties' curves have their own markers, and an empty cell reads
+    "—" with the column's help saying why."""
+    from explorer.studies.contrastive.job import SearchSettings
+    from explorer.store.checkpoint import load_checkpoint
+    from webapp.views import search as views
+
+    def row(beam, penalty, worse, errors):
+        return {"length_penalty": penalty, "beam": beam, "bleu": 40.0, "chrf": 60.0, "length_ratio": 1.0,
+                "mean_score": -2.0, "empty": 0.0, "higher_score_worse_chrf": worse, "search_errors": errors,
+                "search_errors_known": errors, "seconds": 1.0}
+
+    settings = SearchSettings(beams=(1, 2), sentences=4, penalties=("none", "gnmt:0.6"), exact=True,
+                              exact_sentences=2, exact_seconds=3)
+    target = views.result_path(load_checkpoint(NUMBERS).sha256, settings)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps({
+        "settings": {"sentences": 4}, "seconds": 2.0, "exact": [],
+        "exact_summary": {"searched": 2, "proven": 2, "empty_proven": 0.0, "short_proven": 0.0},
+        "beam_curve": [row(1, "none", None, 0.0), row(2, "none", 0.0, 0.0),
+                       row(1, "gnmt:0.6", None, None), row(2, "gnmt:0.6", 0.0, None)]}))
+    at = open_page(n=4, beams="1,2", penalties="none,gnmt:0.6", exact=1, exact_n=2, exact_s=3)
+    no_exception(at)
+    assert "Not computed yet" not in texts(at.info)
+    errors = chart(at, "search_errors")["data"]
+    assert len(errors) == 2 and all("markers" in t["mode"] for t in errors)
+    assert errors[0]["marker"]["symbol"] != errors[1]["marker"]["symbol"]
+    assert errors[0]["x"] != errors[1]["x"]                                 # side by side, not one over the other
+    assert "No search error found at any beam size" in texts(at.caption)
+    curve = chart(at, "search_curve")["data"]
+    assert len({t["marker"]["symbol"] for t in curve}) == 2                 # one marker per length penalty
+    table = at.dataframe[0].value
+    assert table["higher score, worse chrF"].iloc[0] == "—"
+    assert list(table["search errors (proven)"]) == ["0.000", "0.000", "—", "—"]
+    assert not table.astype(str).isin(["None", "nan", "<NA>"]).any().any()
+    helps = {c: v.get("help", "") for c, v in json.loads(at.dataframe[0].proto.columns).items()}
+    assert "—: the smallest beam size" in helps["higher score, worse chrF"], helps

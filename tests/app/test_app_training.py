@@ -311,3 +311,20 @@ def test_an_unknown_run_in_the_url_falls_back_to_the_first(runs):
     assert at.selectbox(key="sc_run").value == 0
     first = at.selectbox(key="sc_run").options[0].split(" (")[0]
     assert at.query_params["run"] == first and at.query_params["run"] != "../../etc"
+
+
+def test_checkpoints_page_names_its_figures_after_the_checkpoints(runs):
+    """One export convention (webapp/downloads.py): a comparison's figures are saved as "A_vs_B_..." (the two
+    checkpoints' names), the scrubber's under the checkpoint it shows."""
+    from support.exports import figure_exports
+
+    at = open_page("checkpoints", a="finished@10", b="finished@20")
+    at.text_input(key="ck_text").set_value(SENTENCE).run()
+    at.text_input(key="ck_scrub_text").set_value(SENTENCE).run()
+    assert not at.exception
+    exports = figure_exports(at)
+    compared = [k for k in exports if k.startswith("ck_") and k != "ck_s_fig"]
+    assert len(compared) >= 3, sorted(exports)                                # log-probs, attention grid, weights
+    for key in compared:
+        assert exports[key]["filename"].startswith("finished-10_vs_finished-20_"), (key, exports[key])
+    assert exports["ck_s_fig"]["filename"].startswith("finished-20_"), exports["ck_s_fig"]

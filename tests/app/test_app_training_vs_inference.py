@@ -73,3 +73,31 @@ def test_odd_input_is_a_message_not_a_traceback(ckpt_path, odd):
         assert "<script" not in md.value
     if not odd:
         assert "Type a sentence" in texts(at.info)
+
+
+def test_positions_count_from_1_like_every_page(ckpt_path):
+    """webapp/numbering.py: positions count from 1 on every page. Here the table, the two rows figures' axis
+    and the sentence saying where greedy output leaves the reference counted from 0."""
+    info, _ = info_for(ckpt_path)
+    examples = [e for e in sentence.examples(info.path) if e[2].strip()]
+    if not examples:
+        pytest.skip(f"{info.name} has no test.tsv with references")
+    at = None
+    for _, src, _ in examples[:20]:                                         # one where greedy leaves the reference
+        at = open_app(info.name, PAGE, text=src)
+        if "first leaves the reference at position" in texts(at.info):
+            break
+    no_exception(at)
+    table = at.dataframe[0].value
+    assert list(table["position"]) == list(range(1, len(table) + 1))
+    for key in ("tvi_forced_rows", "tvi_steps_rows"):
+        assert array(chart(at, key)["data"][0]["x"])[0] == 1, key
+    said = texts(at.info)
+    if "first leaves the reference at position" in said:
+        import re
+
+        where = int(re.search(r"at position (\d+)", said).group(1))
+        row = table[table["position"] == where].iloc[0]
+        assert row["forced: token"] != row["step: writes"], (where, row)   # position `where` is where they part
+        before = table[table["position"] < where]
+        assert (before["forced: token"] == before["step: writes"]).all()

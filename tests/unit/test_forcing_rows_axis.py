@@ -17,7 +17,7 @@ def test_rows_are_numbers_with_named_ticks_input_at_the_bottom():
     assert list(axis.range) == [-0.5, 2.5]
     # each output is the next position's input: one place to the right, one row down
     reads, scored, _ = fig.data
-    assert list(scored.text[0])[:-1] == list(reads.text[0])[1:] and list(reads.x) == list(scored.x) == [0, 1, 2]
+    assert list(scored.text[0])[:-1] == list(reads.text[0])[1:] and list(reads.x) == list(scored.x) == [1, 2, 3]   # from 1
 
 
 def test_without_picks_two_rows():

@@ -12,7 +12,7 @@ from explorer.studies.align.pairs import Unusable
 from explorer.studies.align.scorecard import AlignSettings
 from explorer.studies.align.sentence import KIND_NAMES, VARIANT_NAMES, Method
 from explorer.studies.common.gradients import ATTRIBUTIONS, IG_STEPS
-from webapp import analyses, estimates, models, sentence, state, study_job
+from webapp import analyses, downloads, estimates, models, sentence, state, study_job
 from webapp import url_keys as url
 from webapp.views import alignment as views
 
@@ -96,7 +96,7 @@ try:
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:
-    views.show_sentence(found, chosen.label(), f"align_why_{gold_id}_{k}")
+    views.show_sentence(found, chosen.label(), f"align_why_{gold_id}_{k}", downloads.file_stem(ckpt.name))
 
 # ---- the scorecard --------------------------------------------------------------------------------
 st.subheader("Scorecard over the gold set")
@@ -112,7 +112,7 @@ settings = AlignSettings(pairs=n_pairs, attribution_pairs=n_attr)
 out = views.result_path(sha, settings, digest)
 result = SCORECARD.read(out)
 if result is not None:
-    views.show_result(result)
+    views.show_result(result, downloads.file_stem(ckpt.name))
     st.stop()
 gradients = (f", then per target piece one backward pass (gradient × input) and {settings.ig_steps} (integrated "
              f"gradients) for {views.count(int(n_attr), 'pair')}") if n_attr else ""

@@ -52,7 +52,8 @@ with left:
                                         cfg.norm_first, hover)
     st.plotly_chart(presenter.figure(diagram),                       # clickable: drawn here, not downloads.chart
                     key="arch_diagram", on_select=lambda: choose_block("arch_diagram"), selection_mode="points",
-                    config=downloads.plotly_config("architecture"), width="stretch")
+                    config=downloads.plotly_config(downloads.file_stem(ckpt.name if ckpt is not None else None,
+                                                                       "architecture")), width="stretch")
 
 if ckpt is None:
     st.info("Pick a working checkpoint in the sidebar to see its numbers (the diagram shows the paper's base model).")

@@ -11,7 +11,7 @@ import streamlit as st
 from explorer.studies.heads.importance import SINGLE_REMOVALS
 from explorer.studies.common.sentences import FORCED
 from explorer.studies.heads.job import HEAD_LAB, LabSettings, estimate_cost
-from webapp import estimates, lecture, models, state, study_job
+from webapp import downloads, estimates, lecture, models, state, study_job
 from webapp import url_keys as url
 from webapp.views import heads as views
 
@@ -51,7 +51,7 @@ result = HEAD_LAB.read(out)
 carried = lecture.carried_query()
 
 if result is not None:
-    views.show_result(result, carried, "webapp/pages/attention.py")
+    views.show_result(result, carried, "webapp/pages/attention.py", downloads.file_stem(ckpt.name))
     st.stop()
 
 cost = estimate_cost(ckpt.model, settings, min(int(n), len(pairs)))

@@ -52,10 +52,11 @@ def learned_section(ckpt, n_positions: int) -> None:
     st.info("This checkpoint **learns** its positions (a trained table, one row per position) instead of "
             "the sinusoids: its encoder's table is shown here; the sinusoidal explorer below is for comparison.")
     table = pe.learned_table(ckpt.model, "encoder")[:n_positions]          # [L, d]
-    downloads.chart(plots.pe_heatmap(table, "Learned position table (encoder)"), "learned_positions", key="pe_learned")
+    name = downloads.file_stem(ckpt.name, "learned_positions")                # this checkpoint's own table
+    downloads.chart(plots.pe_heatmap(table, "Learned position table (encoder)"), name, key="pe_learned")
     downloads.chart(plots.similarity_heatmap(pe.similarity(table), "Learned table: PE(i) · PE(j)"),
-                    "learned_similarity", key="pe_learned_sim")
-    matrix_button(table, "Learned table as CSV", "learned_positions", "pe_learned_csv")
+                    downloads.file_stem(ckpt.name, "learned_similarity"), key="pe_learned_sim")
+    matrix_button(table, "Learned table as CSV", name, "pe_learned_csv")
 
 
 def sinusoid_section(d_model: int, base: float, n_positions: int) -> None:
@@ -115,7 +116,8 @@ def sentence_section(ckpt) -> None:
     url.write(url.PE_SIDE, "pe_side", stack)
     tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
     tok_norm, pos_norm = pe.embedding_norms(trace, stack)
-    downloads.chart(plots.norm_bars(tokens, tok_norm, pos_norm), f"norms_{stack}", key="pe_norms")
+    name = downloads.file_stem(ckpt.name, f"norms_{stack}")
+    downloads.chart(plots.norm_bars(tokens, tok_norm, pos_norm), name, key="pe_norms")
     cols = st.columns(3)
     cols[0].metric("mean ‖√d·E[token]‖", f"{tok_norm.mean():.2f}")
     cols[1].metric("mean ‖PE(pos)‖", f"{pos_norm.mean():.2f}")
@@ -124,12 +126,12 @@ def sentence_section(ckpt) -> None:
                "√(d/2) at every position; scaling the embedding by √d keeps the token from being drowned by it.")
     norms = pd.DataFrame({"position": range(1, len(tokens) + 1), "token": tokens, "token_norm": tok_norm,
                           "position_norm": pos_norm})
-    downloads.table_csv_button(norms, f"norms_{stack}", key="pe_norms_csv", label="Norms as CSV")
+    downloads.table_csv_button(norms, name, key="pe_norms_csv", label="Norms as CSV")
     view = {"page": "positions", "side": stack, "d_model": ckpt.config.d_model, "base": ckpt.config.pe_base,
             "positions": ckpt.config.positions}
     downloads.bundle_button(lambda: downloads.analysis_bundle(
         ckpt, result, state.decode_settings(), view, trace, extra={"norms": norms.to_dict("list")}),
-        f"positions_{stack}", key="pe_bundle")
+        downloads.file_stem(ckpt.name, f"positions_{stack}"), key="pe_bundle")
 
 
 def main() -> None:

@@ -68,7 +68,7 @@ else:
     wrong = sum(not a for a in forced.agree)
     where = result.first_divergence
     st.info(f"The model's own pick differs from the reference at {wrong} of {len(forced.outputs)} positions. "
-            + (f"Its greedy output first leaves the reference at position {where}: from there on, inference reads "
+            + (f"Its greedy output first leaves the reference at position {where + 1}: from there on, inference reads "
                "tokens that teacher forcing never gave it." if where is not None else
                "Its greedy output is the reference itself."))
 if not result.finished:
@@ -102,7 +102,7 @@ def _so_far(pieces: list[str], i: int) -> str:
 n = max(len(forced.outputs), len(steps.outputs))
 cell = lambda values, i: values[i] if i < len(values) else None          # noqa: E731
 table = pd.DataFrame({
-    "position": range(n),
+    "position": range(1, n + 1),                                          # from 1, like every page (numbering)
     "forced: reads": [cell(forced.input_pieces, i) for i in range(n)],
     "forced: token": [cell(forced.output_pieces, i) for i in range(n)],
     "forced: log p": [cell(forced.logprobs, i) for i in range(n)],

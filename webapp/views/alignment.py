@@ -23,7 +23,7 @@ from explorer.studies.align.scorecard import AlignSettings
 from explorer.studies.align.sentence import KIND_NAMES, VARIANT_NAMES
 from explorer.plots import alignment as plots
 from explorer.store import run_paths as rp
-from webapp import downloads, models, study_job
+from webapp import downloads, models, study_job, tables
 from webapp.numbering import count
 from webapp.text_safety import md_escape
 
@@ -75,20 +75,45 @@ def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def show_sentence(found, chosen: str, why_key: str) -> None:
+def show_sentence(found, chosen: str, why_key: str, name: str) -> None:
+    """The chosen aligner's links over gold, and "why this word"; `name` (the checkpoint's) starts every
+    downloaded file's name."""
     pair = found.gold
-    st.plotly_chart(plots.links_figure(pair.src, pair.tgt, set(pair.sure), set(pair.possible),
+    downloads.chart(plots.links_figure(pair.src, pair.tgt, set(pair.sure), set(pair.possible),
                                        found.links.get(chosen, set()), found.matrices.get(chosen),
                                        title=chosen),
-                    key="align_links", width="stretch")
+                    downloads.file_stem(name, "alignment_links"), key="align_links")
     s = score_links([pair], [found.links[chosen]])
     st.caption(f"This sentence: precision {100 * s.precision:.1f}%, recall {100 * s.recall:.1f}%, "
                f"AER {100 * s.aer:.1f}%. Dots: each target word's highest-scoring source word (green where gold "
                "has the link, red where it does not); squares: gold (black: sure, grey: possible).")
+    downloads.bundle_button(lambda: sentence_bundle(found, chosen), downloads.file_stem(name, "alignment_sentence"),
+                            key="align_sentence_json",
+                            label="This sentence: gold, every aligner's links and scores (JSON)")
     t = st.selectbox("Why this word? A target word", range(len(pair.tgt)), key=why_key,
                      format_func=lambda j: f"{j + 1}: {pair.tgt[j]}")
     rows = {label: m[t] for label, m in found.matrices.items() if m.shape[0] > t}
-    st.plotly_chart(plots.why_figure(pair.src, rows, pair.tgt[t]), key="align_why_fig", width="stretch")
+    downloads.chart(plots.why_figure(pair.src, rows, pair.tgt[t]), downloads.file_stem(name, "alignment_why", t + 1),
+                    key="align_why_fig")
+    downloads.table_csv_button(why_table(pair.src, rows), downloads.file_stem(name, "alignment_why", t + 1),
+                               key="align_why_csv", label="These scores as CSV")
+
+
+def sentence_bundle(found, chosen: str) -> dict:
+    """One sentence under every aligner, as plain data: positions 0-based, as in a gold file (i-j)."""
+    pair = found.gold
+    return downloads.jsonable({
+        "format": "transformer-explorer/alignment-sentence-v1", "chosen": chosen,
+        "source": pair.src, "target": pair.tgt, "gold": {"sure": sorted(pair.sure), "possible": sorted(pair.possible)},
+        "links": {label: sorted(links) for label, links in found.links.items()},
+        "scores": {label: np.asarray(m) for label, m in found.matrices.items()},
+        "layout": "links: [source index, target index], 0-based; scores: [target word][source word]"})
+
+
+def why_table(src: list[str], rows: dict) -> pd.DataFrame:
+    """The "why this word" scores: a row per source word (numbered from 1), a column per method."""
+    return pd.DataFrame({"source word": [f"{i}: {w}" for i, w in enumerate(src, 1)],
+                         **{label: np.asarray(v, dtype=float) for label, v in rows.items()}})
 
 
 # ---- the scorecard ------------------------------------------------------------------------------
@@ -109,7 +134,7 @@ def scorecard_table(result: dict) -> pd.DataFrame:
 
 
 def scorecard_caption(result: dict) -> str:
-    """What the scorecard was scored on, and what its blank cells mean."""
+    """What the scorecard was scored on, and what its empty cells (—) mean."""
     g = result["gold"]
     held = "" if g.get("held_out") is None else \
         f"; {g['held_out']:,} pairs of the whole gold set are among this model's held-out test pairs"
@@ -118,18 +143,31 @@ def scorecard_caption(result: dict) -> str:
             f"{g['possible']:,} possible-only links){held}; computed in {md_escape(result.get('seconds', '?'))} s. "
             "Best head and best layer are "
             "chosen on this gold set itself. AER % (mutual argmax): only links that are also the best target word "
-            "of their source word; blank for eflomal, which gives links, not a score per word pair. A blank "
-            "layer or head: the row pools them (a layer's mean, all heads) or has none (gradients, eflomal).")
+            "of their source word; — for eflomal, which gives links, not a score per word pair. A layer or "
+            "head of —: the row pools them (a layer's mean, all heads) or has none (gradients, eflomal).")
 
 
-def show_result(result: dict) -> None:
+# What an empty cell of the scorecard means (tables.shown adds it to the column's help).
+SCORECARD_EMPTY = {
+    "layer": "the row pools the layers (the mean of all heads) or has none (gradients, eflomal).",
+    "head": "the row pools the heads (a layer's mean, all heads) or has none (gradients, eflomal).",
+    "AER % (mutual argmax)": "the aligner gives links, not a score per word pair (eflomal), so no mutual argmax.",
+}
+SCORECARD_FORMATS = {"layer": "%d", "head": "%d", "pairs": "%d", "precision %": "%.1f", "recall %": "%.1f",
+                     "AER %": "%.1f", "AER % (mutual argmax)": "%.1f"}
+
+
+def show_result(result: dict, name: str) -> None:
+    """The scorecard and its per-head grid; `name` (the checkpoint's) starts every downloaded file's name,
+    with the gold set's (a scorecard is of one model on one gold set)."""
     st.caption(scorecard_caption(result))
     table = scorecard_table(result)
-    st.dataframe(table, hide_index=True, key="align_scorecard", height=36 * (len(table) + 1) + 3,
-                 column_config={c: st.column_config.NumberColumn(format="%.1f")
-                                for c in ("precision %", "recall %", "AER %", "AER % (mutual argmax)")})
-    downloads.table_csv_button(table, "alignment_scorecard", key="align_scorecard_csv", label="Scorecard as CSV")
-    downloads.bundle_button(lambda: result, "alignment_scorecard", key="align_scorecard_json",
+    shown, config = tables.shown(table, SCORECARD_FORMATS, empty=SCORECARD_EMPTY)
+    st.dataframe(shown, hide_index=True, key="align_scorecard", height=36 * (len(table) + 1) + 3,
+                 column_config=config)
+    stem = downloads.file_stem(name, "alignment_scorecard", result.get("gold", {}).get("name"))
+    downloads.table_csv_button(table, stem, key="align_scorecard_csv", label="Scorecard as CSV")
+    downloads.bundle_button(lambda: result, stem, key="align_scorecard_json",
                             label="The whole scorecard, per-head grids included (JSON)")
     band = md_escape(", ".join(f"{k} {v}" for k, v in result.get("published_de_en", {}).items()))
     eflomal = result.get("eflomal", {})
@@ -148,5 +186,7 @@ def show_result(result: dict) -> None:
     grid = result["grid"].get(method, {}).get(variant)
     if grid and np.size(grid):
         what = "cross-attention" if method == "attention" else "value-norm attention"
-        st.plotly_chart(plots.aer_grid(grid, f"AER per head: {what}, {VARIANT_NAMES[variant]} (lower is better)"),
-                        key="align_grid", width="stretch")
+        downloads.chart(plots.aer_grid(grid, f"AER per head: {what}, {VARIANT_NAMES[variant]} (lower is better)"),
+                        downloads.file_stem(stem, "grid", method, variant), key="align_grid")
+        st.caption("The numbers: every grid is in the scorecard's JSON above (\"grid\": method, row read, "
+                   "[layer][head], AER 0-1).")

@@ -49,7 +49,7 @@ def embedding_view(ckpt, trace, stack: str, position: int) -> None:
     cols[3].metric("‖sum‖ = ‖embed.out‖", f"{norms['total']:.3f}")
     downloads.chart(plots.vectors_figure([w.scaled, w.pe, w.total], ["token × scale", "PE(pos)", "sum"],
                                          f"{stack} input at position {position + 1}"),
-                    f"embedding_{stack}_{position + 1}",
+                    downloads.file_stem(ckpt.name, f"embedding_{stack}_{position + 1}"),
                     key="arch_embed")
     table = pd.DataFrame({"dimension": range(SHOWN_DIMS), "E[token]": w.row[:SHOWN_DIMS],
                           "× scale": w.scaled[:SHOWN_DIMS], "+ PE": w.pe[:SHOWN_DIMS],
@@ -86,7 +86,8 @@ def attention_view(ckpt, trace, kind: str, layer: int, head: int, query: int) ->
     st.dataframe(table, hide_index=True, key="arch_attn_table")
     downloads.chart(plots.attention_figure(w.key_tokens, w.scores, w.weights,
                                            f"Query {query + 1}: scores and weights (head {head + 1})"),
-                    f"attention_{kind}_L{layer + 1}_H{head + 1}_q{query + 1}", key="arch_attn")
+                    downloads.file_stem(ckpt.name, f"attention_{kind}_L{layer + 1}_H{head + 1}_q{query + 1}"),
+                    key="arch_attn")
     n = min(SHOWN_DIMS, w.d_k)
     context = pd.DataFrame({"dimension": range(n), "q": w.q[:n], "Σ weight·v = context": w.context[:n],
                             "captured context": w.captured_context[:n]})
@@ -116,7 +117,7 @@ def heads_view(ckpt, trace, kind: str, layer: int, head: int, query: int) -> Non
     share = "Each head's share of the output: ‖its context × its rows of the output projection‖"
     downloads.chart(plots.bars_figure([f"head {i + 1}" for i in range(h)], out.head_norms, share, "L2 norm",
                                       highlight=head),
-                    f"heads_{kind}_L{layer + 1}_q{query + 1}", key="arch_heads")
+                    downloads.file_stem(ckpt.name, f"heads_{kind}_L{layer + 1}_q{query + 1}"), key="arch_heads")
     st.caption(f"‖output‖ = {np.linalg.norm(out.projected):.3f}. Largest difference between Concat(heads) $W^O$ + b "
                f"worked out here and the captured `out`: {_diff(out.error)}.")
 
@@ -138,12 +139,13 @@ def ffn_view(ckpt, trace, stack: str, layer: int, position: int, tokens: list[st
     st.latex(r"\mathrm{FFN}(x) = " + (r"\max(0,\ xW_1 + b_1)" if w.activation == "relu"
                                       else rf"\mathrm{{{w.activation}}}(xW_1 + b_1)") + r"\,W_2 + b_2")
     downloads.chart(plots.histogram_figure({"hidden": w.hidden}, f"Hidden activations at position {position + 1}",
-                                           "value after the activation"), f"ffn_{stack}_L{layer + 1}_{position + 1}",
+                                           "value after the activation"),
+                    downloads.file_stem(ckpt.name, f"ffn_{stack}_L{layer + 1}_{position + 1}"),
                     key="arch_ffn")
     downloads.chart(plots.bars_figure([f"{i}: {t}" for i, t in enumerate(tokens, 1)], w.zero_per_position,
                                       "Zero hidden units at every position" if w.activation == "relu"
                                       else "Near-zero hidden units at every position", "units", highlight=position),
-                    f"ffn_zeros_{stack}_L{layer + 1}", key="arch_ffn_zero")
+                    downloads.file_stem(ckpt.name, f"ffn_zeros_{stack}_L{layer + 1}"), key="arch_ffn_zero")
     st.caption(f"Capture point `{stack}.layers.{layer}.ffn.hidden`.")
 
 
@@ -157,7 +159,7 @@ def norm_view(ckpt, trace, stack: str, layer: int, position: int, tokens: list[s
                                                       if pre else "LayerNorm(x + Sublayer(x))** (post-norm, the "
                                                       "paper's: every layer's output is normalised)") + ".")
     downloads.chart(plots.norms_figure(w.labels, w.norms, w.mean_norms, f"{position + 1}: {tokens[position]}"),
-                    f"residual_{stack}_{position + 1}", key="arch_norms")
+                    downloads.file_stem(ckpt.name, f"residual_{stack}_{position + 1}"), key="arch_norms")
     ln = w.layer_norm
     st.markdown(f"**One LayerNorm** (layer {layer + 1}, {ln.where}), at token **{state.md_escape(tokens[position])}**:")
     st.latex(r"\mathrm{LN}(z) = \gamma \odot \frac{z - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta")
@@ -168,7 +170,8 @@ def norm_view(ckpt, trace, stack: str, layer: int, position: int, tokens: list[s
     st.dataframe(stats, hide_index=True, key="arch_ln_table")
     downloads.chart(plots.histogram_figure({"input z": ln.z, "normalised": ln.normalized, "output": ln.output},
                                            "LayerNorm: mean 0, std 1 per position, then gain and bias",
-                                           "value"), f"layernorm_{stack}_L{layer + 1}_{position + 1}", key="arch_ln")
+                                           "value"),
+                    downloads.file_stem(ckpt.name, f"layernorm_{stack}_L{layer + 1}_{position + 1}"), key="arch_ln")
     where = "the captured resid_post" if ln.captured_output is not None else "the model's own LayerNorm"
     st.caption(f"μ = {ln.mean:.4f}, √(σ²+ε) = {ln.std:.4f}. Largest difference from {where}: {_diff(ln.error)}.")
 
@@ -188,7 +191,7 @@ def generator_view(ckpt, trace, position: int, tokens: list[str]) -> None:
     highlight = w.ids.index(w.chosen_id) if w.chosen_id in w.ids else None
     downloads.chart(plots.bars_figure(names, w.probs, f"Top {len(w.ids)} next tokens at T = {temperature:g}",
                                       "probability", highlight=highlight, horizontal=True),
-                    f"next_tokens_{position + 1}", key="arch_next")
+                    downloads.file_stem(ckpt.name, f"next_tokens_{position + 1}"), key="arch_next")
     st.dataframe(pd.DataFrame({"token": names, "id": w.ids, "logit": w.logits, "logit / T": w.logits / temperature,
                                "probability": w.probs}), hide_index=True, key="arch_next_table")
     if chosen is not None:

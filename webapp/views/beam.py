@@ -79,24 +79,33 @@ def show_attention(ckpt, result, trace, row: int, piece):
     with left:
         downloads.chart(plots.step_attention_figure(
             weights[:, -1], result.src_pieces, f"Producing '{plots.label(out[-1])}': cross-attention, layer {layer}"),
-            f"beam_cross_step{len(tokens)}_L{layer}", key="beam_attn_step")
+            downloads.file_stem(ckpt.name, f"beam_cross_step{len(tokens)}_L{layer}"), key="beam_attn_step")
     with right:
         downloads.chart(plots.prefix_attention_figure(
             weights.mean(axis=0), result.src_pieces, out, f"Whole hypothesis so far (mean of heads), layer {layer}"),
-            f"beam_cross_prefix_L{layer}", key="beam_attn_prefix")
-    downloads.csv_button(weights.mean(axis=0), out, result.src_pieces, f"beam_cross_attention_L{layer}",
+            downloads.file_stem(ckpt.name, f"beam_cross_prefix_L{layer}"), key="beam_attn_prefix")
+    downloads.csv_button(weights[:, -1], ["head"] * weights.shape[0], result.src_pieces,
+                         downloads.file_stem(ckpt.name, f"beam_cross_step{len(tokens)}_L{layer}"),
+                         key="beam_attn_step_csv", label="This step's attention per head as CSV")
+    downloads.csv_button(weights.mean(axis=0), out, result.src_pieces,
+                         downloads.file_stem(ckpt.name, f"beam_cross_attention_L{layer}"),
                          key="beam_attn_csv", label="Attention (mean of heads) as CSV")
     return attn
 
 
 def force_controls(ckpt, trace, row: int, step: int, piece, run_key: tuple, tag: str) -> None:
-    """Pick another token for this step (from what the parent proposed, or typed) and re-decode."""
+    """Pick another token for this step (from what the parent proposed, or typed) and re-decode. The pick
+    starts on the best token other than the one the hypothesis already has there (forcing that one would
+    change nothing); that token stays in the list, marked."""
     alts = [(t, lp) for t, lp in trace.alternatives_for(row) if t != ckpt.config.eos_id]
-    head = trace.tokens(row)[:-1]                                           # the parent hypothesis
+    *head, own = trace.tokens(row)                                          # the parent hypothesis, its token
     cols = st.columns([2, 2, 1])
-    choice = cols[0].selectbox("Alternative token at this step", [t for t, _ in alts],
+    tokens = [t for t, _ in alts]
+    choice = cols[0].selectbox("Alternative token at this step", tokens,
+                               index=next((i for i, t in enumerate(tokens) if t != own), 0),
                                key=f"beam_alt_{step}_{row}_{tag}",
-                               format_func=lambda t: f"{piece(t)}  (log p {dict(alts)[t]:.2f})")
+                               format_func=lambda t: f"{piece(t)}  (log p {dict(alts)[t]:.2f})"
+                               + ("  · already chosen" if t == own else ""))
     typed = cols[1].text_input("…or type a word (target side)", key="beam_typed",
                                help="Encoded with the target tokenizer; all its pieces are forced.")
     if cols[2].button("Force and re-decode", key="beam_force", type="primary"):
@@ -133,11 +142,11 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
     right.caption("Forced prefix: " + state.md_escape(" ".join(piece(t) for t in prefix)))
     downloads.chart(plots.compare_figure({"original": (result.best.pieces, result.best.token_logprobs),
                                           "forced": (other.best.pieces, other.best.token_logprobs)}),
-                    "beam_original_vs_forced", key="beam_compare")
+                    downloads.file_stem(ckpt.name, "beam_original_vs_forced"), key="beam_compare")
     if other.beam_trace is not None:
         with st.expander("The forced search's tree"):
             downloads.chart(plots.tree_figure(other.beam_trace, piece, title="Beam search after forcing"),
-                            "beam_tree_forced", key="beam_forced_tree")
+                            downloads.file_stem(ckpt.name, "beam_tree_forced"), key="beam_forced_tree")
 
 
 def main() -> None:
@@ -168,17 +177,19 @@ def main() -> None:
                             "the tree stays as it is while you step through the candidates below.")
     url.write(url.BEAM_MARK, "beam_follow", follow)
     if not follow:
-        tree_chart(plots.tree_figure(trace, piece), trace, tag)
+        tree_chart(plots.tree_figure(trace, piece), trace, tag, ckpt.name)
     frame = numbering.one_based_trace(trace.to_dataframe(piece).astype({"status": str}))
-    downloads.table_csv_button(frame, "beam_trace", key="beam_csv", label="Whole trace as CSV")
+    downloads.table_csv_button(frame, downloads.file_stem(ckpt.name, "beam_trace"), key="beam_csv",
+                               label="Whole trace as CSV")
     st.fragment(step_view)(ckpt, text, cfg, result, piece, frame, run_key, tag, follow)
     beam_fall.fall_section(ckpt, text, cfg, piece)
 
 
-def tree_chart(fig, trace, tag: str) -> None:
-    """The tree; a click on a node picks it as the foil of the step's contrast (beam_contrast.tree_click)."""
+def tree_chart(fig, trace, tag: str, name: str) -> None:
+    """The tree; a click on a node picks it as the foil of the step's contrast (beam_contrast.tree_click).
+    Its numbers: the whole trace's CSV."""
     beam_contrast.undimmed(fig)
-    downloads.chart(fig, f"beam_tree_k{trace.beam_size}", key="beam_tree",
+    downloads.chart(fig, downloads.file_stem(name, f"beam_tree_k{trace.beam_size}"), key="beam_tree",
                     on_click=beam_contrast.tree_click(fig, trace, tag, "beam_tree"))
 
 
@@ -200,7 +211,7 @@ def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, 
     row = st.selectbox("Hypothesis at this step", rows, key=widget, format_func=lambda r: _row_label(table, r))
     url.write(url.BEAM_RANK, widget, row, options=by_rank)
     if follow:
-        tree_chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), trace, tag)
+        tree_chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), trace, tag, ckpt.name)
     st.subheader(f"Candidates ranked at step {step + 1}")
     st.dataframe(table.drop(columns=["row"]), hide_index=True, key="beam_table")
     beam_contrast.contrast_section(ckpt, result, trace, row, step, piece, tag)
@@ -209,7 +220,7 @@ def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, 
     view = {"page": "beam", "step": step + 1, "row": int(row), "hypothesis": trace.tokens(row)}
     downloads.bundle_button(lambda: downloads.analysis_bundle(
         ckpt, result, cfg, view, attn, extra={"beam_trace": frame.to_dict("list")}),
-        "beam_analysis", key="beam_bundle")
+        downloads.file_stem(ckpt.name, "beam_analysis"), key="beam_bundle")
     st.subheader("Force another token here")
     force_controls(ckpt, trace, row, step, piece, run_key, tag)
     show_forced(ckpt, text, cfg, result, piece, run_key)

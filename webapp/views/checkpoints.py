@@ -88,6 +88,7 @@ def compare(healthy) -> None:
     a, b = _load(healthy[ia]), _load(healthy[ib])
     if a is None or b is None:
         return
+    pair = downloads.file_stem(a.name, "vs", b.name)                          # first in every file's name
     if ia == ib:                         # a link or a slip of the picker: say so before drawing zeros
         st.info("A and B are the same checkpoint: the two translations are identical and every difference "
                 "below is zero. Pick another checkpoint for B (e.g. an earlier step of the same run).")
@@ -116,7 +117,7 @@ def compare(healthy) -> None:
         if s.aligned:
             title = f"{name}'s output: total log-prob {tot_a:.2f} under A, {tot_b:.2f} under B"
             downloads.chart(plots.logprob_figure(s.pieces_a, s.lp_a, s.lp_b, title=title),
-                            f"logprobs_of_{name}_output", key=f"ck_lp_{name}")
+                            downloads.file_stem(pair, f"logprobs_of_{name}_output"), key=f"ck_lp_{name}")
         else:
             st.caption(f"{name}'s output, tokenized differently by each model: "
                        f"{tot_a:.2f} under A, {tot_b:.2f} under B")
@@ -147,7 +148,7 @@ def compare(healthy) -> None:
             rows = _rows(tr_a, kind)
             downloads.chart(head_grid(data[view], f"{KIND_LABELS[kind]}: {view}", diverging=view == "B − A",
                                       q_tokens=rows, k_tokens=numbering.position_labels(x)),
-                            downloads.file_stem(kind, view), key="ck_grid")
+                            downloads.file_stem(pair, kind, view), key="ck_grid")
         except cmp.ComparisonError as err:
             st.warning(state.md_escape(err))
 
@@ -173,7 +174,7 @@ def compare(healthy) -> None:
     try:
         change = models.param_change(a, b)
         downloads.chart(plots.param_change_figure([g for g, _ in change], [v for _, v in change]),
-                        "parameter_change", key="ck_params")
+                        downloads.file_stem(pair, "parameter_change"), key="ck_params")
     except cmp.ComparisonError as err:
         st.info(state.md_escape(err))
 
@@ -243,4 +244,4 @@ def scrubber(healthy) -> None:
     downloads.chart(head_heatmap(w, y, x, f"{KIND_LABELS[kind]}, layer {layer}, head {head}, "
                                           f"step {plot_escape(steps[pos])}",
                                  predicts=writes if writes and len(writes) == len(y) else None),
-                    downloads.file_stem(kind, f"L{layer}", f"H{head}", f"step{steps[pos]}"), key="ck_s_fig")
+                    downloads.file_stem(ckpt.name, kind, f"L{layer}", f"H{head}", f"step{steps[pos]}"), key="ck_s_fig")

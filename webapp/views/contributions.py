@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from explorer.decoding.core import special_ids
@@ -88,6 +89,10 @@ def share_section(ckpt, sc, calib: dict | None, name: str) -> None:
     downloads.chart(fig, downloads.file_stem(name, "source_share"), key="contrib_share_bars")
     words = range(len(out) - 1 if sc.out_ids[-1] == special_ids(ckpt.model).eos else len(out))
     low = [i for i in words if threshold is not None and share[i] < threshold]
+    downloads.table_csv_button(pd.DataFrame({
+        "position": range(1, len(out) + 1), "token": out, "source share": [round(float(v), 6) for v in share],
+        "under the threshold": [i in low for i in range(len(out))]}),
+        downloads.file_stem(name, "source_share"), key="contrib_share_csv", label="Source shares as CSV")
     if low:                      # one notice, a line per token: several notices would push the figures off screen
         st.warning("\n".join(f"- “{state.md_escape(out[i])}” (position {i + 1}): **this word owes little to the "
                              f"source**: {share[i]:.0%} of it comes from the source, under this checkpoint's "
@@ -130,10 +135,14 @@ def matrices_section(ckpt, sc, name: str) -> None:
         downloads.chart(plots.contribution_heatmap(sc.cross_source[at], rows, src_cols, quantity="contribution",
                                                    title=f"ALTI+: layer {layer}'s cross block alone"),
                         downloads.file_stem(name, "cross_contributions", f"L{layer}"), key="contrib_cross")
+        downloads.csv_button(sc.cross_source[at], out, src, downloads.file_stem(name, "cross_contributions", f"L{layer}"),
+                             key="contrib_cross_csv")
     with right:
         downloads.chart(plots.contribution_heatmap(sc.cross_attention[at], rows, src_cols, quantity="weight",
                                                    title=f"Raw cross-attention, layer {layer} (heads averaged)"),
                         downloads.file_stem(name, "cross_attention", f"L{layer}"), key="contrib_attention")
+        downloads.csv_button(sc.cross_attention[at], out, src, downloads.file_stem(name, "cross_attention", f"L{layer}"),
+                             key="contrib_attention_csv")
     st.caption("The same layer twice: what its cross-attention block's output owes to each source token once the "
                "value vectors' sizes and W^O are counted (left; its residual part left out and the rest "
                "renormalised), and the attention weights alone (right). Where they differ, the attention map is "
@@ -171,5 +180,9 @@ def training_section(ckpt, name: str) -> None:
     current = next((k for k, i in enumerate(group.checkpoints) if Path(str(i.path)).resolve() == here), None)
     fig = plots.share_curve(labels, list(group.steps), means, current)
     downloads.chart(fig, downloads.file_stem(name, "source_share_over_training"), key="contrib_curve")
+    downloads.table_csv_button(pd.DataFrame({"checkpoint": labels, "step": list(group.steps),
+                                             "mean source share": [round(float(m), 6) for m in means]}),
+                               downloads.file_stem(name, "source_share_over_training"), key="contrib_curve_csv",
+                               label="The curve as CSV")
     st.caption(f"Each point: the mean source share over every token of a checkpoint's first {CALIBRATION_PAIRS} "
                "held-out test pairs with a reference, forced on them (the circled one is the checkpoint in use).")

@@ -20,7 +20,7 @@ from explorer.studies.heads.job import LabSettings, removal_scoring
 from explorer.inspection.trace import KIND_LABELS
 from explorer.plots import heads as plots
 from explorer.store import run_paths as rp
-from webapp import downloads
+from webapp import downloads, tables
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
 
@@ -67,8 +67,8 @@ REMOVAL_COLUMNS = {"bleu": ("bleu_drop", "BLEU drop"), "loss": ("loss_rise", "lo
 # shown as the column headers' tooltips.
 ROLE_COLUMN_HELP = {
     "rule": "The documented rule that gave the role, with its threshold (empty: no rule holds).",
-    "figure": "The head's mean value of the statistic the rule tests, over the test sentences (empty when "
-              "unlabelled): compare it with the rule's threshold.",
+    "figure": "The head's mean value of the statistic the rule tests, over the test sentences: compare it "
+              "with the rule's threshold.",
     "importance": "Michel et al. 2019: the mean |dL/dξ| over sentences for the head's gate ξ, divided by the "
                   "l2 norm of its layer's heads (the same kind); larger matters more.",
     "BLEU drop": "BLEU points lost on the test sentences when this head alone is removed (full model − without "
@@ -92,7 +92,27 @@ def roles_table(result: dict, carried: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
+# What an empty cell of the Roles table means, column by column (tables.shown adds it to the help).
+ROLE_COLUMN_EMPTY = {
+    "figure": "no rule matched this head, so there is no statistic to compare with a threshold.",
+    "importance": "the result file has no importance for this head.",
+    "BLEU drop": "the result file has no removal score for this head.",
+    "loss rise (approximate)": "the result file has no removal score for this head.",
+}
+ROLE_FORMATS = {"figure": "%.3f", "importance": "%.3f", "BLEU drop": "%.2f", "loss rise (approximate)": "%.4f"}
+
+
+def stats_table(result: dict) -> pd.DataFrame:
+    """The numbers behind the three grids, a row per head: each statistic's mean (and spread) over the
+    sentences, and the normalised importance."""
+    importance = {(r["kind"], r["layer"], r["head"]): r.get("normalized") for r in result["importance"]}
+    return pd.DataFrame([{**r, "kind": KIND_LABELS.get(r["kind"], r["kind"]),
+                          "importance (normalised)": importance.get((r["kind"], r["layer"], r["head"]))}
+                         for r in result["stats"]])
+
+
+def show_result(result: dict, carried: dict[str, str], attention_page, name: str) -> None:
+    """The head lab's figures and tables; `name`: the checkpoint's, first in every downloaded file's name."""
     settings = result.get("settings", {})        # read back from runs/heads/: its strings are shown as text
     full = result["pruning"].get("full", {})
     st.caption(f"{md_escape(settings.get('sentences', '?'))} sentences, "
@@ -102,28 +122,26 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
                f"computed in {md_escape(result.get('seconds', '?'))} s. Rare-word frequencies from "
                f"{md_escape(result.get('rare_frequencies', '?'))}.")
     st.subheader("Confidence, entropy and importance per head")
-    st.plotly_chart(plots.head_grids(result["stats"], "confidence", "Confidence: mean maximum attention weight"),
-                    key="heads_confidence", width="stretch")
-    st.plotly_chart(plots.head_grids(result["stats"], "entropy", "Entropy of the attention distribution (nats)"),
-                    key="heads_entropy", width="stretch")
-    st.plotly_chart(plots.head_grids(result["importance"], "normalized",
+    downloads.chart(plots.head_grids(result["stats"], "confidence", "Confidence: mean maximum attention weight"),
+                    downloads.file_stem(name, "heads_confidence"), key="heads_confidence")
+    downloads.chart(plots.head_grids(result["stats"], "entropy", "Entropy of the attention distribution (nats)"),
+                    downloads.file_stem(name, "heads_entropy"), key="heads_entropy")
+    downloads.chart(plots.head_grids(result["importance"], "normalized",
                                      "Importance |∂L/∂ξ|, normalised per layer (Michel et al.)"),
-                    key="heads_importance", width="stretch")
+                    downloads.file_stem(name, "heads_importance"), key="heads_importance")
+    downloads.table_csv_button(stats_table(result), downloads.file_stem(name, "head_lab_statistics"),
+                               key="heads_stats_csv", label="Confidence, entropy and importance per head (CSV)")
     st.subheader("Roles")
     table = roles_table(result, carried)
-    st.dataframe(table, hide_index=True, key="heads_roles", column_config={
-        "zoom": st.column_config.LinkColumn("zoom", display_text="open in Attention"),
-        "rule": st.column_config.TextColumn(help=ROLE_COLUMN_HELP["rule"]),
-        "figure": st.column_config.NumberColumn(format="%.3f", help=ROLE_COLUMN_HELP["figure"]),
-        "importance": st.column_config.NumberColumn(format="%.3f", help=ROLE_COLUMN_HELP["importance"]),
-        "BLEU drop": st.column_config.NumberColumn(format="%.2f", help=ROLE_COLUMN_HELP["BLEU drop"]),
-        "loss rise (approximate)": st.column_config.NumberColumn(
-            format="%.4f", help=ROLE_COLUMN_HELP["loss rise (approximate)"])})
+    shown, config = tables.shown(table, ROLE_FORMATS, ROLE_COLUMN_HELP, ROLE_COLUMN_EMPTY)
+    st.dataframe(shown, hide_index=True, key="heads_roles", column_config={
+        **config, "zoom": st.column_config.LinkColumn("zoom", display_text="open in Attention")})
     scoring = removal_scoring(result)
-    downloads.table_csv_button(table.drop(columns=["zoom"]), "head_lab_roles", key="heads_roles_csv",
+    downloads.table_csv_button(table.drop(columns=["zoom"]), downloads.file_stem(name, "head_lab_roles"),
+                               key="heads_roles_csv",
                                label="Roles, importance and " + ("BLEU drop" if scoring == "bleu" else "loss rise")
                                + " as CSV")
-    downloads.bundle_button(lambda: result, "head_lab", key="heads_json",
+    downloads.bundle_button(lambda: result, downloads.file_stem(name, "head_lab"), key="heads_json",
                             label="The whole head lab, pruning curves included (JSON)")
     heads = [(r["kind"], r["layer"], r["head"]) for r in result["roles"]]
     if heads:
@@ -142,11 +160,16 @@ def show_result(result: dict, carried: dict[str, str], attention_page) -> None:
                    + SCORINGS["bleu"] + "” above for the exact BLEU drop.")
     else:
         st.caption("Scored by the **BLEU drop (exact)**: the test sentences translated again without each head.")
-    st.plotly_chart(plots.removal_histogram(result["single_head_removal"], REMOVAL_COLUMNS[scoring][0]),
-                    key="heads_removal", width="stretch")
+    downloads.chart(plots.removal_histogram(result["single_head_removal"], REMOVAL_COLUMNS[scoring][0]),
+                    downloads.file_stem(name, "heads_removal"), key="heads_removal")
+    st.caption("The numbers: the Roles table's “" + REMOVAL_COLUMNS[scoring][1] + "” column and its CSV above.")
     st.subheader("Pruning curves")
-    st.plotly_chart(plots.pruning_figure(result["pruning"].get("curves", [])), key="heads_pruning",
-                    width="stretch")
+    downloads.chart(plots.pruning_figure(result["pruning"].get("curves", [])),
+                    downloads.file_stem(name, "heads_pruning"), key="heads_pruning")
+    downloads.bundle_button(lambda: {"full": result["pruning"].get("full"),
+                                     "curves": result["pruning"].get("curves", [])},
+                            downloads.file_stem(name, "heads_pruning"), key="heads_pruning_json",
+                            label="The pruning curves (JSON)")
     within = result["pruning"].get("removable_within_1_bleu", {})
     if within:
         st.caption("Heads removable (least important first) before BLEU falls more than 1 point: " +

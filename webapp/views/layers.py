@@ -9,6 +9,7 @@ Every control is in the URL (webapp.url_keys: beam, forced, show), clamped and w
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -58,6 +59,19 @@ def forced_ids(ckpt, result, reference: str | None, forced: str) -> list[int]:
     return list(result.best.ids)
 
 
+def lens_table(lens, rows: list[str], final: list[str]) -> pd.DataFrame:
+    """The grid's numbers, a row per cell (target position, then decoder layer, both from 1): the layer's
+    top piece and its probability, the final token's probability there and its rank (1 = the top)."""
+    n_layers, n_pos = np.asarray(lens.final_logprob).shape
+    top_p = np.exp(np.asarray(lens.top_logprobs, dtype=np.float64)[:, :, 0])          # [L, T]
+    final_p = np.exp(np.asarray(lens.final_logprob, dtype=np.float64))                 # [L, T]
+    return pd.DataFrame([{"position": rows[t], "decoder layer": layer + 1,
+                          "top piece": lens.top_pieces[layer][t][0], "p(top piece)": round(float(top_p[layer, t]), 6),
+                          "final token": final[t], "p(final token)": round(float(final_p[layer, t]), 6),
+                          "rank of the final token": int(lens.final_rank[layer, t])}
+                         for t in range(n_pos) for layer in range(n_layers)])
+
+
 def logit_lens_section(ckpt, result, reference: str | None, name: str) -> None:
     """The grid: target positions down, decoder layers across."""
     st.subheader("Logit lens: what each decoder layer would write")
@@ -78,9 +92,11 @@ def logit_lens_section(ckpt, result, reference: str | None, name: str) -> None:
         return
     written = [ckpt.tokenizer.id_to_piece(int(t), "tgt") for t in lens.out_ids]
     final = [ckpt.tokenizer.id_to_piece(int(t), "tgt") for t in lens.final_ids]
-    fig = lens_grid(lens.top_pieces, lens.top_logprobs, lens.final_logprob, lens.final_rank, final,
-                    [position_label(t, p) for t, p in enumerate(written)], show)
+    rows = [position_label(t, p) for t, p in enumerate(written)]
+    fig = lens_grid(lens.top_pieces, lens.top_logprobs, lens.final_logprob, lens.final_rank, final, rows, show)
     downloads.chart(fig, downloads.file_stem(name, "logit_lens"), key="layers_lens_grid")
+    downloads.table_csv_button(lens_table(lens, rows, final), downloads.file_stem(name, "logit_lens", forced),
+                               key="layers_lens_grid_csv", label="The grid as CSV")
     agreement = ", ".join(f"layer {i + 1}: {v:.0%}" for i, v in enumerate(lens.top1_agreement()))
     st.caption(f"Rows: {FORCED[forced]}, one piece per row. Each cell: the piece that decoder layer would write "
                f"there if it were the last; colour: {SHOWN[show]}. The share of positions where a layer's guess is "

@@ -22,7 +22,7 @@ from explorer.studies.contrastive.curve import BEAMS, Penalty, beam_config
 from explorer.studies.contrastive.job import SearchSettings
 from explorer.plots import contrastive as plots
 from explorer.store import run_paths as rp
-from webapp import downloads
+from webapp import downloads, tables
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
 
@@ -35,6 +35,21 @@ COLUMNS = {"length_penalty": "length penalty", "beam": "beam", "bleu": "BLEU", "
            "length_ratio": "length ratio", "mean_score": "mean score", "empty": "empty outputs",
            "higher_score_worse_chrf": "higher score, worse chrF", "search_errors": "search errors (proven)",
            "search_errors_known": "search errors known (all searched)", "seconds": "seconds"}
+# The table's formats, and what an empty cell (—) of a column means (tables.shown adds it to its help)
+FORMATS = {"beam": "%d", "BLEU": "%.2f", "chrF": "%.2f", "mean score": "%.2f", "length ratio": "%.3f",
+           "empty outputs": "%.3f", "higher score, worse chrF": "%.3f", "search errors (proven)": "%.3f",
+           "search errors known (all searched)": "%.3f"}
+HELPS = {"higher score, worse chrF": "The share of sentences whose output scores higher than the next smaller "
+                                     "beam's yet has a lower sentence chrF.",
+         "search errors (proven)": "Over the sentences exact search proved: the share whose beam output scores "
+                                   "below the model's best output.",
+         "search errors known (all searched)": "Over every sentence exact search searched: the share where it "
+                                               "found an output scoring above the beam's (a lower bound)."}
+EMPTY = {"higher score, worse chrF": "the smallest beam size of its length penalty: nothing to compare with.",
+         "search errors (proven)": "no exact search for this row (it ran without a length penalty only, when "
+                                   "asked), or exact search proved no sentence within its time.",
+         "search errors known (all searched)": "no exact search for this row (it runs without a length penalty "
+                                               "only, when asked)."}
 
 
 def allowed_beams(model) -> tuple[int, ...]:
@@ -133,10 +148,12 @@ def show_result(result: dict, name: str) -> None:
     errors = plots.search_error_figure(rows)
     if errors is not None:
         downloads.chart(errors, downloads.file_stem(name, "search_errors"), key="search_errors")
+        if plots.no_search_errors(rows):
+            st.caption("No search error found at any beam size: on no sentence did exact search find an output "
+                       "the model scores above the beam's (every rate is 0, drawn on the zero line).")
     table = curve_table(result)
-    st.dataframe(table, hide_index=True, key="search_table", column_config={
-        name: st.column_config.NumberColumn(format="%.2f" if name in ("BLEU", "chrF", "mean score") else "%.3f")
-        for name in table.columns if name not in ("length penalty", "beam", "seconds")})
+    shown, config = tables.shown(table, FORMATS, HELPS, EMPTY)
+    st.dataframe(shown, hide_index=True, key="search_table", column_config=config)
     summary = result.get("exact_summary") or {}
     if summary:
         st.markdown(summary_text(summary))
