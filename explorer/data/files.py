@@ -2,8 +2,9 @@
 
 Formats:
 * TSV: one pair per line, `source<TAB>target`, UTF-8. No header is needed; a first line that is
-  exactly `src<TAB>tgt`, `source<TAB>target` or `ref<TAB>src<TAB>tgt` (our own cache format) is
-  read as a header. Three columns are accepted only under that `ref` header.
+  exactly `src<TAB>tgt`, `source<TAB>target`, two language codes (`es<TAB>en`, as many corpora
+  start: two different codes of 2-3 lowercase ASCII letters) or `ref<TAB>src<TAB>tgt` (our own
+  cache format) is read as a header. Three columns are accepted only under that `ref` header.
 * Moses: two plain-text UTF-8 files; line i of one translates line i of the other.
 * `hf:<name>`: a Hugging Face dataset with a `translation` column of {lang: text} dicts (e.g.
   `hf:Helsinki-NLP/opus_books:en-es`, config after the colon), read with the `datasets` library.
@@ -15,12 +16,14 @@ are the one thing skipped (trailing newlines are common), and only if the rest i
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from explorer.data.types import DataError, Pair
 from explorer.files.user_files import UserFileError, read_user_file
 
 _HEADERS = {("src", "tgt"), ("source", "target")}
+_LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")       # ISO 639-1 ("es") or 639-2/3 ("spa") style
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 
 
@@ -47,12 +50,22 @@ def _read_bytes(path: str, max_bytes: int | None = None) -> bytes:
         raise DataError(str(e)) from None
 
 
+def is_header(columns: list[str]) -> bool:
+    """Whether a TSV's first line names its columns rather than holding a pair: `src/tgt`, `source/target`
+    (any case), or two different language codes as written (`es<TAB>en`)."""
+    cells = [c.strip() for c in columns]
+    if tuple(c.lower() for c in cells) in _HEADERS:
+        return True
+    return (len(cells) == 2 and cells[0] != cells[1]
+            and all(_LANGUAGE_CODE.fullmatch(c) for c in cells))
+
+
 def parse_tsv(data: bytes, name: str = "<upload>") -> list[Pair]:
     """Pairs from TSV bytes (see the module docstring); ref of each pair is "name:line"."""
     lines = _decode_lines(data, name)
     first = lines[0].strip().split("\t") if lines else []
     has_ref = [c.lower() for c in first] == ["ref", "src", "tgt"]
-    start = 1 if has_ref or tuple(c.lower() for c in first) in _HEADERS else 0
+    start = 1 if has_ref or is_header(first) else 0
     want = 3 if has_ref else 2
     pairs: list[Pair] = []
     for no, line in enumerate(lines[start:], start=start + 1):

@@ -30,6 +30,23 @@ def zero_bleu_note(bleu: float, chrf: float, references: Sequence[str] = ()) -> 
             f"{BLEU_ORDER}-gram{many}. chrF (character n-grams) and exact match measure such short sentences.")
 
 
+def best_dev_text(bleu: float, step: int, chrf: float | None = None, chrf_step: int | None = None,
+                  references: Sequence[str] = ()) -> str:
+    """The log's last word on the dev scores: the best BLEU and, when known, the best chrF; a best BLEU of
+    0 beside a chrF above 0 says why (zero_bleu_note's reason, short), so a run on 3-word pairs does not end
+    on a bare "best dev BLEU 0.00"."""
+    text = f"best dev BLEU {bleu:.2f} at step {step}"
+    if chrf is None:
+        return text
+    text += f", best dev chrF {chrf:.2f} at step {chrf_step}"
+    if bleu <= 0 < chrf:
+        share = short_references(references)
+        many = f"; {share:.0%} of the dev references are" if references else ""
+        text += (f" (BLEU is 0 by construction, not a failure: a sentence shorter than {BLEU_ORDER} words has no "
+                 f"{BLEU_ORDER}-gram{many}; chrF measures them)")
+    return text
+
+
 def warmup_note(steps: int, warmup: int) -> str | None:
     """A warning when a run stops before its warm-up ends (the rate never reaches its peak), else None."""
     if steps >= warmup:

@@ -36,7 +36,7 @@ from explorer.store.checkpoint import load_checkpoint, load_trainer_state, save_
 from explorer.training.distributed import Dist
 from explorer.training.inputs import BatchPlan, prepare_tokenizer
 from explorer.training.memory import check_batches
-from explorer.training.notes import warmup_note, zero_bleu_note
+from explorer.training.notes import best_dev_text, warmup_note, zero_bleu_note
 from explorer.training.schedule import noam_rate
 
 
@@ -111,7 +111,7 @@ class Trainer:
         if self.dist.is_main and (note := warmup_note(self.total_steps, cfg.warmup)):
             print(f"warning: {note}", flush=True)            # the rate never reaches its peak: said, not silent
         self.step, self.epoch, self.batch_pos = 0, 0, 0
-        self.best = {"bleu": -1.0, "step": None}
+        self.best = {"bleu": -1.0, "step": None, "chrf": None, "chrf_step": None}
         if resume:
             self._restore()
             if self.dist.is_main:
@@ -134,7 +134,8 @@ class Trainer:
         state = load_trainer_state(last)
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.epoch, self.batch_pos = state["step"], state["epoch"], state["batch_pos"]
-        self.best = {"bleu": state.get("best_bleu", -1.0), "step": state.get("best_step")}
+        self.best = {"bleu": state.get("best_bleu", -1.0), "step": state.get("best_step"),
+                     "chrf": state.get("best_chrf"), "chrf_step": state.get("best_chrf_step")}
         torch.set_rng_state(state["rng_cpu"])
         if self.device.type == "cuda" and "rng_cuda" in state:
             torch.cuda.set_rng_state(state["rng_cuda"])
@@ -247,12 +248,19 @@ class Trainer:
             if self.dist.active:
                 print(f"DDP: {self.dist.world} ranks, largest weight difference between ranks {spread:.3g}"
                       + (" (identical)" if spread == 0 else " (WARNING: ranks diverged)"), flush=True)
-            print(f"{state}: step {self.step}/{self.total_steps}, epoch {self.epoch}, "
-                  f"{time.time() - t0:.0f}s, " + (f"best dev BLEU {self.best['bleu']:.2f} at step {self.best['step']}, "
-                                                 if self.best["step"] is not None else "") +
-                  f"run dir {self.run_dir}", flush=True)
+            print(self._summary(state, time.time() - t0), flush=True)
         self._close()
         return 0
+
+    def _summary(self, state: str, seconds: float) -> str:
+        """The log's last line: where the run stopped, its best dev scores (notes.best_dev_text: a best BLEU
+        of 0 beside chrF says why), and its directory."""
+        best = self.best
+        scores = "" if best["step"] is None else best_dev_text(
+            best["bleu"], best["step"], best.get("chrf"), best.get("chrf_step"),
+            self.dev_split.tgt_text[:self.cfg.eval_sentences]) + ", "
+        return (f"{state}: step {self.step}/{self.total_steps}, epoch {self.epoch}, {seconds:.0f}s, {scores}"
+                f"run dir {self.run_dir}")
 
     def _close(self) -> None:
         self.dist.cleanup()
@@ -270,7 +278,9 @@ class Trainer:
         rec = {"kind": "eval", "step": self.step, "epoch": self.epoch, **res}
         rf.append_metrics(self.run_dir, rec)
         if res["bleu"] > self.best["bleu"]:
-            self.best = {"bleu": res["bleu"], "step": self.step}
+            self.best.update(bleu=res["bleu"], step=self.step)
+        if self.best["chrf"] is None or res["chrf"] > self.best["chrf"]:
+            self.best.update(chrf=res["chrf"], chrf_step=self.step)
         print(f"eval step {self.step}: dev loss {res['dev_loss']:.3f} BLEU {res['bleu']:.2f} "
               f"chrF {res['chrf']:.2f} exact {res['exact']:.3f}", flush=True)
         if note := zero_bleu_note(res["bleu"], res["chrf"], self.dev_split.tgt_text[:res["n"]]):
@@ -290,7 +300,8 @@ class Trainer:
         self._check_disk()
         state = {"step": self.step, "epoch": self.epoch, "batch_pos": self.batch_pos,
                  "optimizer": self.optimizer.state_dict(), "rng_cpu": torch.get_rng_state(),
-                 "best_bleu": float(self.best["bleu"]), "best_step": self.best["step"]}
+                 "best_bleu": float(self.best["bleu"]), "best_step": self.best["step"],
+                 "best_chrf": self.best["chrf"], "best_chrf_step": self.best["chrf_step"]}
         if self.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state()
         path = rp.checkpoint_dir(self.run_dir, self.step)

@@ -212,6 +212,25 @@ def test_validate_tsv_report_and_size_limit():
         validate_tsv(b"a\tb\n" * 100, max_bytes=10)
 
 
+@pytest.mark.parametrize("header", ["es\ten", "en\tde", "spa\teng", "SRC\ttgt", "source\ttarget"])
+def test_a_header_of_two_language_codes_is_a_header_not_a_pair(header):
+    """Many corpora start `es<TAB>en`: read as the header it is, not as a sentence pair "es" -> "en"."""
+    pairs = parse_tsv(f"{header}\nhola\thello\nadiós\tbye\n".encode(), "codes.tsv")
+    assert [(p.src, p.tgt) for p in pairs] == [("hola", "hello"), ("adiós", "bye")]
+    assert pairs[0].ref == "codes.tsv:2"                                   # line numbers still count the header
+
+
+@pytest.mark.parametrize("first", ["es\tes", "Es\tEn", "hola\thello", "sí\tyes", "es\ten\tde", "e\tn"])
+def test_a_first_line_that_is_not_two_different_codes_is_a_pair(first):
+    """Only two different lowercase codes of 2-3 letters make a header: a short real pair stays a pair."""
+    if first.count("\t") == 2:
+        with pytest.raises(DataError, match="line 1: expected 2"):
+            parse_tsv(f"{first}\nhola\thello\n".encode())
+        return
+    pairs = parse_tsv(f"{first}\nhola\thello\n".encode())
+    assert len(pairs) == 2 and (pairs[0].src, pairs[0].tgt) == tuple(first.split("\t"))
+
+
 def test_moses_pairs_and_mismatch(tmp_path):
     src, tgt = tmp_path / "a.es", tmp_path / "a.en"
     src.write_text("hola\nadios\n", encoding="utf-8")
