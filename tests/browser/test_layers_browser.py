@@ -62,8 +62,11 @@ def test_the_layers_and_causes_pages_draw(visit, present):
         page.goto(f"{visit.url}/causes?ckpt={NUMBERS}&{PAIR}{extra}")
         page.wait_for_selector("h1", timeout=LONG)
         idle(page)
-        page.locator(".st-key-causes_start button").click()
-        page.wait_for_selector(".st-key-causes_heads .js-plotly-plot", timeout=LONG)
+        start, grids = page.locator(".st-key-causes_start button"), page.locator(".st-key-causes_heads .js-plotly-plot")
+        start.or_(grids).first.wait_for(timeout=LONG)
+        if start.count():               # a server that already holds this pair's grids shows them with no press
+            start.click()
+        grids.first.wait_for(timeout=LONG)
         idle(page)
         problems += problems_on(page, f"causes ({mode})", errors, GRIDS)
     if present:
