@@ -5,6 +5,9 @@ Which data: the dataset the checkpoint's config.json says it was trained on (tra
 "numbers", or a TSV a fine-tune was given), split as the trainer split it (explorer.data's load_corpus,
 same seed); its held-out pairs are the checkpoint's own test.tsv where it ships one. An imported model
 names no training data, so it has no index, and the verdict says so (NoTrainingData).
+
+The gradient store (influence.py) is built the same way, from the same training split, but per weights:
+a fine-tune's store holds its own corpus's pairs only.
 """
 from __future__ import annotations
 
@@ -12,7 +15,10 @@ from pathlib import Path
 
 from explorer.data import DataError, load_corpus
 from explorer.evaluation.scores import held_out_pairs
+from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import index as ix
+from explorer.studies.grounding import influence
+from explorer.studies.grounding.gradients import watched_linears
 from explorer.studies.grounding.verdict import calibrate
 
 
@@ -63,3 +69,33 @@ def ensure(checkpoint: str | Path, meta: dict) -> ix.TrainingIndex:
     if not ix.is_shipped(path):
         ix.save(index, path)
     return index
+
+
+def training_pairs(meta: dict) -> list:
+    """The checkpoint's training split (the pairs its index counted and its gradient store holds)."""
+    dataset = dataset_of(meta)
+    try:
+        return list(load_corpus(dataset).train)
+    except DataError as err:
+        raise NoTrainingData(f"the training data of this model ({dataset}) cannot be read here: {err}") from None
+
+
+def ensure_store(model, tokenizer, meta: dict, context: RunContext = RunContext()) -> influence.GradientStore:
+    """The training pairs' gradient store of these weights and this dataset: the kept one when it is usable,
+    else built (one pass over the training split) and kept under runs/grounding/. One that cannot be used
+    (stale, foreign, damaged) is built again, and the log says why."""
+    dataset, sha = dataset_of(meta), str(meta.get("weights_sha256") or "")
+    if not sha:
+        raise NoTrainingData("this checkpoint records no weights hash, so a gradient store could not be told "
+                             "from another checkpoint's")
+    pairs = training_pairs(meta)
+    path = influence.store_path(dataset, sha)
+    layers = [name for name, _ in watched_linears(model)]
+    if path.exists():
+        try:
+            return influence.load(path, dataset, sha, len(pairs), layers)
+        except influence.StoreUnusable as err:
+            context.say(f"building the gradient store again: {err}")
+    store = influence.build(model, tokenizer, pairs, dataset, sha, context)
+    influence.save(store, path)
+    return store
