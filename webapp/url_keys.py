@@ -145,9 +145,10 @@ ATTN_ABLATE = UrlKey("ablate")                  # the heads switched off: "kind.
 LAB_N, LAB_FORCED = UrlKey("lab_n", integer, 1), UrlKey("lab_forced")       # the head lab's sentences, forcing
 LAB_SEEDS = UrlKey("lab_seeds", integer, 0)     # its random removal orders
 LAB_SINGLE = UrlKey("lab_single", str, choices=("bleu", "loss"))            # single-head removal's scoring
+LEARN = UrlKey("learn")                         # "Where did it learn this?": out.WORD or src.WORD (views.learned)
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
-    "translate": (),                            # the landing page reads only the shared state
+    "translate": (LEARN,),
     "architecture": (ARCH_BLOCK, ARCH_TOKEN, LAYER, HEAD),
     "positions": (PE_D, PE_BASE, PE_LEN, PE_SIDE),
     "attention": (ATTN_KIND, LAYER, HEAD, ATTN_SHOW, ATTN_ABLATE, ATTN_VIEW),
@@ -158,7 +159,7 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
     "search": (SEARCH_N, SEARCH_BEAMS, SEARCH_LP, SEARCH_EXACT, SEARCH_EXACT_N, SEARCH_EXACT_S),
     "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER, CONTRAST, FOIL, FOIL_WORD,
-             CONTRAST_METHOD, IG_POINTS, VERSE),
+             CONTRAST_METHOD, IG_POINTS, VERSE, LEARN),
     "training_vs_inference": (),
     "schedule": (SC_D, SC_WARMUP, SC_FACTOR, SC_STEPS, SC_OVERLAY, SC_EPS, SC_VOCAB, SC_TARGET, SC_RUN),
     "train": (RUN,),

@@ -17,5 +17,6 @@ RESULT_BYTES = 256 << 20            # an analysis's result JSON read back (the l
 METRICS_TAIL_BYTES = 32 << 20       # the newest part of metrics.jsonl that is read (~150,000 records)
 INDEX_BYTES = 32 << 20             # a training-word index, gzip'd (bible-es-en's: under 2 MB)
 INDEX_JSON_BYTES = 128 << 20       # ... and what it may inflate to (bible-es-en's: about 8 MB)
+PAIRS_BYTES = 64 << 20            # shipped training pairs, once decompressed (the Bible's: 8 MB)
 GRADIENT_BYTES = 512 << 20         # a training-data attribution store: pairs x 512 float16 (the Bible's: 29 MB;
                                    # 512 MB holds 524,288 training pairs)

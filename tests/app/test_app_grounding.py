@@ -58,4 +58,39 @@ def test_a_verse_has_no_marks():
     at = open_app("bible-es-en", text="Y dijo Dios: Sea la luz; y fué la luz.")
     no_exception(at)
     from webapp.views.grounding import MARK
-    assert not any(f":{MARK}[" in m.value for m in at.markdown)
+    box = [m.value for m in at.markdown if m.value.startswith("#### ")][0]     # the translation's box
+    assert box and f":{MARK}[" not in box
+
+
+EVERYDAY = "El presidente habló con los periodistas sobre la economía."
+
+
+def _learned(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_where_did_it_learn_this_opens_on_a_made_up_word_and_lists_a_linked_words_training_verses():
+    from webapp.views.learned import MARK
+
+    at = open_app("bible-es-en", text=EVERYDAY)
+    no_exception(at)
+    pick = at.selectbox(key="translate_learn")
+    assert pick.value[0] == "output" and pick.value[1] in ("dogs", "dungeon")       # the first made-up word
+    assert "the model never saw it there" in _learned(at) or "training pairs" in _learned(at)
+    at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "out.governor"})
+    no_exception(at)
+    assert at.selectbox(key="translate_learn").value == ("output", "governor")
+    shown = _learned(at)
+    assert "**governor** is in the translations of" in shown and "have **presidente** in the sentence" in shown
+    verses = [m.value for m in at.markdown if m.value.startswith("- *")]
+    assert verses and all(f":{MARK}[presidente]" in v.lower() and f":{MARK}[governor]" in v.lower() for v in verses)
+    assert at.query_params["learn"] == "out.governor"
+
+
+def test_a_source_word_and_a_junk_url_value():
+    at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "src.periodistas"})
+    no_exception(at)
+    assert "**periodistas** is in the sentences of 0 of the" in _learned(at)
+    at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "src.nowhere"})    # not a word here: the default
+    no_exception(at)
+    assert at.selectbox(key="translate_learn").value[0] == "output"

@@ -10,7 +10,7 @@ from explorer.plots.translation import token_probs_figure
 from explorer.store.card import model_card
 from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
 from webapp import decode_form, downloads, models, presenter, sentence, state
-from webapp.views import grounding
+from webapp.views import grounding, learned
 
 st.title("Translate")
 # The page's parts, placed in the order of the mode (each part is drawn in the script's own order). A
@@ -161,3 +161,4 @@ downloads.bundle_button(lambda: downloads.analysis_bundle(ckpt, result, cfg, {"p
                                                                  "grounding": grounding.as_json(found)}),
                         downloads.file_stem(ckpt.name, "translation"), key="bundle_translate")
 grounding.show_links(found, ckpt.name)
+learned.section(ckpt, clipped, result.best, found, "translate")

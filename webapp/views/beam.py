@@ -12,7 +12,7 @@ import streamlit as st
 from explorer.plots import beams as plots
 from webapp import decode_form, decode_url, downloads, models, numbering, presenter, sentence, state
 from webapp import url_keys as url
-from webapp.views import beam_contrast, beam_fall
+from webapp.views import beam_contrast, beam_fall, grounding, learned
 
 PENALTIES = decode_form.PENALTIES
 # Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
@@ -183,6 +183,7 @@ def main() -> None:
                                label="Whole trace as CSV")
     st.fragment(step_view)(ckpt, text, cfg, result, piece, frame, run_key, tag, follow)
     beam_fall.fall_section(ckpt, text, cfg, piece)
+    learned.section(ckpt, text, result.best, grounding.verdict_for(ckpt, text, result.best.text), "beam")
 
 
 def tree_chart(fig, trace, tag: str, name: str) -> None:

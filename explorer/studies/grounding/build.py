@@ -17,7 +17,7 @@ from explorer.data import DataError, load_corpus
 from explorer.evaluation.scores import held_out_pairs
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import index as ix
-from explorer.studies.grounding import influence
+from explorer.studies.grounding import concordance, influence
 from explorer.studies.grounding.gradients import watched_linears
 from explorer.studies.grounding.verdict import calibrate
 
@@ -72,11 +72,12 @@ def ensure(checkpoint: str | Path, meta: dict) -> ix.TrainingIndex:
 
 
 def training_pairs(meta: dict) -> list:
-    """The checkpoint's training split (the pairs its index counted and its gradient store holds)."""
+    """The checkpoint's training split (the pairs its index counted and its gradient store holds): the
+    repository's copy when it ships one (concordance.py), else the dataset read here."""
     dataset = dataset_of(meta)
     try:
-        return list(load_corpus(dataset).train)
-    except DataError as err:
+        return concordance.training_pairs(dataset)
+    except (DataError, concordance.PairsUnusable) as err:
         raise NoTrainingData(f"the training data of this model ({dataset}) cannot be read here: {err}") from None
 
 

@@ -1,0 +1,186 @@
+"""Where did it learn this? One word of the sentence or of its translation, in the model's training data:
+how many training pairs have it, the pairs themselves with the word and its partner found (the output
+word the source word brings along, or the source word that brings the output word along: links.py),
+and, for an output word, the training pairs that most raised its probability (explorer.studies.grounding.
+influence). On Translate and Beam search; the word is in the URL (`learn`), the lists are CSV.
+
+The training pairs are read once per dataset (st.cache_resource: the Bible's 28,627 verses and their
+word index, about 60 MB); the attribution needs the checkpoint's gradient store, built once in the
+background (a pass over every training pair) and kept beside the runs; its queries run on a private copy
+of the model, one at a time (the gradient hooks must not see another user's decoding).
+"""
+from __future__ import annotations
+
+import re
+import threading
+
+import pandas as pd
+import streamlit as st
+
+from explorer.data import DataError
+from explorer.store.checkpoint import load_checkpoint
+from explorer.studies.common.context import RunContext
+from explorer.studies.grounding import influence
+from explorer.studies.grounding.build import dataset_of, ensure_store
+from explorer.studies.grounding.concordance import Concordance, PairsUnusable, WordPairs, training_pairs
+from explorer.studies.grounding.gradients import watched_linears
+from explorer.studies.grounding.verdict import Verdict
+from explorer.studies.grounding.words import words
+from webapp import background, downloads, models
+from webapp import url_keys as url
+from webapp.text_safety import md_escape
+
+SHOWN = 10                         # pairs shown on the page (the CSV has the concordance's 20, or the top 20)
+MARK = "orange-background"
+_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+")
+
+
+@st.cache_resource(max_entries=3, show_spinner="Reading the training pairs (once)…")
+def _word_pairs(dataset: str) -> WordPairs:
+    return WordPairs(training_pairs(dataset))
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _private(path: str, sha: str):
+    """A private copy of the checkpoint for attribution queries, with the lock that keeps them one at a time."""
+    return load_checkpoint(path, device="cpu"), threading.Lock()
+
+
+@st.cache_resource(max_entries=2, show_spinner="Reading the gradient store…")
+def _store(path: str, mtime: float, dataset: str, sha: str, pairs: int, layers: tuple) -> influence.GradientStore:
+    return influence.load(influence.store_path(dataset, sha), dataset, sha, pairs, layers)
+
+
+def choices(found: Verdict) -> dict[str, tuple[str, str]]:
+    """{URL text: (side, word)}: the translation's words first (what the audience asks about), then the
+    sentence's."""
+    out = {f"out.{w.word}": ("output", w.word) for w in found.output}
+    out.update({f"src.{w.word}": ("source", w.word) for w in found.words})
+    return out
+
+
+def _default(found: Verdict) -> str | None:
+    made_up = next((w.word for w in found.output if w.marked), None)
+    linked = next((w.word for w in found.output if w.source), None)
+    word = made_up or linked
+    return f"out.{word}" if word else None
+
+
+def highlighted(text: str, *targets: str | None) -> str:
+    """`text` as Markdown shown as written, its words equal (as words()) to a target on an orange ground."""
+    wanted = {t for t in targets if t}
+    parts, at = [], 0
+    for match in _WORD.finditer(text):
+        parts.append(md_escape(text[at:match.start()]))
+        shown = md_escape(match.group(0))
+        parts.append(f":{MARK}[{shown}]" if (words(match.group(0)) or [""])[0] in wanted else shown)
+        at = match.end()
+    return "".join(parts) + md_escape(text[at:])
+
+
+def _partner(found: Verdict, side: str, word: str) -> str | None:
+    if side == "output":
+        return next((w.source for w in found.output if w.word == word and w.source), None)
+    return next((w.word for w in found.output if w.source == word), None)
+
+
+def _rows_frame(rows, **more) -> pd.DataFrame:
+    return pd.DataFrame([{"training pair": r.index + 1, "ref": r.ref, "source": r.src, "target": r.tgt,
+                          **{k: v[i] for k, v in more.items()}} for i, r in enumerate(rows)])
+
+
+def _concordance_text(found: Concordance, total: int) -> str:
+    side = "sentences" if found.side == "source" else "translations"
+    head = f"**{md_escape(found.word)}** is in the {side} of {found.pairs:,} of the {total:,} training pairs"
+    if not found.pairs:
+        return head + ": the model never saw it there."
+    if found.partner:
+        other = "translation" if found.side == "source" else "sentence"
+        return head + (f"; {found.together:,} of them have **{md_escape(found.partner)}** in the {other} "
+                       "(the word this translation pairs it with). The first of those:")
+    return head + ". The first of them:"
+
+
+def section(ckpt, source: str, best, found: Verdict | str, key: str) -> None:
+    """The section, for the translation `best` (a TranslatedHypothesis) of `source`."""
+    st.markdown("#### Where did it learn this?")
+    if not isinstance(found, Verdict):
+        st.caption(f"No training data to look in: {md_escape(found)}.")
+        return
+    options = choices(found)
+    if not options:
+        st.caption("The sentence has no words to look up.")
+        return
+    widget = f"{key}_learn"
+    default = _default(found) or next(iter(options))
+    url.seed(url.LEARN, widget, options[default], options=options)
+    side, word = st.selectbox("A word of the translation or of the sentence", list(options.values()), key=widget,
+                              format_func=lambda o: f"{o[1]}  ({'translation' if o[0] == 'output' else 'sentence'})")
+    url.write(url.LEARN, widget, (side, word), options=options, default=options[default])
+    dataset = dataset_of(ckpt.meta)
+    try:
+        pairs = _word_pairs(dataset)
+    except (DataError, PairsUnusable) as err:
+        st.caption(f"The training pairs of this model cannot be read here: {md_escape(err)}.")
+        return
+    found_c = pairs.concordance(word, side, _partner(found, side, word))
+    st.markdown(_concordance_text(found_c, len(pairs.pairs)))
+    for row in found_c.rows[:SHOWN]:
+        st.markdown(f"- *{md_escape(row.ref)}* · {highlighted(row.src, word if side == 'source' else found_c.partner)}"
+                    f" → {highlighted(row.tgt, word if side == 'output' else found_c.partner)}")
+    if found_c.rows:
+        downloads.table_csv_button(_rows_frame(found_c.rows), downloads.file_stem(ckpt.name, "concordance", word),
+                                   key=f"{key}_concordance_csv", label="These training pairs as CSV")
+    if side == "output":
+        _raised(ckpt, source, best, word, pairs, key)
+
+
+def _raised(ckpt, source: str, best, word: str, pairs: WordPairs, key: str) -> None:
+    st.markdown(f"**The training pairs that most raised '{md_escape(word)}'** (training-data attribution)")
+    dataset, sha = dataset_of(ckpt.meta), str(ckpt.meta.get("weights_sha256") or "")
+    path = influence.store_path(dataset, sha)
+    layers = tuple(name for name, _ in watched_linears(ckpt.model))
+    store = None
+    if path.is_file():
+        try:
+            store = _store(str(path), path.stat().st_mtime, dataset, sha, len(pairs.pairs), layers)
+        except influence.StoreUnusable as err:
+            st.caption(f"The kept gradient store cannot be used ({md_escape(err)}); build it again below.")
+    if store is None:
+        st.caption(f"Needs each training pair's gradient once: one pass over the {len(pairs.pairs):,} training "
+                   "pairs in the background (about half a training epoch), kept for these weights.")
+        _build_button(ckpt, path, key)
+        return
+    positions = influence.word_positions(best.pieces, word)
+    if not positions:
+        st.caption("That word is not among the translation's pieces.")
+        return
+    model, lock = _private(str(ckpt.path), ckpt.sha256)
+    with lock:
+        top = influence.top(store, influence.query(model.model, model.tokenizer, source, best.ids, positions))
+    st.caption("Each training pair's gradient against this word's (Grad-Cos: the cosine of the two; above 0, a "
+               "training step on that pair raised the word's probability here). `python -m explorer poison` shows "
+               "it finding twenty planted pairs.")
+    rows = [pairs.pairs[t.index] for t in top]
+    for t, p in list(zip(top, rows))[:SHOWN]:
+        st.markdown(f"- {t.score:+.3f} · *{md_escape(p.ref)}* · {md_escape(p.src)} → {highlighted(p.tgt, word)}")
+    frame = pd.DataFrame([{"rank": k + 1, "training pair": t.index + 1, "ref": p.ref, "source": p.src,
+                           "target": p.tgt, "grad_cos": round(t.score, 5)} for k, (t, p) in enumerate(zip(top, rows))])
+    downloads.table_csv_button(frame, downloads.file_stem(ckpt.name, "attribution", word), key=f"{key}_raised_csv",
+                               label="The top 20 as CSV")
+
+
+def _build_button(ckpt, path, key: str) -> None:
+    job = background.job_for(path)
+    if (job is None or not job.active) and st.button("Compute the gradient store", key=f"{key}_store_start"):
+        checkpoint, device = str(ckpt.path), models.app_device()
+
+        def work(job: background.Job) -> None:
+            private = load_checkpoint(checkpoint, device=device)
+            ensure_store(private.model, private.tokenizer, private.meta,
+                         RunContext(meta=private.meta, progress=job.progress, cancel=job.cancel))
+
+        background.start(path, ("training pairs",), "Gradient store", work)
+    job = background.job_for(path)
+    st.fragment(background.show_job, run_every=2 if job is not None and job.active else None)(str(path), f"{key}_store")
+
