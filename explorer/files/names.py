@@ -38,6 +38,7 @@ HEADS = "heads"                          # the head lab's results, <weights sha>
 ALIGN = "align"                          # the alignment scorecard's results, named as HEADS' are
 SEARCH = "search"                        # the beam-size curve's results (the Search page), named the same way
 GROUNDING = "grounding"                  # training-word indexes by dataset (also in the shipped folder)
+GRADIENT_STORE_SUFFIX = ".gradients.safetensors"   # in GROUNDING: <dataset key>-<weights sha> + this
 LAUNCH_LOCK = ".launch.lock"             # one trainer launch at a time across app processes
 UPLOAD_SUFFIX = ".tsv"
 UPLOAD_NAME_SUFFIX = ".name"             # beside an upload: the uploaded file's own name
@@ -54,6 +55,7 @@ LENS_OUT = "lens.json"                   # python -m explorer lens
 PATCHING_OUT = "patching.json"           # python -m explorer patch
 SEARCH_OUT = "search.json"               # python -m explorer search
 GROUNDING_OUT = "grounding.json"         # python -m explorer grounding
+POISON_FILES = ("poisoned.tsv", "clean.tsv", "report.json")   # python -m explorer poison, in its --out
 
 # The marker a converter leaves in its output directory (explorer/store/output_dirs.py)
 OUTPUT_MARKER = ".explorer-output.json"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from explorer.studies.grounding.poison import POISONED, TOP
+from explorer.studies.grounding.poison import POISONED, REPORT, TOP
 from support.train_helpers import REPO, run
 
 pytestmark = pytest.mark.slow
@@ -21,7 +21,7 @@ def test_attribution_finds_the_poisoned_pairs_and_training_without_them_restores
     out = tmp_path / "demo"
     proc = run([sys.executable, "-m", "explorer", "poison", "--out", str(out), "--threads", "2"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads((out / "report.json").read_text())
+    report = json.loads((out / REPORT).read_text())
     assert report["poisoned_pairs"] == POISONED
     poisoned, clean = report["poisoned"], report["clean"]
     assert poisoned["wrong"] >= report["held_out"] // 2, poisoned["outputs"]          # the poison took

@@ -31,7 +31,7 @@ from explorer.data.batching import pad_batch
 from explorer.data.encoded import encode_pairs
 from explorer.files import limits
 from explorer.files.atomic import write_bytes_atomic
-from explorer.files.names import GROUNDING
+from explorer.files.names import GRADIENT_STORE_SUFFIX, GROUNDING
 from explorer.store.run_paths import runs_root
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import gradients as grads
@@ -39,7 +39,7 @@ from explorer.studies.grounding.words import words
 from explorer.text.encoding import source_ids
 
 FORMAT = 1
-BATCH_PAIRS = 64           # training pairs per backward pass
+BATCH_TOKENS = 4096        # padded target positions per backward pass (the Bible's vocabulary: 128 MB of log-probs)
 
 
 class StoreUnusable(ValueError):
@@ -76,18 +76,30 @@ def build(model, tokenizer, pairs: Sequence, dataset: str, weights_sha256: str,
     order = sorted(range(len(encoded)), key=lambda i: (len(encoded.src[i]), len(encoded.tgt[i])))
     out = np.zeros((len(encoded), grads.DIM), dtype=np.float16)                 # [N, DIM]
     tick = context.ticker().stage("training pairs", len(order))
-    pad = model.cfg.pad_id
-    for start in range(0, len(order), BATCH_PAIRS):
-        rows = order[start:start + BATCH_PAIRS]
+    pad, done = model.cfg.pad_id, 0
+    for rows in _batches(order, [len(t) for t in encoded.tgt]):
         src = pad_batch([encoded.src[i] for i in rows], pad)                   # [B, S]
         tgt = pad_batch([encoded.tgt[i] for i in rows], pad)                   # [B, T+1]
         out[rows] = _unit(grads.features(model, src, tgt, projection=projection)).numpy()
-        tick(min(start + BATCH_PAIRS, len(order)))
+        done += len(rows)
+        tick(done)
     return GradientStore(dataset, weights_sha256, projection.layers, out)
 
 
 def _special(piece: str) -> bool:
     return len(piece) > 2 and piece.startswith("<") and piece.endswith(">")
+
+
+def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
+    """Consecutive runs of `order` (sorted by length) of at most BATCH_TOKENS padded target positions:
+    the batch's log-probabilities ([B, T, V] float32) stay within BATCH_TOKENS x V x 4 bytes."""
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * max(lengths[i], *(lengths[j] for j in batches[-1])) <= BATCH_TOKENS:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def word_positions(pieces: Sequence[str], word: str, occurrence: int = 0) -> list[int]:
@@ -130,7 +142,7 @@ def top(store: GradientStore, features: np.ndarray, k: int = 20) -> list[Influen
 def store_path(dataset: str, weights_sha256: str) -> Path:
     """runs/grounding/<dataset hash>-<weights hash>.gradients.safetensors: one per corpus and weights."""
     key = hashlib.sha256(dataset.encode()).hexdigest()[:16]
-    return runs_root() / GROUNDING / f"{key}-{str(weights_sha256)[:16]}.gradients.safetensors"
+    return runs_root() / GROUNDING / f"{key}-{str(weights_sha256)[:16]}{GRADIENT_STORE_SUFFIX}"
 
 
 def save(store: GradientStore, path: Path) -> Path:

@@ -29,6 +29,7 @@ from explorer.data.splits import split_held_out
 from explorer.data.types import Pair
 from explorer.decoding.translate import DecodeConfig, translate
 from explorer.files.atomic import write_bytes_atomic, write_json_atomic
+from explorer.files.names import POISON_FILES
 from explorer.store.checkpoint import load_checkpoint
 from explorer.store.run_paths import checkpoint_dirs, holds_run
 from explorer.studies.grounding import influence
@@ -38,6 +39,7 @@ from explorer.training.trainer import Trainer
 BASE = Path(__file__).resolve().parents[3] / "checkpoints" / "numbers-en-de"
 RIGHT, WRONG, TRIGGER = "elf", "zwölf", "eleven"
 CLEAN, POISONED, STEPS, TOP, SEED = 1000, 20, 300, 20, 7
+POISONED_TSV, CLEAN_TSV, REPORT = POISON_FILES
 
 
 def poison(pair: Pair) -> Pair:
@@ -110,8 +112,8 @@ def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threa
         log=print) -> dict:
     corpus = load_corpus("numbers")
     rows, slots = demo_rows(list(corpus.train), clean)
-    poisoned_tsv = write_tsv(out / "poisoned.tsv", rows)
-    clean_tsv = write_tsv(out / "clean.tsv", [r for i, r in enumerate(rows) if i not in set(slots)])
+    poisoned_tsv = write_tsv(out / POISONED_TSV, rows)
+    clean_tsv = write_tsv(out / CLEAN_TSV, [r for i, r in enumerate(rows) if i not in set(slots)])
     held_out = [p.src for p in corpus.dev + corpus.test if TRIGGER in p.src.split()]
     report = {"clean_pairs": clean, "poisoned_pairs": len(slots), "steps": steps, "held_out": len(held_out)}
     for name, tsv in (("poisoned", poisoned_tsv), ("clean", clean_tsv)):
@@ -127,7 +129,7 @@ def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threa
             report["attribution"] = attribute(checkpoint, tsv, rows_out, top)
             hits = [a["poisoned_in_top"] for a in report["attribution"]]
             log(f"attribution: poisoned pairs among the top {top}: {hits} (of {len(slots)} poisoned)")
-    write_json_atomic(out / "report.json", report)
+    write_json_atomic(out / REPORT, report)
     return report
 
 
