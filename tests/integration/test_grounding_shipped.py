@@ -24,3 +24,17 @@ def test_a_shipped_index_equals_a_rebuild_from_its_training_data(name):
             pytest.skip(f"{name}'s training data is not installed: {err}")
         raise
     assert rebuilt.to_json() == ix.load(shipped).to_json()
+
+
+def test_the_shipped_training_verses_are_the_bible_checkpoints_training_split():
+    from explorer.data import load_corpus
+    from explorer.studies.grounding.concordance import shipped_pairs_path, training_pairs
+
+    meta, _ = read_config(ROOT / "checkpoints" / "bible-es-en")
+    dataset = meta["training"]["dataset"]
+    assert shipped_pairs_path(dataset).is_file()
+    try:
+        built = list(load_corpus(dataset).train)
+    except DataError as err:
+        pytest.skip(f"the Bible's training data is not installed: {err}")
+    assert training_pairs(dataset) == built

@@ -12,7 +12,8 @@ without them gives the right word back.
 4. For each output the poisoned model writes with "zwölf", the training pairs that most raised "zwölf"
    (influence.py, over the poisoned fine-tune's training split): how many of its top TOP are poisoned.
 
-Writes DIR/report.json whole; the runs stay in DIR/poisoned-run and DIR/clean-run, to open in the app.
+Writes DIR/report.json whole; the runs stay beside DIR, in DIR-poisoned and DIR-clean (siblings, so the
+app's checkpoint list, which looks three folders deep, finds their checkpoints).
 """
 from __future__ import annotations
 
@@ -118,7 +119,7 @@ def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threa
     report = {"clean_pairs": clean, "poisoned_pairs": len(slots), "steps": steps, "held_out": len(held_out)}
     for name, tsv in (("poisoned", poisoned_tsv), ("clean", clean_tsv)):
         log(f"fine-tuning numbers-en-de on {tsv.name} ({steps} steps)")
-        checkpoint = fine_tune(tsv, out / f"{name}-run", steps, threads)
+        checkpoint = fine_tune(tsv, out.parent / f"{out.name}-{name}", steps, threads)
         rows_out = translations(checkpoint, held_out)
         report[name] = {"checkpoint": str(checkpoint), "wrong": sum(r["wrong"] for r in rows_out),
                         "right": sum(r["right"] for r in rows_out),
@@ -136,7 +137,8 @@ def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer poison", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="runs/poison-demo", help="folder for the files, runs and report.json")
+    parser.add_argument("--out", default="runs/poison-demo", help="folder for the files and report.json (the runs "
+                        "go beside it: OUT-poisoned, OUT-clean)")
     parser.add_argument("--steps", type=int, default=STEPS, help="fine-tuning steps of each run")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for training")
     args = parser.parse_args(argv)
