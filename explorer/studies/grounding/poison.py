@@ -111,6 +111,7 @@ def attribute(checkpoint: Path, tsv: Path, rows: list[dict], top: int) -> list[d
 
 def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threads: int | None = None,
         log=print) -> dict:
+    out = Path(out).resolve()             # the runs name their data file by this path, wherever the app starts
     corpus = load_corpus("numbers")
     rows, slots = demo_rows(list(corpus.train), clean)
     poisoned_tsv = write_tsv(out / POISONED_TSV, rows)
