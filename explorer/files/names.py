@@ -39,6 +39,7 @@ ALIGN = "align"                          # the alignment scorecard's results, na
 SEARCH = "search"                        # the beam-size curve's results (the Search page), named the same way
 GROUNDING = "grounding"                  # training-word indexes by dataset (also in the shipped folder)
 GRADIENT_STORE_SUFFIX = ".gradients.safetensors"   # in GROUNDING: <dataset key>-<weights sha> + this
+STATE_MAP_SUFFIX = ".states.safetensors"           # in GROUNDING (shipped or runs): the encoder states' map
 LAUNCH_LOCK = ".launch.lock"             # one trainer launch at a time across app processes
 UPLOAD_SUFFIX = ".tsv"
 UPLOAD_NAME_SUFFIX = ".name"             # beside an upload: the uploaded file's own name

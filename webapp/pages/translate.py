@@ -161,4 +161,5 @@ downloads.bundle_button(lambda: downloads.analysis_bundle(ckpt, result, cfg, {"p
                                                                  "grounding": grounding.as_json(found)}),
                         downloads.file_stem(ckpt.name, "translation"), key="bundle_translate")
 grounding.show_links(found, ckpt.name)
+grounding.states_button(ckpt, found)
 learned.section(ckpt, clipped, result.best, found, "translate")

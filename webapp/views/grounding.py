@@ -13,12 +13,14 @@ import re
 import pandas as pd
 import streamlit as st
 
-from explorer.studies.grounding.build import NoTrainingData, dataset_of, ensure
+from explorer.studies.common.context import RunContext
+from explorer.studies.grounding import states
+from explorer.studies.grounding.build import NoTrainingData, dataset_of, ensure, ensure_states, kept_states
 from explorer.studies.grounding.index import IndexUnusable
 from explorer.studies.grounding.links import marked
 from explorer.studies.grounding.verdict import Verdict, verdict
 from explorer.studies.grounding.words import words
-from webapp import downloads
+from webapp import background, downloads, models
 from webapp.text_safety import md_escape
 
 MAX_INDEXES = 4                 # datasets whose counts stay loaded (one per shipped dataset, with room)
@@ -31,13 +33,31 @@ def _index(dataset: str, _checkpoint: str, _meta: dict):
     return ensure(_checkpoint, _meta)
 
 
+@st.cache_resource(max_entries=MAX_INDEXES, show_spinner=False)
+def _state_map(path: str, sha: str, mtime: float, _model, _meta: dict, pairs: int):
+    """The checkpoint's encoder-state map, or None while it has none (`mtime`: a map built since is read)."""
+    return kept_states(_model, _meta, pairs)
+
+
+def state_map(ckpt, pairs: int):
+    """The loaded checkpoint's encoder-state map (shipped or built here), or None."""
+    path = states.map_path(dataset_of(ckpt.meta), str(ckpt.meta.get("weights_sha256") or ""))
+    mtime = path.stat().st_mtime if path.is_file() else 0.0
+    return _state_map(str(ckpt.path), ckpt.sha256, mtime, ckpt.model, ckpt.meta, pairs)
+
+
 def verdict_for(ckpt, text: str, output: str) -> Verdict | str:
-    """The verdict on `text` and its translation `output` for this checkpoint, or why there is none."""
+    """The verdict on `text` and its translation `output` for this checkpoint, or why there is none: on
+    both signals when the checkpoint has an encoder-state map, on the training data's counts alone else."""
     try:
         index = _index(dataset_of(ckpt.meta), str(ckpt.path), ckpt.meta)
-    except (NoTrainingData, IndexUnusable) as err:
+        smap = state_map(ckpt, index.pairs)
+    except (NoTrainingData, IndexUnusable, states.MapUnusable) as err:
         return str(err)
-    return verdict(index, text, ckpt.name, output)
+    if smap is None:
+        return verdict(index, text, ckpt.name, output)
+    distance = states.distance(smap, states.source_states(ckpt.model, ckpt.tokenizer, [text])[0])
+    return verdict(index, text, ckpt.name, output, distance, smap.calibration)
 
 
 def as_json(found: Verdict | str) -> dict:
@@ -99,9 +119,41 @@ def show_verdict(found: Verdict | str, output: str) -> None:
         if made_up:
             st.caption(f"Output words (on orange) that no word of this sentence brings along in the training data: "
                        f"{_listed(made_up)}. The model wrote them without a source word it was shown them with.")
-        st.caption(f"Score {found.score:.2f} nats per word against this model's threshold {found.threshold:.2f} "
-                   "(how surprising the sentence is to a word-pair model of the training sources; calibrated "
-                   "on held-out pairs). `python -m explorer grounding` gives the same verdict for a file.")
+        if found.combined is not None:
+            st.caption(f"Score {found.combined:+.2f} against this model's threshold {found.threshold:+.2f}: the "
+                       f"sentence's surprise to a word-pair model of the training sources ({found.score:.2f} nats per "
+                       f"word) and its pieces' distance from the training pieces' encoder states ({found.distance:.3f}), "
+                       "each measured in spreads of held-out sentences, added. `python -m explorer grounding` "
+                       "gives the same verdict for a file.")
+        else:
+            st.caption(f"Score {found.score:.2f} nats per word against this model's threshold {found.threshold:.2f} "
+                       "(how surprising the sentence is to a word-pair model of the training sources; calibrated "
+                       "on held-out pairs). `python -m explorer grounding` gives the same verdict for a file.")
+
+
+def states_button(ckpt, found: Verdict | str) -> None:
+    """For a checkpoint without an encoder-state map: the button that builds it in the background (one
+    encoder pass over the training sentences), after which the verdict weighs both signals."""
+    if not isinstance(found, Verdict) or found.combined is not None:
+        return
+    path = states.runs_map_path(dataset_of(ckpt.meta), str(ckpt.meta.get("weights_sha256") or ""))
+    job = background.job_for(path)
+    if job is None or not job.active:
+        st.caption("This verdict weighs the training data's words only: the encoder's view of its training "
+                   "sentences makes it sharper (one encoder pass over them, in the background).")
+        if st.button("Compute the encoder-state map", key="grounding_states_start"):
+            checkpoint, device = str(ckpt.path), models.app_device()
+
+            def work(job: background.Job) -> None:
+                from explorer.store.checkpoint import load_checkpoint
+                private = load_checkpoint(checkpoint, device=device)
+                index = ensure(private.path, private.meta)
+                ensure_states(private.path, private.model, private.tokenizer, private.meta, index,
+                              RunContext(meta=private.meta, progress=job.progress, cancel=job.cancel))
+
+            background.start(path, ("training sentences", "held-out sentences"), "Encoder-state map", work)
+    job = background.job_for(path)
+    st.fragment(background.show_job, run_every=2 if job is not None and job.active else None)(str(path), "states")
 
 
 def show_links(found: Verdict | str, name: str) -> None:

@@ -17,7 +17,7 @@ from explorer.studies.common.command import add_out_and_device, finish, parse_ch
     settings_from, study_parser
 from explorer.studies.grounding.job import RANGES, GroundingSettings
 from explorer.store.checkpoint import CheckpointError, load_checkpoint
-from explorer.studies.grounding.build import NoTrainingData, ensure
+from explorer.studies.grounding.build import NoTrainingData, ensure, ensure_states, kept_states
 from explorer.studies.grounding.job import GROUNDING
 
 MAX_SENTENCES = 10_000
@@ -27,6 +27,10 @@ def build_parser():
     parser = study_parser("python -m explorer grounding", __doc__)
     parser.add_argument("--input", required=True, help="one sentence per line, or a TSV with a 'source' column")
     setting(parser, GroundingSettings, "beam", "beam size, as the app's", ranges=RANGES)
+    parser.add_argument("--states", action="store_true",
+                        help="build the checkpoint's encoder-state map first when it has none (one encoder pass "
+                             "over its training sentences, kept; the shipped bible-es-en has one), so the verdict "
+                             "weighs both signals; without it a map is used only when there is one, as the app does")
     add_out_and_device(parser, GROUNDING_OUT)
     return parser
 
@@ -62,10 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ckpt = load_checkpoint(args.checkpoint, args.device)
         index = ensure(ckpt.path, ckpt.meta)
-    except (CheckpointError, NoTrainingData, ValueError) as err:
+        state_map = ensure_states(ckpt.path, ckpt.model, ckpt.tokenizer, ckpt.meta, index) if args.states \
+            else kept_states(ckpt.model, ckpt.meta, index.pairs)
+    except (CheckpointError, NoTrainingData, ValueError) as err:      # MapUnusable is a ValueError
         return refuse(str(err))
     return finish(GROUNDING, args.out, ckpt.model, ckpt.tokenizer, sources, settings_from(args, GroundingSettings),
-                  meta=ckpt.meta, index=index, name=ckpt.name)
+                  meta=ckpt.meta, index=index, name=ckpt.name, state_map=state_map)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,16 @@ a fine-tune's store holds its own corpus's pairs only.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from explorer.data import DataError, load_corpus
 from explorer.evaluation.scores import held_out_pairs
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import index as ix
-from explorer.studies.grounding import concordance, influence
+from explorer.studies.grounding import concordance, influence, states
 from explorer.studies.grounding.gradients import watched_linears
-from explorer.studies.grounding.verdict import calibrate
+from explorer.studies.grounding.verdict import calibrate, calibrate_states
 
 
 class NoTrainingData(ValueError):
@@ -100,3 +101,55 @@ def ensure_store(model, tokenizer, meta: dict, context: RunContext = RunContext(
     store = influence.build(model, tokenizer, pairs, dataset, sha, context)
     influence.save(store, path)
     return store
+
+
+def held_out_sources(checkpoint: str | Path, meta: dict) -> tuple[list[str], str]:
+    """The sentences a threshold is calibrated on: the dataset's development split, else the checkpoint's
+    test pairs (as build)."""
+    try:
+        dev = load_corpus(dataset_of(meta)).dev
+        if dev:
+            return [p.src for p in dev], "development pairs"
+    except DataError:
+        pass
+    try:
+        return [p.src for p in held_out_pairs(checkpoint, meta)[0]], "test pairs"
+    except DataError as err:
+        raise NoTrainingData(f"no held-out sentences to calibrate on: {err}") from None
+
+
+def kept_states(model, meta: dict, pairs: int) -> states.StateMap | None:
+    """The checkpoint's encoder-state map when one is shipped or kept and usable (its pair numbers within
+    the `pairs` training pairs of the index), else None (never builds; a damaged shipped map is refused:
+    MapUnusable)."""
+    dataset, sha = dataset_of(meta), str(meta.get("weights_sha256") or "")
+    path = states.map_path(dataset, sha)
+    if not sha or not path.exists():
+        return None
+    try:
+        return states.load(path, dataset, sha, model.cfg.d_model, pairs)
+    except states.MapUnusable:
+        if states.is_shipped(path):
+            raise
+        return None
+
+
+def ensure_states(checkpoint: str | Path, model, tokenizer, meta: dict, index: ix.TrainingIndex,
+                  context: RunContext = RunContext()) -> states.StateMap:
+    """The checkpoint's encoder-state map: the kept one, else built from its training sources (one encoder
+    pass), calibrated on its held-out sentences, and kept under runs/grounding/."""
+    found = kept_states(model, meta, index.pairs)
+    if found is not None and found.calibration.get("threshold") is not None:
+        return found
+    dataset, sha = dataset_of(meta), str(meta.get("weights_sha256") or "")
+    if not sha:
+        raise NoTrainingData("this checkpoint records no weights hash, so its encoder-state map could not be told "
+                             "from another checkpoint's")
+    smap = states.build(model, tokenizer, [p.src for p in training_pairs(meta)], dataset, sha, context)
+    held, source = held_out_sources(checkpoint, meta)
+    per_sentence = states.source_states(model, tokenizer, held, context, stage="held-out sentences")
+    calibration = calibrate_states(index, held, [states.distance(smap, s) for s in per_sentence], source)
+    smap = dataclasses.replace(smap, calibration=calibration)
+    path = states.map_path(dataset, sha)
+    states.save(smap, path if not states.is_shipped(path) else states.runs_map_path(dataset, sha))
+    return smap

@@ -2,8 +2,10 @@
 the Translate page shows (verdict.py), written as one JSON file whole or not at all.
 
 The result: `{"checkpoint", "weights_sha256", "index": {dataset, pairs, threshold, calibration},
-"sentences": [{"output", "source", "guessing", "score", "threshold", "other_language", "summary",
-"words": [...]}]}`; the index (index.py) is the checkpoint's own, built once beside it (build.ensure).
+"states": the encoder-state map's calibration or null, "sentences": [{"output", "source", "guessing", "score",
+"distance", "combined", "threshold", "other_language", "summary", "words": [...]}]}`; the index (index.py)
+is the checkpoint's own, built once beside it (build.ensure), and so is its encoder-state map
+(build.ensure_states: the shipped one, or one encoder pass over the training sentences, kept).
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from explorer.decoding.translate import DecodeConfig, translate
 from explorer.evaluation.arguments import check_ranges
 from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
+from explorer.studies.grounding import states
 from explorer.studies.grounding.index import TrainingIndex
+from explorer.studies.grounding.states import StateMap
 from explorer.studies.grounding.verdict import verdict
 
 RANGES = {"beam": (1, 10)}
@@ -29,19 +33,23 @@ class GroundingSettings:
 
 
 def run_grounding(model, tokenizer, sources: list[str], settings: GroundingSettings, *, index: TrainingIndex,
-                  name: str, context: RunContext = RunContext()) -> dict:
-    """Each source translated and judged against the training data's index (JSON-ready); `name` is
-    the checkpoint's, as the verdict quotes it."""
+                  name: str, state_map: StateMap | None = None, context: RunContext = RunContext()) -> dict:
+    """Each source translated and judged against the training data's index and, when given, the
+    checkpoint's encoder-state map (JSON-ready); `name` is the checkpoint's, as the verdict quotes it."""
     cfg = DecodeConfig(beam_size=settings.beam)
     tick = context.ticker().stage("sentences", len(sources))
     rows = []
     for k, source in enumerate(sources):
         output = translate(model, tokenizer, source, cfg).text
-        rows.append({"output": output, **verdict(index, source, name, output).to_json()})
+        distance = None if state_map is None else \
+            states.distance(state_map, states.source_states(model, tokenizer, [source])[0])
+        found = verdict(index, source, name, output, distance, state_map.calibration if state_map else None)
+        rows.append({"output": output, **found.to_json()})
         tick(k + 1)
     return {"checkpoint": name, "weights_sha256": context.meta.get("weights_sha256"),
             "index": {"dataset": index.dataset, "pairs": index.pairs, "threshold": index.threshold,
                       "calibration": index.calibration},
+            "states": None if state_map is None else state_map.calibration,
             "sentences": rows}
 
 

@@ -20,6 +20,13 @@ model makes of it.
 
 Given the translation too, each of its words is marked when no word of the source brings it along in the
 training data (links.py): the words the model made up.
+
+With the checkpoint's encoder-state map (states.py), a second signal joins the first: how far the
+sentence's pieces lie from the training pieces' encoder states. Each signal is standardised by the
+held-out sentences' mean and spread, the two are added (STATES_WEIGHT), and the sentence is a guess when
+the sum is above the held-out sentences' STATES_QUANTILE (calibrate_states). The map depends on the
+weights, the counts on the data only, so a checkpoint without a map (not shipped, not built yet) keeps
+the first signal alone, with its own threshold.
 """
 from __future__ import annotations
 
@@ -34,6 +41,8 @@ from explorer.studies.grounding.words import names, words
 
 RARE = 3                  # seen fewer times than this: rare
 QUANTILE = 0.90           # of the held-out pairs' scores: the threshold
+STATES_WEIGHT = 1.0       # the encoder-state distance's weight beside the surprise (both standardised)
+STATES_QUANTILE = 0.95    # of the held-out pairs' combined signals: the threshold with a state map
 LANGUAGE_RATIO = 5.0      # a word "of the target language": target count > this x (source count + 1)
 NAMES = {"es": "Spanish", "en": "English", "de": "German", "fr": "French", "it": "Italian", "pt": "Portuguese"}
 
@@ -55,6 +64,8 @@ class Verdict:
     other_language: str | None    # the target language's name when the text reads as it, else None
     summary: str          # one plain sentence for the audience
     output: tuple[OutputWord, ...] = ()      # the translation's words, marked or linked (given an output)
+    distance: float | None = None     # mean distance of its pieces from the training pieces' encoder states
+    combined: float | None = None     # the two signals standardised and added (with a state map)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -114,13 +125,45 @@ def calibrate(index: TrainingIndex, held_out: list[str], source: str = "held-out
     return index
 
 
-def verdict(index: TrainingIndex, text: str, model_name: str = "this model", output: str | None = None) -> Verdict:
+def combine(calibration: dict, surprise: float, distance: float) -> float:
+    """The two signals, each standardised by the held-out sentences' mean and spread, added."""
+    return ((surprise - calibration["score_mean"]) / calibration["score_std"]
+            + STATES_WEIGHT * (distance - calibration["distance_mean"]) / calibration["distance_std"])
+
+
+def calibrate_states(index: TrainingIndex, held_out: list[str], distances: list[float],
+                     source: str = "held-out pairs") -> dict:
+    """The state map's calibration from the held-out sentences' two signals: their means and spreads, and
+    the threshold: the STATES_QUANTILE of their combined signal, or in a closed domain (as calibrate) its
+    highest value."""
+    scores = np.array([score(index, s) for s in held_out], dtype=float)
+    dist = np.array(distances, dtype=float)
+    if len(scores) < 2 or len(scores) != len(dist):
+        raise ValueError("need two or more held-out sentences, each with its distance, to calibrate on")
+    cal = {"on": source, "held_out": int(len(scores)), "score_mean": float(scores.mean()),
+           "score_std": float(max(scores.std(), 1e-6)), "distance_mean": float(dist.mean()),
+           "distance_std": float(max(dist.std(), 1e-6)), "weight": STATES_WEIGHT}
+    combined = np.array([combine(cal, a, b) for a, b in zip(scores, dist)])
+    closed = all(_all_seen(index, s) for s in held_out)
+    cal["rule"] = "highest held-out value (closed vocabulary)" if closed else f"quantile {STATES_QUANTILE}"
+    cal["threshold"] = round(float(combined.max() if closed else np.quantile(combined, STATES_QUANTILE)), 6)
+    cal["above"] = round(float((combined > cal["threshold"]).mean()), 4)
+    return cal
+
+
+def verdict(index: TrainingIndex, text: str, model_name: str = "this model", output: str | None = None,
+            distance: float | None = None, calibration: dict | None = None) -> Verdict:
     """The verdict on `text` (see the module docstring); with its translation `output`, that output's
-    words marked or linked."""
+    words marked or linked; with its encoder-state `distance` and the state map's `calibration`, on both
+    signals."""
     tokens = words(text)
     marks = tuple(Word(w, index.src_words.get(w, 0), _seen(index.src_words.get(w, 0))) for w in tokens)
     value = score(index, text)
     guessing = None if index.threshold is None else value > index.threshold
+    both = None
+    if distance is not None and calibration and "threshold" in calibration:
+        both = combine(calibration, value, distance)
+        guessing = both > calibration["threshold"]
     foreign = other_language(index, text)
     never = sum(w.seen == "never" for w in marks)
     where = f"the {index.pairs:,} training pairs of {model_name}"
@@ -135,11 +178,15 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model", out
         summary = (f"{never} of {len(tokens)} words never {verb} in {where}"
                    + (": this translation is a guess." if guessing else "."))
     elif guessing:
-        summary = f"Every word appears in {where}, but not in these combinations: this translation is a guess."
+        how = "the model reads it unlike its training sentences" if both is not None else "not in these combinations"
+        summary = f"Every word appears in {where}, but {how}: this translation is a guess."
     else:
         rarest = min(marks, key=lambda w: w.count)
         summary = (f"Every word appears in {where} (the rarest, '{rarest.word}', {rarest.count:,} times): "
                    "the model has seen text like this.")
     linked = output_words(index.links, index.src_verses, index.glue(), text, output) if output else ()
-    return Verdict(source=text, words=marks, score=round(value, 6), threshold=index.threshold,
-                   guessing=guessing, other_language=foreign, summary=summary, output=linked)
+    return Verdict(source=text, words=marks, score=round(value, 6),
+                   threshold=index.threshold if both is None else calibration["threshold"],
+                   guessing=guessing, other_language=foreign, summary=summary, output=linked,
+                   distance=None if distance is None else round(distance, 6),
+                   combined=None if both is None else round(both, 6))

@@ -1,0 +1,96 @@
+"""The encoder-state map (explorer.studies.grounding.states) and the verdict on both signals: a sentence's
+states are its own in any batch, a training sentence whose pieces are all kept lies at distance 0 and
+finds itself nearest, the two signals are standardised on the held-out sentences, and a kept map is
+refused when it belongs to other weights or data, or is damaged."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors.numpy import save as save_tensors
+
+from explorer.data import load_corpus
+from explorer.store.checkpoint import load_checkpoint
+from explorer.studies.grounding import index as ix
+from explorer.studies.grounding import states
+from explorer.studies.grounding.verdict import STATES_QUANTILE, calibrate_states, combine, verdict
+from support.app_support import ROOT
+from support.numerics import model_atol
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs numbers-en-de")
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    torch.set_num_threads(1)
+    ckpt = load_checkpoint(NUMBERS)
+    train = [p.src for p in load_corpus("numbers").train[:400]]
+    return ckpt, train, states.build(ckpt.model, ckpt.tokenizer, train, "numbers", "ab" * 32)
+
+
+def test_a_sentences_states_do_not_depend_on_its_batch(numbers):
+    ckpt, train, _ = numbers
+    together = states.source_states(ckpt.model, ckpt.tokenizer, train[:40])
+    for k in (0, 17, 39):
+        alone = states.source_states(ckpt.model, ckpt.tokenizer, [train[k]])[0]
+        assert alone.shape == together[k].shape and alone.shape[0] == len(ckpt.tokenizer.encode(train[k]))
+        assert np.abs(alone - together[k]).max() <= model_atol(ckpt.model, together[k])
+
+
+def test_kept_training_pieces_lie_at_distance_zero_and_find_themselves(numbers):
+    ckpt, train, smap = numbers
+    every = sum(len(s) for s in states.source_states(ckpt.model, ckpt.tokenizer, train))
+    assert len(smap.states) == min(states.SAMPLE, every) == every          # 400 sentences: every piece kept
+    assert np.allclose(np.linalg.norm(smap.states.astype(np.float32), axis=1), 1.0, atol=2e-3)
+    for k in (3, 250):
+        own = states.source_states(ckpt.model, ckpt.tokenizer, [train[k]])[0]
+        assert states.distance(smap, own) < 2e-3                          # float16 rounding of the kept states
+        pair, position, cosine = states.nearest(smap, own[1], k=1)[0]
+        assert (pair, position) == (k, 1) or cosine == pytest.approx(1.0, abs=2e-3)
+    unlike = states.source_states(ckpt.model, ckpt.tokenizer, ["Mi hermana trabaja en un hospital."])[0]
+    assert states.distance(smap, unlike) > 0.05
+
+
+def test_the_verdict_weighs_both_signals_standardised_on_held_out_sentences(numbers):
+    ckpt, _, smap = numbers
+    index = ix.load(ix.index_path("numbers"))
+    held = [p.src for p in load_corpus("numbers").dev[:60]]
+    distances = [states.distance(smap, s) for s in states.source_states(ckpt.model, ckpt.tokenizer, held)]
+    cal = calibrate_states(index, held, distances, "development pairs")
+    combined = np.array([combine(cal, verdict(index, s, "m").score, d) for s, d in zip(held, distances)])
+    assert abs(combined.mean()) < 1e-6 and cal["score_std"] > 0 and cal["distance_std"] > 0
+    assert cal["rule"].startswith("highest") and not (combined > cal["threshold"]).any()   # numbers: a closed domain
+    found = verdict(index, held[0], "m", distance=distances[0], calibration=cal)
+    assert found.combined == pytest.approx(combined[0], abs=1e-5) and found.guessing is False
+    far = verdict(index, held[0], "m", distance=max(distances) + 10 * cal["distance_std"], calibration=cal)
+    assert far.guessing is True and "unlike its training sentences" in far.summary
+    assert 0 < STATES_QUANTILE < 1
+
+
+def test_a_kept_map_reads_back_and_is_refused_for_other_weights_data_width_or_damage(numbers, tmp_path):
+    ckpt, _, smap = numbers
+    d, pairs = ckpt.model.cfg.d_model, 400
+    path = states.save(smap, tmp_path / "m.safetensors")
+    back = states.load(path, "numbers", "ab" * 32, d, pairs)
+    assert np.array_equal(back.states, smap.states) and np.array_equal(back.pair, smap.pair)
+    for args, said in (((path, "numbers", "cd" * 32, d, pairs), "weights_sha256"),
+                       ((path, "bible", "ab" * 32, d, pairs), "dataset"),
+                       ((path, "numbers", "ab" * 32, d * 2, pairs), "width"),
+                       ((path, "numbers", "ab" * 32, d, 10), "outside"),
+                       ((tmp_path / "none", "numbers", "ab" * 32, d, pairs), "no state map")):
+        with pytest.raises(states.MapUnusable, match=said):
+            states.load(*args)
+    raw = path.read_bytes()
+    (tmp_path / "cut").write_bytes(raw[:len(raw) // 2])
+    with pytest.raises(states.MapUnusable, match="damaged"):
+        states.load(tmp_path / "cut", "numbers", "ab" * 32, d, pairs)
+    bad = smap.states.copy()
+    bad[0, 0] = np.inf
+    meta = {"format": "1", "dataset": "numbers", "weights_sha256": "ab" * 32, "calibration": json.dumps({})}
+    (tmp_path / "inf").write_bytes(save_tensors({"mean": smap.mean, "basis": smap.basis, "states": bad,
+                                                 "pair": smap.pair, "position": smap.position}, metadata=meta))
+    with pytest.raises(states.MapUnusable, match="NaN"):
+        states.load(tmp_path / "inf", "numbers", "ab" * 32, d, pairs)
