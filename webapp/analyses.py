@@ -1,6 +1,7 @@
 """The pages' analyses on the shared model (webapp.models): the Alignment page's one sentence, the Layers
 and Causes pages' lenses and patching, the Contributions page's ALTI+ and its calibration, the Beam page's
-contrast and the reference's fall. Each is memoised for every session in a cache bounded in bytes, keyed by
+contrast and the reference's fall, and how faithful each of their attributions is on its sentence
+(explorer.studies.contributions.faithfulness.attribution_faithfulness). Each is memoised for every session in a cache bounded in bytes, keyed by
 the loaded checkpoint's cache_key and waits for its place in the model's queue (models.model_slot), as
 webapp.models' own computations do; this module holds the analyses so that one holds the model.
 """
@@ -20,6 +21,7 @@ LENS_CACHE_BYTES = 4 << 20            # the Layers page: a translation per encod
 PATCHING_CACHE_BYTES = 4 << 20        # the Causes page: pairs, swaps, grids (~5-50 KB), patched translations
 CONTRIBUTIONS_CACHE_BYTES = 8 << 20   # the Contributions page: one pair's ALTI+ (~0.1-2 MB), calibrations (~1 KB)
 CONTRAST_CACHE_BYTES = 2 << 20        # the Beam page: one step's contrast (~2-20 KB), a reference's fall (~2 KB)
+FAITHFULNESS_CACHE_BYTES = 1 << 20    # an attribution's faithfulness on one sentence (~1 KB each, three pages)
 
 
 @bounded_cache(ALIGNMENT_CACHE_BYTES)
@@ -29,6 +31,22 @@ def align_one(ckpt, pair, methods: tuple, ig_steps: int):
     from explorer.studies.align.sentence import align_sentence
     with model_slot():
         return align_sentence(ckpt.model, ckpt.tokenizer, pair, list(methods), ig_steps)
+
+
+@bounded_cache(FAITHFULNESS_CACHE_BYTES)
+def why_faithfulness(ckpt, pair, methods: tuple, ig_steps: int, word: int) -> dict:
+    """How faithful each method's "why this word" scores (align_one's row of target word `word`, over the
+    source words) are: the source words it ranks highest removed or kept whole (their pieces together),
+    log p of the word's pieces measured (explorer.studies.contributions.faithfulness.attribution_faithfulness)."""
+    from explorer.studies.align.pairs import model_pair
+    from explorer.studies.contributions.faithfulness import attribution_faithfulness
+
+    found = align_one(ckpt, pair, methods, ig_steps)
+    mp = model_pair(ckpt.model, ckpt.tokenizer, pair)
+    scores = {label: m[word] for label, m in found.matrices.items() if m.shape[0] > word}
+    with model_slot():
+        return attribution_faithfulness(ckpt.model, mp.src_ids, mp.out_ids, scores,
+                                        positions=mp.tgt_groups[word], groups=mp.src_groups)
 
 
 # ---- the Layers and Causes pages (explorer.studies.lens, explorer.studies.patching) --------------------------------
@@ -145,6 +163,24 @@ def contributions(ckpt, src_ids: tuple, out_ids: tuple):
         return sentence_contributions(ckpt.model, list(src_ids), list(out_ids))
 
 
+CONTRIBUTION_MAPS = ("rollout", "cross block", "cross-attention")     # the page's three maps of a layer
+
+
+@bounded_cache(FAITHFULNESS_CACHE_BYTES)
+def contribution_faithfulness(ckpt, src_ids: tuple, out_ids: tuple, layer: int) -> dict:
+    """How faithful the Contributions page's three source maps after decoder layer `layer` (1-based) are
+    on this pair: the ALTI+ rollout's source part, the layer's ALTI+ cross block and its raw
+    cross-attention, each over every output token (explorer.studies.contributions.faithfulness.attribution_faithfulness;
+    a few seconds on the shipped Bible model, so the page asks first)."""
+    from explorer.studies.contributions.faithfulness import attribution_faithfulness
+
+    sc = contributions(ckpt, src_ids, out_ids)
+    at = int(layer) - 1
+    maps = dict(zip(CONTRIBUTION_MAPS, (sc.rollout[at][:, :sc.n_src], sc.cross_source[at], sc.cross_attention[at])))
+    with model_slot():
+        return attribution_faithfulness(ckpt.model, list(src_ids), list(out_ids), maps)
+
+
 @bounded_cache(CONTRIBUTIONS_CACHE_BYTES)
 def source_share_calibration(ckpt, n: int) -> dict:
     """The source share over the first n held-out pairs with a reference, forced on it (explorer.studies.contributions.job's
@@ -195,3 +231,24 @@ def reference_fall(ckpt, text: str, cfg: dict, reference: str):
         raise ValueError(found.reason or "no beam search to follow the reference through")
     with model_slot():
         return follow(ckpt.model, found.src_ids, ids, DecodeConfig(**cfg), trace=found.beam_trace, output=found.best)
+
+
+@bounded_cache(FAITHFULNESS_CACHE_BYTES)
+def contrast_faithfulness(ckpt, src_ids: tuple, prefix: tuple, chosen: int, foil: int, steps: int,
+                          method: str) -> dict:
+    """How faithful `method`'s two attributions of contrast(...) are over the source: {"contrast": the
+    contrastive one, measured on log p(chosen) - log p(foil); "plain": the chosen token's, measured on
+    log p(chosen)}, each beside its random baseline (explorer.studies.contributions.faithfulness.attribution_faithfulness
+    at the step's one position)."""
+    from explorer.studies.contributions.faithfulness import attribution_faithfulness
+
+    picked = contrast(ckpt, src_ids, prefix, chosen, foil, steps)[method]
+    out, at = [*prefix, int(chosen)], [len(prefix)]
+    found = {}
+    with model_slot():
+        found["contrast"] = attribution_faithfulness(ckpt.model, list(src_ids), out, {"contrast": picked.contrast.source},
+                                                     positions=at, foil=int(foil))
+        if picked.plain is not None:
+            found["plain"] = attribution_faithfulness(ckpt.model, list(src_ids), out, {"plain": picked.plain.source},
+                                                      positions=at)
+    return found

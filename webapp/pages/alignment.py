@@ -1,9 +1,10 @@
 """Alignment: is cross-attention a word alignment, and how good a one? Scored against gold links.
 
 Thin: gold set (the checkpoint's own, or an uploaded file) -> one sentence under the chosen aligner
-(links over gold, "why this word") -> the scorecard over the gold set as a background job (its settings
-in the URL, about how long it takes from webapp.estimates), shown at once when its JSON exists for the
-same weights, settings and gold (webapp.views.alignment).
+(links over gold, "why this word" and how faithful each method's scores are for the word) -> the
+scorecard over the gold set as a background job (its settings in the URL, about how long it takes from
+webapp.estimates), shown at once when its JSON exists for the same weights, settings and gold
+(webapp.views.alignment).
 """
 import streamlit as st
 
@@ -96,7 +97,8 @@ try:
 except Unusable as err:
     st.warning(f"This pair cannot be read by the model word for word: {state.md_escape(err)}")
 else:
-    views.show_sentence(found, chosen.label(), f"align_why_{gold_id}_{k}", downloads.file_stem(ckpt.name))
+    views.show_sentence(found, chosen.label(), f"align_why_{gold_id}_{k}", downloads.file_stem(ckpt.name),
+                        lambda word: analyses.why_faithfulness(ckpt, gold[k], tuple(methods), IG_STEPS, word))
 
 # ---- the scorecard --------------------------------------------------------------------------------
 st.subheader("Scorecard over the gold set")

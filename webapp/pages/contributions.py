@@ -1,9 +1,10 @@
 """Contributions: where each output word comes from, the source sentence or the decoder's own prefix
 (ALTI+), on the model's translation, a reference or a made-up translation, with the words that owe
-little to the source flagged against the checkpoint's own held-out references.
+little to the source flagged against the checkpoint's own held-out references, and how faithful the
+layer's maps are on the sentence (on a press).
 
 Thin: the shared sentence and its translation (webapp.sentence) -> webapp.views.contributions (the library
-through webapp.models' cached computations -> explorer.plots.contributions).
+through webapp.analyses' cached computations -> explorer.plots.contributions).
 """
 import streamlit as st
 

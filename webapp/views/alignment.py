@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -23,9 +24,10 @@ from explorer.studies.align.scorecard import AlignSettings
 from explorer.studies.align.sentence import KIND_NAMES, VARIANT_NAMES
 from explorer.plots import alignment as plots
 from explorer.store import run_paths as rp
-from webapp import downloads, models, study_job, tables
+from webapp import downloads, models, state, study_job, tables
 from webapp.numbering import count
 from webapp.text_safety import md_escape
+from webapp.views import contributions
 
 UPLOAD_BYTES = 2 * 1024 * 1024
 
@@ -75,9 +77,11 @@ def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def show_sentence(found, chosen: str, why_key: str, name: str) -> None:
-    """The chosen aligner's links over gold, and "why this word"; `name` (the checkpoint's) starts every
-    downloaded file's name."""
+def show_sentence(found, chosen: str, why_key: str, name: str,
+                  faithful_to: Callable[[int], dict] | None = None) -> None:
+    """The chosen aligner's links over gold, and "why this word" with, from `faithful_to(target word)`
+    (webapp.analyses.why_faithfulness), how faithful each method's scores are for that word; `name` (the
+    checkpoint's) starts every downloaded file's name."""
     pair = found.gold
     downloads.chart(plots.links_figure(pair.src, pair.tgt, set(pair.sure), set(pair.possible),
                                        found.links.get(chosen, set()), found.matrices.get(chosen),
@@ -97,6 +101,23 @@ def show_sentence(found, chosen: str, why_key: str, name: str) -> None:
                     key="align_why_fig")
     downloads.table_csv_button(why_table(pair.src, rows), downloads.file_stem(name, "alignment_why", t + 1),
                                key="align_why_csv", label="These scores as CSV")
+    if faithful_to is not None:
+        why_faithfulness(faithful_to, t, pair.tgt[t], downloads.file_stem(name, "alignment_why_faithfulness", t + 1))
+
+
+def why_faithfulness(faithful_to: Callable[[int], dict], t: int, word: str, stem: str) -> None:
+    """How faithful each method's "why this word" scores are for target word t (plain data from the library)."""
+    with st.spinner("Scoring the word on edited sources…"):
+        found = state.friendly(faithful_to, t, what="The faithfulness of these scores")
+    if found is None:
+        return
+    st.markdown(f"**How faithful are these scores for “{md_escape(word)}”?**")
+    contributions.faithfulness_table(
+        [(label, mine, found["random"]) for label, mine in found["rankings"].items()],
+        contributions.faithfulness_caption(found, "source words", f"log p of “{md_escape(word)}”",
+                                           f" and the word's {count(len(found['positions']), 'piece')} (a word's "
+                                           "pieces go together; gradients rank by their sign: support)"),
+        stem, "align_why_faith")
 
 
 def sentence_bundle(found, chosen: str) -> dict:

@@ -7,7 +7,9 @@ alternative the trace recorded), picked in a list or by a click on the tree, or 
 target piece: explorer.studies.contrastive.foils says why, and refuses what cannot be contrasted). A click on a
 node of the tree picks its step and makes it the foil of its best sibling (the hypothesis on the best
 path, else a kept one), or explains it against its best alternative when it is on the best path itself.
-Off until asked (a toggle), so stepping through the search stays as fast as it was.
+Off until asked (a toggle), so stepping through the search stays as fast as it was. Under the figure, how
+faithful its two attributions are over the source (webapp.analyses.contrast_faithfulness: the pieces they
+rank highest removed or kept, beside random orders; a fraction of a second on the shipped models).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from explorer.decoding.beam_trace import FINISHED, KEPT, STATUSES
 from explorer.plots import contrastive as plots
 from webapp import analyses, downloads, presenter, state
 from webapp import url_keys as url
+from webapp.views import contributions
 
 TOGGLE, WORD, METHOD, POINTS = "beam_contrast", "beam_foil_word", "beam_contrast_method", "beam_ig_points"
 METHODS = {"integrated-gradients": "integrated gradients", "grad-x-input": "gradient x input"}
@@ -131,6 +134,7 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
                           foil.token, steps, what="The contrastive attribution")
     if both is not None:
         show(ckpt, result, found, both, method, piece, tag)
+        faithfulness(ckpt, result, found, foil.token, steps, method, piece)
 
 
 def _seed_word() -> None:
@@ -192,6 +196,28 @@ def show(ckpt, result, found, both: dict, method: str, piece, tag: str) -> None:
             st.dataframe(table, hide_index=True, key="beam_contrast_table")
         downloads.table_csv_button(table, downloads.file_stem(ckpt.name, "contrast"), key="beam_contrast_csv",
                                    label="Attributions as CSV")
+
+
+def faithfulness(ckpt, result, found, foil: int, steps: int, method: str, piece) -> None:
+    """How faithful the drawn contrast and plain attributions are over the source pieces: the contrast
+    measured on log p(chosen) − log p(foil), the plain one on log p(chosen), each beside random orders."""
+    with st.spinner("Scoring the step on edited sources…"):
+        measured = state.friendly(analyses.contrast_faithfulness, ckpt, tuple(result.src_ids), tuple(found.prefix),
+                                  found.chosen, foil, steps, method, what="The faithfulness of these attributions")
+    if not measured:
+        return
+    chosen, other = state.md_escape(piece(found.chosen)), state.md_escape(piece(foil))
+    st.markdown("**How faithful are these attributions over the source?**")
+    labels = {"contrast": f"contrast ({METHODS[method]}), on log p(chosen) − log p(foil)",
+              "plain": f"plain ({METHODS[method]}), on log p(chosen)"}
+    entries = [(labels[part], mine, found_part["random"]) for part, found_part in measured.items()
+               for mine in found_part["rankings"].values()]
+    first = next(iter(measured.values()))
+    contributions.faithfulness_table(
+        entries, contributions.faithfulness_caption(
+            first, "source pieces", f"the function each explains (the contrast log p(“{chosen}”) − log p(“{other}”), "
+            f"or log p(“{chosen}”))", " at this one step; the decoder's inputs are not removed"),
+        downloads.file_stem(ckpt.name, "contrast_faithfulness", method), "beam_contrast_faith")
 
 
 def completeness_text(picked) -> str:

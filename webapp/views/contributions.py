@@ -9,6 +9,10 @@ prefix, by ALTI+ (explorer.studies.contributions) on the sentence every page sha
 - share_section: a bar per output token and, in words, the tokens under the threshold;
 - matrices_section: the rollout [source; target prefix] after a chosen decoder layer, and that layer's
   cross block beside its raw cross-attention;
+- faithfulness_section: how faithful the layer's three source maps are on this pair (comprehensiveness and
+  sufficiency of their top-k source tokens beside random orders: analyses.contribution_faithfulness,
+  behind a button: seconds on the Bible model); faithfulness_table draws it, here and on the Alignment
+  and Beam search pages;
 - training_section: the mean source share at each checkpoint of the run, when the run shipped several.
 Every control is in the URL (webapp.url_keys: forced, layer), clamped and written back.
 """
@@ -25,12 +29,15 @@ from explorer.text.encoding import output_ids
 from webapp import analyses, downloads, models, sentence, state
 from webapp import url_keys as url
 from webapp.numbering import position_label
+from webapp.text_safety import md_cells
 
 CALIBRATION_PAIRS = 30           # held-out pairs the threshold is measured on (~2-4 s on a small model)
 CALIBRATION_PERCENTILE = 5       # a token under this percentile of the references' own tokens is flagged
 FORCED = {"output": "the model's translation", "reference": "the reference translation",
           "detached": "another sentence's reference (made up for this source)"}
 START_PIECE = "<start>"          # the decoder's first input, whatever the model's start id is called
+FAITH_COLUMNS = ("attribution", "comprehensiveness", "random: comprehensiveness", "sufficiency", "random: sufficiency")
+FAITH_DONE = "_contrib_faithfulness"     # the session's measured (weights, pair, layer): shown again without a press
 
 
 def detached_reference(ckpt_path, text: str) -> str | None:
@@ -147,6 +154,68 @@ def matrices_section(ckpt, sc, name: str) -> None:
                "value vectors' sizes and W^O are counted (left; its residual part left out and the rest "
                "renormalised), and the attention weights alone (right). Where they differ, the attention map is "
                "not what the block used.")
+    faithfulness_section(ckpt, sc, layer, name)
+
+
+def faithfulness_section(ckpt, sc, layer: int, name: str) -> None:
+    """How faithful the three maps of `layer` are on this pair, measured on a press (or at once when this
+    session or the shared cache already has it)."""
+    st.markdown(f"**How faithful are layer {layer}'s three maps on this sentence?**")
+    args = (ckpt, tuple(int(i) for i in sc.src_ids), tuple(int(i) for i in sc.out_ids), int(layer))
+    key = repr((ckpt.cache_key, args[1:]))
+    done = st.session_state.setdefault(FAITH_DONE, [])
+    offer = st.empty()
+    if key not in done and not analyses.contribution_faithfulness.holds(*args):
+        with offer.container():
+            st.caption("Each output token is scored again on copies of the source with the tokens each map ranks "
+                       "highest removed, or only those kept, and the same for random orders: a few seconds on "
+                       "the shipped Bible model.")
+            if not st.button(f"Measure how faithful layer {layer}'s maps are", key="contrib_faith_button"):
+                return
+    with st.spinner("Scoring the output on edited sources…"):
+        found = state.friendly(analyses.contribution_faithfulness, *args, what="The faithfulness")
+    if found is None:
+        return
+    offer.empty()                                                  # the offer goes once the numbers are there
+    if key not in done:
+        done.append(key)
+        del done[:-8]                                              # the session's last few
+    labels = {"rollout": f"ALTI+ rolled out after layer {layer} (source part)",
+              "cross block": f"ALTI+ cross block, layer {layer}", "cross-attention": f"raw cross-attention, layer {layer}"}
+    faithfulness_table([(labels.get(k, k), v, found["random"]) for k, v in found["rankings"].items()],
+                       faithfulness_caption(found, "source tokens", "log p of each output token",
+                                            f" and the {len(found['positions'])} output tokens"),
+                       downloads.file_stem(name, "faithfulness", f"L{layer}"), "contrib_faith")
+
+
+def faithfulness_frame(entries: list[tuple[str, dict, dict]]) -> pd.DataFrame:
+    """A row per attribution (its label, its measures, its random baseline's: the library's
+    attribution_faithfulness results), each measure beside the random order's."""
+    return pd.DataFrame([{"attribution": label, "comprehensiveness": mine["comprehensiveness"],
+                          "random: comprehensiveness": random["comprehensiveness"],
+                          "sufficiency": mine["sufficiency"], "random: sufficiency": random["sufficiency"]}
+                         for label, mine, random in entries], columns=FAITH_COLUMNS)
+
+
+def faithfulness_caption(found: dict, units: str, function: str, over: str = "") -> str:
+    """What the numbers mean, in one paragraph: `units` (what is removed), `function` (what falls), `over`
+    (what else the means are over)."""
+    ks = ", ".join(str(k) for k in found["k"])
+    fractions = ", ".join(f"{f:.0%}" for f in found["fractions"])
+    return (f"Remove the k {units} an attribution ranks highest (the unknown-word token in their place) and "
+            f"{function} falls by its **comprehensiveness** (higher: it found what the model uses); keep only them "
+            f"and it falls by its **sufficiency** (lower: they alone carry it). A faithful attribution beats "
+            f"**random** orders (the mean of {len(found['random']['seeds'])}) on both. In nats, the mean over "
+            f"k = {ks} ({fractions} of the {found['units']} {units}){over}.")
+
+
+def faithfulness_table(entries: list[tuple[str, dict, dict]], caption: str, stem: str, key: str) -> None:
+    """The faithfulness table (faithfulness_frame), its caption and its CSV."""
+    frame = faithfulness_frame(entries)
+    numbers = list(FAITH_COLUMNS[1:])
+    st.table(md_cells(frame).style.format("{:.3f}", subset=numbers), hide_index=True)
+    st.caption(caption)
+    downloads.table_csv_button(frame, stem, key=f"{key}_csv", label="Faithfulness as CSV")
 
 
 def training_section(ckpt, name: str) -> None:

@@ -15,6 +15,9 @@ embedding is an input no model has seen, while rare words do reach the model as 
 EOS is never removed. Each method is compared with random rankings (several seeds): a method beats
 random when its comprehensiveness is higher and its sufficiency lower. Intervals: 95% bootstrap over
 sentences (the sentence is the unit that was sampled), seeded.
+One sentence, for the app (attribution_faithfulness): the same measures of the scores a page draws (any
+ranking of the source, at the output positions it explains; a word's pieces removed together where the
+scores are per word; a contrast log p(chosen) - log p(foil) as the function), beside the random orders.
 """
 from __future__ import annotations
 
@@ -81,9 +84,14 @@ def random_scores(src: Sequence[int], n_tgt: int, seed: int) -> np.ndarray:
     return np.random.default_rng([seed, *map(int, src)]).random((n_tgt, len(src)))         # [T, S]
 
 
+def k_of(n_candidates: int, fraction: float) -> int:
+    """How many of n_candidates a fraction removes or keeps: at least one, halves rounded up."""
+    return max(1, int(fraction * n_candidates + 0.5))
+
+
 def top_k(row: np.ndarray, n_candidates: int, fraction: float) -> list[int]:
     """The k best-scored of the first n_candidates source positions (ties: the earlier first)."""
-    k = max(1, int(fraction * n_candidates + 0.5))                                        # halves round up
+    k = k_of(n_candidates, fraction)
     order = sorted(range(n_candidates), key=lambda j: (-row[j], j))
     return sorted(order[:k])
 
@@ -127,25 +135,32 @@ def forced_logprobs(model, sources: list[tuple[int, ...]], out: list[int], posit
 
 
 def erasure_measures(model, src: list[int], out: list[int], rankings: dict[str, np.ndarray],
-                     fractions: Sequence[float], batch_rows: int = 64) -> dict:
-    """{ranking: {"comprehensiveness": [F, T], "sufficiency": [F, T]}} for scores [T, S] per ranking.
+                     fractions: Sequence[float], batch_rows: int = 64, positions: Sequence[int] | None = None,
+                     groups: Sequence[Sequence[int]] | None = None) -> dict:
+    """{ranking: {"comprehensiveness": [F, P], "sufficiency": [F, P]}} for scores [T, U] per ranking, at the
+    output `positions` (default every one: P = T). The candidates removed or kept are the source's units:
+    by default each source token before EOS (the first S - 1 columns of a row [T, S] are read); `groups`
+    makes each unit a list of source positions removed or kept together (a word's pieces), its score one
+    column.
     An edited source that several rankings share is scored once."""
     unk, n = special_ids(model).unk, len(src) - 1
-    full = forced_logprobs(model, [tuple(src)] * len(out), out, list(range(len(out))), batch_rows)
+    positions = list(range(len(out))) if positions is None else [int(t) for t in positions]
+    units = [[j] for j in range(n)] if groups is None else [list(g) for g in groups]
+    full = forced_logprobs(model, [tuple(src)] * len(positions), out, positions, batch_rows)
     wanted: dict[tuple, int] = {}                      # (edited source, position) -> its row
     plan = {}
     for name, scores in rankings.items():
         for fi, f in enumerate(fractions):
-            for t in range(len(out)):
-                chosen = top_k(scores[t], n, f) if n else []
+            for t in positions:
+                chosen = [j for u in top_k(scores[t], len(units), f) for j in units[u]] if units else []
                 for keep in (False, True):
                     plan[(name, fi, t, keep)] = wanted.setdefault((edited(src, chosen, keep, unk), t), len(wanted))
     keys = list(wanted)
     lps = forced_logprobs(model, [k[0] for k in keys], out, [k[1] for k in keys], batch_rows)
 
     def drops(name: str, keep: bool) -> np.ndarray:
-        return np.array([[full[t] - lps[plan[(name, fi, t, keep)]] for t in range(len(out))]
-                         for fi in range(len(fractions))])                                   # [F, T]
+        return np.array([[full[i] - lps[plan[(name, fi, t, keep)]] for i, t in enumerate(positions)]
+                         for fi in range(len(fractions))])                                   # [F, P]
 
     return {name: {"comprehensiveness": drops(name, False), "sufficiency": drops(name, True)} for name in rankings}
 
@@ -155,6 +170,57 @@ def sentence_faithfulness(model, src: list[int], out: list[int], settings: Faith
     rankings = method_scores(model, src, out, settings.methods, settings.ig_steps)
     rankings.update({f"random-{s}": random_scores(src, len(out), s) for s in range(settings.seeds)})
     return erasure_measures(model, src, out, rankings, settings.fractions, settings.batch_rows)
+
+
+PAGE = FaithfulnessSettings(methods=())    # one sentence on a page: the scores are given, fractions and seeds the defaults
+
+
+def attribution_faithfulness(model, src: list[int], out: list[int], scores: dict[str, np.ndarray], *,
+                             positions: Sequence[int] | None = None, groups: Sequence[Sequence[int]] | None = None,
+                             foil: int | None = None, settings: FaithfulnessSettings = PAGE) -> dict:
+    """How faithful the attributions a page draws are on its one sentence, as plain data.
+
+    `scores`: {name: [T, U]} read as erasure_measures reads rankings, at its `positions` with its `groups`
+    (a single row [U] stands for every position). For each, and for `settings.seeds` random rankings
+    (the baseline), comprehensiveness and sufficiency averaged over `settings.fractions` and the
+    positions: the sentence's own value in the scorecard's table; the baseline is the mean of the seeds'.
+    With `foil` (one position t only) the function measured is the contrast log p(out[t]) - log p(foil)
+    instead of log p(out[t]): each measure is out[t]'s minus the foil's under the same edits.
+    Returns {"rankings": {name: {"comprehensiveness", "sufficiency"}}, "random": {"comprehensiveness",
+    "sufficiency", "seeds": [each seed's]}, "fractions", "k" (the units removed or kept at each
+    fraction), "units", "positions", "measured" ("log p" or "contrast")}."""
+    if any(name.startswith("random-") for name in scores):
+        raise ValueError("the random-<seed> names are the baseline's")
+    positions = list(range(len(out))) if positions is None else [int(t) for t in positions]
+    if not positions or not all(0 <= t < len(out) for t in positions):
+        raise ValueError(f"positions must be output positions, 0 to {len(out) - 1}")
+    units = len(src) - 1 if groups is None else len(groups)
+    rankings: dict[str, np.ndarray] = {}
+    for name, values in scores.items():
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim not in (1, 2) or values.shape[-1] < units or (values.ndim == 2 and len(values) != len(out)):
+            raise ValueError(f"the scores of {name!r} ({values.shape}) do not cover {len(out)} output positions "
+                             f"and {units} source units")
+        rankings[name] = np.broadcast_to(values, (len(out), values.shape[-1])) if values.ndim == 1 else values
+    rankings.update({f"random-{s}": random_scores(src, len(out), s) for s in range(settings.seeds)})
+
+    def measured(target: list[int]) -> dict:
+        return erasure_measures(model, src, target, rankings, settings.fractions, settings.batch_rows,
+                                positions, groups)
+
+    found = measured(list(out))
+    if foil is not None:
+        if len(positions) != 1:
+            raise ValueError("a contrast with a foil is measured at one output position")
+        t = positions[0]
+        other = measured(list(out[:t]) + [int(foil)] + list(out[t + 1:]))
+        found = {name: {m: v - other[name][m] for m, v in by.items()} for name, by in found.items()}
+    means = {name: {m: float(v.mean()) for m, v in by.items()} for name, by in found.items()}
+    seeds = [means[f"random-{s}"] for s in range(settings.seeds)]
+    baseline = {m: float(np.mean([s[m] for s in seeds])) for m in ("comprehensiveness", "sufficiency")}
+    return {"rankings": {name: means[name] for name in scores}, "random": {**baseline, "seeds": seeds},
+            "fractions": list(settings.fractions), "k": [k_of(units, f) if units else 0 for f in settings.fractions],
+            "units": units, "positions": positions, "measured": "contrast" if foil is not None else "log p"}
 
 
 def interval(per_sentence: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
