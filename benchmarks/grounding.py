@@ -6,11 +6,12 @@ the model's own signals, and what it costs beside a translation.
 Sets: gold/everyday-es-en.tsv (60 everyday Spanish sentences written for this, with references), the
 first --test verses of the checkpoint's test.tsv (never counted by the index, and apart from the
 development verses its threshold was calibrated on), gold/english-sentences.txt (50 English sentences).
-Printed: the AUROC (everyday as positives) of the verdict's score, of the translation's negative
+Printed: the AUROC (everyday as positives) of the verdict's score (both signals when the checkpoint has an
+encoder-state map), of the surprise alone and the encoder-state distance alone, of the translation's negative
 length-normalised log-probability, and of one minus its ALTI+ mean source share (explorer.studies.contributions,
 teacher-forced on the model's own output); the share of each set called a guess at the shipped
-threshold; the share of English sentences named English and of test verses so named; chrF of the
-translations of each set; the verdict's time per sentence beside the translation's, in the same
+threshold (and with the counts alone); the share of English sentences named English and of test verses
+so named; chrF of the translations of each set; the verdict's time per sentence beside the translation's, in the same
 process (a ratio); the index's size on disk and in memory, and the time and peak memory of building it
 from the training data. Word marks: on gold/everyday-es-en-wrong.tsv (30 everyday sentences, the model's
 output with its wrong words marked by hand), the precision and recall of the output words the verdict
@@ -36,7 +37,8 @@ from explorer.data.files import read_tsv
 from explorer.decoding.translate import DecodeConfig, translate
 from explorer.files.places import REPO_ROOT
 from explorer.studies.grounding import index as ix
-from explorer.studies.grounding.build import build, dataset_of, ensure
+from explorer.studies.grounding import states
+from explorer.studies.grounding.build import build, dataset_of, ensure, kept_states
 from explorer.data import load_corpus
 from explorer.studies.grounding import links as lk
 from explorer.studies.grounding.links import marked
@@ -55,15 +57,20 @@ def _sets(test_tsv: Path, n_test: int) -> dict[str, list[tuple[str, str | None]]
             "english": [(s, None) for s in english]}
 
 
-def _run(ckpt, index, sentences, cfg) -> dict:
-    out = {"score": [], "neg_logprob": [], "alti": [], "text": [], "guess": [], "english": [], "t_translate": 0.0,
-           "t_verdict": 0.0}
+def _run(ckpt, index, smap, sentences, cfg) -> dict:
+    out = {"score": [], "distance": [], "combined": [], "neg_logprob": [], "alti": [], "text": [], "guess": [],
+           "guess_counts": [], "english": [], "t_translate": 0.0, "t_verdict": 0.0}
     for source, _ in sentences:
         t0 = time.perf_counter()
         result = translate(ckpt.model, ckpt.tokenizer, source, cfg)
         t1 = time.perf_counter()
-        found = verdict(index, source, ckpt.name, result.text)
+        distance = None if smap is None else \
+            states.distance(smap, states.source_states(ckpt.model, ckpt.tokenizer, [source])[0])
+        found = verdict(index, source, ckpt.name, result.text, distance, smap.calibration if smap else None)
         t2 = time.perf_counter()
+        out["distance"].append(distance if distance is not None else 0.0)
+        out["combined"].append(found.combined if found.combined is not None else found.score)
+        out["guess_counts"].append(bool(verdict(index, source, ckpt.name).guessing))
         out["t_translate"] += t1 - t0
         out["t_verdict"] += t2 - t1
         best = result.hypotheses[0] if result.hypotheses else None
@@ -103,18 +110,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"index: {path.name}, {path.stat().st_size / 1e6:.2f} MB on disk, {held_mb:.0f} MB in memory, "
           f"loaded in {load_s:.2f} s; threshold {index.threshold} ({index.calibration})")
+    smap = kept_states(ckpt.model, ckpt.meta, index.pairs)
+    print("encoder-state map: " + ("none (the verdict weighs the counts alone)" if smap is None else
+                                   f"{len(smap.states):,} training piece states x {smap.states.shape[1]}; "
+                                   f"calibration {smap.calibration}"))
     sets = _sets(ckpt.path / "test.tsv", args.test)
-    runs = {name: _run(ckpt, index, rows, DecodeConfig(beam_size=args.beam)) for name, rows in sets.items()}
+    runs = {name: _run(ckpt, index, smap, rows, DecodeConfig(beam_size=args.beam)) for name, rows in sets.items()}
     every, test = runs["everyday"], runs["test"]
-    for signal, label in (("score", "verdict score"), ("neg_logprob", "-normalised log-prob"),
+    for signal, label in (("combined", "verdict (both signals)"), ("score", "surprise alone"),
+                          ("distance", "encoder-state distance"), ("neg_logprob", "-normalised log-prob"),
                           ("alti", "1 - ALTI+ source share")):
         print(f"AUROC everyday ({len(every['score'])}) vs test ({len(test['score'])}), {label:<24}"
               f"{auroc(every[signal], test[signal]):.3f}")
     for name, run in runs.items():
         refs = [r for _, r in sets[name]]
         chrf = sacrebleu.corpus_chrf(run["text"], [refs]).score if all(refs) else float("nan")
-        print(f"{name:<9} called guesses {np.mean(run['guess']):6.1%}   named English {np.mean(run['english']):6.1%}"
-              f"   chrF {chrf:5.1f}")
+        print(f"{name:<9} called guesses {np.mean(run['guess']):6.1%} (counts alone {np.mean(run['guess_counts']):6.1%})"
+              f"   named English {np.mean(run['english']):6.1%}   chrF {chrf:5.1f}")
     n = sum(len(r["text"]) for r in runs.values())
     t_tr, t_vd = sum(r["t_translate"] for r in runs.values()), sum(r["t_verdict"] for r in runs.values())
     print(f"time per sentence: translation (beam {args.beam}) {1e3 * t_tr / n:.1f} ms, verdict with its word marks "

@@ -94,3 +94,14 @@ def test_a_source_word_and_a_junk_url_value():
     at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "src.nowhere"})    # not a word here: the default
     no_exception(at)
     assert at.selectbox(key="translate_learn").value[0] == "output"
+
+
+def test_a_source_words_nearest_training_contexts_come_from_the_encoder_state_map():
+    at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "src.presidente"})
+    no_exception(at)
+    shown = _learned(at)
+    assert "Nearest training contexts of 'presidente'" in shown
+    near = [m.value for m in at.markdown if m.value.startswith("- 0.") or m.value.startswith("- 1.")]
+    assert len(near) >= 5 and sum("orange-background" in v for v in near) >= 5
+    cosines = [float(v.split(" ", 2)[1]) for v in near]
+    assert cosines == sorted(cosines, reverse=True) and -1 <= min(cosines) <= max(cosines) <= 1.001

@@ -38,3 +38,36 @@ def test_the_shipped_training_verses_are_the_bible_checkpoints_training_split():
     except DataError as err:
         pytest.skip(f"the Bible's training data is not installed: {err}")
     assert training_pairs(dataset) == built
+
+
+def test_the_shipped_encoder_state_map_is_what_the_checkpoint_computes():
+    """Its kept training states are the encoder's for those pieces (spot-checked), and its calibration is
+    the development verses' signals recomputed (every one of them)."""
+    import numpy as np
+
+    from explorer.store.checkpoint import load_checkpoint
+    from explorer.studies.grounding import states
+    from explorer.studies.grounding.build import held_out_sources, kept_states, training_pairs
+    from explorer.studies.grounding.verdict import calibrate_states
+
+    ckpt = load_checkpoint(ROOT / "checkpoints" / "bible-es-en")
+    index = ix.load(ix.index_path(ckpt.meta["training"]["dataset"]))
+    smap = kept_states(ckpt.model, ckpt.meta, index.pairs)
+    assert smap is not None and states.is_shipped(states.map_path(smap.dataset, smap.weights_sha256))
+    pairs = training_pairs(ckpt.meta)
+    rows = np.linspace(0, len(smap.pair) - 1, 25).round().astype(int)
+    for row in rows:
+        piece = states.source_states(ckpt.model, ckpt.tokenizer, [pairs[smap.pair[row]].src])[0][smap.position[row]]
+        assert np.abs(smap.project(piece[None])[0] - smap.states[row].astype(np.float32)).max() < 2e-3   # float16
+    try:
+        held, source = held_out_sources(ckpt.path, ckpt.meta)
+    except Exception as err:                                   # noqa: BLE001 - the Bible needs its packages
+        pytest.skip(f"the development verses are not installed: {err}")
+    if source != smap.calibration["on"]:
+        pytest.skip(f"the development verses are not installed (found {source})")
+    distances = [states.distance(smap, s) for s in states.source_states(ckpt.model, ckpt.tokenizer, held)]
+    again = calibrate_states(index, held, distances, source)
+    for key in ("held_out", "rule", "above"):
+        assert again[key] == smap.calibration[key]
+    for key in ("score_mean", "score_std", "distance_mean", "distance_std", "threshold"):
+        assert again[key] == pytest.approx(smap.calibration[key], rel=1e-4, abs=1e-5)

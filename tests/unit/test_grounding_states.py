@@ -75,7 +75,10 @@ def test_a_kept_map_reads_back_and_is_refused_for_other_weights_data_width_or_da
     d, pairs = ckpt.model.cfg.d_model, 400
     path = states.save(smap, tmp_path / "m.safetensors")
     back = states.load(path, "numbers", "ab" * 32, d, pairs)
-    assert np.array_equal(back.states, smap.states) and np.array_equal(back.pair, smap.pair)
+    for name in ("mean", "basis", "states", "pair", "position"):
+        assert np.array_equal(getattr(back, name), getattr(smap, name)), name
+    some = states.source_states(ckpt.model, ckpt.tokenizer, ["three hundred and five"])[0]
+    assert states.distance(back, some) == states.distance(smap, some)
     for args, said in (((path, "numbers", "cd" * 32, d, pairs), "weights_sha256"),
                        ((path, "bible", "ab" * 32, d, pairs), "dataset"),
                        ((path, "numbers", "ab" * 32, d * 2, pairs), "width"),

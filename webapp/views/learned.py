@@ -1,8 +1,10 @@
 """Where did it learn this? One word of the sentence or of its translation, in the model's training data:
 how many training pairs have it, the pairs themselves with the word and its partner found (the output
 word the source word brings along, or the source word that brings the output word along: links.py),
-and, for an output word, the training pairs that most raised its probability (explorer.studies.grounding.
-influence). On Translate and Beam search; the word is in the URL (`learn`), the lists are CSV.
+for an output word, the training pairs that most raised its probability (explorer.studies.grounding.
+influence), and for a source word its nearest training contexts: the training pieces whose encoder states
+lie nearest its own (explorer.studies.grounding.states, when the checkpoint has a map). On Translate and
+Beam search; the word is in the URL (`learn`), the lists are CSV.
 
 The training pairs are read once per dataset (st.cache_resource: the Bible's 28,627 verses and their
 word index, about 60 MB); the attribution needs the checkpoint's gradient store, built once in the
@@ -20,7 +22,7 @@ import streamlit as st
 from explorer.data import DataError
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.context import RunContext
-from explorer.studies.grounding import influence
+from explorer.studies.grounding import influence, states
 from explorer.studies.grounding.build import dataset_of, ensure_store
 from explorer.studies.grounding.concordance import Concordance, PairsUnusable, WordPairs, training_pairs
 from explorer.studies.grounding.gradients import watched_linears
@@ -29,6 +31,7 @@ from explorer.studies.grounding.words import words
 from webapp import background, downloads, models
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
+from webapp.views import grounding
 
 SHOWN = 10                         # pairs shown on the page (the CSV has the concordance's 20, or the top 20)
 MARK = "orange-background"
@@ -133,6 +136,47 @@ def section(ckpt, source: str, best, found: Verdict | str, key: str) -> None:
                                    key=f"{key}_concordance_csv", label="These training pairs as CSV")
     if side == "output":
         _raised(ckpt, source, best, word, pairs, key)
+    else:
+        _nearest(ckpt, source, word, pairs, key)
+
+
+def _span_word(pieces: list[str], position: int) -> str:
+    """The word (as words()) of the piece at `position`: its span runs from the piece that starts it ('▁')."""
+    start = position
+    while start > 0 and not pieces[start].startswith("▁"):
+        start -= 1
+    end = position + 1
+    while end < len(pieces) and not pieces[end].startswith("▁"):
+        end += 1
+    return (words("".join(pieces[start:end]).replace("▁", " ")) or [""])[0]
+
+
+def _nearest(ckpt, source: str, word: str, pairs: WordPairs, key: str) -> None:
+    """A source word's nearest training contexts: the kept training pieces whose encoder states lie
+    nearest its first piece's (grounding.states)."""
+    smap = grounding.state_map(ckpt, len(pairs.pairs))
+    if smap is None:
+        return
+    tokenizer = ckpt.tokenizer
+    pieces = [tokenizer.id_to_piece(i, "src") for i in tokenizer.encode(source, side="src")]
+    positions = influence.word_positions(pieces, word)
+    if not positions:
+        return
+    state = states.source_states(ckpt.model, tokenizer, [source])[0][positions[0]]
+    near = states.nearest(smap, state, k=SHOWN)
+    st.markdown(f"**Nearest training contexts of '{md_escape(word)}'** (the encoder's view)")
+    st.caption(f"The training pieces, among {len(smap.states):,} kept from the training sentences, whose encoder "
+               "state lies nearest this word's first piece (cosine): where the model has read something like it.")
+    rows = []
+    for pair, position, cosine in near:
+        p = pairs.pairs[pair]
+        theirs = [tokenizer.id_to_piece(i, "src") for i in tokenizer.encode(p.src, side="src")]
+        found = _span_word(theirs, position) if position < len(theirs) else ""
+        rows.append({"training pair": pair + 1, "ref": p.ref, "source": p.src, "target": p.tgt, "word": found,
+                     "cosine": round(cosine, 4)})
+        st.markdown(f"- {cosine:.3f} · *{md_escape(p.ref)}* · {highlighted(p.src, found)}")
+    downloads.table_csv_button(pd.DataFrame(rows), downloads.file_stem(ckpt.name, "nearest", word),
+                               key=f"{key}_nearest_csv", label="These contexts as CSV")
 
 
 def _raised(ckpt, source: str, best, word: str, pairs: WordPairs, key: str) -> None:

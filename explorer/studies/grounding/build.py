@@ -134,13 +134,10 @@ def kept_states(model, meta: dict, pairs: int) -> states.StateMap | None:
         return None
 
 
-def ensure_states(checkpoint: str | Path, model, tokenizer, meta: dict, index: ix.TrainingIndex,
-                  context: RunContext = RunContext()) -> states.StateMap:
-    """The checkpoint's encoder-state map: the kept one, else built from its training sources (one encoder
-    pass), calibrated on its held-out sentences, and kept under runs/grounding/."""
-    found = kept_states(model, meta, index.pairs)
-    if found is not None and found.calibration.get("threshold") is not None:
-        return found
+def calibrated_map(checkpoint: str | Path, model, tokenizer, meta: dict, index: ix.TrainingIndex,
+                   context: RunContext = RunContext()) -> states.StateMap:
+    """The encoder-state map of the checkpoint's training sources (one encoder pass), calibrated on its
+    held-out sentences against `index` (verdict.calibrate_states). Does not save."""
     dataset, sha = dataset_of(meta), str(meta.get("weights_sha256") or "")
     if not sha:
         raise NoTrainingData("this checkpoint records no weights hash, so its encoder-state map could not be told "
@@ -149,7 +146,30 @@ def ensure_states(checkpoint: str | Path, model, tokenizer, meta: dict, index: i
     held, source = held_out_sources(checkpoint, meta)
     per_sentence = states.source_states(model, tokenizer, held, context, stage="held-out sentences")
     calibration = calibrate_states(index, held, [states.distance(smap, s) for s in per_sentence], source)
-    smap = dataclasses.replace(smap, calibration=calibration)
-    path = states.map_path(dataset, sha)
-    states.save(smap, path if not states.is_shipped(path) else states.runs_map_path(dataset, sha))
+    return dataclasses.replace(smap, calibration=calibration)
+
+
+def ensure_states(checkpoint: str | Path, model, tokenizer, meta: dict, index: ix.TrainingIndex,
+                  context: RunContext = RunContext()) -> states.StateMap:
+    """The checkpoint's encoder-state map: the kept one, else built (calibrated_map) and kept under
+    runs/grounding/."""
+    found = kept_states(model, meta, index.pairs)
+    if found is not None and found.calibration.get("threshold") is not None:
+        return found
+    smap = calibrated_map(checkpoint, model, tokenizer, meta, index, context)
+    states.save(smap, states.runs_map_path(smap.dataset, smap.weights_sha256))
     return smap
+
+
+def ship(checkpoint: str | Path, context: RunContext = RunContext()) -> list[Path]:
+    """Write a checkpoint's grounding files where the repository ships them (checkpoints/grounding/): its
+    dataset's index and training pairs (both per dataset) and its encoder-state map (per weights), each
+    built from the training data as the app would build it. The files it wrote."""
+    from explorer.store.checkpoint import load_checkpoint
+    ckpt = load_checkpoint(checkpoint)
+    dataset = dataset_of(ckpt.meta)
+    index = build(ckpt.path, ckpt.meta)
+    written = [ix.save(index, ix.shipped_path(dataset)), concordance.write_shipped(dataset)]
+    smap = calibrated_map(ckpt.path, ckpt.model, ckpt.tokenizer, ckpt.meta, index, context)
+    written.append(states.save(smap, states.shipped_map_path(smap.dataset, smap.weights_sha256)))
+    return written

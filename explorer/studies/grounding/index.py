@@ -175,12 +175,15 @@ def load(path: Path) -> TrainingIndex:
                          calibration=record.get("calibration") if isinstance(record.get("calibration"), dict) else {})
 
 
+def shipped_path(dataset: str) -> Path:
+    return shipped_root() / GROUNDING / f"{hashlib.sha256(dataset.encode()).hexdigest()[:16]}.json.gz"
+
+
 def index_path(dataset: str) -> Path:
     """Where the index of a dataset is: the repository's (checkpoints/grounding/, shipped with the
     checkpoints trained on it, read only) when there is one, else runs/grounding/ (built here)."""
-    name = f"{hashlib.sha256(dataset.encode()).hexdigest()[:16]}.json.gz"
-    shipped = shipped_root() / GROUNDING / name
-    return shipped if shipped.exists() else runs_root() / GROUNDING / name
+    shipped = shipped_path(dataset)
+    return shipped if shipped.exists() else runs_root() / GROUNDING / shipped.name
 
 
 def is_shipped(path: Path) -> bool:

@@ -5,14 +5,15 @@ encoder states (a signal of the verdict), and which training contexts lie neares
 A piece's state is the encoder's output for it (the last layer; EOS left out), centred and projected on
 the first RANK principal directions of the training states (fitted on a sample), at unit length: nearness
 is the cosine. What is kept of the training data is a seeded sample of SAMPLE training piece states with
-the training pair and position each comes from (float16; the Bible's: SAMPLE x RANK x 2 bytes, 4 MB):
+the training pair and position each comes from (float16; the Bible's: SAMPLE x RANK x 2 bytes, 2 MB):
 small enough to ship beside a checkpoint, so the verdict needs no pass over the training data on a fresh
 machine. A sentence's distance is the mean, over its pieces, of one minus the cosine to the nearest kept
 state: a sentence in words and contexts the model was trained on has pieces near training pieces.
 
 Why a sample and not every training state: the Bible's 893,096 source pieces at 64 numbers each are
-114 MB; the sample's distances are larger but rank sentences alike (AUROC everyday vs test, measured by
-`python -m benchmarks grounding`), and the threshold is calibrated on the same sample.
+114 MB; the sample's distances are larger but rank sentences as well (AUROC everyday vs test: every
+state 0.973, the sample 0.964, with the surprise 0.981; docs/GROUNDING.md), and the threshold is
+calibrated on the same sample.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from explorer.studies.common.context import RunContext
 from explorer.text.encoding import source_ids
 
 RANK = 64                  # principal directions kept
-SAMPLE = 32_768            # training piece states kept
+SAMPLE = 16_384            # training piece states kept
 FIT_ROWS = 100_000         # training piece states the principal directions are fitted on
 BATCH_TOKENS = 8192        # padded source positions per encoder pass
 SEED = 20261128
@@ -100,7 +101,7 @@ def build(model, tokenizer, train_sources: Sequence[str], dataset: str, weights_
     fit = every[rng.choice(len(every), min(FIT_ROWS, len(every)), replace=False)] - mean            # [F, d]
     rank = min(RANK, fit.shape[1], max(len(fit) - 1, 1))
     _, _, vt = np.linalg.svd(fit, full_matrices=False)                                              # [d, d]
-    basis = vt[:rank].T.astype(np.float32)                                                          # [d, rank]
+    basis = np.ascontiguousarray(vt[:rank].T, dtype=np.float32)                                     # [d, rank]
     kept = np.sort(rng.choice(len(every), min(SAMPLE, len(every)), replace=False))
     partial = StateMap(dataset, weights_sha256, mean.astype(np.float32), basis, np.zeros((0, rank), np.float16),
                        pair[kept], position[kept], {})
@@ -157,8 +158,9 @@ def is_shipped(path: Path) -> bool:
 def save(smap: StateMap, path: Path) -> Path:
     meta = {"format": str(FORMAT), "dataset": smap.dataset, "weights_sha256": smap.weights_sha256,
             "calibration": json.dumps(smap.calibration, sort_keys=True)}
-    tensors = {"mean": smap.mean, "basis": smap.basis, "states": smap.states, "pair": smap.pair,
-               "position": smap.position}
+    tensors = {k: np.ascontiguousarray(v) for k, v in (("mean", smap.mean), ("basis", smap.basis),
+               ("states", smap.states), ("pair", smap.pair), ("position", smap.position))}   # safetensors keeps
+    # a transposed view's buffer as it lies in memory, so every array is written in C order
     write_bytes_atomic(path, save_tensors(tensors, metadata=meta))
     return Path(path)
 

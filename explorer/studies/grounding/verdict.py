@@ -41,8 +41,8 @@ from explorer.studies.grounding.words import names, words
 
 RARE = 3                  # seen fewer times than this: rare
 QUANTILE = 0.90           # of the held-out pairs' scores: the threshold
-STATES_WEIGHT = 1.0       # the encoder-state distance's weight beside the surprise (both standardised)
-STATES_QUANTILE = 0.95    # of the held-out pairs' combined signals: the threshold with a state map
+STATES_WEIGHT = 1.0       # the encoder-state distance's weight beside the surprise (both standardised): equal
+STATES_QUANTILE = QUANTILE   # of the held-out pairs' combined signals: the threshold with a state map
 LANGUAGE_RATIO = 5.0      # a word "of the target language": target count > this x (source count + 1)
 NAMES = {"es": "Spanish", "en": "English", "de": "German", "fr": "French", "it": "Italian", "pt": "Portuguese"}
 
