@@ -7,6 +7,7 @@ Translate), so reading it, setting it, cutting it to size and warning about it a
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -22,16 +23,33 @@ MAX_EXAMPLES = 300                    # examples offered from a checkpoint's tes
 
 
 def current_text() -> str:
-    """The sentence being looked at; on a fresh session, the one in the URL (a shared link), else the
-    checkpoint's opening sentence (whichever page the visit starts on)."""
+    """The sentence being looked at; on a fresh session, the one a shared link names (its test verse,
+    else its text), else the checkpoint's opening sentence (whichever page the visit starts on)."""
     if "text" not in st.session_state:
-        raw = url_keys.raw(url_keys.TEXT) or opening_sentence(st.session_state.get("checkpoint_path"))
+        path = st.session_state.get("checkpoint_path")
+        raw = linked_verse_text(path) or url_keys.raw(url_keys.TEXT) or opening_sentence(path)
         st.session_state["text"], was_cut = clip_text(raw)
         if was_cut:                                          # require_text() says so while it is shown
             st.session_state["_text_cut"] = (st.session_state["text"], len(raw))
     text = st.session_state["text"]
     url_keys.put(text=text[:URL_CHARS] if text else None)         # the URL always names the sentence shown
     return text
+
+
+def linked_verse_text(ckpt_path: str | Path | None) -> str | None:
+    """The source of the test verse a link names (the Beam page's verse=, 1-based into examples();
+    the only page whose URL keeps that key), None when the URL names none or one that does not exist.
+
+    A fresh session opens on it at once, as on a link's text=: it used to open on the opening sentence
+    first (choosing it can mean a beam search over test pairs, for a checkpoint whose card.json does
+    not record the choice) and then run the page again for the verse (webapp.views.beam_fall, which
+    still follows a verse picked or linked later in the session, and warns about one that does not exist).
+    """
+    asked = url_keys.raw(url_keys.VERSE)
+    if not ckpt_path or asked is None or not re.fullmatch(r"\+?[0-9]{1,6}", asked.strip()):
+        return None
+    number, found = int(asked.strip()), examples(ckpt_path)
+    return found[number - 1][1] if 1 <= number <= len(found) else None
 
 
 def opening_sentence(ckpt_path: str | Path | None) -> str:

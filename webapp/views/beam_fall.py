@@ -7,7 +7,10 @@ follows the reference through the page's own cached search).
 The verse is in the URL (1-based; 0: the sentence as typed), but the sentence is the fact the page shows:
 a typed sentence that is no test verse sets the picker back to 0, and a link's verse sets the sentence.
 A link's verse that does not exist (past the last test verse, or below 0) sets nothing: the link's
-sentence stays, a warning says so, and the verse leaves the URL.
+sentence stays, a warning says so, and the verse leaves the URL. A fresh session (a shared link) opens
+on the link's verse at once (sentence.current_text: sentence.linked_verse_text), so the page runs once,
+as for the same link with the verse's text; a verse linked into a session already under way is set
+here, and the page runs again.
 """
 from __future__ import annotations
 
