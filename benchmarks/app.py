@@ -26,6 +26,10 @@ until its translation is on screen, next to the reference page echoing the typed
 A switch is timed from the click (or key press) to "visible" (the new head's heatmap, or the new
 step's table heading, drawn) and to "settled" (the script run over, every element final); the
 breakdown says how much of it was the browser reaching the server, and how much the script run.
+
+Before and after a change, in one session: `--versus CHECKOUT` starts that other checkout's app.py
+(a worktree of the commit before, say) in every cold round too, the three sides' order turning from
+round to round, and its column is reported beside ours; `--cold-only` skips the switches.
 """
 from __future__ import annotations
 
@@ -211,10 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 cold start per side and 3 switches of each kind")
     parser.add_argument("--max-minutes", type=float, default=15.0,
                         help="start no further cold round after this long (at least one round always runs)")
+    parser.add_argument("--cold-only", action="store_true", help="cold starts only: no switches timed")
+    parser.add_argument("--versus", metavar="CHECKOUT",
+                        help="another checkout (a worktree of the commit before a change): its app.py is started "
+                             "in every cold round too, alternating with ours, and reported beside it")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.quick:
         args.cold_rounds, args.switches = 1, 3
+    versus = Path(args.versus).resolve() / "app.py" if args.versus else None
+    if versus is not None and not versus.is_file():
+        parser.error(f"--versus: no app.py in {args.versus}")
     problem = driver.chromium_problem()
     if problem:
         print(f"skipped: {problem}")
@@ -227,9 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     ref_script = ref_dir / "reference.py"
     ref_script.write_text(REFERENCE.format(**shape))
     load_before = os.getloadavg()
-    cold: dict[str, list[float]] = {"ours": [], "reference": []}
-    cold_cpu: dict[str, list[float]] = {"ours": [], "reference": []}
-    controls: dict[str, list[float]] = {"ours": [], "reference": []}
+    names = ["ours", "reference"] + (["versus"] if versus else [])
+    cold: dict[str, list[float]] = {name: [] for name in names}
+    cold_cpu: dict[str, list[float]] = {name: [] for name in names}
+    controls: dict[str, list[float]] = {name: [] for name in names}
     deadline = time.perf_counter() + 60 * args.max_minutes
     switches: dict[str, dict[str, list[dict]]] = {"ours": {}, "reference": {}}
     query = urlencode({"ckpt": args.checkpoint, "text": text})
@@ -255,19 +267,22 @@ def main(argv: list[str] | None = None) -> int:
     with sync_playwright() as playwright:
         browser = driver.launch_chromium(playwright)
         try:
+            sides = [("ours", driver.ROOT / "app.py", TRANSLATION, ours_switches),
+                     ("reference", ref_script, "() => !!document.querySelector('.st-key-ref_zoom svg.main-svg')",
+                      ref_switches)]
+            if versus is not None:
+                sides.insert(1, ("versus", versus, TRANSLATION, None))
             for r in range(args.cold_rounds):
                 last = r == args.cold_rounds - 1 or time.perf_counter() > deadline
-                for side, script, ready, then in (
-                        ("ours", driver.ROOT / "app.py", TRANSLATION, ours_switches),
-                        ("reference", ref_script, "() => !!document.querySelector('.st-key-ref_zoom svg.main-svg')",
-                         ref_switches)):
-                    seconds, cpu, usable = run_server(browser, script, "/", ready, env, then if last else None)
+                for side, script, ready, then in sides[r % len(sides):] + sides[:r % len(sides)]:
+                    switch_then = then if last and not args.cold_only else None
+                    seconds, cpu, usable = run_server(browser, script, "/", ready, env, switch_then)
                     cold[side].append(seconds)
                     cold_cpu[side].append(cpu)
                     controls[side].append(usable)
-                print(f"  cold round {r + 1}: first translation ours {cold['ours'][-1]:.2f} s, reference "
-                      f"{cold['reference'][-1]:.2f} s; controls usable ours {controls['ours'][-1]:.2f} s, "
-                      f"reference {controls['reference'][-1]:.2f} s", flush=True)
+                print(f"  cold round {r + 1}: first translation " + ", ".join(
+                    f"{n} {cold[n][-1]:.2f} s" for n in names) + "; controls usable " + ", ".join(
+                    f"{n} {controls[n][-1]:.2f} s" for n in names), flush=True)
                 if last:
                     break
         finally:
@@ -278,31 +293,39 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(args, text: str, shape: dict, cold: dict, cold_cpu: dict, controls: dict, switches: dict,
            load_before) -> None:
-    ours_cold, ref_cold = statistics.median(cold["ours"]), statistics.median(cold["reference"])
+    versus = "versus" in cold
     print(f"checkpoint {args.checkpoint}; sentence: {text[:70]!r}…; cross-attention {shape['q']}x{shape['k']}, "
           f"{shape['heads']} heads, {shape['steps']} beam steps; {os.cpu_count()} CPUs, load average "
-          f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after; medians of {len(cold['ours'])} cold starts "
-          f"and {args.switches} switches")
-    print(f"{'':46s} {'ours':>8s} {'reference':>10s} {'ratio':>7s}  goal")
-    rows = {"cold start -> first translation": (ours_cold, ref_cold, GOALS["cold"]),
-            "cold start -> controls usable": (statistics.median(controls["ours"]),
-                                              statistics.median(controls["reference"]), GOALS["controls"])}
-    for kind, label in (("head", "switch head (Attention)"), ("step", "switch step (Beam search)"),
-                        ("sentence", "new ~25-word sentence (Translate)")):
-        for field in ("visible", "settled"):
-            rows[f"{label}, {field}"] = (median(switches["ours"][kind], field),
-                                         median(switches["reference"][kind], field), GOALS[kind])
-    for name, (ours, ref, goal) in rows.items():
+          f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after; medians of {len(cold['ours'])} cold starts"
+          + ("" if args.cold_only else f" and {args.switches} switches")
+          + (f"; versus: {args.versus}'s app.py" if versus else ""))
+    print(f"{'':46s} {'ours':>8s} {'reference':>10s} {'ratio':>7s}  goal"
+          + ("         versus  ours/versus" if versus else ""))
+    rows = {"cold start -> first translation": (cold, GOALS["cold"]),
+            "cold start -> controls usable": (controls, GOALS["controls"])}
+    for name, (found, goal) in rows.items():
+        ours, ref = statistics.median(found["ours"]), statistics.median(found["reference"])
+        other = statistics.median(found["versus"]) if versus else None
         met = "met" if ours < goal else "MISSED"
-        print(f"{name:46s} {ours:7.2f}s {ref:9.2f}s {ours / ref:6.2f}x  < {goal:g} s: {met}")
+        print(f"{name:46s} {ours:7.2f}s {ref:9.2f}s {ours / ref:6.2f}x  < {goal:g} s: {met}"
+              + (f"  {other:9.2f}s {ours / other:6.2f}x" if versus else ""))
+    if not args.cold_only:
+        for kind, label in (("head", "switch head (Attention)"), ("step", "switch step (Beam search)"),
+                            ("sentence", "new ~25-word sentence (Translate)")):
+            for field in ("visible", "settled"):
+                ours, ref = median(switches["ours"][kind], field), median(switches["reference"][kind], field)
+                print(f"{label + ', ' + field:46s} {ours:7.2f}s {ref:9.2f}s {ours / ref:6.2f}x  < {GOALS[kind]:g} s: "
+                      f"{'met' if ours < GOALS[kind] else 'MISSED'}")
     print(f"server CPU to the first translation: ours {statistics.median(cold_cpu['ours']):.2f} s, reference "
-          f"{statistics.median(cold_cpu['reference']):.2f} s (the rest of the cold time is waiting for the CPU, "
-          "and the browser)")
-    print("where a switch goes (medians; ours | reference): click -> script start, script run, server CPU")
-    for kind in ("head", "step", "sentence"):
-        parts = [", ".join(_secs(median(switches[side][kind], f)) for f in ("to_run", "run", "app_cpu")) + " CPU"
-                 for side in ("ours", "reference")]
-        print(f"  {kind}: " + " | ".join(parts))
+          f"{statistics.median(cold_cpu['reference']):.2f} s"
+          + (f", versus {statistics.median(cold_cpu['versus']):.2f} s" if versus else "")
+          + " (the rest of the cold time is waiting for the CPU, and the browser)")
+    if not args.cold_only:
+        print("where a switch goes (medians; ours | reference): click -> script start, script run, server CPU")
+        for kind in ("head", "step", "sentence"):
+            parts = [", ".join(_secs(median(switches[side][kind], f)) for f in ("to_run", "run", "app_cpu")) + " CPU"
+                     for side in ("ours", "reference")]
+            print(f"  {kind}: " + " | ".join(parts))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"args": vars(args), "shape": shape, "cold_s": cold,
