@@ -69,14 +69,19 @@ def _learned(at) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
-def test_where_did_it_learn_this_opens_on_a_made_up_word_and_lists_a_linked_words_training_verses():
+def test_where_did_it_learn_this_reads_nothing_until_a_word_is_picked_then_lists_its_training_verses(monkeypatch):
+    from explorer.studies.grounding import concordance
+    from webapp.views import learned
     from webapp.views.learned import MARK
 
+    read, real = [], concordance.training_pairs
+    monkeypatch.setattr(learned, "training_pairs", lambda dataset: read.append(dataset) or real(dataset))
+    learned._word_pairs.clear()
     at = open_app("bible-es-en", text=EVERYDAY)
     no_exception(at)
-    pick = at.selectbox(key="translate_learn")
-    assert pick.value[0] == "output" and pick.value[1] in ("dogs", "dungeon")       # the first made-up word
-    assert "the model never saw it there" in _learned(at) or "training pairs" in _learned(at)
+    assert at.selectbox(key="translate_learn").value is None and "learn" not in at.query_params
+    captions = texts(at.caption)
+    assert read == [] and ("try **dogs**" in captions or "try **dungeon**" in captions)   # a made-up word offered
     at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "out.governor"})
     no_exception(at)
     assert at.selectbox(key="translate_learn").value == ("output", "governor")
@@ -84,16 +89,16 @@ def test_where_did_it_learn_this_opens_on_a_made_up_word_and_lists_a_linked_word
     assert "**governor** is in the translations of" in shown and "have **presidente** in the sentence" in shown
     verses = [m.value for m in at.markdown if m.value.startswith("- *")]
     assert verses and all(f":{MARK}[presidente]" in v.lower() and f":{MARK}[governor]" in v.lower() for v in verses)
-    assert at.query_params["learn"] == "out.governor"
+    assert at.query_params["learn"] == "out.governor" and read == ["bible"]
 
 
 def test_a_source_word_and_a_junk_url_value():
     at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "src.periodistas"})
     no_exception(at)
     assert "**periodistas** is in the sentences of 0 of the" in _learned(at)
-    at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "src.nowhere"})    # not a word here: the default
+    at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "src.nowhere"})    # not a word here: none
     no_exception(at)
-    assert at.selectbox(key="translate_learn").value[0] == "output"
+    assert at.selectbox(key="translate_learn").value is None and "learn" not in at.query_params
 
 
 def test_a_source_words_nearest_training_contexts_come_from_the_encoder_state_map():

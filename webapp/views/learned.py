@@ -115,11 +115,17 @@ def section(ckpt, source: str, best, found: Verdict | str, key: str) -> None:
         st.caption("The sentence has no words to look up.")
         return
     widget = f"{key}_learn"
-    default = _default(found) or next(iter(options))
-    url.seed(url.LEARN, widget, options[default], options=options)
-    side, word = st.selectbox("A word of the translation or of the sentence", list(options.values()), key=widget,
-                              format_func=lambda o: f"{o[1]}  ({'translation' if o[0] == 'output' else 'sentence'})")
-    url.write(url.LEARN, widget, (side, word), options=options, default=options[default])
+    url.seed(url.LEARN, widget, None, options=options)
+    choice = st.selectbox("A word of the translation or of the sentence", list(options.values()), key=widget,
+                          placeholder="Pick a word…",
+                          format_func=lambda o: f"{o[1]}  ({'translation' if o[0] == 'output' else 'sentence'})")
+    url.write(url.LEARN, widget, choice, options=options, default=None)
+    if choice is None:                  # nothing is read until a word is picked: a first visit does not wait
+        hint = _default(found)
+        st.caption("Its training verses, the training pairs that raised it, its nearest training contexts"
+                   + (f"; try **{md_escape(options[hint][1])}**." if hint else "."))
+        return
+    side, word = choice
     dataset = dataset_of(ckpt.meta)
     try:
         pairs = _word_pairs(dataset)
