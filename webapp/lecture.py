@@ -28,6 +28,8 @@ class PageEntry:
     title: str
     section: str               # the sidebar's heading above it
     why: str                   # why it comes next in the lecture, one line ("" for the landing page)
+    # None, or a Material icon (":material/<name>:", Streamlit's own font), never an emoji: an emoji needs an
+    # emoji font, and on a machine without one the sidebar showed an empty box
     icon: str | None = None
 
 
@@ -37,7 +39,7 @@ class PageEntry:
 # knows, what causes an output), what heads do over a test set, decoding, training. A new page goes where
 # the lecture needs it, in a section that already says what kind of question it answers.
 PAGES_TABLE = (
-    PageEntry("translate", "translate.py", "Translate", "Start", "", "🌐"),
+    PageEntry("translate", "translate.py", "Translate", "Start", ""),
     PageEntry("architecture", "architecture.py", "Architecture", "The model",
               "the whole model at a glance, the paper's Figure 1 with this sentence's numbers"),
     PageEntry("positions", "positions.py", "Positional encoding", "The model",

@@ -3,9 +3,10 @@
 Why a mode rather than separate pages: the lecture uses the same pages a student explores, only
 read from the back of a room. Presenter mode is a projector layout: larger type (figures' text too),
 the sidebar collapsed and the page full width, figures stacked rather than side by side on a narrow
-screen, every "Learn" panel folded (one click opens it) so that each page's result is on the first
-screen, and the controls a lecture does not use hidden (listed in HELP), so the slide-sized view holds
-what the teacher talks about. It is kept in the URL (?present=1), so a link prepared before the lecture
+screen, every "Learn" panel folded (one click opens it), each page's result placed before its Learn panel
+and inputs (areas()) so that its main figure starts on the first screen at 1024x768, tables fitted to the
+width (table_columns()), and the controls a lecture does not use hidden (listed in HELP), so the
+slide-sized view holds what the teacher talks about. It is kept in the URL (?present=1), so a link prepared before the lecture
 opens in presenter mode, and the "Next" links of the lecture order carry it (webapp.lecture).
 
 Pages ask `advanced()` before drawing an advanced control: each hide is one line. Nothing here
@@ -13,6 +14,8 @@ imports webapp.state (state.learn reads `on()`), and the URL value is untrusted:
 known "on" spelling means off, never an error.
 """
 from __future__ import annotations
+
+from typing import Sequence
 
 import streamlit as st
 
@@ -23,12 +26,14 @@ URL_KEY = url_keys.PRESENT.key  # ?present=1 (1, true, yes or on; anything else 
 KEY = "presenter"              # the sidebar toggle's session key
 HELP = (
     "For a lecture on a projector: larger type (figures too), the sidebar folded away (the arrow at the top "
-    "left opens it), the page full width, every **Learn** panel folded so the result comes first, and these "
-    "advanced controls "
+    "left opens it), the page full width, every **Learn** panel folded and each page's result first (its "
+    "Learn panel and inputs below it), tables fitted to the width (on **Checkpoints** without the run, size "
+    "and date columns), and these advanced controls "
     "hidden: the CSV and JSON download buttons on every page (a figure's camera button stays); on "
     "**Translate**, the token-id tables; on **Beam search**, the length penalty and α (the Translate "
     "page's are used); on **Architecture**, the full Q, K and V tables; on **Layers**, the DecoderLens "
-    "beam size (a link's still applies). Kept in the URL (`?present=1`), "
+    "beam size (a link's still applies); on **Attention**, the causal-mask switch except for decoder "
+    "self-attention. Kept in the URL (`?present=1`), "
     "so a link prepared before the lecture opens in presenter mode; the **Next** links at the end of "
     "each page keep it.")
 # Sizes on a projector. The smallest text anywhere on a page (body, captions, every figure's ticks and
@@ -84,6 +89,38 @@ def figure(fig):
     MIN_PX (explorer.plots.style.scale_text); unchanged otherwise. Called where figures are drawn
     (webapp.downloads.chart), so a page never sizes text for a projector itself."""
     return scale_text(fig, SCALE, MIN_PX) if on() else fig
+
+
+def areas(lecture: Sequence[str], study: Sequence[str]) -> dict:
+    """A container per part of a page, placed in the mode's order: `lecture` in presenter mode (the page's
+    result first, so that it is on the projector's first screen; the Learn panel and the inputs after it),
+    `study` otherwise (the Learn panel and the inputs, then the result). The same parts in both. Each part
+    is then drawn in the script's own order, `with area[part]:`, so a part may use what another computed."""
+    order = lecture if on() else study
+    if sorted(order) != sorted(lecture) or sorted(lecture) != sorted(study):
+        raise ValueError(f"both orders must name the same parts: {lecture} and {study}")
+    return {part: st.container() for part in order}
+
+
+# Tables (st.dataframe) are drawn on a canvas whose columns are as wide as their text: in presenter mode a
+# table of many or long columns ran past the right edge of a 1024 px projector, the rest shown only by
+# scrolling sideways. There a table shows the columns a lecture reads, at widths that add up to TABLE_PX at
+# most (the content is 956 px wide at 1024 px, a table's border 2 px): a longer text is cut inside its cell
+# (the table's toolbar shows it full screen), and on a wider screen Streamlit shares the room left among them.
+TABLE_PX = 920
+
+
+def table_columns(widths: dict[str, int], config: dict | None = None) -> dict:
+    """st.dataframe's column_order and column_config for the mode: in presenter mode the columns named in
+    `widths`, in its order, each about `widths[name]` px wide (scaled down to TABLE_PX in all); otherwise
+    every column sized to its text. `config`: the page's own column_config (formats), kept in both."""
+    config = dict(config or {})
+    if not on():
+        return {"column_config": config} if config else {}
+    scale = min(1.0, TABLE_PX / max(1, sum(widths.values())))
+    for name, px in widths.items():
+        config[name] = {**(config.get(name) or st.column_config.Column()), "width": int(px * scale)}
+    return {"column_order": tuple(widths), "column_config": config}
 
 
 def toggle() -> bool:

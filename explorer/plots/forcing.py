@@ -39,7 +39,8 @@ def causal_mask_figure(inputs: Sequence[str], title: str = "Causal mask",
         customdata=[[f"query {i + 1} → key {j + 1}: {seen[i, j]}" for j in range(n)] for i in range(n)]))
     side = min(420, 140 + 18 * n)
     fig.update_layout(title=title, height=side, margin=dict(l=10, r=10, t=50, b=10),
-                      xaxis=dict(title="key (position read)", side="top", **token_axis(inputs)),
+                      # the keys below the grid, as on every attention heatmap: on top they met the title
+                      xaxis=dict(title="key (position read)", side="bottom", **token_axis(inputs)),
                       yaxis=dict(title="query", autorange="reversed", **token_axis(row_labels or inputs)))
     return fig
 

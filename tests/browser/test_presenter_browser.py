@@ -21,6 +21,15 @@ What a class at the back of a room needs, measured on each page after its script
 The smallest size per page, with the text that has it, goes to test-artifacts/browser/presenter_fonts.log,
 and a screenshot of each page's first screen to test-artifacts/browser/presenter/<page>.png: a person
 looks at them; the test holds the numbers.
+
+test_each_pages_result_is_on_the_first_screen reaches each lecture page in presenter mode at 1024x768 by
+the link of the page before it (opened by its URL) and measures bounding boxes once the run ends (on the
+Causes page, once its button brought the grids): the page's main figure (MAIN: its first result, a figure
+or the table that is the result) starts on the first screen with at least SHOWN_PX of it showing, and
+nothing runs past the window's right edge or is cut at its own: no figure or table wider than the window,
+no table whose columns scroll sideways, no select box whose value is cut, no formula that scrolls. The
+Heads and Search pages draw their figures from a background job's result (minutes): there only the right
+edge is measured.
 """
 from __future__ import annotations
 
@@ -212,5 +221,134 @@ def test_follow_the_lecture_in_presenter_mode_at_1024x768(visit):
             log.write(f"  {path:30s} {s['px']:5.1f}  {'svg' if s['svg'] else 'html'}  "
                       f"{s['key'] or '-'}: {s['text']!r}\n")
     assert len(smallest) >= len(lecture.PAGES_TABLE)
+    assert not problems, "presenter mode at 1024x768:\n" + "\n".join(problems)
+    visit.assert_offline_and_quiet()
+
+
+# ---- each page by its URL: the result on the first screen, nothing past the right edge --------------------
+# Each lecture page's main figure: a CSS selector, the first match in the page (the Train page shows a job's
+# curves once a job ran, else the new job's planned learning rate). Written out here, not read from the pages.
+MAIN = {
+    "translate": ".st-key-translation",
+    "architecture": ".st-key-arch_diagram",
+    "positions": ".st-key-pe_learned, .st-key-pe_heatmap",
+    "attention": ".st-key-attn_grid",
+    "layers": "[data-testid='stDataFrame']",                 # the DecoderLens table: a translation per layer
+    "causes": ".st-key-causes_encoder",
+    "heads": None,                                          # a head-lab job's figures (minutes)
+    "contributions": ".st-key-contrib_share_bars",
+    "alignment": ".st-key-align_links",
+    "search": None,                                         # a beam-size study's figures (minutes)
+    "beam": ".st-key-beam_tree",
+    "training_vs_inference": ".st-key-tvi_forced_rows",
+    "schedule": ".st-key-sc_curves",
+    "train": ".st-key-tr_curves, .st-key-tr_planned",
+    "checkpoints": "[data-testid='stDataFrame']",            # every checkpoint, the first tab
+}
+SHOWN_PX = 200                  # of the main figure on the first screen at least: its top alone may be the last line
+# Where the main figure is, and everything that runs past the window's right edge or is cut at its own.
+PLACES = """selector => {
+  const main = document.querySelector("[data-testid='stMain']");
+  main.scrollTo(0, 0);
+  const edge = document.documentElement.clientWidth;
+  const seen = el => el.checkVisibility({visibilityProperty: true, opacityProperty: true});
+  const name = el => { const h = el.closest("[class*='st-key-']");
+    return (el.getAttribute('data-testid') || el.className) + (h ? ' ' + [...h.classList].find(c => c.startsWith('st-key-')) : ''); };
+  const found = selector ? main.querySelector(selector) : null, box = found && found.getBoundingClientRect();
+  const problems = [];
+  for (const el of main.querySelectorAll("[data-testid='stPlotlyChart'], [data-testid='stDataFrame'], [data-testid='stTable']")) {
+    const b = el.getBoundingClientRect();
+    if (seen(el) && b.right > edge + 0.5) problems.push(`${name(el)} ends at ${Math.round(b.right)} px, past the window's ${edge}`);
+  }
+  for (const el of main.querySelectorAll("[data-testid='stDataFrame'] .dvn-scroller"))
+    if (seen(el) && el.scrollWidth > el.clientWidth + 1)
+      problems.push(`${name(el.closest("[data-testid='stDataFrame']"))}: columns ${el.scrollWidth} px wide in ${el.clientWidth} px`);
+  for (const el of main.querySelectorAll("[data-testid='stSelectbox'] input"))
+    if (seen(el) && el.scrollWidth > el.clientWidth + 1)
+      problems.push(`${name(el.closest("[data-testid='stSelectbox']"))}: "${el.value}" cut (${el.scrollWidth} px in ${el.clientWidth})`);
+  for (const el of main.querySelectorAll(".katex-display"))
+    if (seen(el) && el.scrollWidth > el.clientWidth + 1)
+      problems.push(`a formula ${el.scrollWidth} px wide in ${el.clientWidth} px`);
+  return {main: box && {top: box.top, height: box.height}, problems};
+}"""
+TABLES_LOADED = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']")]
+  .every(t => !t.checkVisibility() || t.querySelector('.dvn-scroller'))"""
+
+
+def first_screen_problems(page, path: str) -> list[str]:
+    """PLACES's problems on the page now, and where its main figure is if not SHOWN_PX of it on the first screen."""
+    page.wait_for_function(TABLES_LOADED, timeout=LONG)             # a table's canvas arrives after the run
+    found = page.evaluate(PLACES, MAIN[path])
+    problems = [f"{path}: {p}" for p in found["problems"]]
+    if MAIN[path] is not None:
+        where = found["main"]
+        if where is None:
+            problems.append(f"{path}: its main figure ({MAIN[path]}) is not on the page")
+        elif where["top"] + min(where["height"], SHOWN_PX) > WINDOW["height"]:
+            problems.append(f"{path}: its main figure ({MAIN[path]}) starts at {where['top']:.0f} px, "
+                            f"{min(where['height'], SHOWN_PX):.0f} px of it not on the first {WINDOW['height']} px")
+    return problems
+
+
+def reach(visit, path: str) -> None:
+    """Open the page before `path` in the lecture by its URL (for the first page, the last one), in presenter
+    mode, and follow its link to `path`, as a teacher goes on: the page arrives with presenter mode's style
+    already in place, as every page after the first of a lecture does. (On a page opened afresh a table can be
+    drawn before the style takes effect, its columns then sized for 16 px type: which one comes first varies.)"""
+    paths = [entry.url_path for entry in lecture.PAGES_TABLE]
+    before = paths[paths.index(path) - 1]
+    page = open_app(visit, before, ckpt=NUMBERS, text=NUMBER_TEXT, present="1")
+    larger_type(page)
+    if path != lecture.START:
+        next_page(page, ORDER[paths.index(path)])
+        return
+    end = page.locator("[data-testid='stMain'] a:has-text('End of the lecture')")
+    end.first.wait_for(timeout=LONG)
+    idle(page)
+    end.first.click()
+    page.wait_for_selector(".st-key-translation h4", timeout=LONG)
+    idle(page)
+
+
+def patch_the_pair(page) -> None:
+    """The Causes page's grids: its button pressed (a server that already holds the pair's grids shows them)."""
+    start, grids = page.locator(".st-key-causes_start button"), page.locator(".st-key-causes_encoder .js-plotly-plot")
+    start.or_(grids).first.wait_for(timeout=LONG)
+    if start.count():
+        start.click()
+    grids.first.wait_for(timeout=LONG)
+    idle(page)
+
+
+# Not yet, on pages of other parts of the app (strict: once a page is fixed, its mark fails and goes):
+# - Beam search: its tree starts at 739 px, 29 px of it on the first screen, under the Learn panel, the
+#   sentence, the test-verse picker, the beam size, the best translation, why the search stopped and the
+#   switch that marks a step;
+# - Translate: its N-best table, in three fifths of the width beside the pieces, has columns 603 px wide
+#   in 562 px (its last column scrolls sideways).
+NOT_YET = {"beam": "the Beam search page's tree is under its inputs in presenter mode",
+           "translate": "the Translate page's N-best table is wider than its column in presenter mode"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(entry.url_path, marks=pytest.mark.xfail(
+    raises=AssertionError, strict=True, reason=NOT_YET[entry.url_path])) if entry.url_path in NOT_YET
+    else entry.url_path for entry in lecture.PAGES_TABLE])
+def test_each_pages_result_is_on_the_first_screen(visit, path):
+    if not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file():
+        pytest.skip(f"needs checkpoints/{NUMBERS}")
+    assert set(MAIN) == {entry.url_path for entry in lecture.PAGES_TABLE}, "the lecture's pages changed: update MAIN"
+    page = visit.page
+    page.set_viewport_size(WINDOW)
+    errors = watch_console(page)
+    with timed(f"presenter /{path}: the first screen"):
+        reach(visit, path)
+        if path == "causes":
+            patch_the_pair(page)
+        wait_drawn(page)
+        no_exception(page)
+        problems = first_screen_problems(page, path)
+    (ARTIFACTS / "presenter").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "presenter" / f"first_screen_{path}.png"))     # PLACES scrolled to the top
+    assert not errors, errors
     assert not problems, "presenter mode at 1024x768:\n" + "\n".join(problems)
     visit.assert_offline_and_quiet()

@@ -13,22 +13,29 @@ from webapp import url_keys as url
 from webapp.views import attention as views
 
 st.title("Attention")
-state.learn(
-    "Each head compares every query position with every key position (a dot product of learned "
-    "projections), scales by $1/\\sqrt{d_k}$ so the softmax does not saturate, and turns each row into weights "
-    "that sum to 1. Encoder self-attention looks over the source, the decoder's masked self-attention only "
-    "at earlier target positions (the causal mask sets later ones to −∞), and cross-attention lets each "
-    "target position look at the source. Rows are queries, columns keys.",
-    r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}} + M\right) V,"
-    r"\qquad M_{ij} = -\infty \text{ if } j > i \text{ (decoder self-attention)}")
+# The page's parts, placed in the order of the mode (webapp.presenter.areas; each is drawn in the script's
+# own order). A student reads the Learn panel and the sentence, then explores the heads; on a projector the
+# heads come first, so that the all-heads grid is on the first screen, then the Learn panel and the sentence.
+area = presenter.areas(lecture=("heads", "learn", "sentence"), study=("learn", "sentence", "heads"))
+with area["learn"]:
+    state.learn(
+        "Each head compares every query position with every key position (a dot product of learned "
+        "projections), scales by $1/\\sqrt{d_k}$ so the softmax does not saturate, and turns each row into weights "
+        "that sum to 1. Encoder self-attention looks over the source, the decoder's masked self-attention only "
+        "at earlier target positions (the causal mask sets later ones to −∞), and cross-attention lets each "
+        "target position look at the source. Rows are queries, columns keys.",
+        r"\def\arraystretch{1.6}\begin{array}{c}\displaystyle \mathrm{Attention}(Q, K, V) = "
+        r"\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}} + M\right) V\\ "
+        r"\displaystyle M_{ij} = -\infty \text{ if } j > i \text{ (decoder self-attention)}\end{array}")
 
-ckpt = models.require_checkpoint()
-path, cfg = str(ckpt.path), state.decode_settings()
-text, clipped, result = sentence.page_translation(ckpt, "attn_text_box", cfg, "to see its attention.")
-trace = state.friendly(models.attention, ckpt, tuple(result.src_ids), tuple(result.best.ids),
-                       what="Tracing the attention")
-if trace is None:
-    st.stop()
+with area["sentence"]:
+    ckpt = models.require_checkpoint()
+    path, cfg = str(ckpt.path), state.decode_settings()
+    text, clipped, result = sentence.page_translation(ckpt, "attn_text_box", cfg, "to see its attention.")
+    trace = state.friendly(models.attention, ckpt, tuple(result.src_ids), tuple(result.best.ids),
+                           what="Tracing the attention")
+    if trace is None:
+        st.stop()
 
 
 TABS = ["Heads", "Head summary", "Word alignment", "Output vs reference", "Head ablation", "bertviz"]
@@ -43,18 +50,20 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     # ---- which heads (kept in the URL: kind, layer, head, show) ------------------------------------------
     c = ckpt.config
     url.seed(url.ATTN_KIND, "attn_kind", "cross", options=list(KIND_LABELS))
-    kind = st.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, key="attn_kind", horizontal=True)
+    kind = st.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, key="attn_kind", horizontal=True,
+                    label_visibility="collapsed" if presenter.on() else "visible")    # under the title "Attention"
     n_layers = attention_kind(kind).n_layers(c)
     url.seed(url.LAYER, "attn_layer", n_layers, high=n_layers)
     url.seed(url.HEAD, "attn_head", 1, high=c.n_heads)
     url.seed(url.ATTN_SHOW, "attn_quantity", "weights", options=list(views.QUANTITIES))
-    col1, col2, col3, col4 = st.columns([2, 3, 3, 3] if presenter.on() else [2, 3, 3, 2])   # "Causal mask" whole
+    causal = attention_kind(kind).causal
+    col1, col2, col3, col4 = views.control_columns(n_layers, c.n_heads, causal)
     layer = col1.radio("Layer", list(range(1, n_layers + 1)), key="attn_layer", horizontal=True)
     head = col2.radio("Head", list(range(1, c.n_heads + 1)), key="attn_head", horizontal=True)
     quantity = col3.selectbox("Show", list(views.QUANTITIES), format_func=views.QUANTITIES.get, key="attn_quantity")
-    causal = attention_kind(kind).causal
-    show_mask = col4.toggle("Causal mask", key="attn_mask", disabled=not causal,
-                            help="Decoder self-attention only: grey cells are future positions, set to −∞.")
+    show_mask = col4 is not None and col4.toggle(
+        "Causal mask", key="attn_mask", disabled=not causal,
+        help="Decoder self-attention only: grey cells are future positions, set to −∞.")
     url.write(url.ATTN_KIND, "attn_kind", kind)
     url.write(url.LAYER, "attn_layer", layer)
     url.write(url.HEAD, "attn_head", head)
@@ -93,4 +102,5 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     downloads.bundle_button(_bundle, downloads.file_stem(ckpt.name, "attention"), key="bundle_attention")
 
 
-explore(ckpt, cfg, text, clipped, result, trace)
+with area["heads"]:
+    explore(ckpt, cfg, text, clipped, result, trace)

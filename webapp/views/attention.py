@@ -21,7 +21,7 @@ from explorer.plots import attention as plots
 from explorer.plots.style import head_grid
 from explorer.text.encoding import output_ids
 from explorer.text.special import EOS_ID
-from webapp import bertviz_offline, downloads, models, state
+from webapp import bertviz_offline, downloads, models, presenter, state
 from webapp import url_keys as url
 
 QUANTITIES = {"weights": "Weights (after softmax)", "scores": "Scores QKᵀ/√dₖ (before softmax)",
@@ -77,6 +77,24 @@ def all_stats(trace) -> dict[str, dict[str, np.ndarray]]:
     return {kind: stack_stats(trace.stack(kind), eos_key(trace, kind)) for kind in KINDS}
 
 
+# ---- the controls --------------------------------------------------------------------------------
+
+SHOW_SHARE = 0.42              # the Show box's share of the row in presenter mode: its longest option whole
+
+
+def control_columns(n_layers: int, n_heads: int, causal: bool) -> tuple:
+    """Where the Layer and Head radios, the Show box and the Causal mask toggle go (None: not drawn).
+    On a laptop one row ("Causal mask" whole). On a projector, in large type, the Show box keeps the room
+    its longest option needs (SHOW_SHARE of the row: at 1024 px none is cut), Layer and Head share the rest
+    by their numbers of options, and the toggle, which only decoder self-attention uses, comes under the
+    row; for the other kinds it is left out (on a slide it would be a greyed-out control)."""
+    if not presenter.on():
+        return tuple(st.columns([2, 3, 3, 2]))
+    rest, options = 1 - SHOW_SHARE, n_layers + n_heads + 2
+    col1, col2, col3 = st.columns([rest * (n_layers + 1) / options, rest * (n_heads + 1) / options, SHOW_SHARE])
+    return col1, col2, col3, st.container() if causal else None
+
+
 # ---- tab: heads ----------------------------------------------------------------------------------
 
 def zoom_clicked_head(n_layers: int, n_heads: int) -> None:
@@ -91,11 +109,31 @@ def zoom_clicked_head(n_layers: int, n_heads: int) -> None:
         st.session_state["attn_layer"], st.session_state["attn_head"] = layer + 1, head + 1
 
 
+# The grid and the zoomed head side by side, or one above the other where the tab is narrower than
+# STACK_BELOW_PX (a laptop at 1024 px with the sidebar open: side by side, the zoom was 274 px wide, its
+# title cut and its key labels touching). A CSS container query on the tab's own width, not the window's,
+# so that the sidebar open or closed counts too; presenter mode stacks them below its own width anyway.
+STACK_BELOW_PX = 900
+STACK_CSS = f"""<style>
+.st-key-attn_heads {{ container-type: inline-size; }}
+@container (max-width: {STACK_BELOW_PX}px) {{
+  .st-key-attn_heads [data-testid="stHorizontalBlock"] {{ flex-wrap: wrap; }}
+  .st-key-attn_heads [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {{ min-width: 100%; flex: 1 1 100%; }}
+}}
+</style>"""
+
+
 def heads_tab(trace, view: View, name: str) -> None:
+    with st.container(key="attn_heads"):
+        _heads(trace, view, name)
+
+
+def _heads(trace, view: View, name: str) -> None:
     stack = quantity_stack(trace, view.kind, view.quantity, view.d_k)       # [L, H, q, k]
     q_tok, k_tok, predicts = axes(trace, view.kind)
     diverging = view.quantity in ("scores", "unscaled")
     label = QUANTITIES[view.quantity]
+    st.html(STACK_CSS)                                                      # style only: takes no space
     left, right = st.columns([1, 1])
     with left:
         downloads.chart(head_grid(stack, f"All heads · {label} (click a head to zoom)", diverging=diverging,

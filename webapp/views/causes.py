@@ -22,7 +22,7 @@ import streamlit as st
 from explorer.studies.patching.grids import GRIDS, grid_cells
 from explorer.studies.patching.job import row_labels
 from explorer.plots import patching as plots
-from webapp import analyses, downloads, state
+from webapp import analyses, downloads, presenter, state
 from webapp import url_keys as url
 from webapp.numbering import position_label
 from webapp.sentence import URL_CHARS
@@ -201,17 +201,31 @@ def grids_section(ckpt, clean: str, corrupt: str, pair, info: dict, chosen: str,
     if result is None:
         return
     ld = result.logit_difference
-    st.caption(f"Logit difference log p(clean token) − log p(corrupted token): clean run {ld['clean']:.2f}, corrupted "
-               f"run {ld['corrupt']:.2f}. Each cell is one patched run: 0 = the patch does nothing, 1 = all of it.")
-    note = weak_difference_note(ld)
-    if note:
-        st.warning(note)
-    grid, row, col = pick_cell(ckpt, info, pair)
+    # on a projector the grids come first (webapp.presenter.areas), then what a cell means and the picked cell
+    parts = presenter.areas(lecture=("figures", "measure", "cell"), study=("measure", "cell", "figures"))
+    with parts["measure"]:
+        st.caption(f"Logit difference log p(clean token) − log p(corrupted token): clean run {ld['clean']:.2f}, "
+                   f"corrupted run {ld['corrupt']:.2f}. Each cell is one patched run: 0 = the patch does nothing, "
+                   "1 = all of it.")
+        note = weak_difference_note(ld)
+        if note:
+            st.warning(note)
     grids = {g: np.asarray(result.grids[g][chosen]) for g in GRIDS}
-    show_patched(ckpt, clean, corrupt, pair, info, (grid, row, col), float(grids[grid][row, col]), chosen)
+    with parts["cell"]:
+        grid, row, col = pick_cell(ckpt, info, pair)
+        show_patched(ckpt, clean, corrupt, pair, info, (grid, row, col), float(grids[grid][row, col]), chosen)
+    with parts["figures"]:
+        _figures(ckpt, clean, corrupt, pair, info, result, grids, (grid, row, col), chosen, name)
+
+
+def _figures(ckpt, clean: str, corrupt: str, pair, info: dict, result, grids: dict, cell: tuple[str, int, int],
+             chosen: str, name: str) -> None:
+    """The grids (the picked cell marked), the changed word's bars and the grids' JSON."""
+    grid, row, col = cell
+    ld = result.logit_difference
     limit = plots.colour_limit(*grids.values())
     picked = (row, col)
-    st.caption("Click a cell of a grid (or pick it above) to see its patched run's translation.")
+    st.caption("Click a cell of a grid (or pick it in the Cell boxes) to see its patched run's translation.")
     for g, key in (("encoder_resid", "causes_encoder"), ("decoder_resid", "causes_decoder")):
         rows, cols = labels(ckpt, info, pair, g)
         fig = plots.position_grid(grids[g], rows, cols, GRID_NAMES[g], chosen, picked if grid == g else None, limit,

@@ -14,7 +14,7 @@ from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
 from explorer.plots.attention import head_heatmap
 from explorer.plots.style import head_grid
-from webapp import downloads, models, numbering, sentence, state
+from webapp import downloads, models, numbering, presenter, sentence, state
 from webapp import url_keys as url
 from webapp.text_safety import plot_escape
 
@@ -59,7 +59,11 @@ def _rows(trace, kind: str) -> list[str]:
 def table(infos) -> None:
     rows = cmp.checkpoint_rows(infos)
     frame = pd.DataFrame([{k: shown(v, NUMBERS.get(k, "{}")) for k, v in r.items() if k != "path"} for r in rows])
-    st.dataframe(frame, hide_index=True, key="ck_table")
+    # on a projector: the columns a lecture reads, fitted to the width (webapp.presenter.table_columns; the run,
+    # size and date stay for a laptop), and the problem column only when a checkpoint has one
+    widths = {"checkpoint": 250, "step": 80, "data": 130, "preset": 120, "dev BLEU": 110, "test BLEU": 110,
+              **({"problem": 250} if any(r["problem"] for r in rows) else {})}
+    st.dataframe(frame, hide_index=True, key="ck_table", **presenter.table_columns(widths))
     if any(r["dev BLEU"] is None for r in rows):
         st.caption("**dev BLEU** is blank where it was not measured at that checkpoint's step: shipped and imported "
                    "checkpoints carry no training metrics (a shipped one keeps only its best step's), and a run "

@@ -45,7 +45,11 @@ def decoder_lens_section(ckpt, text: str, name: str) -> None:
         "log-prob": [round(float(r.score), 2) for r in rows],
         "as the model's": ["yes" if r.text == last else "" for r in rows],
         "finished": ["yes" if r.finished else "no (length limit)" for r in rows]})
-    st.dataframe(frame, hide_index=True, width="stretch", key="layers_lens_table")
+    # on a projector: the columns a lecture reads, fitted to the width (webapp.presenter.table_columns); whether a
+    # row stopped at the length limit only when one did
+    widths = {"the decoder reads": 170, "translation": 520, "log-prob": 90, "as the model's": 140,
+              **({"finished": 180} if not all(r.finished for r in rows) else {})}
+    st.dataframe(frame, hide_index=True, width="stretch", key="layers_lens_table", **presenter.table_columns(widths))
     st.caption(f"{'Greedy' if beam == 1 else f'Beam search ({int(beam)} beams)'}: each row decodes from one encoder "
                "depth (the embeddings: no encoder layer at all). The last row is the model as trained; it can "
                "differ from the translation above, which uses the Translate page's decoding settings.")

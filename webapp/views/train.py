@@ -26,7 +26,7 @@ from explorer.training.args import planned_model_config
 from explorer.training.notes import warmup_note, zero_bleu_note
 from explorer.training.schedule import (UNRECORDED_CEILING, UNRECORDED_PEAK, FineTune, fine_tune_schedule,
                                         noam_curve, noam_rate)
-from webapp import downloads, state
+from webapp import downloads, presenter, state
 from webapp.text_safety import md_cells
 
 DATASETS = {"numbers": "Number words, English → German (learns in minutes)",
@@ -112,90 +112,97 @@ def _fine_tune_notes(recipe: FineTune, warmup: int, lr_factor: float, d_model: i
 
 
 def new_job_form() -> None:
-    choice = st.radio("Data", list(DATASETS), format_func=DATASETS.get, horizontal=True, key="tr_data")
-    d = DEFAULTS[choice]
-    dataset = _dataset(choice)
-    k = f"tr_{choice}_"
-    c1, c2 = st.columns(2)
-    if not st.session_state.get(k + "name"):
-        st.session_state[k + "name"] = f"{choice}-{time.strftime('%m%d-%H%M%S')}"
-    name = c1.text_input("Run name (folder under runs/)", key=k + "name", max_chars=64,
-                         help=f"A new folder directly under runs/: {jobs.NAME_RULE}.")
-    start_from = c2.radio("Start from", ["scratch", "checkpoint"], horizontal=True, key=k + "from",
-                          format_func={"scratch": "Scratch (a preset)", "checkpoint": "Fine-tune a checkpoint"}.get)
-    init_from, preset_name = None, d["preset"]
-    if start_from == "scratch":
-        preset_name = c2.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(d["preset"]), key=k + "preset")
-    else:
-        healthy = [i for i in state.available_checkpoints() if not i.error]
-        if not healthy:
-            c2.warning("No working checkpoint to fine-tune from.")
-            return
-        pick = c2.selectbox("Checkpoint", range(len(healthy)), key=k + "init",
-                            format_func=lambda i: state.checkpoint_label(healthy[i]))
-        init_from = str(healthy[pick].path)
-    recipe = _fine_tune_recipe(healthy[pick]) if init_from else None
-    c1, c2, c3, c4 = st.columns(4)
-    by_epochs = c1.toggle("Length in epochs", key=k + "by_epochs")
-    steps = c1.number_input("Epochs" if by_epochs else "Steps", 1, FORM_MAX["steps"],
-                            3 if by_epochs else d["max_steps"], key=k + ("epochs" if by_epochs else "steps"))
-    batch_tokens = c2.number_input("Batch tokens", args.MIN_BATCH_TOKENS, FORM_MAX["batch_tokens"], d["batch_tokens"],
-                                   step=500, key=k + "batch")
-    tuned = f"_ft{pick}" if recipe else ""                 # own widgets (and defaults) per checkpoint fine-tuned
-    warmup = c3.number_input("Warm-up steps", 1, FORM_MAX["warmup"], recipe.warmup if recipe else d["warmup"],
-                             key=k + "warmup" + tuned)
-    lr_factor = c4.number_input("LR factor", 0.0001, 10.0, round(recipe.lr_factor, 4) if recipe else d["lr_factor"],
-                                step=0.01 if recipe else 0.1, format="%.4f", key=k + "lr" + tuned)
-    smoothing = c1.number_input("Label smoothing ε", 0.0, 0.99, 0.1, step=0.05, key=k + "ls")
-    eval_every = c2.number_input("Evaluate every (steps)", 0, FORM_MAX["every"], d["eval_every"], key=k + "eval")
-    save_every = c3.number_input("Checkpoint every (steps)", 0, FORM_MAX["every"], d["save_every"], key=k + "save")
-    keep_last = c4.number_input("Keep last checkpoints", 1, args.MAX_KEEP_LAST, 20, key=k + "keep")
-    with st.expander("More settings"):
+    """The form, the planned learning rate of its settings and the Start button. On a projector (presenter
+    mode) the planned rate comes first, so that the page shows a figure on its first screen before any job
+    ran; the settings follow it (webapp.presenter.areas)."""
+    parts = presenter.areas(lecture=("plan", "settings", "start"), study=("settings", "plan", "start"))
+    with parts["settings"]:
+        choice = st.radio("Data", list(DATASETS), format_func=DATASETS.get, horizontal=True, key="tr_data")
+        d = DEFAULTS[choice]
+        dataset = _dataset(choice)
+        k = f"tr_{choice}_"
+        c1, c2 = st.columns(2)
+        if not st.session_state.get(k + "name"):
+            st.session_state[k + "name"] = f"{choice}-{time.strftime('%m%d-%H%M%S')}"
+        name = c1.text_input("Run name (folder under runs/)", key=k + "name", max_chars=64,
+                             help=f"A new folder directly under runs/: {jobs.NAME_RULE}.")
+        start_from = c2.radio("Start from", ["scratch", "checkpoint"], horizontal=True, key=k + "from",
+                              format_func={"scratch": "Scratch (a preset)", "checkpoint": "Fine-tune a checkpoint"}.get)
+        init_from, preset_name = None, d["preset"]
+        if start_from == "scratch":
+            preset_name = c2.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(d["preset"]), key=k + "preset")
+        else:
+            healthy = [i for i in state.available_checkpoints() if not i.error]
+            if not healthy:
+                c2.warning("No working checkpoint to fine-tune from.")
+                return
+            pick = c2.selectbox("Checkpoint", range(len(healthy)), key=k + "init",
+                                format_func=lambda i: state.checkpoint_label(healthy[i]))
+            init_from = str(healthy[pick].path)
+        recipe = _fine_tune_recipe(healthy[pick]) if init_from else None
         c1, c2, c3, c4 = st.columns(4)
-        tok = c1.selectbox("Tokenizer", MODEL_TYPES, index=MODEL_TYPES.index(d["tokenizer_type"]), key=k + "tok",
-                           help="Ignored when fine-tuning (the checkpoint's tokenizer is kept).")
-        vocab = c2.number_input("Vocabulary size", args.MIN_VOCAB_SIZE, FORM_MAX["vocab_size"], d["vocab_size"],
-                                key=k + "vocab")
-        eval_sentences = c3.number_input("Dev sentences per evaluation", 0, FORM_MAX["eval_sentences"], 100,
-                                         key=k + "evaln")
-        threads = c4.number_input("CPU threads", 1, FORM_MAX["threads"], 1, key=k + "threads")
-        gpus = launch.gpu_count()
-        nproc = c1.number_input("Processes (torchrun, one per GPU)", 1, gpus, 1, key=k + "nproc") if gpus > 1 else 1
-    try:
-        try:                                   # the name as typed: a folder directly under runs/, or refused
-            run_dir, name_problem = jobs.run_dir_for(name), None
-        except jobs.JobError as err:
-            run_dir, name_problem = rp.runs_root() / "unnamed", err
-        cfg = TrainConfig(run_dir=str(run_dir), dataset=dataset or "", preset=preset_name,
-                          init_from=init_from, tokenizer_type=tok, vocab_size=int(vocab),
-                          max_steps=int(steps) if not by_epochs else 1, epochs=float(steps) if by_epochs else None,
-                          batch_tokens=int(batch_tokens), warmup=int(warmup), lr_factor=float(lr_factor),
-                          label_smoothing=float(smoothing), eval_every=int(eval_every), save_every=int(save_every),
-                          keep_last=int(keep_last), eval_sentences=int(eval_sentences), threads=int(threads))
-    except (TypeError, ValueError) as err:
-        st.error(f"Invalid settings: {state.md_escape(err)}")
-        return
-    d_model = _d_model(cfg)
-    short = None if by_epochs else warmup_note(int(steps), int(warmup))
-    if short:
-        st.warning(short)
-    if recipe and d_model:
-        _fine_tune_notes(recipe, int(warmup), float(lr_factor), d_model)
-    if d_model and not by_epochs:
-        x = np.arange(1, int(steps) + 1)
-        downloads.chart(plots.schedule_figure([(f"planned (d_model={d_model})", x, noam_curve(
-            x, d_model, cfg.lr_factor, cfg.warmup))], title="Planned learning rate"), "planned_lr", key="tr_planned")
-    if st.button("Start training", type="primary", disabled=dataset is None, key="tr_start"):
+        by_epochs = c1.toggle("Length in epochs", key=k + "by_epochs")
+        steps = c1.number_input("Epochs" if by_epochs else "Steps", 1, FORM_MAX["steps"],
+                                3 if by_epochs else d["max_steps"], key=k + ("epochs" if by_epochs else "steps"))
+        batch_tokens = c2.number_input("Batch tokens", args.MIN_BATCH_TOKENS, FORM_MAX["batch_tokens"], d["batch_tokens"],
+                                       step=500, key=k + "batch")
+        tuned = f"_ft{pick}" if recipe else ""                 # own widgets (and defaults) per checkpoint fine-tuned
+        warmup = c3.number_input("Warm-up steps", 1, FORM_MAX["warmup"], recipe.warmup if recipe else d["warmup"],
+                                 key=k + "warmup" + tuned)
+        lr_factor = c4.number_input("LR factor", 0.0001, 10.0, round(recipe.lr_factor, 4) if recipe else d["lr_factor"],
+                                    step=0.01 if recipe else 0.1, format="%.4f", key=k + "lr" + tuned)
+        smoothing = c1.number_input("Label smoothing ε", 0.0, 0.99, 0.1, step=0.05, key=k + "ls")
+        eval_every = c2.number_input("Evaluate every (steps)", 0, FORM_MAX["every"], d["eval_every"], key=k + "eval")
+        save_every = c3.number_input("Checkpoint every (steps)", 0, FORM_MAX["every"], d["save_every"], key=k + "save")
+        keep_last = c4.number_input("Keep last checkpoints", 1, args.MAX_KEEP_LAST, 20, key=k + "keep")
+        with st.expander("More settings"):
+            c1, c2, c3, c4 = st.columns(4)
+            tok = c1.selectbox("Tokenizer", MODEL_TYPES, index=MODEL_TYPES.index(d["tokenizer_type"]), key=k + "tok",
+                               help="Ignored when fine-tuning (the checkpoint's tokenizer is kept).")
+            vocab = c2.number_input("Vocabulary size", args.MIN_VOCAB_SIZE, FORM_MAX["vocab_size"], d["vocab_size"],
+                                    key=k + "vocab")
+            eval_sentences = c3.number_input("Dev sentences per evaluation", 0, FORM_MAX["eval_sentences"], 100,
+                                             key=k + "evaln")
+            threads = c4.number_input("CPU threads", 1, FORM_MAX["threads"], 1, key=k + "threads")
+            gpus = launch.gpu_count()
+            nproc = c1.number_input("Processes (torchrun, one per GPU)", 1, gpus, 1, key=k + "nproc") if gpus > 1 else 1
         try:
-            if name_problem is not None:
-                raise name_problem
-            job = launch.start(cfg, nproc=int(nproc))
-        except jobs.JobError as err:
-            st.error(f"Not started: {state.md_escape(err)}")
+            try:                                   # the name as typed: a folder directly under runs/, or refused
+                run_dir, name_problem = jobs.run_dir_for(name), None
+            except jobs.JobError as err:
+                run_dir, name_problem = rp.runs_root() / "unnamed", err
+            cfg = TrainConfig(run_dir=str(run_dir), dataset=dataset or "", preset=preset_name,
+                              init_from=init_from, tokenizer_type=tok, vocab_size=int(vocab),
+                              max_steps=int(steps) if not by_epochs else 1, epochs=float(steps) if by_epochs else None,
+                              batch_tokens=int(batch_tokens), warmup=int(warmup), lr_factor=float(lr_factor),
+                              label_smoothing=float(smoothing), eval_every=int(eval_every), save_every=int(save_every),
+                              keep_last=int(keep_last), eval_sentences=int(eval_sentences), threads=int(threads))
+        except (TypeError, ValueError) as err:
+            st.error(f"Invalid settings: {state.md_escape(err)}")
             return
-        st.session_state["tr_pick"] = job.name               # the page's job picker shows it (and the URL's run)
-        del st.session_state[k + "name"]
-        st.success(f"Started **{state.md_escape(job.name)}**. Its progress is below.")
+    with parts["plan"]:
+        d_model = _d_model(cfg)
+        short = None if by_epochs else warmup_note(int(steps), int(warmup))
+        if short:
+            st.warning(short)
+        if recipe and d_model:
+            _fine_tune_notes(recipe, int(warmup), float(lr_factor), d_model)
+        if d_model and not by_epochs:
+            x = np.arange(1, int(steps) + 1)
+            downloads.chart(plots.schedule_figure([(f"planned (d_model={d_model})", x, noam_curve(
+                x, d_model, cfg.lr_factor, cfg.warmup))], title="Planned learning rate"), "planned_lr", key="tr_planned")
+    with parts["start"]:
+        if st.button("Start training", type="primary", disabled=dataset is None, key="tr_start"):
+            try:
+                if name_problem is not None:
+                    raise name_problem
+                job = launch.start(cfg, nproc=int(nproc))
+            except jobs.JobError as err:
+                st.error(f"Not started: {state.md_escape(err)}")
+                return
+            st.session_state["tr_pick"] = job.name               # the page's job picker shows it (and the URL's run)
+            del st.session_state[k + "name"]
+            st.success(f"Started **{state.md_escape(job.name)}**. Its progress and curves are on this page.")
 
 
 def jobs_table() -> None:

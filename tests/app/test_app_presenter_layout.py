@@ -1,0 +1,113 @@
+"""AppTests of presenter mode's projector layout, on the shipped numbers model: what the script sends, quickly
+and without a browser (tests/browser/test_presenter_browser.py measures the same pages' boxes at 1024x768).
+
+- Each page that puts its result first (webapp.presenter.areas) draws it before its Learn panel in presenter
+  mode and after it otherwise: the Attention page's all-heads grid, the Layers page's DecoderLens table,
+  the Causes page's offer to patch (where its grids come), the Training vs inference page's teacher-forced
+  run, the Alignment page's links, the Train page's planned learning rate, the Checkpoints page's table.
+- The tables a projector shows (webapp.presenter.table_columns) name the columns they keep, each with a
+  width, all together within webapp.presenter.TABLE_PX; on a laptop every column is there, sized to its text.
+- The Attention page's causal-mask switch is left out of presenter mode where it does nothing (encoder and
+  cross-attention), and its kind's label, which repeats the page's title, is collapsed there.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.app_support import ROOT, no_exception, open_app, runs
+from webapp import presenter
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+TEXT = "three hundred and twenty one"
+pytestmark = [pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs checkpoints/numbers-en-de"),
+              pytest.mark.usefixtures(runs.__name__)]      # the shipped checkpoints, a temporary runs folder
+
+
+def keyed(key: str):
+    return lambda node: key in str(getattr(getattr(node, "proto", None), "id", ""))
+
+
+def of_type(kind: str):
+    return lambda node: getattr(node, "type", None) == kind
+
+
+def learn_panel(node) -> bool:
+    return getattr(node, "type", None) == "expander" and str(getattr(node, "label", "")).startswith("Learn")
+
+
+# The page's result, by how the script's output shows it.
+RESULTS = {
+    "attention": keyed("attn_grid"),
+    "layers": of_type("dataframe"),
+    "causes": keyed("causes_start"),
+    "training_vs_inference": keyed("tvi_forced_rows"),
+    "alignment": keyed("align_links"),
+    "train": keyed("tr_planned"),
+    "checkpoints": of_type("dataframe"),
+}
+
+
+def in_order(at) -> list:
+    """Every element of the page's main area, in the order the page shows them."""
+    out = []
+
+    def walk(node) -> None:
+        for child in getattr(node, "children", {}).values():
+            out.append(child)
+            walk(child)
+    walk(at.main)
+    return out
+
+
+def first(nodes: list, match) -> int:
+    found = [i for i, node in enumerate(nodes) if match(node)]
+    assert found, "not on the page"
+    return found[0]
+
+
+def open_page(page: str, present: bool, **query):
+    at = open_app("numbers-en-de", f"webapp/pages/{page}.py", TEXT, query={**({"present": "1"} if present else {}), **query})
+    no_exception(at)
+    return at
+
+
+@pytest.mark.parametrize("page", sorted(RESULTS))
+def test_presenter_mode_puts_the_result_before_the_learn_panel(page):
+    for present in (True, False):
+        nodes = in_order(open_page(page, present))
+        result, learn = first(nodes, RESULTS[page]), first(nodes, learn_panel)
+        assert (result < learn) is present, f"{page} ({'presenter' if present else 'laptop'}): the result is element " \
+                                            f"{result}, the Learn panel {learn}"
+
+
+def widths(table) -> dict[str, int]:
+    config = json.loads(table.proto.columns or "{}")
+    return {name: c["width"] for name, c in config.items() if isinstance(c, dict) and c.get("width")}
+
+
+@pytest.mark.parametrize("page, kept", [
+    ("layers", ["the decoder reads", "translation", "log-prob", "as the model's"]),
+    ("checkpoints", ["checkpoint", "step", "data", "preset", "dev BLEU", "test BLEU"]),
+    ("training_vs_inference", ["position", "forced: reads", "forced: token", "forced: log p", "model's pick", "agrees",
+                               "step: reads (so far)", "step: writes", "step: log p"])])
+def test_presenter_mode_fits_the_tables_to_the_width(page, kept):
+    table = open_page(page, True).dataframe[0]
+    assert list(table.proto.column_order) == kept
+    shown = widths(table)
+    assert sorted(shown) == sorted(kept) and sum(shown.values()) <= presenter.TABLE_PX, shown
+    laptop = open_page(page, False).dataframe[0]
+    assert not laptop.proto.column_order and not widths(laptop)              # every column, sized to its text
+    assert set(kept) <= set(laptop.value.columns)
+
+
+def test_the_attention_pages_controls_on_a_projector():
+    cross = open_page("attention", True)
+    assert not [t for t in cross.toggle if t.key == "attn_mask"]                # it does nothing here
+    assert cross.radio(key="attn_kind").proto.label_visibility.value == 2       # collapsed: the title says it
+    decoder = open_page("attention", True, kind="decoder")
+    assert [t for t in decoder.toggle if t.key == "attn_mask"]
+    laptop = open_page("attention", False)
+    mask = [t for t in laptop.toggle if t.key == "attn_mask"]
+    assert mask and mask[0].proto.disabled                                       # greyed out beside the others
