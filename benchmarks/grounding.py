@@ -1,7 +1,7 @@
 """How well the grounded-or-guessing verdict separates everyday sentences from held-out Bible verses, beside
 the model's own signals, and what it costs beside a translation.
 
-    python -m benchmarks grounding [--checkpoint checkpoints/bible-es-en] [--test 200] [--beam 5] [--grid]
+    python -m benchmarks grounding [--checkpoint checkpoints/bible-es-en] [--test 200] [--beam 5] [--grid] [--speed]
 
 Sets: gold/everyday-es-en.tsv (60 everyday Spanish sentences written for this, with references), the
 first --test verses of the checkpoint's test.tsv (never counted by the index, and apart from the
@@ -18,7 +18,9 @@ output with its wrong words marked by hand), the precision and recall of the out
 marks (no source word brings them along), beside the ALTI+ flag of the Contributions page (an output
 word with a piece whose source share is under the 5th percentile of the first 30 test references'),
 both over every word and over the words that are not common (links.GLUE_SHARE); with --grid, the marks'
-precision and recall around the shipped settings (common words at 0.5-5% of the pairs, link share 5-30%).
+precision and recall around the shipped settings (common words at 0.5-5% of the pairs, link share 5-30%);
+with --speed, only the verdict's time beside the translation's on 20 everyday and 20 test sentences, and a
+word's concordance (the first, which reads and indexes the training pairs, and the next).
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from explorer.decoding.translate import DecodeConfig, translate
 from explorer.files.places import REPO_ROOT
 from explorer.studies.grounding import index as ix
 from explorer.studies.grounding import states
+from explorer.studies.grounding.concordance import WordPairs, training_pairs
 from explorer.studies.grounding.build import build, dataset_of, ensure, kept_states
 from explorer.data import load_corpus
 from explorer.studies.grounding import links as lk
@@ -94,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beam", type=int, default=5, help="beam size of the translations (default 5, as the app)")
     parser.add_argument("--grid", action="store_true", help="only the word marks' precision and recall around the "
                                                             "shipped settings")
+    parser.add_argument("--speed", action="store_true", help="only what the verdict and a word's concordance cost "
+                                                             "beside a translation (20 everyday + 20 test sentences)")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     ckpt = load_checkpoint(args.checkpoint)
@@ -107,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     tracemalloc.stop()
     if args.grid:
         _grid(index)
+        return 0
+    if args.speed:
+        _speed(ckpt, index, _sets(ckpt.path / "test.tsv", 20), DecodeConfig(beam_size=args.beam))
         return 0
     print(f"index: {path.name}, {path.stat().st_size / 1e6:.2f} MB on disk, {held_mb:.0f} MB in memory, "
           f"loaded in {load_s:.2f} s; threshold {index.threshold} ({index.calibration})")
@@ -140,6 +148,33 @@ def main(argv: list[str] | None = None) -> int:
     print(f"index built from the training data in {time.perf_counter() - t0:.0f} s, peak {peak:.0f} MB traced; "
           f"equal to the kept one: {built.to_json() == index.to_json()}")
     return 0
+
+
+def _speed(ckpt, index, sets, cfg) -> None:
+    """The verdict (both signals, word marks) beside the translation, then the first word's concordance (its
+    word index built) and the next one's, each timed in this process."""
+    smap = kept_states(ckpt.model, ckpt.meta, index.pairs)
+    sentences = [s for s, _ in sets["everyday"][:20] + sets["test"][:20]]
+    t_translate = t_verdict = 0.0
+    for source in sentences:
+        t0 = time.perf_counter()
+        output = translate(ckpt.model, ckpt.tokenizer, source, cfg).text
+        t1 = time.perf_counter()
+        distance = states.distance(smap, states.source_states(ckpt.model, ckpt.tokenizer, [source])[0]) if smap else None
+        verdict(index, source, ckpt.name, output, distance, smap.calibration if smap else None)
+        t2 = time.perf_counter()
+        t_translate, t_verdict = t_translate + t1 - t0, t_verdict + t2 - t1
+    n = len(sentences)
+    print(f"per sentence: translation (beam {cfg.beam_size}) {1e3 * t_translate / n:.0f} ms, verdict (both signals, "
+          f"word marks) {1e3 * t_verdict / n:.1f} ms ({t_verdict / t_translate:.3f}x), over {n} sentences")
+    t0 = time.perf_counter()
+    pairs = WordPairs(training_pairs(dataset_of(ckpt.meta)))
+    pairs.concordance("presidente", "source", "governor")
+    t1 = time.perf_counter()
+    pairs.concordance("luz", "source")
+    t2 = time.perf_counter()
+    print(f"a word's concordance: the first {1e3 * (t1 - t0):.0f} ms (reading the training pairs and indexing their "
+          f"words, once per dataset), the next {1e3 * (t2 - t1):.2f} ms")
 
 
 def _grid(index) -> None:
