@@ -105,8 +105,16 @@ def decode_settings() -> dict:
 
 
 # ---- small shared widgets --------------------------------------------------------------------
+def equations(*lines: str) -> str:
+    """Several equations as one LaTeX block, one centred line each (KaTeX's gathered and aligned run a
+    few pixels past a narrow column; a one-column array with room between its rows does not)."""
+    return r"\def\arraystretch{1.6}\begin{array}{c}" + r"\\ ".join(r"\displaystyle " + line for line in lines) \
+        + r"\end{array}"
+
+
 def learn(text: str, formula: str | None = None) -> None:
-    """The 'Learn' panel each page opens with: two or three sentences and the formula.
+    """The 'Learn' panel each page opens with: two or three sentences and the formula (state.equations
+    for several).
 
     Open by default so a student sees it first; one click folds it away. Folded in presenter mode, so
     that the page's result is on the projector's first screen (the teacher opens it to talk about it).

@@ -24,9 +24,9 @@ with area["learn"]:
         "that sum to 1. Encoder self-attention looks over the source, the decoder's masked self-attention only "
         "at earlier target positions (the causal mask sets later ones to −∞), and cross-attention lets each "
         "target position look at the source. Rows are queries, columns keys.",
-        r"\def\arraystretch{1.6}\begin{array}{c}\displaystyle \mathrm{Attention}(Q, K, V) = "
-        r"\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}} + M\right) V\\ "
-        r"\displaystyle M_{ij} = -\infty \text{ if } j > i \text{ (decoder self-attention)}\end{array}")
+        state.equations(r"\mathrm{Attention}(Q, K, V) = "
+                        r"\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}} + M\right) V",
+            r"M_{ij} = -\infty \text{ if } j > i \text{ (decoder self-attention)}"))
 
 with area["sentence"]:
     ckpt = models.require_checkpoint()

@@ -26,9 +26,9 @@ with area["learn"]:
         "into the corrupted run (is it enough to restore the word?), **noising** a corrupted one into the clean run "
         "(is it needed?). The grids show where the changed word's information travels, layer by layer, and which "
         "heads carry it across to the output (Heimersheim & Nanda 2024 explain how to read them).",
-        r"\def\arraystretch{1.6}\begin{array}{c}\displaystyle \mathrm{LD} = \log p(y_{\mathrm{clean}}) - \log p(y_{\mathrm{corrupt}})\\ "
-        r"\displaystyle \text{restored} = \frac{\mathrm{LD}_{\mathrm{patched}} - \mathrm{LD}_{\mathrm{corrupt}}}"
-        r"{\mathrm{LD}_{\mathrm{clean}} - \mathrm{LD}_{\mathrm{corrupt}}}\end{array}")
+        state.equations(r"\mathrm{LD} = \log p(y_{\mathrm{clean}}) - \log p(y_{\mathrm{corrupt}})",
+            r"\text{restored} = \frac{\mathrm{LD}_{\mathrm{patched}} - \mathrm{LD}_{\mathrm{corrupt}}}"
+            r"{\mathrm{LD}_{\mathrm{clean}} - \mathrm{LD}_{\mathrm{corrupt}}}"))
 
 with area["inputs"]:
     ckpt = models.require_checkpoint()

@@ -23,9 +23,8 @@ with area["learn"]:
         "so \"what does layer 1 know that layer 3 does not?\" is answered in words. The **logit lens** "
         "(nostalgebraist, 2020) reads each *decoder* layer's output through the model's final projection and "
         "softmax, as if it were the last layer: a row of the grid shows a word's guess forming layer by layer.",
-        r"\def\arraystretch{1.6}\begin{array}{c}\displaystyle \text{DecoderLens: } \hat y^{(k)} = "
-        r"\mathrm{Decode}\big(\mathrm{Enc}_{1..k}(x)\big)\\ \displaystyle \text{logit lens: } p^{(\ell)}(y_t) = "
-        r"\mathrm{softmax}\big(h^{(\ell)}_t W_{\mathrm{out}} + b\big)\end{array}")
+        state.equations(r"\text{DecoderLens: } \hat y^{(k)} = \mathrm{Decode}\big(\mathrm{Enc}_{1..k}(x)\big)",
+            r"\text{logit lens: } p^{(\ell)}(y_t) = \mathrm{softmax}\big(h^{(\ell)}_t W_{\mathrm{out}} + b\big)"))
 
 with area["sentence"]:
     ckpt = models.require_checkpoint()

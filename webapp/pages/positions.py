@@ -29,11 +29,10 @@ state.learn(
     "linear function (a rotation per sin/cos pair) of PE(pos), so relative offsets are easy to read.",
     # one equation a line, as the paper writes them (pos / base^...): on one line the four were wider than the
     # page (1033 px), cut even at 1400 px. An array: KaTeX's multi-line environments run 2 px past their box.
-    r"\def\arraystretch{1.6}\begin{array}{c}"
-    r"\displaystyle PE_{(pos,\,2i)} = \sin\!\left(pos / \mathrm{base}^{2i/d_{model}}\right)\\ "
-    r"\displaystyle PE_{(pos,\,2i+1)} = \cos\!\left(pos / \mathrm{base}^{2i/d_{model}}\right)\\ "
-    r"\displaystyle \lambda_i = 2\pi\,\mathrm{base}^{2i/d_{model}}\\ "
-    r"\displaystyle x_{pos} = \sqrt{d_{model}}\,E[w_{pos}] + PE_{pos}\end{array}")
+    state.equations(r"PE_{(pos,\,2i)} = \sin\!\left(pos / \mathrm{base}^{2i/d_{model}}\right)",
+        r"PE_{(pos,\,2i+1)} = \cos\!\left(pos / \mathrm{base}^{2i/d_{model}}\right)",
+        r"\lambda_i = 2\pi\,\mathrm{base}^{2i/d_{model}}",
+        r"x_{pos} = \sqrt{d_{model}}\,E[w_{pos}] + PE_{pos}"))
 
 
 def matrix_button(table, label: str, name: str, key: str) -> None:

@@ -30,9 +30,9 @@ with area["learn"]:
         "before it. **Inference:** there is no reference, so the decoder writes **one token per step** and reads "
         "back what it wrote itself. With the same inputs the numbers are the same; they part ways where the "
         "model's own token differs from the reference, because from then on it reads tokens training never fed it.",
-        r"\def\arraystretch{1.6}\begin{array}{c}\displaystyle \text{training: } \mathcal{L} = -\sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x)"
-        r"\ \text{(all } t \text{ at once)}\\ \displaystyle \text{inference: } "
-        r"\hat y_t = \arg\max_{w} P(w \mid \hat y_{<t}, x)\ \text{(one } t \text{ per step)}\end{array}")
+        state.equations(r"\text{training: } \mathcal{L} = -\sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x)"
+                        r"\ \text{(all } t \text{ at once)}",
+            r"\text{inference: } \hat y_t = \arg\max_{w} P(w \mid \hat y_{<t}, x)\ \text{(one } t \text{ per step)}"))
 
 FORCED = {"reference": "the reference translation", "own": "the model's own greedy output"}
 with area["inputs"]:
