@@ -82,7 +82,10 @@ def test_a_pairs_projected_features_do_not_depend_on_its_batch():
     together = grads.features(model, *_batch(model, src, tgt), projection=projection)
     for k in (0, 3):
         alone = grads.features(model, *_batch(model, [src[k]], [tgt[k]]), projection=projection)[0]
-        assert torch.allclose(alone, together[k], rtol=1e-4, atol=1e-5 * together.abs().max().item())
+        # norm-wise, from the pair's own magnitude: another batch only reassociates float32 sums (relative
+        # error ~1e-6 per layer); a pair mixed with a padded neighbour's positions is off by O(1)
+        assert (alone - together[k]).norm() <= 1e-4 * together[k].norm()
+        assert (together[k] - together[k + 1]).norm() > 0.1 * together[k].norm()
 
 
 def test_grad_cos_equals_dattris_on_the_same_layers():
