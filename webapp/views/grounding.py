@@ -67,14 +67,18 @@ def as_json(found: Verdict | str) -> dict:
 
 def translation_markdown(output: str, found: Verdict | str) -> str:
     """The translation as Markdown shown character for character, its marked words on an orange ground."""
-    made_up = set(marked(found.output)) if isinstance(found, Verdict) else set()
+    return marked_markdown(output, set(marked(found.output)) if isinstance(found, Verdict) else set())
+
+
+def marked_markdown(text: str, wanted: set[str]) -> str:
+    """`text` as Markdown shown as written, each word whose words() form is in `wanted` on an orange ground."""
     parts, at = [], 0
-    for match in _SHOWN_WORD.finditer(output):
-        parts.append(md_escape(output[at:match.start()]))
+    for match in _SHOWN_WORD.finditer(text):
+        parts.append(md_escape(text[at:match.start()]))
         word = md_escape(match.group(0))
-        parts.append(f":{MARK}[{word}]" if words(match.group(0))[:1] and words(match.group(0))[0] in made_up else word)
+        parts.append(f":{MARK}[{word}]" if (words(match.group(0)) or [""])[0] in wanted else word)
         at = match.end()
-    parts.append(md_escape(output[at:]))
+    parts.append(md_escape(text[at:]))
     return "".join(parts)
 
 

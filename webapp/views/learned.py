@@ -13,7 +13,6 @@ of the model, one at a time (the gradient hooks must not see another user's deco
 """
 from __future__ import annotations
 
-import re
 import threading
 
 import pandas as pd
@@ -34,8 +33,7 @@ from webapp.text_safety import md_escape
 from webapp.views import grounding
 
 SHOWN = 10                         # pairs shown on the page (the CSV has the concordance's 20, or the top 20)
-MARK = "orange-background"
-_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+")
+MARK = grounding.MARK
 
 
 @st.cache_resource(max_entries=3, show_spinner="Reading the training pairs (once)…")
@@ -71,14 +69,7 @@ def _default(found: Verdict) -> str | None:
 
 def highlighted(text: str, *targets: str | None) -> str:
     """`text` as Markdown shown as written, its words equal (as words()) to a target on an orange ground."""
-    wanted = {t for t in targets if t}
-    parts, at = [], 0
-    for match in _WORD.finditer(text):
-        parts.append(md_escape(text[at:match.start()]))
-        shown = md_escape(match.group(0))
-        parts.append(f":{MARK}[{shown}]" if (words(match.group(0)) or [""])[0] in wanted else shown)
-        at = match.end()
-    return "".join(parts) + md_escape(text[at:])
+    return grounding.marked_markdown(text, {t for t in targets if t})
 
 
 def _partner(found: Verdict, side: str, word: str) -> str | None:
