@@ -20,7 +20,8 @@ word with a piece whose source share is under the 5th percentile of the first 30
 both over every word and over the words that are not common (links.GLUE_SHARE); with --grid, the marks'
 precision and recall around the shipped settings (common words at 0.5-5% of the pairs, link share 5-30%);
 with --speed, only the verdict's time beside the translation's on 20 everyday and 20 test sentences, and a
-word's concordance (the first, which reads and indexes the training pairs, and the next).
+first word picked as the app does it (reading the training pairs, the word's concordance and nearest training
+contexts) and the next; an output word's attribution and contexts when the training pass is kept here.
 """
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ from explorer.data.files import read_tsv
 from explorer.decoding.translate import DecodeConfig, translate
 from explorer.files.places import REPO_ROOT
 from explorer.studies.grounding import index as ix
-from explorer.studies.grounding import states
+from explorer.studies.grounding import influence, states
+from explorer.studies.grounding.gradients import watched_linears
+from explorer.studies.grounding.lookup import nearest_contexts
 from explorer.studies.grounding.concordance import WordPairs, training_pairs
 from explorer.studies.grounding.build import build, dataset_of, ensure, kept_states
 from explorer.data import load_corpus
@@ -167,14 +170,46 @@ def _speed(ckpt, index, sets, cfg) -> None:
     n = len(sentences)
     print(f"per sentence: translation (beam {cfg.beam_size}) {1e3 * t_translate / n:.0f} ms, verdict (both signals, "
           f"word marks) {1e3 * t_verdict / n:.1f} ms ({t_verdict / t_translate:.3f}x), over {n} sentences")
+    _first_pick(ckpt, smap, sets["everyday"][0][0], cfg)
+
+
+def _first_pick(ckpt, smap, source: str, cfg) -> None:
+    """What the app does when a word is first picked, timed: the training pairs read (once per dataset),
+    the word's concordance, its nearest training contexts; then a second word; for an output word, its
+    attribution and decoder-view contexts when this machine has the training pass (runs/grounding/)."""
+    best = translate(ckpt.model, ckpt.tokenizer, source, cfg).best
+    words_in = [w for w in words(source) if len(w) > 3]
+    out_words = [w for w in words(best.text) if len(w) > 3]
     t0 = time.perf_counter()
     pairs = WordPairs(training_pairs(dataset_of(ckpt.meta)))
-    pairs.concordance("presidente", "source", "governor")
     t1 = time.perf_counter()
-    pairs.concordance("luz", "source")
+    pairs.concordance(words_in[0], "source", out_words[0])
+    nearest_contexts(ckpt.model, ckpt.tokenizer, smap, pairs.pairs, source, words_in[0]) if smap else None
     t2 = time.perf_counter()
-    print(f"a word's concordance: the first {1e3 * (t1 - t0):.0f} ms (reading the training pairs and indexing their "
-          f"words, once per dataset), the next {1e3 * (t2 - t1):.2f} ms")
+    pairs.concordance(words_in[1], "source")
+    nearest_contexts(ckpt.model, ckpt.tokenizer, smap, pairs.pairs, source, words_in[1]) if smap else None
+    t3 = time.perf_counter()
+    print(f"a source word picked: the first {1e3 * (t2 - t0):.0f} ms (reading the {len(pairs.pairs):,} training pairs "
+          f"{1e3 * (t1 - t0):.0f} ms, once per dataset; its concordance and nearest contexts {1e3 * (t2 - t1):.0f} ms), "
+          f"the next {1e3 * (t3 - t2):.0f} ms")
+    dataset, sha = dataset_of(ckpt.meta), str(ckpt.meta.get("weights_sha256") or "")
+    omap = kept_states(ckpt.model, ckpt.meta, len(pairs.pairs), "output")
+    store_path = influence.store_path(dataset, sha)
+    if omap is None or not store_path.is_file():
+        print("an output word picked: not timed (no training pass kept here: python -m benchmarks attribution, "
+              "or the app's button)")
+        return
+    t0 = time.perf_counter()
+    store = influence.load(store_path, dataset, sha, len(pairs.pairs), [n for n, _ in watched_linears(ckpt.model)])
+    t1 = time.perf_counter()
+    word = out_words[0]
+    pairs.concordance(word, "output")
+    influence.top(store, influence.query(ckpt.model, ckpt.tokenizer, source, best.ids,
+                                         influence.word_positions(best.pieces, word)))
+    nearest_contexts(ckpt.model, ckpt.tokenizer, omap, pairs.pairs, source, word, best.ids)
+    t2 = time.perf_counter()
+    print(f"an output word picked: {1e3 * (t2 - t1):.0f} ms (concordance, attribution, nearest contexts), after "
+          f"reading the gradient store once {1e3 * (t1 - t0):.0f} ms")
 
 
 def _grid(index) -> None:

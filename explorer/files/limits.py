@@ -18,6 +18,6 @@ METRICS_TAIL_BYTES = 32 << 20       # the newest part of metrics.jsonl that is r
 INDEX_BYTES = 32 << 20             # a training-word index, gzip'd (bible-es-en's: under 2 MB)
 INDEX_JSON_BYTES = 128 << 20       # ... and what it may inflate to (bible-es-en's: about 8 MB)
 PAIRS_BYTES = 64 << 20            # shipped training pairs, once decompressed (the Bible's: 8 MB)
-STATE_MAP_BYTES = 64 << 20        # an encoder-state map (16,384 x 64 float16 + the basis: about 2.2 MB)
+STATE_MAP_BYTES = 64 << 20        # a state map, encoder or decoder (16,384 x 64 float16 + the basis: about 2.2 MB)
 GRADIENT_BYTES = 512 << 20         # a training-data attribution store: pairs x 512 float16 (the Bible's: 29 MB;
                                    # 512 MB holds 524,288 training pairs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.app_support import ROOT, no_exception, open_app, texts
+from support.app_support import ROOT, no_exception, open_app, runs, texts  # noqa: F401
 
 BIBLE = ROOT / "checkpoints" / "bible-es-en"
 pytestmark = pytest.mark.skipif(not (BIBLE / "model.safetensors").is_file(), reason="needs checkpoints/bible-es-en")
@@ -110,3 +110,26 @@ def test_a_source_words_nearest_training_contexts_come_from_the_encoder_state_ma
     assert len(near) >= 5 and sum("orange-background" in v for v in near) >= 5
     cosines = [float(v.split(" ", 2)[1]) for v in near]
     assert cosines == sorted(cosines, reverse=True) and -1 <= min(cosines) <= max(cosines) <= 1.001
+
+
+def test_an_output_words_nearest_contexts_come_from_the_decoder_state_map(runs):
+    """A decoder-state map kept in runs/ (built here over the first 300 training pairs, to be quick) is
+    read for an output word: its nearest contexts list the training targets with the word found there;
+    the gradient store is still missing, so the one button that builds the training pass is offered."""
+    from explorer.store.checkpoint import load_checkpoint
+    from explorer.studies.grounding import states
+    from explorer.studies.grounding.concordance import training_pairs
+
+    ckpt = load_checkpoint(BIBLE)
+    pairs = training_pairs("bible")[:300]
+    outputs = states.training_outputs(ckpt.model, ckpt.tokenizer, [p.tgt for p in pairs])
+    smap = states.build(ckpt.model, ckpt.tokenizer, [p.src for p in pairs], "bible", ckpt.meta["weights_sha256"],
+                        train_outputs=outputs)
+    states.save(smap, states.runs_map_path("bible", ckpt.meta["weights_sha256"], "output"))
+    at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "out.spoke"})
+    no_exception(at)
+    shown = _learned(at)
+    assert "Nearest training contexts of 'spoke'" in shown and "the decoder's view" in shown
+    near = [m.value for m in at.markdown if m.value.startswith(("- 0.", "- 1."))]
+    assert len(near) >= 5 and all(" → " in v for v in near) and sum("orange-background" in v for v in near) >= 5
+    assert [b for b in at.button if b.label == "Compute the training pass"]

@@ -174,34 +174,3 @@ def test_stores_of_other_weights_or_corpora_live_apart():
     a = influence.store_path("runs/uploads/a.tsv", "ab" * 32)
     assert a != influence.store_path("runs/uploads/b.tsv", "ab" * 32)
     assert a != influence.store_path("runs/uploads/a.tsv", "cd" * 32)
-
-
-def test_shipped_training_pairs_are_read_within_bounds_and_refused_when_damaged(tmp_path, monkeypatch):
-    import lzma
-
-    from explorer.files import limits
-    from explorer.studies.grounding import concordance
-
-    good = tmp_path / "good.xz"
-    good.write_bytes(lzma.compress("ref\tsrc\ttgt\nGen.1.1\tLuz.\tLight.\n".encode()))
-    assert concordance._read_shipped(good)[0].tgt == "Light."
-    (tmp_path / "cut.xz").write_bytes(good.read_bytes()[:20])
-    (tmp_path / "junk.xz").write_bytes(b"not xz at all")
-    monkeypatch.setattr(limits, "PAIRS_BYTES", 1000)
-    (tmp_path / "big.xz").write_bytes(lzma.compress(b"ref\tsrc\ttgt\n" + b"a\tb\tc\n" * 10_000))   # 60 KB inflated
-    for name, said in (("cut.xz", "truncated"), ("junk.xz", "not an xz file"), ("big.xz", "more than 1,000 bytes")):
-        with pytest.raises(concordance.PairsUnusable, match=said):
-            concordance._read_shipped(tmp_path / name)
-
-
-def test_a_concordance_counts_pairs_and_lists_those_with_the_partner():
-    from explorer.data.types import Pair
-    from explorer.studies.grounding.concordance import WordPairs
-
-    pairs = WordPairs([Pair("el presidente habló", "the governor spoke", "a"), Pair("el rey", "the king", "b"),
-                       Pair("Presidente y rey", "governor and king", "c"), Pair("el presidente", "the president", "d")])
-    found = pairs.concordance("presidente", "source", "governor")
-    assert (found.pairs, found.together, [r.ref for r in found.rows]) == (3, 2, ["a", "c"])
-    alone = pairs.concordance("King", "output")
-    assert (alone.pairs, alone.partner, [r.ref for r in alone.rows]) == (2, None, ["b", "c"])
-    assert pairs.concordance("nowhere", "source").pairs == 0

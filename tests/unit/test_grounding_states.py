@@ -17,6 +17,7 @@ from explorer.studies.grounding import index as ix
 from explorer.studies.grounding import states
 from explorer.studies.grounding.verdict import STATES_QUANTILE, calibrate_states, combine, verdict
 from support.app_support import ROOT
+from explorer.text.encoding import source_ids
 from support.numerics import model_atol
 
 NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
@@ -97,3 +98,44 @@ def test_a_kept_map_reads_back_and_is_refused_for_other_weights_data_width_or_da
                                                  "pair": smap.pair, "position": smap.position}, metadata=meta))
     with pytest.raises(states.MapUnusable, match="NaN"):
         states.load(tmp_path / "inf", "numbers", "ab" * 32, d, pairs)
+
+
+def test_an_outputs_states_are_the_decoder_states_its_words_are_read_from(numbers):
+    """Each kept output state, put through the output projection, gives the model's own teacher-forced
+    log-probabilities for that piece; EOS has none; a sentence's states are its own in any batch."""
+    ckpt, train, _ = numbers
+    model, tok = ckpt.model, ckpt.tokenizer
+    targets = [p.tgt for p in load_corpus("numbers").train[:12]]
+    outs = states.training_outputs(model, tok, targets)
+    together = states.output_states(model, tok, train[:12], outs)
+    for k in (0, 5, 11):
+        alone = states.output_states(model, tok, [train[k]], [outs[k]])[0]
+        assert alone.shape == (len(outs[k]) - 1, model.cfg.d_model)                     # EOS left out
+        assert np.abs(alone - together[k]).max() <= model_atol(model, together[k])
+        src = torch.tensor([source_ids(tok, train[k], model.cfg.max_len, model.cfg.special)])
+        tgt_in = torch.tensor([[model.cfg.special.start] + outs[k][:-1]])
+        with torch.inference_mode():
+            want = model(src, tgt_in)[0, :-1]                                             # [T - 1, V]
+            got = model.generator(torch.from_numpy(alone))                                # [T - 1, V]
+        assert torch.allclose(got, want, atol=model_atol(model, want))
+
+
+def test_an_output_map_finds_its_own_pieces_and_is_kept_apart_from_the_source_map(numbers, tmp_path):
+    ckpt, train, source_map = numbers
+    model, tok = ckpt.model, ckpt.tokenizer
+    targets = [p.tgt for p in load_corpus("numbers").train[:400]]
+    outs = states.training_outputs(model, tok, targets)
+    smap = states.build(model, tok, train, "numbers", "ab" * 32, train_outputs=outs)
+    assert smap.side == "output" and len(smap.states) == sum(len(o) - 1 for o in outs)  # every piece kept
+    own = states.output_states(model, tok, [train[7]], [outs[7]])[0]
+    assert states.distance(smap, own) < 2e-3
+    pair, position, _ = states.nearest(smap, own[2], k=1)[0]
+    assert tok.id_to_piece(outs[pair][position], "tgt") == tok.id_to_piece(outs[7][2], "tgt")
+    d = model.cfg.d_model
+    path = states.save(smap, tmp_path / "out.safetensors")
+    assert states.load(path, "numbers", "ab" * 32, d, 400, "output").side == "output"
+    with pytest.raises(states.MapUnusable, match="side"):
+        states.load(path, "numbers", "ab" * 32, d, 400)
+    with pytest.raises(states.MapUnusable, match="side"):
+        states.load(states.save(source_map, tmp_path / "src.safetensors"), "numbers", "ab" * 32, d, 400, "output")
+    assert states.runs_map_path("numbers", "ab" * 32, "output") != states.runs_map_path("numbers", "ab" * 32)

@@ -2,14 +2,16 @@
 how many training pairs have it, the pairs themselves with the word and its partner found (the output
 word the source word brings along, or the source word that brings the output word along: links.py),
 for an output word, the training pairs that most raised its probability (explorer.studies.grounding.
-influence), and for a source word its nearest training contexts: the training pieces whose encoder states
-lie nearest its own (explorer.studies.grounding.states, when the checkpoint has a map). On Translate and
-Beam search; the word is in the URL (`learn`), the lists are CSV.
+influence), and the word's nearest training contexts: the training pieces whose states lie nearest its
+own (explorer.studies.grounding.lookup; the encoder's for a source word, from the shipped map; the
+decoder's for an output word). On Translate and Beam search; the word is in the URL (`learn`), the lists
+are CSV.
 
-The training pairs are read once per dataset (st.cache_resource: the Bible's 28,627 verses and their
-word index, about 60 MB); the attribution needs the checkpoint's gradient store, built once in the
-background (a pass over every training pair) and kept beside the runs; its queries run on a private copy
-of the model, one at a time (the gradient hooks must not see another user's decoding).
+The training pairs are read once per dataset (st.cache_resource: the Bible's 28,627 verses, 38 MB
+with their lowercased text); an output word's attribution and contexts need the checkpoint's training
+pass (its gradient store and decoder-state map), built once in the background and kept beside the runs;
+attribution queries run on a private copy of the model, one at a time (the gradient hooks must not see
+another user's decoding).
 """
 from __future__ import annotations
 
@@ -22,11 +24,11 @@ from explorer.data import DataError
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import influence, states
-from explorer.studies.grounding.build import dataset_of, ensure_store
+from explorer.studies.grounding.build import dataset_of, ensure_output_states, ensure_store, kept_states
 from explorer.studies.grounding.concordance import Concordance, PairsUnusable, WordPairs, training_pairs
 from explorer.studies.grounding.gradients import watched_linears
+from explorer.studies.grounding.lookup import nearest_contexts
 from explorer.studies.grounding.verdict import Verdict
-from explorer.studies.grounding.words import words
 from webapp import background, downloads, models
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
@@ -50,6 +52,11 @@ def _private(path: str, sha: str):
 @st.cache_resource(max_entries=2, show_spinner="Reading the gradient store…")
 def _store(path: str, mtime: float, dataset: str, sha: str, pairs: int, layers: tuple) -> influence.GradientStore:
     return influence.load(influence.store_path(dataset, sha), dataset, sha, pairs, layers)
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _output_map(path: str, mtime: float, _model, _meta: dict, pairs: int) -> states.StateMap | None:
+    return kept_states(_model, _meta, pairs, "output")
 
 
 def choices(found: Verdict) -> dict[str, tuple[str, str]]:
@@ -132,66 +139,64 @@ def section(ckpt, source: str, best, found: Verdict | str, key: str) -> None:
         downloads.table_csv_button(_rows_frame(found_c.rows), downloads.file_stem(ckpt.name, "concordance", word),
                                    key=f"{key}_concordance_csv", label="These training pairs as CSV")
     if side == "output":
-        _raised(ckpt, source, best, word, pairs, key)
+        store, omap = _training_pass(ckpt, pairs, key)
+        if store is not None:
+            _raised(ckpt, source, best, word, pairs, store, key)
+        if omap is not None:
+            _nearest(ckpt, source, word, pairs, omap, key, best.ids)
     else:
-        _nearest(ckpt, source, word, pairs, key)
+        smap = grounding.state_map(ckpt, len(pairs.pairs))
+        if smap is not None:
+            _nearest(ckpt, source, word, pairs, smap, key)
 
 
-def _span_word(pieces: list[str], position: int) -> str:
-    """The word (as words()) of the piece at `position`: its span runs from the piece that starts it ('▁')."""
-    start = position
-    while start > 0 and not pieces[start].startswith("▁"):
-        start -= 1
-    end = position + 1
-    while end < len(pieces) and not pieces[end].startswith("▁"):
-        end += 1
-    return (words("".join(pieces[start:end]).replace("▁", " ")) or [""])[0]
-
-
-def _nearest(ckpt, source: str, word: str, pairs: WordPairs, key: str) -> None:
-    """A source word's nearest training contexts: the kept training pieces whose encoder states lie
-    nearest its first piece's (grounding.states)."""
-    smap = grounding.state_map(ckpt, len(pairs.pairs))
-    if smap is None:
+def _nearest(ckpt, source: str, word: str, pairs: WordPairs, smap: states.StateMap, key: str,
+             out_ids=None) -> None:
+    """A word's nearest training contexts (lookup.nearest_contexts), listed with the word found there."""
+    near = nearest_contexts(ckpt.model, ckpt.tokenizer, smap, pairs.pairs, source, word, out_ids, k=SHOWN)
+    if not near:
         return
-    tokenizer = ckpt.tokenizer
-    pieces = [tokenizer.id_to_piece(i, "src") for i in tokenizer.encode(source, side="src")]
-    positions = influence.word_positions(pieces, word)
-    if not positions:
-        return
-    state = states.source_states(ckpt.model, tokenizer, [source])[0][positions[0]]
-    near = states.nearest(smap, state, k=SHOWN)
-    st.markdown(f"**Nearest training contexts of '{md_escape(word)}'** (the encoder's view)")
-    st.caption(f"The training pieces, among {len(smap.states):,} kept from the training sentences, whose encoder "
-               "state lies nearest this word's first piece (cosine): where the model has read something like it.")
+    view = "encoder" if smap.side == "source" else "decoder"
+    st.markdown(f"**Nearest training contexts of '{md_escape(word)}'** (the {view}'s view)")
+    st.caption(f"The training pieces, among {len(smap.states):,} kept from the training pairs, whose {view} state "
+               "lies nearest this word's first piece (cosine): where the model has " +
+               ("read something like it." if smap.side == "source" else "been in a state like this one as it wrote."))
     rows = []
-    for pair, position, cosine in near:
-        p = pairs.pairs[pair]
-        theirs = [tokenizer.id_to_piece(i, "src") for i in tokenizer.encode(p.src, side="src")]
-        found = _span_word(theirs, position) if position < len(theirs) else ""
-        rows.append({"training pair": pair + 1, "ref": p.ref, "source": p.src, "target": p.tgt, "word": found,
-                     "cosine": round(cosine, 4)})
-        st.markdown(f"- {cosine:.3f} · *{md_escape(p.ref)}* · {highlighted(p.src, found)}")
+    for c in near:
+        p = pairs.pairs[c.pair]
+        rows.append({"training pair": c.pair + 1, "ref": p.ref, "source": p.src, "target": p.tgt, "word": c.word,
+                     "cosine": round(c.cosine, 4)})
+        shown = highlighted(p.src, c.word) if smap.side == "source" else f"{md_escape(p.src)} → {highlighted(p.tgt, c.word)}"
+        st.markdown(f"- {c.cosine:.3f} · *{md_escape(p.ref)}* · {shown}")
     downloads.table_csv_button(pd.DataFrame(rows), downloads.file_stem(ckpt.name, "nearest", word),
-                               key=f"{key}_nearest_csv", label="These contexts as CSV")
+                               key=f"{key}_nearest_{smap.side}_csv", label="These contexts as CSV")
 
 
-def _raised(ckpt, source: str, best, word: str, pairs: WordPairs, key: str) -> None:
-    st.markdown(f"**The training pairs that most raised '{md_escape(word)}'** (training-data attribution)")
+def _training_pass(ckpt, pairs: WordPairs, key: str):
+    """The checkpoint's gradient store and decoder-state map, each None while it is not built; when either
+    is missing, one button builds what is missing in the background (one job)."""
     dataset, sha = dataset_of(ckpt.meta), str(ckpt.meta.get("weights_sha256") or "")
     path = influence.store_path(dataset, sha)
     layers = tuple(name for name, _ in watched_linears(ckpt.model))
-    store = None
+    store = omap = None
     if path.is_file():
         try:
             store = _store(str(path), path.stat().st_mtime, dataset, sha, len(pairs.pairs), layers)
         except influence.StoreUnusable as err:
             st.caption(f"The kept gradient store cannot be used ({md_escape(err)}); build it again below.")
-    if store is None:
-        st.caption(f"Needs each training pair's gradient once: one pass over the {len(pairs.pairs):,} training "
-                   "pairs in the background (about half a training epoch), kept for these weights.")
+    out_path = states.runs_map_path(dataset, sha, "output")
+    if out_path.is_file():
+        omap = _output_map(str(out_path), out_path.stat().st_mtime, ckpt.model, ckpt.meta, len(pairs.pairs))
+    if store is None or omap is None:
+        st.caption(f"The training pairs that raised an output word, and its nearest training contexts, need one pass "
+                   f"over the {len(pairs.pairs):,} training pairs in the background (about half a training epoch), "
+                   "kept for these weights.")
         _build_button(ckpt, path, key)
-        return
+    return store, omap
+
+
+def _raised(ckpt, source: str, best, word: str, pairs: WordPairs, store: influence.GradientStore, key: str) -> None:
+    st.markdown(f"**The training pairs that most raised '{md_escape(word)}'** (training-data attribution)")
     positions = influence.word_positions(best.pieces, word)
     if not positions:
         st.caption("That word is not among the translation's pieces.")
@@ -207,21 +212,22 @@ def _raised(ckpt, source: str, best, word: str, pairs: WordPairs, key: str) -> N
         st.markdown(f"- {t.score:+.3f} · *{md_escape(p.ref)}* · {md_escape(p.src)} → {highlighted(p.tgt, word)}")
     frame = pd.DataFrame([{"rank": k + 1, "training pair": t.index + 1, "ref": p.ref, "source": p.src,
                            "target": p.tgt, "grad_cos": round(t.score, 5)} for k, (t, p) in enumerate(zip(top, rows))])
-    downloads.table_csv_button(frame, downloads.file_stem(ckpt.name, "attribution", word), key=f"{key}_raised_csv",
-                               label="The top 20 as CSV")
+    downloads.table_csv_button(frame, downloads.file_stem(ckpt.name, "attribution", word),
+                               key=f"{key}_raised_csv", label="The top 20 as CSV")
 
 
 def _build_button(ckpt, path, key: str) -> None:
     job = background.job_for(path)
-    if (job is None or not job.active) and st.button("Compute the gradient store", key=f"{key}_store_start"):
+    if (job is None or not job.active) and st.button("Compute the training pass", key=f"{key}_store_start"):
         checkpoint, device = str(ckpt.path), models.app_device()
 
         def work(job: background.Job) -> None:
             private = load_checkpoint(checkpoint, device=device)
-            ensure_store(private.model, private.tokenizer, private.meta,
-                         RunContext(meta=private.meta, progress=job.progress, cancel=job.cancel))
+            context = RunContext(meta=private.meta, progress=job.progress, cancel=job.cancel)
+            ensure_store(private.model, private.tokenizer, private.meta, context)
+            ensure_output_states(private.model, private.tokenizer, private.meta, context)
 
-        background.start(path, ("training pairs",), "Gradient store", work)
+        background.start(path, ("training pairs", "training sentences"), "Training pass", work)
     job = background.job_for(path)
     st.fragment(background.show_job, run_every=2 if job is not None and job.active else None)(str(path), f"{key}_store")
 

@@ -118,16 +118,16 @@ def held_out_sources(checkpoint: str | Path, meta: dict) -> tuple[list[str], str
         raise NoTrainingData(f"no held-out sentences to calibrate on: {err}") from None
 
 
-def kept_states(model, meta: dict, pairs: int) -> states.StateMap | None:
-    """The checkpoint's encoder-state map when one is shipped or kept and usable (its pair numbers within
-    the `pairs` training pairs of the index), else None (never builds; a damaged shipped map is refused:
-    MapUnusable)."""
+def kept_states(model, meta: dict, pairs: int, side: str = "source") -> states.StateMap | None:
+    """The checkpoint's encoder-state map (decoder-state map with side="output") when one is shipped or kept
+    and usable (its pair numbers within the `pairs` training pairs of the index), else None (never builds;
+    a damaged shipped map is refused: MapUnusable)."""
     dataset, sha = dataset_of(meta), str(meta.get("weights_sha256") or "")
-    path = states.map_path(dataset, sha)
+    path = states.map_path(dataset, sha, side)
     if not sha or not path.exists():
         return None
     try:
-        return states.load(path, dataset, sha, model.cfg.d_model, pairs)
+        return states.load(path, dataset, sha, model.cfg.d_model, pairs, side)
     except states.MapUnusable:
         if states.is_shipped(path):
             raise
@@ -158,6 +158,24 @@ def ensure_states(checkpoint: str | Path, model, tokenizer, meta: dict, index: i
         return found
     smap = calibrated_map(checkpoint, model, tokenizer, meta, index, context)
     states.save(smap, states.runs_map_path(smap.dataset, smap.weights_sha256))
+    return smap
+
+
+def ensure_output_states(model, tokenizer, meta: dict, context: RunContext = RunContext()) -> states.StateMap:
+    """The checkpoint's decoder-state map (an output word's nearest training contexts): the kept one, else
+    built (one teacher-forced pass over the training pairs) and kept under runs/grounding/. Not calibrated:
+    the verdict does not read it."""
+    dataset, sha = dataset_of(meta), str(meta.get("weights_sha256") or "")
+    if not sha:
+        raise NoTrainingData("this checkpoint records no weights hash, so its decoder-state map could not be told "
+                             "from another checkpoint's")
+    pairs = training_pairs(meta)
+    found = kept_states(model, meta, len(pairs), "output")
+    if found is not None:
+        return found
+    outputs = states.training_outputs(model, tokenizer, [p.tgt for p in pairs])
+    smap = states.build(model, tokenizer, [p.src for p in pairs], dataset, sha, context, train_outputs=outputs)
+    states.save(smap, states.runs_map_path(dataset, sha, "output"))
     return smap
 
 

@@ -10,24 +10,37 @@ from __future__ import annotations
 import re
 import unicodedata
 
-_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*|\d+")
+_LETTER = r"[^\W\d_]"
+_WORD = re.compile(rf"{_LETTER}+(?:'{_LETTER}+)*|\d+")
+_DIGITS = re.compile(r"\d+")
 _WORD_OR_STOP = re.compile(_WORD.pattern + r"|[.!?¡¿:;«“\"(]")
 
 
-def _plain(text: str) -> str:
+def plain(text: str) -> str:
+    """The text as words() reads it: NFC, with the typographic apostrophe written plain."""
     return unicodedata.normalize("NFC", str(text)).replace("’", "'")
 
 
 def words(text: str) -> list[str]:
     """The lowercased words of `text`, in order (punctuation and spaces dropped)."""
-    return [w.lower() for w in _WORD.findall(_plain(text))]
+    return [w.lower() for w in _WORD.findall(plain(text))]
+
+
+def finder(key: str) -> re.Pattern:
+    """Finds `key` (one of words()'s lowercase words) in lowercased plain() text exactly where words()
+    would find it: not beside a letter, nor beside an apostrophe that joins it to one; a number not
+    beside a digit. It starts with the word's own characters, so a search skips ahead fast."""
+    k = re.escape(key)
+    if _DIGITS.fullmatch(key):
+        return re.compile(rf"{k}(?<!\d{k})(?!\d)")
+    return re.compile(rf"{k}(?<!{_LETTER}{k})(?<!{_LETTER}'{k})(?!{_LETTER})(?!'{_LETTER})")
 
 
 def names(text: str) -> set[int]:
     """Positions (in words()) of words written with a capital that do not open a sentence: names, which a
     model copies or spells out rather than translates, so that one unseen is no sign of unknown text."""
     found, opening, position = set(), True, 0
-    for match in _WORD_OR_STOP.finditer(_plain(text)):
+    for match in _WORD_OR_STOP.finditer(plain(text)):
         piece = match.group(0)
         if not _WORD.fullmatch(piece):                  # a sentence stop, an opening quote or bracket
             opening = True
