@@ -16,7 +16,9 @@ What a class at the back of a room needs, measured on each page after its script
   test_figures_draw_browser.py checks it), with no console error;
 - on Translate, the translation on the first screen, above the Learn panel; and on the Bible model's
   Translate page too, with no plotly warning in the console (its probability bars once logged "Invalid
-  color specifier" for each bar).
+  color specifier" for each bar), for an everyday sentence the model guesses at: there the verdict
+  ("Guessing.") and its line on the made-up words on the first screen too, in type of MIN_PX or more,
+  and the translation's marked words readable (the marks are text of the translation box).
 
 The smallest size per page, with the text that has it, goes to test-artifacts/browser/presenter_fonts.log,
 and a screenshot of each page's first screen to test-artifacts/browser/presenter/<page>.png: a person
@@ -32,6 +34,8 @@ Heads and Search pages draw their figures from a background job's result (minute
 edge is measured.
 """
 from __future__ import annotations
+
+from urllib.parse import quote
 
 import pytest
 
@@ -84,9 +88,16 @@ TRANSLATE_PLACES = """() => {
   const shown = document.querySelector('.st-key-translation h4');
   const learn = [...document.querySelectorAll("[data-testid='stExpander'] summary")]
     .find(s => s.innerText.startsWith('Learn'));
+  const verdict = document.querySelector('.st-key-grounding_verdict [data-testid="stAlert"]');
+  const lines = [...document.querySelectorAll('.st-key-grounding_verdict [data-testid="stCaptionContainer"]')];
+  const madeUp = lines.find(c => c.innerText.startsWith('Output words'));
   return {translation: shown ? shown.getBoundingClientRect().bottom : null,
-          learn: learn ? learn.getBoundingClientRect().top : null};
+          learn: learn ? learn.getBoundingClientRect().top : null,
+          verdict: verdict ? verdict.innerText.slice(0, 40) : null,
+          verdictBottom: verdict ? verdict.getBoundingClientRect().bottom : null,
+          madeUpBottom: madeUp ? madeUp.getBoundingClientRect().bottom : null};
 }"""
+EVERYDAY = "El presidente habló con los periodistas sobre la economía."
 
 
 def text_sizes(page) -> list[dict]:
@@ -177,6 +188,11 @@ def page_problems(page, shown: str, path: str, errors: list[str], warnings: list
             problems.append(f"{shown}: the translation is not on the first screen ({places})")
         elif places["learn"] is not None and places["learn"] < places["translation"]:
             problems.append(f"{shown}: the Learn panel comes before the translation ({places})")
+        if BIBLE in shown:                      # an everyday sentence: the verdict is read from the back row
+            if not (places["verdict"] or "").startswith("Guessing."):
+                problems.append(f"{shown}: no 'Guessing.' verdict under the translation ({places})")
+            elif max(places["verdictBottom"], places["madeUpBottom"] or 0) > WINDOW["height"]:
+                problems.append(f"{shown}: the verdict or its made-up words line is below the first screen ({places})")
     return problems
 
 
@@ -211,7 +227,7 @@ def test_follow_the_lecture_in_presenter_mode_at_1024x768(visit):
     if (ROOT / "checkpoints" / BIBLE / "model.safetensors").is_file():    # the Bible model's Translate page too
         errors.clear()
         warnings.clear()
-        page.goto(f"{visit.url}/{lecture.START}?ckpt={BIBLE}&present=1")
+        page.goto(f"{visit.url}/{lecture.START}?ckpt={BIBLE}&present=1&text={quote(EVERYDAY)}")
         page.wait_for_selector("h1", timeout=LONG)
         idle(page)
         problems += page_problems(page, f"{lecture.START} ({BIBLE})", lecture.START, errors, warnings, smallest)
