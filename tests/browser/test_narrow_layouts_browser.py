@@ -1,10 +1,12 @@
 """Layouts at the widths a lecture meets, measured in a real browser (headless Chromium) once the script
 run ends, on the shipped numbers model:
 
-- every Learn panel's formula fits its page, on a laptop at 1024x768 and at 1400x900 (the sidebar open)
-  and in presenter mode at 1024x768 (its larger type): KaTeX draws a display formula on one line and a
-  wider one scrolls sideways, cut at the page's edge (the Positional-encoding formula was 1033 px in
-  906 px at 1400 px wide); each page in LEARN_PAGES is opened with its Learn panel unfolded;
+- every Learn panel's formula fits its page, on a laptop at 1024x768 (the sidebar open) and in presenter
+  mode at 1024x768 (its larger type): KaTeX draws a display formula on one line and a wider one scrolls
+  sideways, cut at the page's edge (the Positional-encoding formula was 1033 px in 906 px at 1400 px
+  wide; Translate's, Beam search's and five others' were cut at 1024 px); each page of the lecture
+  (LEARN_PAGES) is opened with its Learn panel unfolded. (At 1400x900 the type is a laptop's and the
+  column wider: a formula that fits at 1024 fits there.)
 - the Attention page at 1024x768 on a laptop: the zoomed head is not a narrow column beside the all-heads
   grid (it was 274 px wide, its title cut and its key labels touching): at least FULL_WIDTH of the page's
   content, its title inside it, no two key labels overlapping;
@@ -27,7 +29,8 @@ pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / NUMBERS / "model.saf
 
 TEXT = "three hundred and twenty one"
 LAPTOP, WIDE, PROJECTOR = {"width": 1024, "height": 768}, {"width": 1400, "height": 900}, {"width": 1024, "height": 768}
-LEARN_PAGES = ["positions", "attention", "layers", "causes", "training_vs_inference", "train", "checkpoints"]
+LEARN_PAGES = ["translate", "architecture", "positions", "attention", "layers", "causes", "heads", "contributions",
+               "alignment", "search", "beam", "training_vs_inference", "schedule", "train", "checkpoints"]
 SHOTS = ARTIFACTS / "narrow"
 # Every visible display formula in the main area: [scrollWidth, clientWidth, its text's start].
 FORMULAS = """() => [...document.querySelectorAll("[data-testid='stMain'] .katex-display")]
@@ -78,8 +81,7 @@ def unfold_learn(page) -> None:
     page.locator("[data-testid='stMain'] .katex-display").first.wait_for(state="visible", timeout=LONG)
 
 
-@pytest.mark.parametrize("window, present", [(LAPTOP, False), (WIDE, False), (PROJECTOR, True)],
-                         ids=["laptop-1024", "laptop-1400", "presenter-1024"])
+@pytest.mark.parametrize("window, present", [(LAPTOP, False), (PROJECTOR, True)], ids=["laptop-1024", "presenter-1024"])
 def test_every_learn_formula_fits_its_page(visit, window, present):
     problems = []
     for path in LEARN_PAGES:

@@ -22,8 +22,8 @@ state.learn(
     "the output so far (masked, so a position never sees later ones), with a cross-attention over the encoder's "
     "output in between, and ends in a linear layer and a softmax over the vocabulary. **Click a block** (or pick "
     "it on the right) to see its real numbers for the sentence below.",
-    r"\text{layer}(x) = \mathrm{LN}\big(h + \mathrm{FFN}(h)\big),\quad h = \mathrm{LN}\big(x + "
-    r"\mathrm{MultiHead}(x, x, x)\big)")
+    state.equations(r"\text{layer}(x) = \mathrm{LN}\big(h + \mathrm{FFN}(h)\big)",
+                    r"h = \mathrm{LN}\big(x + \mathrm{MultiHead}(x, x, x)\big)"))
 
 ckpt = models.current_checkpoint()
 cfg = ckpt.config if ckpt is not None else paper_config("base")

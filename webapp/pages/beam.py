@@ -25,9 +25,9 @@ state.learn(
     "which inputs moved log p(chosen) − log p(foil)), and, for a reference, *did the search lose it* (a "
     "**search error**: the model scores it higher than its output) *or does the model prefer its own "
     "output* (a **model error**).",
-    r"\mathrm{score}(y) = \sum_{t=1}^{|y|} \log p(y_t \mid y_{<t}, x), \qquad "
-    r"\mathrm{norm}(y) = \frac{\mathrm{score}(y)}{lp(|y|)}, \qquad "
-    r"lp_{\mathrm{GNMT}}(n) = \left(\frac{5 + n}{6}\right)^{\alpha},\; lp_{\mathrm{avg}}(n) = n")
+    state.equations(r"\mathrm{score}(y) = \sum_{t=1}^{|y|} \log p(y_t \mid y_{<t}, x)",
+                    r"\mathrm{norm}(y) = \frac{\mathrm{score}(y)}{lp(|y|)}",
+                    r"lp_{\mathrm{GNMT}}(n) = \left(\frac{5 + n}{6}\right)^{\alpha},\; lp_{\mathrm{avg}}(n) = n"))
 
 
 views.main()

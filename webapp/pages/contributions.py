@@ -24,9 +24,9 @@ state.learn(
     "then gets a distribution over the source tokens and the words already written; its **source share** is "
     "the part from the source. A word with a low share was made by the decoder from its own prefix — where "
     "fluent but made-up translations come from.",
-    r"c_{ij} = \frac{\max\big(0,\ \lVert y_i\rVert_1 - \lVert y_i - T_i(x_j)\rVert_1\big)}"
-    r"{\sum_k \max\big(0,\ \lVert y_i\rVert_1 - \lVert y_i - T_i(x_k)\rVert_1\big)},\qquad"
-    r"\text{source share}(t) = \sum_{j \le S} \big[C^{(L)} \cdots C^{(1)}\big]_{tj}")
+    state.equations(r"c_{ij} = \frac{\max\big(0,\ \lVert y_i\rVert_1 - \lVert y_i - T_i(x_j)\rVert_1\big)}"
+                    r"{\sum_k \max\big(0,\ \lVert y_i\rVert_1 - \lVert y_i - T_i(x_k)\rVert_1\big)}",
+                    r"\text{source share}(t) = \sum_{j \le S} \big[C^{(L)} \cdots C^{(1)}\big]_{tj}"))
 
 ckpt = models.require_checkpoint()
 cfg = state.decode_settings()

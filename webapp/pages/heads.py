@@ -22,8 +22,9 @@ state.learn(
     "token, rare words, the end of the sentence; Voita et al. 2019). Its **importance** is how much the "
     "loss would change if the head's output were scaled down (Michel et al. 2019); removing heads one at a "
     "time, or least important first, shows how many the model can lose before its BLEU falls.",
-    r"I_h = \mathbb{E}_{x}\left|\frac{\partial \mathcal{L}(x)}{\partial \xi_h}\right|,\qquad"
-    r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\xi_1 \mathrm{head}_1, \dots, \xi_H \mathrm{head}_H)\,W^O")
+    state.equations(r"I_h = \mathbb{E}_{x}\left|\frac{\partial \mathcal{L}(x)}{\partial \xi_h}\right|",
+                    r"\mathrm{MultiHead}(Q,K,V) = "
+                    r"\mathrm{Concat}(\xi_1 \mathrm{head}_1, \dots, \xi_H \mathrm{head}_H)\,W^O"))
 
 ckpt = models.require_checkpoint()
 pairs = study_job.held_out_or_stop(ckpt, "The head lab measures")

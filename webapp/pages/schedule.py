@@ -27,8 +27,9 @@ state.learn(
     "The paper raises the learning rate linearly for `warmup` steps (Adam's moment estimates are noisy at "
     "first), then lets it decay with the inverse square root of the step. Larger models (d_model) get smaller "
     "rates; `factor` scales the whole curve. The peak is at step = warmup.",
-    r"lr(step) = factor \cdot d_{model}^{-0.5} \cdot \min\left(step^{-0.5},\ step \cdot warmup^{-1.5}\right)"
-    r",\qquad lr_{peak} = factor \cdot (d_{model} \cdot warmup)^{-0.5}")
+    state.equations(r"lr(step) = factor \cdot d_{model}^{-0.5} \cdot "
+                    r"\min\left(step^{-0.5},\ step \cdot warmup^{-1.5}\right)",
+                    r"lr_{peak} = factor \cdot (d_{model} \cdot warmup)^{-0.5}"))
 
 st.header("Noam schedule")
 D_MODELS = (64, 128, 256, 512, 768, 1024)
@@ -96,8 +97,8 @@ state.learn(
     "1 − ε + ε/V on the right token and spreads ε/V over every token (PyTorch's convention, which the "
     "trainer uses). The loss is then smallest when the model is *not* fully confident, which improved "
     "BLEU in the paper at some cost in perplexity.",
-    r"q(k) = (1-\varepsilon)\,[k = y] + \frac{\varepsilon}{V},\qquad "
-    r"\mathcal{L} = -\sum_k q(k)\,\log p(k)")
+    state.equations(r"q(k) = (1-\varepsilon)\,[k = y] + \frac{\varepsilon}{V}",
+                    r"\mathcal{L} = -\sum_k q(k)\,\log p(k)"))
 url.seed(url.SC_EPS, "sc_eps", 0.1)
 url.seed(url.SC_VOCAB, "sc_vocab", 10)
 c1, c2, c3 = st.columns(3)

@@ -22,8 +22,8 @@ state.learn(
     "test pairs; with exact search, a **search error** is a sentence where the beam missed an output the "
     "model scores higher. A length penalty divides the score by a function of the length, so longer "
     "outputs are not punished for every extra word.",
-    r"\hat y_k = \operatorname*{beam}_k\; \frac{\log p(y \mid x)}{lp(|y|)}, \qquad "
-    r"\text{search error}_k(x) = \big[\max_y \log p(y \mid x) > \log p(\hat y_k \mid x)\big]")
+    state.equations(r"\hat y_k = \operatorname*{beam}_k\; \frac{\log p(y \mid x)}{lp(|y|)}",
+                    r"\text{search error}_k(x) = \big[\max_y \log p(y \mid x) > \log p(\hat y_k \mid x)\big]"))
 
 ckpt = models.require_checkpoint()
 pairs = study_job.held_out_or_stop(ckpt, "The beam curve is measured")

@@ -27,8 +27,8 @@ with area["learn"]:
         "keeps the single best piece, beam search keeps the *k* best partial translations, sampling draws. "
         "A hypothesis's score is the sum of its pieces' log-probabilities, usually divided by a length "
         "penalty so that short outputs are not favoured.",
-        r"\log P(y \mid x) = \sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x), \qquad "
-        r"\text{score}_{\text{GNMT}} = \frac{\log P(y \mid x)}{\left((5 + |y|)/6\right)^{\alpha}}")
+        state.equations(r"\log P(y \mid x) = \sum_{t=1}^{|y|} \log P(y_t \mid y_{<t}, x)",
+                        r"\text{score}_{\text{GNMT}} = \frac{\log P(y \mid x)}{\left((5 + |y|)/6\right)^{\alpha}}"))
 
 ckpt = models.require_checkpoint()
 path = str(ckpt.path)

@@ -69,9 +69,10 @@ def attention_view(ckpt, trace, kind: str, layer: int, head: int, query: int) ->
                 + (" (the stream, normalised first: this model is pre-norm)" if ckpt.config.norm_first else "")
                 + (", keys and values of the encoder's output." if kind == "cross" else "."))
     best = int(np.nanargmax(np.where(w.masked, -np.inf, w.scores)))
-    st.latex(rf"d_k = {w.d_k},\ \sqrt{{d_k}} = {w.sqrt_d_k:.4g}\qquad "
-             rf"q\cdot k_{{{best + 1}}} = {w.dots[best]:.4f},\ \ \frac{{{w.dots[best]:.4f}}}{{{w.sqrt_d_k:.4g}}} = "
-             rf"{w.scores[best]:.4f}\ \xrightarrow{{\text{{softmax}}}}\ {w.weights[best]:.4f}")
+    st.latex(state.equations(rf"d_k = {w.d_k},\ \sqrt{{d_k}} = {w.sqrt_d_k:.4g}",
+                             rf"q\cdot k_{{{best + 1}}} = {w.dots[best]:.4f},\ \ \frac{{{w.dots[best]:.4f}}}"
+                             rf"{{{w.sqrt_d_k:.4g}}} = {w.scores[best]:.4f}\ \xrightarrow{{\text{{softmax}}}}\ "
+                             rf"{w.weights[best]:.4f}"))
     st.caption(f"Key {best + 1} ({state.md_escape(w.key_tokens[best])}) gets the largest weight. Every key below; "
                "masked keys "
                "(later positions in the decoder's self-attention) get score −∞ and weight 0.")
