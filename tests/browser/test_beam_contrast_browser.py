@@ -47,8 +47,16 @@ def click_a_pruned_node(page) -> None:
 
 
 def pick_the_first_verse(page) -> None:
+    """As a teacher does it: in presenter mode the sentence and the search's settings are folded away, so
+    the panel that holds the verse picker is opened first."""
+    folded = page.locator("[data-testid='stExpander'] summary", has_text="Sentence and search settings")
+    if folded.count() and folded.first.evaluate("s => !s.parentElement.open"):
+        folded.first.click()
+    page.locator(".st-key-beam_verse input").first.wait_for(state="visible", timeout=LONG)
     page.locator(".st-key-beam_verse").scroll_into_view_if_needed()
     page.locator(".st-key-beam_verse input").first.click()
+    if not page.locator("[role='option']").count():            # focused, not opened (just after the panel opened)
+        page.keyboard.press("ArrowDown")
     page.locator("[role='option']").nth(1).click()            # option 0 is the sentence as typed
     page.wait_for_function("() => location.search.includes('verse=1')", timeout=LONG)
     idle(page)

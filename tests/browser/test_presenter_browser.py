@@ -336,19 +336,10 @@ def patch_the_pair(page) -> None:
     idle(page)
 
 
-# Not yet, on pages of other parts of the app (strict: once a page is fixed, its mark fails and goes):
-# - Beam search: its tree starts at 739 px, 29 px of it on the first screen, under the Learn panel, the
-#   sentence, the test-verse picker, the beam size, the best translation, why the search stopped and the
-#   switch that marks a step;
-# - Translate: its N-best table, in three fifths of the width beside the pieces, has columns 603 px wide
-#   in 562 px (its last column scrolls sideways).
-NOT_YET = {"beam": "the Beam search page's tree is under its inputs in presenter mode",
-           "translate": "the Translate page's N-best table is wider than its column in presenter mode"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(entry.url_path, marks=pytest.mark.xfail(
-    raises=AssertionError, strict=True, reason=NOT_YET[entry.url_path])) if entry.url_path in NOT_YET
-    else entry.url_path for entry in lecture.PAGES_TABLE])
+# Once not so: Beam search's tree started at 739 px (29 px of it on the first screen) under the sentence, the
+# test-verse picker and the beam's settings, which presenter mode now folds away; Translate's N-best table,
+# in three fifths of the width beside the pieces, had columns 603 px wide in 562 px, now above the pieces.
+@pytest.mark.parametrize("path", [entry.url_path for entry in lecture.PAGES_TABLE])
 def test_each_pages_result_is_on_the_first_screen(visit, path):
     if not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file():
         pytest.skip(f"needs checkpoints/{NUMBERS}")

@@ -125,7 +125,8 @@ with area["result"]:
 rows = pd.DataFrame([{"rank": i + 1, "translation": h.text, "log-prob": round(h.score, 3),
                       "normalised": round(h.normalized, 3), "pieces": len(h.ids), "finished": h.finished,
                       **({"seed": s} if cfg["strategy"] == "sample" else {})} for i, (s, h) in enumerate(hyps)])
-left, right = st.columns([3, 2])
+# In presenter mode one above the other: beside the pieces, the N-best table's columns scrolled sideways.
+left, right = (st.container(), st.container()) if presenter.on() else st.columns([3, 2])
 with left:
     st.markdown(f"**{'Samples' if cfg['strategy'] == 'sample' else 'N-best list'}** ({len(rows)})")
     st.dataframe(rows, hide_index=True, width="stretch", key="nbest")

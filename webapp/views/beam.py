@@ -151,8 +151,11 @@ def show_forced(ckpt, text: str, cfg: dict, result, piece, run_key: tuple) -> No
 
 def main() -> None:
     ckpt = models.require_checkpoint()
-    text = beam_fall.verse_picker(ckpt, sentence_input())
-    cfg = settings()
+    # In presenter mode the sentence and the search's settings fold away, so that the tree starts on the
+    # projector's first screen (the teacher opens them to change the sentence or the beam).
+    with st.expander("Sentence and search settings") if presenter.on() else st.container():
+        text = beam_fall.verse_picker(ckpt, sentence_input())
+        cfg = settings()
     if not text.strip():
         st.info("Type a sentence above (or on the Translate page) to watch beam search translate it.")
         return
