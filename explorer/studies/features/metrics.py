@@ -1,0 +1,43 @@
+"""How good a dictionary is, on rows it was not trained on: the fraction of the FFN output's variance it
+explains, how many latents are active per row, how many never fire, how often the busiest fires.
+
+    FVE = 1 - sum ||y - y_hat||^2 / sum ||y - mean(y)||^2        (over the held-out rows)
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from explorer.studies.features.transcoder import TopKTranscoder
+
+CHUNK = 8192               # rows per pass (latents [CHUNK, m] float32 at a time)
+
+
+@dataclass(frozen=True)
+class Quality:
+    fve: float                 # fraction of variance explained
+    l0: float                  # mean active latents per row
+    dead_fraction: float       # latents active on no row
+    max_density: float         # the largest share of rows one latent is active on
+    rows: int
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def quality(tc: TopKTranscoder, inputs: np.ndarray, outputs: np.ndarray) -> Quality:
+    x, y = torch.from_numpy(inputs).float(), torch.from_numpy(outputs).float()      # [N, d_in], [N, d_out]
+    sse, active, l0 = 0.0, torch.zeros(tc.width), 0.0
+    with torch.no_grad():
+        for start in range(0, len(x), CHUNK):
+            z = tc.encode(x[start:start + CHUNK])                                      # [n, m]
+            sse += float(((tc.decode(z) - y[start:start + CHUNK]) ** 2).sum())
+            on = z > 0
+            active += on.sum(0)
+            l0 += float(on.sum())
+    sst = float(((y - y.mean(0)) ** 2).sum())
+    n = max(len(x), 1)
+    return Quality(fve=1.0 - sse / max(sst, 1e-12), l0=l0 / n, dead_fraction=float((active == 0).float().mean()),
+                   max_density=float(active.max()) / n, rows=len(x))

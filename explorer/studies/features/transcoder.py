@@ -1,0 +1,110 @@
+"""A TopK transcoder: an FFN's input mapped to its output through a wide, sparse layer of latents, each a
+"feature" with one encoder direction (when it fires) and one decoder direction (what it writes).
+
+    z = TopK_k(x W_enc + b_enc)      the k largest pre-activations kept, negatives set to 0   [m]
+    y = z W_dec + b_dec                                                                      [d_out]
+
+TopK (Gao et al. 2024, "Scaling and evaluating sparse autoencoders") fixes the number of active latents
+at k, so no sparsity penalty needs tuning; the transcoder form (Dunefsky et al. 2024, "Transcoders find
+interpretable LLM feature circuits") predicts the FFN's output from its input. Training: Adam on the
+squared error of y against the FFN's own output, the decoder's rows kept at unit norm after each step
+(so a latent's size lives in z), the decoder bias started at the outputs' mean.
+
+The random baseline (Must-show of every quality figure): the same k and width with the decoder's
+directions drawn at random and frozen (unit rows), the encoder and both biases trained: what a dictionary
+reaches without learning what to write.
+
+Files: SAELens's format, a folder with cfg.json and sae_weights.safetensors (W_enc [d_in, m], b_enc [m],
+W_dec [m, d_out], b_dec [d_out]; saelens.py reads it with SAELens itself).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    width: int = 1024          # latents m (4 x d_model at the shipped size)
+    k: int = 32                # active latents per row
+    steps: int = 3000
+    batch: int = 1024
+    lr: float = 1e-3
+    seed: int = 0
+    random_decoder: bool = False   # the random baseline: frozen random decoder directions
+
+
+def topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
+    """The k largest entries of each row kept (negatives among them set to 0), the rest 0; SAELens's
+    TopK activation does the same (top k, then ReLU)."""
+    values, index = pre.topk(k, dim=-1, sorted=False)                              # [N, k]
+    return torch.zeros_like(pre).scatter_(-1, index, values.relu())                # [N, m]
+
+
+class TopKTranscoder(nn.Module):
+    def __init__(self, d_in: int, width: int, d_out: int, k: int):
+        super().__init__()
+        if not 0 < k <= width:
+            raise ValueError(f"k must be in 1..{width}, not {k}")
+        self.k = k
+        self.W_enc = nn.Parameter(torch.zeros(d_in, width))
+        self.b_enc = nn.Parameter(torch.zeros(width))
+        self.W_dec = nn.Parameter(torch.zeros(width, d_out))
+        self.b_dec = nn.Parameter(torch.zeros(d_out))
+
+    @property
+    def width(self) -> int:
+        return self.W_enc.shape[1]
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """x [N, d_in] -> latents [N, m], k of them non-zero per row (at most)."""
+        return topk_relu(x @ self.W_enc + self.b_enc, self.k)                     # [N, m]
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        return z @ self.W_dec + self.b_dec                                         # [N, d_out]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """decode(encode(x)), computed from the k active latents only (the dense product with W_dec
+        would cost m / k times as much)."""
+        values, index = (x @ self.W_enc + self.b_enc).topk(self.k, dim=-1, sorted=False)     # [N, k]
+        picked = self.W_dec.index_select(0, index.flatten()).view(*index.shape, -1)         # [N, k, d_out]
+        return (values.relu().unsqueeze(-1) * picked).sum(-2) + self.b_dec                 # [N, d_out]
+
+
+def _unit_rows(w: torch.Tensor) -> torch.Tensor:
+    return w / w.norm(dim=1, keepdim=True).clamp_min(1e-8)
+
+
+def train(inputs: np.ndarray, outputs: np.ndarray, settings: TrainSettings = TrainSettings(),
+          on_step=None) -> TopKTranscoder:
+    """A transcoder of inputs [N, d_in] -> outputs [N, d_out] (float32 rows of one site); on_step(step,
+    loss) after each step (a progress bar, a cancel: it may raise). Deterministic for one seed."""
+    gen = torch.Generator().manual_seed(settings.seed)
+    x_all, y_all = torch.from_numpy(inputs).float(), torch.from_numpy(outputs).float()   # [N, d_in], [N, d_out]
+    d_in, d_out = x_all.shape[1], y_all.shape[1]
+    tc = TopKTranscoder(d_in, settings.width, d_out, settings.k)
+    with torch.no_grad():
+        tc.W_dec.copy_(_unit_rows(torch.randn(settings.width, d_out, generator=gen)))
+        tc.W_enc.copy_(tc.W_dec.T[:d_in] if d_in == d_out else torch.randn(d_in, settings.width, generator=gen)
+                       / d_in ** 0.5)                               # the encoder starts as the decoder's transpose
+        tc.b_dec.copy_(y_all.mean(0))
+    if settings.random_decoder:
+        tc.W_dec.requires_grad_(False)
+    params = [p for p in tc.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=settings.lr)
+    scale = y_all.var(0).sum().clamp_min(1e-12)                     # the loss in shares of the outputs' variance
+    for step in range(settings.steps):
+        rows = torch.randint(len(x_all), (settings.batch,), generator=gen)
+        loss = ((tc(x_all[rows]) - y_all[rows]) ** 2).sum(1).mean() / scale
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if not settings.random_decoder:
+            with torch.no_grad():
+                tc.W_dec.copy_(_unit_rows(tc.W_dec))
+        if on_step is not None:
+            on_step(step + 1, float(loss))
+    return tc.eval()

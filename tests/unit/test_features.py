@@ -1,0 +1,127 @@
+"""Transcoders on the shipped numbers model's FFNs: the rows collected are what the FFN computes, TopK
+keeps k latents, training beats the random-decoder baseline on held-out rows and is repeatable with one
+seed, and a transcoder saved in SAELens's format reads back here and in SAELens with the same latents,
+while a folder made for other weights, another site or damaged is refused in one line."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.data import load_corpus
+from explorer.store.checkpoint import load_checkpoint
+from explorer.studies.features import files, metrics, sites
+from explorer.studies.features import transcoder as tcm
+from support.app_support import ROOT
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs numbers-en-de")
+SITE = "encoder.layers.1.ffn"
+QUICK = tcm.TrainSettings(width=256, k=8, steps=300, batch=512)
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    torch.set_num_threads(1)
+    ckpt = load_checkpoint(NUMBERS)
+    corpus = load_corpus("numbers")
+    train = sites.collect(ckpt.model, ckpt.tokenizer, corpus.train[:1500], SITE, 20_000)
+    held = sites.collect(ckpt.model, ckpt.tokenizer, corpus.dev[:300], SITE, 5_000)
+    return ckpt, train, held, tcm.train(train.inputs, train.outputs, QUICK)
+
+
+def test_the_rows_are_what_the_ffn_computes_from_what_it_reads(numbers):
+    ckpt, train, _, _ = numbers
+    assert sites.sites(ckpt.model) == ["encoder.layers.0.ffn", "encoder.layers.1.ffn", "decoder.layers.0.ffn",
+                                       "decoder.layers.1.ffn"]
+    with torch.no_grad():
+        again = sites.ffn(ckpt.model, SITE)(torch.from_numpy(train.inputs[:500])).numpy()
+    assert np.abs(again - train.outputs[:500]).max() < 1e-4 * max(1.0, np.abs(again).max())
+    with pytest.raises(ValueError, match="not an FFN site"):
+        sites.ffn(ckpt.model, "encoder.layers.1.self_attn")
+
+
+def test_topk_keeps_k_latents_and_zeroes_negatives():
+    pre = torch.tensor([[3.0, -1.0, 2.0, 0.5], [-3.0, -2.0, -1.0, -0.5]])
+    assert tcm.topk_relu(pre, 2).tolist() == [[3.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+
+
+def test_training_beats_the_random_decoder_baseline_and_repeats_with_its_seed(numbers):
+    _, train, held, tc = numbers
+    got = metrics.quality(tc, held.inputs, held.outputs)
+    random = tcm.train(train.inputs, train.outputs, replace(QUICK, random_decoder=True))
+    baseline = metrics.quality(random, held.inputs, held.outputs)
+    assert got.fve > 0.8 and got.fve - baseline.fve > 0.1, (got, baseline)
+    assert got.l0 <= QUICK.k and got.rows == len(held.inputs)
+    again = tcm.train(train.inputs, train.outputs, QUICK)
+    assert all(torch.equal(a, b) for a, b in zip(again.parameters(), tc.parameters()))
+
+
+def test_a_saved_transcoder_reads_back_here_and_in_saelens_with_the_same_latents(numbers, tmp_path):
+    ckpt, _, held, tc = numbers
+    sha, d = ckpt.meta["weights_sha256"], ckpt.model.cfg.d_model
+    folder = files.save(tc, tmp_path / "tc", site=SITE, weights_sha256=sha, model_name="numbers-en-de")
+    back = files.load(folder, site=SITE, weights_sha256=sha, d_model=d)
+    x = torch.from_numpy(held.inputs[:200])
+    assert torch.equal(back.encode(x), tc.encode(x))
+
+    from sae_lens import SAE, Transcoder, TranscoderConfig, register_sae_class   # SAELens has no TopK transcoder:
+    from sae_lens.saes.sae import SAEMetadata                                       # one registered here
+    from sae_lens.saes.topk_sae import TopK
+    from sae_lens.util import filter_valid_dataclass_fields
+
+    @dataclass
+    class TopKTranscoderConfig(TranscoderConfig):
+        k: int = 32
+
+        @classmethod
+        def architecture(cls) -> str:
+            return files.ARCHITECTURE
+
+        @classmethod
+        def from_dict(cls, d):
+            cfg = cls(**filter_valid_dataclass_fields(d, cls))
+            cfg.metadata = SAEMetadata(**d.get("metadata", {}))
+            return cfg
+
+    class TopKTranscoder(Transcoder):
+        def get_activation_fn(self):
+            return TopK(self.cfg.k)
+
+        @classmethod
+        def from_dict(cls, d):
+            return cls(TopKTranscoderConfig.from_dict(d))
+
+    register_sae_class(files.ARCHITECTURE, TopKTranscoder, TopKTranscoderConfig)
+    theirs = SAE.load_from_disk(str(folder), device="cpu")
+    with torch.no_grad():
+        assert torch.allclose(theirs.encode(x), tc.encode(x), atol=1e-5)
+        assert torch.allclose(theirs(x), tc(x), atol=1e-5)
+
+
+def test_a_folder_for_other_weights_another_site_or_damaged_is_refused(numbers, tmp_path):
+    ckpt, _, _, tc = numbers
+    sha, d = ckpt.meta["weights_sha256"], ckpt.model.cfg.d_model
+    folder = files.save(tc, tmp_path / "tc", site=SITE, weights_sha256=sha, model_name="numbers-en-de")
+    for kwargs, said in (({"site": SITE, "weights_sha256": "ab" * 32, "d_model": d}, "weights_sha256"),
+                         ({"site": "decoder.layers.0.ffn", "weights_sha256": sha, "d_model": d}, "site"),
+                         ({"site": SITE, "weights_sha256": sha, "d_model": d * 2}, "do not fit")):
+        with pytest.raises(files.DictionaryUnusable, match=said):
+            files.load(folder, **kwargs)
+    raw = (folder / files.WEIGHTS).read_bytes()
+    (folder / files.WEIGHTS).write_bytes(raw[:len(raw) // 2])
+    with pytest.raises(files.DictionaryUnusable, match="damaged"):
+        files.load(folder, site=SITE, weights_sha256=sha, d_model=d)
+    (folder / files.CFG).write_text(json.dumps({"architecture": "topk"}))
+    with pytest.raises(files.DictionaryUnusable, match="not a TopK transcoder"):
+        files.load(folder, site=SITE, weights_sha256=sha, d_model=d)
+
+
+def test_the_sparse_forward_equals_decode_of_encode(numbers):
+    _, _, held, tc = numbers
+    x = torch.from_numpy(held.inputs[:300])
+    with torch.no_grad():
+        assert torch.allclose(tc(x), tc.decode(tc.encode(x)), atol=1e-5)
