@@ -71,3 +71,6 @@ HF_README = "README.md"
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")         # preferred first
 MARIAN_SRC_SPM, MARIAN_TGT_SPM = "source.spm", "target.spm"
 MARIAN_VOCAB, MARIAN_TGT_VOCAB = "vocab.json", "target_vocab.json"
+
+# A dictionary (transcoder) folder in SAELens's format (explorer/studies/features/files.py)
+SAE_CFG, SAE_WEIGHTS = "cfg.json", "sae_weights.safetensors"

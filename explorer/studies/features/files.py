@@ -19,10 +19,11 @@ from safetensors.numpy import save as save_tensors
 
 from explorer.files import limits
 from explorer.files.atomic import write_bytes_atomic
+from explorer.files.names import SAE_CFG, SAE_WEIGHTS
 from explorer.files.user_files import UserFileError, read_user_file
 from explorer.studies.features.transcoder import TopKTranscoder
 
-CFG, WEIGHTS = "cfg.json", "sae_weights.safetensors"
+CFG, WEIGHTS = SAE_CFG, SAE_WEIGHTS
 ARCHITECTURE = "topk_transcoder"
 SAELENS_VERSION = "6.54.12"          # the format's version as SAELens writes it
 
