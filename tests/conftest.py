@@ -17,17 +17,6 @@ os.environ.setdefault("EXPLORER_DATA_DIR", tempfile.mkdtemp(prefix="explorer-tes
 from support.model_helpers import BOS, EOS, PAD, SEED, VOCAB, FakeTokenizer, Transformer, make_model  # noqa: F401
 
 
-@pytest.hookimpl(tryfirst=True)          # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items):
-    """Two lines for make test's second run (pytest-xdist --dist loadgroup): the browser tests in one, so
-    they share one app server and one Chromium, one test at a time; the other tests (trainer subprocesses,
-    torchrun) in the other, one at a time, so two trainings never share the two cores. Without xdist the
-    marks change nothing."""
-    for item in items:
-        line = "browser" if "browser" in item.path.parts else "processes"
-        item.add_marker(pytest.mark.xdist_group(line))
-
-
 @pytest.fixture
 def seed() -> int:
     torch.manual_seed(SEED)
