@@ -11,6 +11,7 @@ from explorer.inspection.trace import KIND_LABELS, attention_kind
 from webapp import downloads, models, presenter, sentence, state
 from webapp import url_keys as url
 from webapp.views import attention as views
+from webapp.views import attention_ablation as ablation
 
 st.title("Attention")
 # The page's parts, placed in the order of the mode (webapp.presenter.areas; each is drawn in the script's
@@ -88,7 +89,7 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
             views.compare_tab(ckpt, trace, view, sentence.current_reference(path, text), text, name)
     with tabs[4]:
         if tabs[4].open:
-            views.ablation_tab(ckpt, clipped, cfg, result, trace, view, name)
+            ablation.ablation_tab(ckpt, clipped, cfg, result, trace, view, name)
     with tabs[5]:
         if tabs[5].open:
             views.bertviz_tab(trace, view)
