@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from browser_support import (BIBLE, LONG, NUMBERS, ROOT, _model, app_settings, idle, no_exception, open_app,
                              pick_checkpoint, sidebar_to, squash, timed, translation_on_screen, type_sentence,
@@ -97,13 +98,20 @@ def test_the_readme_tour_does_what_it_says(visit, context):
         points.first.wait_for(timeout=LONG)
         clicked = None
         for i in range(points.count()):
+            points.nth(i).scroll_into_view_if_needed()              # a click below the fold reaches nothing
             box = points.nth(i).bounding_box()
             if box and box["width"] > 0:
                 page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                # the rerun the click starts may not have begun yet: wait for the radio to move, not for idle
+                try:
+                    page.wait_for_function(
+                        "b => document.querySelector('.st-key-arch_block input:checked')"
+                        "?.closest('label').innerText !== b", arg=before, timeout=15_000)
+                except PlaywrightTimeout:
+                    continue                                     # this point is the chosen block: try the next
                 idle(page)
                 clicked = page.locator(".st-key-arch_block input:checked").evaluate("e => e.closest('label').innerText")
-                if clicked != before:
-                    break
+                break
     assert clicked and clicked != before, f"clicking Figure 1's blocks left the block at {before!r}"
     no_exception(page)
     next_page(page, "Positional encoding")
