@@ -22,7 +22,7 @@ from explorer.decoding.translate import DecodeConfig, translate
 from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.grounding import influence
-from explorer.studies.grounding.build import dataset_of, training_pairs
+from explorer.studies.common.training_data import dataset_of, training_pairs
 from explorer.text.encoding import output_ids
 
 

@@ -5,10 +5,10 @@ rows, beside the random-decoder baseline, and what training costs.
                                   [--width 2048] [--k 32] [--steps 3000]
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
-development split (held out); a TopK transcoder trained on the first, and the random baseline (the same
-k and width, decoder directions random and frozen); printed for both: the fraction of variance explained
-on the held-out rows, the mean active latents, the dead latents' share, the busiest latent's density; and
-the seconds spent collecting and training (the machine's load beside them: these machines are noisy).
+development split (held out); a TopK skip transcoder trained on the first, and the random baseline (the
+same k, width and skip, decoder directions random and frozen); printed for both: the fraction of variance
+explained on the held-out rows (and a least-squares linear map's, the skip's share alone), the mean
+active latents, the dead latents' share, the busiest latent's density; and the seconds spent collecting and training (the machine's load beside them: these machines are noisy).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.features import metrics, sites
 from explorer.studies.features import transcoder as tcm
-from explorer.studies.grounding.build import dataset_of, training_pairs
+from explorer.studies.common.training_data import dataset_of, training_pairs
 
 HELD_ROWS = 20_000
 
@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         t2 = time.perf_counter()
         random = tcm.train(rows.inputs, rows.outputs, replace(settings, random_decoder=True))
         got, base = (metrics.quality(t, held.inputs, held.outputs) for t in (trained, random))
-        print(f"{site:22s} FVE {got.fve:.3f} (random {base.fve:.3f}, +{got.fve - base.fve:.3f})  L0 {got.l0:.1f}  "
+        linear = metrics.linear_fve(rows.inputs, rows.outputs, held.inputs, held.outputs)
+        print(f"{site:22s} FVE {got.fve:.3f} (random {base.fve:.3f}, +{got.fve - base.fve:.3f}; linear map "
+              f"{linear:.3f})  L0 {got.l0:.1f}  "
               f"dead {got.dead_fraction:.1%} (random {base.dead_fraction:.1%})  busiest {got.max_density:.1%}  "
               f"rows {len(rows.inputs):,}/{len(held.inputs):,}  collect {t1 - t0:.0f} s  train {t2 - t1:.0f} s  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)

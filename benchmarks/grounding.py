@@ -43,7 +43,8 @@ from explorer.studies.grounding import index as ix
 from explorer.studies.grounding import influence, states
 from explorer.studies.grounding.gradients import watched_linears
 from explorer.studies.grounding.lookup import nearest_contexts
-from explorer.studies.grounding.concordance import WordPairs, training_pairs
+from explorer.studies.common.training_data import dataset_pairs
+from explorer.studies.grounding.concordance import WordPairs
 from explorer.studies.grounding.build import build, dataset_of, ensure, kept_states
 from explorer.data import load_corpus
 from explorer.studies.grounding import links as lk
@@ -181,7 +182,7 @@ def _first_pick(ckpt, smap, source: str, cfg) -> None:
     words_in = [w for w in words(source) if len(w) > 3]
     out_words = [w for w in words(best.text) if len(w) > 3]
     t0 = time.perf_counter()
-    pairs = WordPairs(training_pairs(dataset_of(ckpt.meta)))
+    pairs = WordPairs(dataset_pairs(dataset_of(ckpt.meta)))
     t1 = time.perf_counter()
     pairs.concordance(words_in[0], "source", out_words[0])
     nearest_contexts(ckpt.model, ckpt.tokenizer, smap, pairs.pairs, source, words_in[0]) if smap else None

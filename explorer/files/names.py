@@ -40,6 +40,8 @@ SEARCH = "search"                        # the beam-size curve's results (the Se
 GROUNDING = "grounding"                  # training-word indexes by dataset (also in the shipped folder)
 GRADIENT_STORE_SUFFIX = ".gradients.safetensors"   # in GROUNDING: <dataset key>-<weights sha> + this
 STATE_MAP_SUFFIX = ".states.safetensors"           # in GROUNDING (shipped or runs): the encoder states' map
+FEATURES = "features"                    # dictionaries: FEATURES/<weights sha>/<site>/{FEATURES_KINDS}/
+FEATURES_KINDS = ("trained", "random")   # a site's dictionary and its random-decoder baseline
 LAUNCH_LOCK = ".launch.lock"             # one trainer launch at a time across app processes
 UPLOAD_SUFFIX = ".tsv"
 UPLOAD_NAME_SUFFIX = ".name"             # beside an upload: the uploaded file's own name
@@ -56,6 +58,7 @@ LENS_OUT = "lens.json"                   # python -m explorer lens
 PATCHING_OUT = "patching.json"           # python -m explorer patch
 SEARCH_OUT = "search.json"               # python -m explorer search
 GROUNDING_OUT = "grounding.json"         # python -m explorer grounding
+FEATURES_OUT = "features.json"           # python -m explorer features train|evaluate
 POISON_FILES = ("poisoned.tsv", "clean.tsv", "report.json")   # python -m explorer poison, in its --out
 
 # The marker a converter leaves in its output directory (explorer/store/output_dirs.py)

@@ -70,12 +70,12 @@ def _learned(at) -> str:
 
 
 def test_where_did_it_learn_this_reads_nothing_until_a_word_is_picked_then_lists_its_training_verses(monkeypatch):
-    from explorer.studies.grounding import concordance
+    from explorer.studies.common import training_data
     from webapp.views import learned
     from webapp.views.learned import MARK
 
-    read, real = [], concordance.training_pairs
-    monkeypatch.setattr(learned, "training_pairs", lambda dataset: read.append(dataset) or real(dataset))
+    read, real = [], training_data.dataset_pairs
+    monkeypatch.setattr(learned, "dataset_pairs", lambda dataset: read.append(dataset) or real(dataset))
     learned._word_pairs.clear()
     at = open_app("bible-es-en", text=EVERYDAY)
     no_exception(at)
@@ -118,7 +118,7 @@ def test_an_output_words_nearest_contexts_come_from_the_decoder_state_map(runs):
     the gradient store is still missing, so the one button that builds the training pass is offered."""
     from explorer.store.checkpoint import load_checkpoint
     from explorer.studies.grounding import states
-    from explorer.studies.grounding.concordance import training_pairs
+    from explorer.studies.common.training_data import dataset_pairs as training_pairs
 
     ckpt = load_checkpoint(BIBLE)
     pairs = training_pairs("bible")[:300]

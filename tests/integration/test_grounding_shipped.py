@@ -28,7 +28,7 @@ def test_a_shipped_index_equals_a_rebuild_from_its_training_data(name):
 
 def test_the_shipped_training_verses_are_the_bible_checkpoints_training_split():
     from explorer.data import load_corpus
-    from explorer.studies.grounding.concordance import shipped_pairs_path, training_pairs
+    from explorer.studies.common.training_data import dataset_pairs as training_pairs, shipped_pairs_path
 
     meta, _ = read_config(ROOT / "checkpoints" / "bible-es-en")
     dataset = meta["training"]["dataset"]

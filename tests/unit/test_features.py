@@ -1,5 +1,5 @@
 """Transcoders on the shipped numbers model's FFNs: the rows collected are what the FFN computes, TopK
-keeps k latents, training beats the random-decoder baseline on held-out rows and is repeatable with one
+keeps k latents, the sparse forward equals decode(encode(x)) + skip(x), training beats the random-decoder baseline on held-out rows and is repeatable with one
 seed, and a transcoder saved in SAELens's format reads back here and in SAELens with the same latents,
 while a folder made for other weights, another site or damaged is refused in one line."""
 from __future__ import annotations
@@ -54,7 +54,10 @@ def test_training_beats_the_random_decoder_baseline_and_repeats_with_its_seed(nu
     got = metrics.quality(tc, held.inputs, held.outputs)
     random = tcm.train(train.inputs, train.outputs, replace(QUICK, random_decoder=True))
     baseline = metrics.quality(random, held.inputs, held.outputs)
-    assert got.fve > 0.8 and got.fve - baseline.fve > 0.1, (got, baseline)
+    # the skip's linear map explains most of this small model's FFNs, for the baseline too (0.94): the
+    # trained latents leave less than half of what the random ones leave unexplained (0.016 against 0.059)
+    assert got.fve > 0.9 and 1 - got.fve < 0.5 * (1 - baseline.fve), (got, baseline)
+    assert got.max_density < 0.5, got                      # no latent fires on most tokens (0.27 here)
     assert got.l0 <= QUICK.k and got.rows == len(held.inputs)
     again = tcm.train(train.inputs, train.outputs, QUICK)
     assert all(torch.equal(a, b) for a, b in zip(again.parameters(), tc.parameters()))
@@ -68,13 +71,13 @@ def test_a_saved_transcoder_reads_back_here_and_in_saelens_with_the_same_latents
     x = torch.from_numpy(held.inputs[:200])
     assert torch.equal(back.encode(x), tc.encode(x))
 
-    from sae_lens import SAE, Transcoder, TranscoderConfig, register_sae_class   # SAELens has no TopK transcoder:
-    from sae_lens.saes.sae import SAEMetadata                                       # one registered here
-    from sae_lens.saes.topk_sae import TopK
+    from sae_lens import SAE, SkipTranscoder, SkipTranscoderConfig, register_sae_class   # SAELens has no TopK
+    from sae_lens.saes.sae import SAEMetadata                                           # transcoder: one
+    from sae_lens.saes.topk_sae import TopK                                             # registered here
     from sae_lens.util import filter_valid_dataclass_fields
 
     @dataclass
-    class TopKTranscoderConfig(TranscoderConfig):
+    class TopKSkipTranscoderConfig(SkipTranscoderConfig):
         k: int = 32
 
         @classmethod
@@ -87,15 +90,15 @@ def test_a_saved_transcoder_reads_back_here_and_in_saelens_with_the_same_latents
             cfg.metadata = SAEMetadata(**d.get("metadata", {}))
             return cfg
 
-    class TopKTranscoder(Transcoder):
+    class TopKSkipTranscoder(SkipTranscoder):
         def get_activation_fn(self):
             return TopK(self.cfg.k)
 
         @classmethod
         def from_dict(cls, d):
-            return cls(TopKTranscoderConfig.from_dict(d))
+            return cls(TopKSkipTranscoderConfig.from_dict(d))
 
-    register_sae_class(files.ARCHITECTURE, TopKTranscoder, TopKTranscoderConfig)
+    register_sae_class(files.ARCHITECTURE, TopKSkipTranscoder, TopKSkipTranscoderConfig)
     theirs = SAE.load_from_disk(str(folder), device="cpu")
     with torch.no_grad():
         assert torch.allclose(theirs.encode(x), tc.encode(x), atol=1e-5)
@@ -120,8 +123,8 @@ def test_a_folder_for_other_weights_another_site_or_damaged_is_refused(numbers, 
         files.load(folder, site=SITE, weights_sha256=sha, d_model=d)
 
 
-def test_the_sparse_forward_equals_decode_of_encode(numbers):
+def test_the_sparse_forward_equals_decode_of_encode_plus_the_skip(numbers):
     _, _, held, tc = numbers
     x = torch.from_numpy(held.inputs[:300])
     with torch.no_grad():
-        assert torch.allclose(tc(x), tc.decode(tc.encode(x)), atol=1e-5)
+        assert torch.allclose(tc(x), tc.decode(tc.encode(x)) + tc.skip(x), atol=1e-5)

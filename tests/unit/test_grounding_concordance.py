@@ -10,8 +10,9 @@ import pytest
 
 from explorer.data.types import Pair
 from explorer.files import limits
-from explorer.studies.grounding import concordance
-from explorer.studies.grounding.concordance import WordPairs, training_pairs
+from explorer.studies.common import training_data
+from explorer.studies.common.training_data import dataset_pairs as training_pairs
+from explorer.studies.grounding.concordance import WordPairs
 from explorer.studies.grounding.words import words
 
 
@@ -27,14 +28,14 @@ def _index(texts: list[str]) -> dict[str, list[int]]:
 def test_shipped_training_pairs_are_read_within_bounds_and_refused_when_damaged(tmp_path, monkeypatch):
     good = tmp_path / "good.xz"
     good.write_bytes(lzma.compress("ref\tsrc\ttgt\nGen.1.1\tLuz.\tLight.\n".encode()))
-    assert concordance._read_shipped(good)[0].tgt == "Light."
+    assert training_data._read_shipped(good)[0].tgt == "Light."
     (tmp_path / "cut.xz").write_bytes(good.read_bytes()[:20])
     (tmp_path / "junk.xz").write_bytes(b"not xz at all")
     monkeypatch.setattr(limits, "PAIRS_BYTES", 1000)
     (tmp_path / "big.xz").write_bytes(lzma.compress(b"ref\tsrc\ttgt\n" + b"a\tb\tc\n" * 10_000))   # 60 KB inflated
     for name, said in (("cut.xz", "truncated"), ("junk.xz", "not an xz file"), ("big.xz", "more than 1,000 bytes")):
-        with pytest.raises(concordance.PairsUnusable, match=said):
-            concordance._read_shipped(tmp_path / name)
+        with pytest.raises(training_data.PairsUnusable, match=said):
+            training_data._read_shipped(tmp_path / name)
 
 
 def test_a_concordance_counts_pairs_and_lists_those_with_the_partner():

@@ -137,7 +137,8 @@ def _command_cases(tmp: Path, bad: str) -> list[tuple[str, list[str]]]:
             ("align", [ckpt, "--gold", bad, "--out", str(tmp / "a.json")]),
             ("patch", [ckpt, "--pairs", bad, "--out", str(tmp / "p.json")]),
             ("ship", [ckpt, str(tmp / "shipped"), "--test", bad]),
-            ("grounding", [ckpt, "--input", bad, "--out", str(tmp / "g.json")])]
+            ("grounding", [ckpt, "--input", bad, "--out", str(tmp / "g.json")]),
+            ("features", ["evaluate", ckpt, "--sentences", bad, "--out", str(tmp / "f.json")])]
 
 
 def test_every_file_argument_refuses_dev_zero_and_a_fifo_in_one_line(tmp_path):

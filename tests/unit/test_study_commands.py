@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,6 +17,8 @@ from explorer.studies.contrastive.job import SearchSettings
 from explorer.studies.contributions import __main__ as contributions_command
 from explorer.studies.contributions.faithfulness import FaithfulnessSettings
 from explorer.studies.contributions.job import ContributionSettings
+from explorer.studies.features import __main__ as features_command
+from explorer.studies.features.job import FeatureSettings
 from explorer.studies.grounding import __main__ as grounding_command
 from explorer.studies.grounding.job import GroundingSettings
 from explorer.studies.heads import __main__ as heads_command
@@ -27,7 +30,9 @@ from explorer.studies.patching import __main__ as patch_command
 SETTINGS = {"heads": (heads_command, (LabSettings,)), "align": (align_command, (AlignSettings,)),
             "contributions": (contributions_command, (ContributionSettings, FaithfulnessSettings)),
             "lens": (lens_command, (LensSettings,)), "search": (search_command, (SearchSettings,)),
-            "grounding": (grounding_command, (GroundingSettings,))}
+            "grounding": (grounding_command, (GroundingSettings,)),
+            **{f"features {action}": (SimpleNamespace(build_parser=lambda action=action: features_command.build_parser(action)),
+                                      (FeatureSettings,)) for action in features_command.ACTIONS}}
 REQUIRED = {"grounding": ["--input", "x.txt"]}
 
 

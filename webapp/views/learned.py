@@ -25,7 +25,8 @@ from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import influence, states
 from explorer.studies.grounding.build import dataset_of, ensure_output_states, ensure_store, kept_states
-from explorer.studies.grounding.concordance import Concordance, PairsUnusable, WordPairs, training_pairs
+from explorer.studies.common.training_data import PairsUnusable, dataset_pairs
+from explorer.studies.grounding.concordance import Concordance, WordPairs
 from explorer.studies.grounding.gradients import watched_linears
 from explorer.studies.grounding.lookup import nearest_contexts
 from explorer.studies.grounding.verdict import Verdict
@@ -40,7 +41,7 @@ MARK = grounding.MARK
 
 @st.cache_resource(max_entries=3, show_spinner="Reading the training pairs (once)…")
 def _word_pairs(dataset: str) -> WordPairs:
-    return WordPairs(training_pairs(dataset))
+    return WordPairs(dataset_pairs(dataset))
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)

@@ -1,9 +1,9 @@
 """A transcoder on disk, in SAELens's format: a folder with cfg.json and sae_weights.safetensors, so that
 other tools read our dictionaries (a test loads one with SAELens and compares its encodings).
 
-SAELens 6.54 has transcoders with ReLU and JumpReLU latents but no TopK one, so cfg.json names the
-architecture "topk_transcoder" with its `k`; SAELens reads it once that name is registered with a
-Transcoder whose activation is its own TopK (tests/unit/test_features.py shows how). The metadata says
+SAELens 6.54 has skip transcoders with ReLU and JumpReLU latents but no TopK one, so cfg.json names the
+architecture "topk_skip_transcoder" with its `k`; SAELens reads it once that name is registered with its
+SkipTranscoder whose activation is its own TopK (tests/unit/test_features.py shows how). The metadata says
 which checkpoint (weights hash), which site and whether it is the random baseline; load() checks them
 against the model it is asked for before it reads a tensor, and every shape against cfg.json.
 """
@@ -24,7 +24,7 @@ from explorer.files.user_files import UserFileError, read_user_file
 from explorer.studies.features.transcoder import TopKTranscoder
 
 CFG, WEIGHTS = SAE_CFG, SAE_WEIGHTS
-ARCHITECTURE = "topk_transcoder"
+ARCHITECTURE = "topk_skip_transcoder"
 SAELENS_VERSION = "6.54.12"          # the format's version as SAELens writes it
 
 
@@ -44,7 +44,7 @@ def save(tc: TopKTranscoder, folder: Path, *, site: str, weights_sha256: str, mo
                         "hook_name_out": f"{site}.out", "site": site, "weights_sha256": weights_sha256,
                         "random_decoder": bool(random_decoder)}}
     tensors = {name: np.ascontiguousarray(getattr(tc, name).detach().float().numpy())
-               for name in ("W_enc", "b_enc", "W_dec", "b_dec")}
+               for name in ("W_enc", "b_enc", "W_dec", "W_skip", "b_dec")}
     write_bytes_atomic(folder / WEIGHTS, save_tensors(tensors))          # the weights first, the cfg last:
     write_bytes_atomic(folder / CFG, json.dumps(cfg, indent=1).encode())  # a folder with a cfg is whole
     return folder
@@ -65,10 +65,11 @@ def load(folder: Path, *, site: str, weights_sha256: str, d_model: int) -> TopKT
         raise DictionaryUnusable(f"{folder}: made for another {' and '.join(wrong)} (stale or foreign): train it again")
     sizes = [cfg.get(k) for k in ("d_in", "d_sae", "d_out", "k")]
     if not all(isinstance(v, int) and v > 0 for v in sizes) or sizes[0] != d_model or sizes[2] != d_model \
-            or sizes[3] > sizes[1] or sizes[0] * sizes[1] * 2 * 4 > limits.DICTIONARY_BYTES:
+            or sizes[3] > sizes[1] or (sizes[0] * sizes[1] * 2 + sizes[0] * sizes[2]) * 4 > limits.DICTIONARY_BYTES:
         raise DictionaryUnusable(f"{folder}: sizes {sizes} do not fit a model of width {d_model}")
     d_in, width, d_out, k = sizes
-    want = {"W_enc": [d_in, width], "b_enc": [width], "W_dec": [width, d_out], "b_dec": [d_out]}
+    want = {"W_enc": [d_in, width], "b_enc": [width], "W_dec": [width, d_out], "W_skip": [d_out, d_in],
+            "b_dec": [d_out]}
     path = folder / WEIGHTS
     try:
         if path.stat().st_size > limits.DICTIONARY_BYTES:

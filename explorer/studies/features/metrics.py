@@ -1,5 +1,7 @@
 """How good a dictionary is, on rows it was not trained on: the fraction of the FFN output's variance it
-explains, how many latents are active per row, how many never fire, how often the busiest fires.
+explains, how many latents are active per row, how many never fire, how often the busiest fires; and,
+for context, what a least-squares linear map of the same rows explains (the skip connection's share
+alone, and the floor a dictionary's latents add to).
 
     FVE = 1 - sum ||y - y_hat||^2 / sum ||y - mean(y)||^2        (over the held-out rows)
 """
@@ -32,8 +34,9 @@ def quality(tc: TopKTranscoder, inputs: np.ndarray, outputs: np.ndarray) -> Qual
     sse, active, l0 = 0.0, torch.zeros(tc.width), 0.0
     with torch.no_grad():
         for start in range(0, len(x), CHUNK):
-            z = tc.encode(x[start:start + CHUNK])                                      # [n, m]
-            sse += float(((tc.decode(z) - y[start:start + CHUNK]) ** 2).sum())
+            rows = x[start:start + CHUNK]                                              # [n, d_in]
+            z = tc.encode(rows)                                                        # [n, m]
+            sse += float(((tc.decode(z) + tc.skip(rows) - y[start:start + CHUNK]) ** 2).sum())
             on = z > 0
             active += on.sum(0)
             l0 += float(on.sum())
@@ -41,3 +44,12 @@ def quality(tc: TopKTranscoder, inputs: np.ndarray, outputs: np.ndarray) -> Qual
     n = max(len(x), 1)
     return Quality(fve=1.0 - sse / max(sst, 1e-12), l0=l0 / n, dead_fraction=float((active == 0).float().mean()),
                    max_density=float(active.max()) / n, rows=len(x))
+
+
+def linear_fve(inputs: np.ndarray, outputs: np.ndarray, held_inputs: np.ndarray, held_outputs: np.ndarray) -> float:
+    """The held-out FVE of the least-squares affine map fitted on (inputs, outputs)."""
+    design = np.c_[inputs, np.ones(len(inputs), dtype=inputs.dtype)]                     # [N, d_in + 1]
+    weights, *_ = np.linalg.lstsq(design.astype(np.float64), outputs.astype(np.float64), rcond=None)
+    guess = np.c_[held_inputs, np.ones(len(held_inputs))] @ weights                      # [M, d_out]
+    sst = ((held_outputs - held_outputs.mean(0)) ** 2).sum()
+    return float(1.0 - ((guess - held_outputs) ** 2).sum() / max(sst, 1e-12))

@@ -7,10 +7,10 @@ the FFN reads (the residual stream, normalised first in a pre-norm model), its o
 the stream. Transcoders, not sparse autoencoders on the stream: the attribution graphs that follow
 replace each FFN by its transcoder, and a transcoder's latents say what the FFN computes from what.
 
-Rows are collected teacher-forced over training pairs (encoder sites: every source piece; decoder
-sites: every target position the decoder reads), pad positions left out, and at most `max_rows` of
-them kept, drawn evenly with a seed; held in float32, so a site's rows take max_rows x (d_in + d_out)
-x 4 bytes (ROW_BYTES bounds that).
+Rows are collected teacher-forced over training pairs (encoder sites: source pieces, through the
+encoder alone; decoder sites: target positions the decoder reads), pad positions left out: pairs drawn
+in a seeded random order until they hold `max_rows` positions, then `max_rows` of those drawn; held in
+float32, so a site's rows take max_rows x (d_in + d_out) x 4 bytes (ROW_BYTES bounds that).
 """
 from __future__ import annotations
 
@@ -48,35 +48,56 @@ def ffn(model, site: str) -> torch.nn.Module:
 
 def collect(model, tokenizer, pairs: Sequence, site: str, max_rows: int, seed: int = 0) -> SiteRows:
     """The FFN input and output rows of `site` over the training `pairs`, at most `max_rows` drawn evenly."""
+    encoded = encode_pairs(tokenizer, pairs, model.cfg.max_len, model.cfg.special)
+    return _collect(model, encoded.src, [t[:-1] for t in encoded.tgt], site, max_rows, seed)
+
+
+def collect_sentences(model, sents, site: str, max_rows: int, seed: int = 0) -> SiteRows:
+    """The same rows over a SentenceSet (explorer.studies.common.sentences): its sources, and the decoder
+    reading the start id and its forced outputs."""
+    start = model.cfg.special.start
+    return _collect(model, sents.src, [[start] + list(out[:-1]) for out in sents.out], site, max_rows, seed)
+
+
+def _collect(model, src_rows: Sequence[Sequence[int]], tgt_in_rows: Sequence[Sequence[int]], site: str,
+             max_rows: int, seed: int) -> SiteRows:
+    """Sentences drawn in a seeded random order until they hold max_rows positions, passed through the
+    model, and max_rows of their positions drawn: no pass over sentences that give no row."""
     module, d = ffn(model, site), model.cfg.d_model
     if max_rows * 2 * d * 4 > ROW_BYTES:
         raise ValueError(f"{max_rows:,} rows of width {d} exceed {ROW_BYTES:,} bytes")
-    encoded = encode_pairs(tokenizer, pairs, model.cfg.max_len, model.cfg.special)
     encoder_side = site.startswith("encoder.")
-    lengths = [len(s) for s in encoded.src] if encoder_side else [len(t) - 1 for t in encoded.tgt]
-    total = sum(lengths)
-    keep = np.zeros(total, dtype=bool)
-    keep[np.random.default_rng(seed).choice(total, min(max_rows, total), replace=False)] = True
-    first = np.concatenate([[0], np.cumsum(lengths)])
+    lengths = np.array([len(s) for s in src_rows] if encoder_side else [len(t) for t in tgt_in_rows], dtype=np.int64)
+    if lengths.sum() == 0:
+        raise ValueError("no tokens to collect rows from")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(lengths))
+    enough = int(np.searchsorted(np.cumsum(lengths[order]), max_rows)) + 1
+    chosen = np.sort(order[:enough])                                    # the sentences passed, in file order
+    first = np.concatenate([[0], np.cumsum(lengths[chosen])])
+    keep = np.zeros(int(first[-1]), dtype=bool)
+    keep[rng.choice(len(keep), min(max_rows, len(keep)), replace=False)] = True
     inputs, outputs, seen = [], [], {}
 
     def record(_module, args, output):
         seen["in"], seen["out"] = args[0].detach(), output.detach()
 
-    pad, start = model.cfg.pad_id, 0
+    pad, start, n = model.cfg.pad_id, 0, len(chosen)
     handle = module.register_forward_hook(record)
     try:
         with torch.inference_mode():
-            while start < len(pairs):
+            while start < n:
                 end = start + 1
-                while end < len(pairs) and (end + 1 - start) * max(lengths[start:end + 1]) <= BATCH_TOKENS:
+                while end < n and (end + 1 - start) * int(lengths[chosen[start:end + 1]].max()) <= BATCH_TOKENS:
                     end += 1
-                rows = range(start, end)
-                src = pad_batch([encoded.src[i] for i in rows], pad)                           # [B, S]
-                tgt_in = pad_batch([encoded.tgt[i][:-1] for i in rows], pad)                   # [B, T]
-                model(src, tgt_in)
-                for j, i in enumerate(rows):
-                    mask = keep[first[i]:first[i + 1]]                                           # [L]
+                rows = [int(i) for i in chosen[start:end]]
+                src = pad_batch([list(src_rows[i]) for i in rows], pad)                        # [B, S]
+                if encoder_side:
+                    model.encode(src)                   # the encoder's sites need no decoder pass
+                else:
+                    model(src, pad_batch([list(tgt_in_rows[i]) for i in rows], pad))          # tgt_in [B, T]
+                for j in range(len(rows)):
+                    mask = keep[first[start + j]:first[start + j + 1]]                          # [L]
                     if mask.any():
                         where = torch.from_numpy(np.flatnonzero(mask))
                         inputs.append(seen["in"][j].index_select(0, where).float().numpy())   # [k, d]

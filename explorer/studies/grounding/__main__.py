@@ -4,23 +4,21 @@ sentence of a file: its translation and the verdict the Translate page shows.
 FILE: one source sentence per line, or a TSV whose header names a `source` (or `src`) column. Writes
 the JSON of explorer.studies.grounding.job atomically. Every
 argument is checked before the checkpoint is loaded (the input read through the bounded reader, at most
-MAX_SENTENCES lines; an --out that can be written).
+MAX_SENTENCES lines: explorer.studies.common.source_file; an --out that can be written).
 """
 from __future__ import annotations
 
 import sys
 
-from explorer.data.files import DEFAULT_MAX_BYTES
 from explorer.files.names import GROUNDING_OUT
-from explorer.files.user_files import UserFileError, read_user_file
+from explorer.files.user_files import UserFileError
+from explorer.studies.common.source_file import read_sources
 from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, setting, \
     settings_from, study_parser
 from explorer.studies.grounding.job import RANGES, GroundingSettings
 from explorer.store.checkpoint import CheckpointError, load_checkpoint
 from explorer.studies.grounding.build import NoTrainingData, ensure, ensure_states, kept_states
 from explorer.studies.grounding.job import GROUNDING
-
-MAX_SENTENCES = 10_000
 
 
 def build_parser():
@@ -33,25 +31,6 @@ def build_parser():
                              "weighs both signals; without it a map is used only when there is one, as the app does")
     add_out_and_device(parser, GROUNDING_OUT)
     return parser
-
-
-def read_sources(path: str) -> list[str]:
-    """The sentences of FILE (see the module docstring); ValueError naming what is wrong."""
-    try:
-        text = read_user_file(path, DEFAULT_MAX_BYTES).decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
-    lines = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()]
-    header = [c.strip().lower() for c in lines[0].split("\t")] if lines else []
-    column = next((header.index(n) for n in ("source", "src") if n in header), None)
-    if column is not None:
-        lines = [row.split("\t")[column] if len(row.split("\t")) > column else "" for row in lines[1:]]
-    sources = [line.strip() for line in lines if line.strip()]
-    if not sources:
-        raise ValueError(f"{path}: no sentences")
-    if len(sources) > MAX_SENTENCES:
-        raise ValueError(f"{path}: {len(sources):,} sentences, more than the {MAX_SENTENCES:,} allowed")
-    return sources
 
 
 def main(argv: list[str] | None = None) -> int:

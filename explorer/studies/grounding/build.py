@@ -17,23 +17,11 @@ from pathlib import Path
 from explorer.data import DataError, load_corpus
 from explorer.evaluation.scores import held_out_pairs
 from explorer.studies.common.context import RunContext
+from explorer.studies.common.training_data import NoTrainingData, dataset_of, training_pairs, write_shipped
 from explorer.studies.grounding import index as ix
-from explorer.studies.grounding import concordance, influence, states
+from explorer.studies.grounding import influence, states
 from explorer.studies.grounding.gradients import watched_linears
 from explorer.studies.grounding.verdict import calibrate, calibrate_states
-
-
-class NoTrainingData(ValueError):
-    """The checkpoint names no training data that can be read here; the message says which and why."""
-
-
-def dataset_of(meta: dict) -> str:
-    training = meta.get("training") if isinstance(meta, dict) else None
-    dataset = training.get("dataset") if isinstance(training, dict) else None
-    if not isinstance(dataset, str) or not dataset.strip():
-        raise NoTrainingData("this model names no training data (an imported model, or one trained elsewhere), "
-                             "so there is nothing to ground its translations in")
-    return dataset
 
 
 def build(checkpoint: str | Path, meta: dict) -> ix.TrainingIndex:
@@ -70,16 +58,6 @@ def ensure(checkpoint: str | Path, meta: dict) -> ix.TrainingIndex:
     if not ix.is_shipped(path):
         ix.save(index, path)
     return index
-
-
-def training_pairs(meta: dict) -> list:
-    """The checkpoint's training split (the pairs its index counted and its gradient store holds): the
-    repository's copy when it ships one (concordance.py), else the dataset read here."""
-    dataset = dataset_of(meta)
-    try:
-        return concordance.training_pairs(dataset)
-    except (DataError, concordance.PairsUnusable) as err:
-        raise NoTrainingData(f"the training data of this model ({dataset}) cannot be read here: {err}") from None
 
 
 def ensure_store(model, tokenizer, meta: dict, context: RunContext = RunContext()) -> influence.GradientStore:
@@ -187,7 +165,7 @@ def ship(checkpoint: str | Path, context: RunContext = RunContext()) -> list[Pat
     ckpt = load_checkpoint(checkpoint)
     dataset = dataset_of(ckpt.meta)
     index = build(ckpt.path, ckpt.meta)
-    written = [ix.save(index, ix.shipped_path(dataset)), concordance.write_shipped(dataset)]
+    written = [ix.save(index, ix.shipped_path(dataset)), write_shipped(dataset)]
     smap = calibrated_map(ckpt.path, ckpt.model, ckpt.tokenizer, ckpt.meta, index, context)
     written.append(states.save(smap, states.shipped_map_path(smap.dataset, smap.weights_sha256)))
     return written

@@ -1,81 +1,21 @@
-"""A checkpoint's training pairs, readable on any machine, and a word's concordance in them: which
-training pairs have it, with the word (and on the other side the word it brings along) found.
-
-Where the pairs come from: checkpoints/grounding/<dataset key>.train.tsv.xz when the repository ships
-them (the Bible's 28,627 training verses: 1.8 MB; both translations are in the public domain), so
-`make run` has the concordance without the Bible packages; else the checkpoint's dataset itself (the
-numbers are generated, a fine-tune's TSV is on disk). The shipped file is read through the bounded
-reader and decompressed to at most limits.PAIRS_BYTES, and must equal the dataset's training split (a
-test rebuilds it).
+"""A word's concordance in a checkpoint's training pairs (explorer.studies.common.training_data reads
+them, on any machine): which training pairs have it, with the word (and on the other side the word it
+brings along) found.
 
 A concordance is a search of one side's text for the word (WordPairs says how, and why not an index).
 """
 from __future__ import annotations
 
-import hashlib
-import lzma
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from explorer.data import DataError, load_corpus
-from explorer.data.files import parse_tsv
 from explorer.data.types import Pair
-from explorer.files import limits
-from explorer.files.atomic import write_bytes_atomic
-from explorer.files.names import GROUNDING
-from explorer.files.user_files import UserFileError, read_user_file
-from explorer.store.run_paths import shipped_root
 from explorer.studies.grounding.words import finder, plain, words
 
 SHOWN = 20                 # training pairs a concordance lists (the count says how many there are)
-
-
-class PairsUnusable(ValueError):
-    """The shipped training pairs cannot be read; the message says why in one line."""
-
-
-def shipped_pairs_path(dataset: str) -> Path:
-    return shipped_root() / GROUNDING / f"{hashlib.sha256(dataset.encode()).hexdigest()[:16]}.train.tsv.xz"
-
-
-def write_shipped(dataset: str) -> Path:
-    """The dataset's training split as the repository ships it (a header, then ref, src, tgt per line)."""
-    train = load_corpus(dataset).train
-    text = "ref\tsrc\ttgt\n" + "".join(f"{p.ref}\t{p.src}\t{p.tgt}\n" for p in train)
-    path = shipped_pairs_path(dataset)
-    write_bytes_atomic(path, lzma.compress(text.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME))
-    return path
-
-
-def _read_shipped(path: Path) -> list[Pair]:
-    try:
-        data = read_user_file(path, limits.INDEX_BYTES, inside=path.parent)
-    except UserFileError as err:
-        raise PairsUnusable(str(err)) from None
-    inflater = lzma.LZMADecompressor()
-    try:
-        text = inflater.decompress(data, limits.PAIRS_BYTES)
-    except lzma.LZMAError as exc:
-        raise PairsUnusable(f"{path}: not an xz file ({exc})") from None
-    if not inflater.eof:
-        raise PairsUnusable(f"{path}: truncated, or inflates to more than {limits.PAIRS_BYTES:,} bytes")
-    try:
-        return parse_tsv(text, str(path))
-    except DataError as err:
-        raise PairsUnusable(str(err)) from None
-
-
-def training_pairs(dataset: str) -> list[Pair]:
-    """The dataset's training split: the shipped copy when there is one, else the dataset read here
-    (DataError when it cannot be: the Bible without its packages and without a shipped copy)."""
-    path = shipped_pairs_path(dataset)
-    if path.is_file():
-        return _read_shipped(path)
-    return list(load_corpus(dataset).train)
 
 
 @dataclass(frozen=True)

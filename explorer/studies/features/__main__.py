@@ -1,0 +1,102 @@
+"""`python -m explorer features train|evaluate CHECKPOINT [--sentences FILE] --out FILE.json`: learned
+features (TopK skip transcoders) for every FFN of a checkpoint, and how much of the model they carry.
+
+train: a dictionary and its random-decoder baseline per FFN, trained on rows from the checkpoint's own
+training pairs, kept under runs/features/<weights sha>/ (SAELens's format), each scored on rows from the
+development pairs; the JSON lists every site's fraction of variance explained (beside the random
+baseline's and a linear map's), L0, dead latents and the busiest latent's density.
+
+evaluate: the kept dictionaries on the first --first pairs of FILE (one source sentence per
+line, or a TSV with a `source` column and optionally a `target` one; without a target the decoder reads,
+and BLEU compares with, the model's own greedy output) or of the checkpoint's held-out pairs: per site
+the same figures, then `ce_recovered` (every FFN replaced by its dictionary at once, against mean
+ablation) and its random baseline's, and greedy BLEU with the dictionaries spliced in beside the model's.
+
+Every argument is checked before the checkpoint is loaded (counts within
+explorer.studies.features.job.RANGES, a readable FILE, an --out that can be written); a missing or
+mismatched dictionary is refused in one line (run `train` first).
+"""
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+from explorer.data import load_corpus
+from explorer.files.names import FEATURES_OUT
+from explorer.files.user_files import UserFileError
+from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.studies.common.command import add_out_and_device, checkpoint_and_held_out, finish, parse_checked, \
+    refuse, setting, settings_from, study_parser
+from explorer.studies.common.source_file import read_sentences
+from explorer.studies.features.files import DictionaryUnusable
+from explorer.studies.features.job import EVALUATE, RANGES, TRAIN, FeatureSettings, load_all
+from explorer.studies.common.training_data import NoTrainingData, dataset_of, training_pairs
+
+ACTIONS = ("train", "evaluate")
+
+
+def build_parser(action: str):
+    parser = study_parser(f"python -m explorer features {action}", __doc__)
+    if action == "train":
+        for name, said in (("width", "latents per dictionary"), ("k", "active latents per token"),
+                           ("steps", "Adam steps per dictionary"), ("batch", "rows per step"),
+                           ("rows", "training rows per site"), ("held_rows", "held-out rows per site"),
+                           ("seed", "the random seed")):
+            setting(parser, FeatureSettings, name, said, ranges=RANGES)
+    else:
+        parser.add_argument("--sentences", dest="sentences_file", metavar="FILE",
+                            help="one source sentence per line, or a TSV with a 'source' (and 'target') column "
+                                 "(default: the checkpoint's held-out pairs)")
+        setting(parser, FeatureSettings, "sentences", "the first N pairs", ranges=RANGES, flag="--first")
+        setting(parser, FeatureSettings, "held_rows", "rows per site scored", ranges=RANGES)
+    add_out_and_device(parser, FEATURES_OUT)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ACTIONS:
+        return refuse(f"say what to do first: python -m explorer features {{{'|'.join(ACTIONS)}}} CHECKPOINT ...")
+    action, rest = argv[0], argv[1:]
+    args = parse_checked(build_parser(action), rest)
+    if args is None:
+        return 2
+    try:
+        settings = settings_from(args, FeatureSettings)
+    except ValueError as err:                       # k wider than the dictionary
+        return refuse(str(err))
+    if action == "train":
+        try:
+            ckpt = load_checkpoint(args.checkpoint, args.device)
+            train, held = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
+        except (CheckpointError, NoTrainingData, ValueError, OSError) as err:
+            return refuse(str(err))
+        if not held:
+            return refuse(f"{ckpt.name}: its corpus has no development pairs to score the dictionaries on")
+        return finish(TRAIN, args.out, ckpt.model, ckpt.tokenizer, train, held, settings, meta=ckpt.meta)
+    forced = "reference"
+    if args.sentences_file:
+        try:
+            sources, refs = read_sentences(args.sentences_file)
+        except (UserFileError, ValueError) as err:
+            return refuse(f"--sentences {err}")
+        forced = "reference" if refs is not None else "output"
+        pairs = [SimpleNamespace(src=s, tgt=t) for s, t in zip(sources, refs or [""] * len(sources))]
+        try:
+            ckpt = load_checkpoint(args.checkpoint, args.device)
+        except CheckpointError as err:
+            return refuse(str(err))
+    else:
+        loaded = checkpoint_and_held_out(args.checkpoint, args.device)
+        if loaded is None:
+            return 2
+        ckpt, pairs = loaded
+    try:
+        load_all(ckpt.model, ckpt.meta.get("weights_sha256", ""))                 # refused before any work
+    except DictionaryUnusable as err:
+        return refuse(f"{err} (python -m explorer features train {args.checkpoint} makes them)")
+    return finish(EVALUATE, args.out, ckpt.model, ckpt.tokenizer, pairs, settings, meta=ckpt.meta, forced=forced)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

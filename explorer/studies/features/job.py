@@ -1,0 +1,177 @@
+"""Dictionaries for every FFN of a checkpoint (train), and how much of the model they carry (evaluate).
+
+train: for each site (encoder layers first), rows collected from the checkpoint's training pairs and
+held-out rows from its development pairs (sites.collect), a TopK skip transcoder and its random-decoder
+baseline trained on the first (transcoder.train), both saved in SAELens's format under
+runs/features/<weights sha>/<site>/{trained,random}/ (files.save), and scored on the second beside a
+least-squares linear map (metrics). The folders are written as each site ends, so a cancelled run keeps
+the sites it finished; the result file only when all are done.
+
+evaluate: the saved dictionaries of every site, refused in one line when one is missing or not made for
+these weights (files.load); on the given pairs, each site's quality; CE with every FFN replaced by its
+dictionary at once, by the random baseline's, and by its mean output (splice); greedy BLEU / chrF with
+the dictionaries spliced in beside the model's own.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from explorer.evaluation.arguments import check_ranges
+from explorer.evaluation.scores import MAX_HELD_OUT, corpus_scores
+from explorer.files.names import FEATURES, FEATURES_KINDS
+from explorer.store.run_paths import runs_root
+from explorer.studies.common.context import RunContext
+from explorer.studies.common.result import Study
+from explorer.studies.common.sentences import build_sentences, greedy_texts
+from explorer.studies.features import files, metrics, sites, splice
+from explorer.studies.features import transcoder as tcm
+
+RANGES = {"width": (16, 16_384), "k": (1, 512), "steps": (1, 100_000), "batch": (16, 65_536),
+          "rows": (1_000, 500_000), "held_rows": (100, 100_000), "sentences": (1, MAX_HELD_OUT),
+          "seed": (0, 2 ** 31 - 1)}
+TRAIN_KEYS = ("settings", "layers")
+EVALUATE_KEYS = ("settings", "layers", "ce", "ce_recovered", "ce_recovered_random", "bleu")
+TRAIN_STAGES = ("dictionaries",)
+EVALUATE_STAGES = ("rows", "cross-entropy", "translations")
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    width: int = tcm.TrainSettings.width          # latents per dictionary
+    k: int = tcm.TrainSettings.k                  # active latents per token
+    steps: int = tcm.TrainSettings.steps          # Adam steps per dictionary
+    batch: int = tcm.TrainSettings.batch          # rows per step
+    rows: int = 200_000                           # training rows per site (drawn evenly from the training pairs)
+    held_rows: int = 20_000                       # held-out rows per site (from the development pairs)
+    sentences: int = 200                          # evaluate: the first N pairs
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_ranges(self, RANGES)
+        if self.k > self.width:
+            raise ValueError(f"k ({self.k}) must not exceed width ({self.width})")
+
+    def train_settings(self, random_decoder: bool = False) -> tcm.TrainSettings:
+        return tcm.TrainSettings(width=self.width, k=self.k, steps=self.steps, batch=self.batch, seed=self.seed,
+                                 random_decoder=random_decoder)
+
+
+def dictionary_folder(weights_sha256: str, site: str, kind: str, root: Path | None = None) -> Path:
+    """Where a site's dictionary ("trained") or its baseline ("random") is kept for these weights."""
+    if kind not in FEATURES_KINDS:
+        raise ValueError(f"kind must be one of {FEATURES_KINDS}, not {kind!r}")
+    return (root or runs_root() / FEATURES) / str(weights_sha256)[:16] / site / kind
+
+
+def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettings = FeatureSettings(), *,
+              root: Path | None = None, context: RunContext = RunContext()) -> dict:
+    sha, name = context.meta.get("weights_sha256", ""), context.meta.get("name", "")
+    names = sites.sites(model)
+    ticker = context.ticker()
+    tick = ticker.stage("dictionaries", 2 * len(names) * settings.steps)
+    layers, done = [], 0
+    for site in names:
+        t0 = time.time()
+        rows = sites.collect(model, tokenizer, train_pairs, site, settings.rows, settings.seed)
+        held = sites.collect(model, tokenizer, held_pairs, site, settings.held_rows, settings.seed + 1)
+        quality = {}
+        for kind in FEATURES_KINDS:
+            start = done
+            tc = tcm.train(rows.inputs, rows.outputs, settings.train_settings(kind == "random"),
+                           on_step=lambda step, _loss, start=start: ticker.check(tick, start + step))
+            done += settings.steps
+            files.save(tc, dictionary_folder(sha, site, kind, root), site=site, weights_sha256=sha, model_name=name,
+                       random_decoder=kind == "random")
+            quality[kind] = metrics.quality(tc, held.inputs, held.outputs)
+        got, base = quality["trained"], quality["random"]
+        row = {"site": site, "fve": got.fve, "fve_random": base.fve,
+               "fve_linear": metrics.linear_fve(rows.inputs, rows.outputs, held.inputs, held.outputs),
+               "dead_fraction": got.dead_fraction, "dead_fraction_random": base.dead_fraction, "l0": got.l0,
+               "max_density": got.max_density, "rows": len(rows.inputs), "held_rows": len(held.inputs)}
+        layers.append({k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()})
+        context.say(f"{_layer_line(layers[-1])}  {time.time() - t0:.0f} s")     # the time is said, not kept:
+    return {"settings": {**context.checkpoint(), **asdict(settings)}, "layers": layers}   # one seed, one file
+
+
+def load_all(model, weights_sha256: str, root: Path | None = None) -> dict[str, dict[str, tcm.TopKTranscoder]]:
+    """{site: {kind: transcoder}} for every site; files.DictionaryUnusable (one line) when one is missing,
+    damaged or not made for these weights."""
+    d = model.cfg.d_model
+    return {site: {kind: files.load(dictionary_folder(weights_sha256, site, kind, root), site=site,
+                                    weights_sha256=weights_sha256, d_model=d) for kind in FEATURES_KINDS}
+            for site in sites.sites(model)}
+
+
+def run_evaluate(model, tokenizer, pairs, settings: FeatureSettings = FeatureSettings(), *, forced: str = "reference",
+                 root: Path | None = None, context: RunContext = RunContext()) -> dict:
+    """The dictionaries' quality on `pairs` (objects with .src and .tgt; .tgt unused when forced="output",
+    the model's own greedy output then being what the decoder reads and BLEU is measured against)."""
+    sha = context.meta.get("weights_sha256", "")
+    dictionaries = load_all(model, sha, root)
+    names = list(dictionaries)
+    ticker = context.ticker()
+    sents = build_sentences(model, tokenizer, pairs, settings.sentences, forced)
+    if forced == "output":
+        sents = replace(sents, refs=[tokenizer.decode(ids[:-1], side="tgt") for ids in sents.out])
+    tick = ticker.stage("rows", len(names))
+    layers = []
+    for i, site in enumerate(names):
+        held = sites.collect_sentences(model, sents, site, settings.held_rows, settings.seed + 1)
+        got, base = (metrics.quality(dictionaries[site][kind], held.inputs, held.outputs) for kind in FEATURES_KINDS)
+        layers.append({"site": site, "fve": round(got.fve, 5), "fve_random": round(base.fve, 5),
+                       "dead_fraction": round(got.dead_fraction, 5), "l0": round(got.l0, 3),
+                       "max_density": round(got.max_density, 5), "rows": got.rows})
+        ticker.check(tick, i + 1)
+    tick = ticker.stage("cross-entropy", 4)
+    means = splice.mean_outputs(model, sents, names)
+    ce = {"model": splice.target_ce(model, sents)}
+    ticker.check(tick, 1)
+    for label, make in (("spliced", lambda s: splice.by_transcoder(dictionaries[s]["trained"])),
+                        ("spliced_random", lambda s: splice.by_transcoder(dictionaries[s]["random"])),
+                        ("mean_ablated", lambda s: splice.by_mean(means[s]))):
+        with splice.spliced(model, {site: make(site) for site in names}):
+            ce[label] = splice.target_ce(model, sents)
+        ticker.check(tick, len(ce))
+    tick = ticker.stage("translations", 2)
+    own = greedy_texts(model, tokenizer, sents, stop=context.stopped)
+    ticker.check(tick, 1)
+    with splice.spliced(model, {site: splice.by_transcoder(dictionaries[site]["trained"]) for site in names}):
+        with_dictionaries = greedy_texts(model, tokenizer, sents, stop=context.stopped)
+    ticker.check(tick, 2)
+    scored = {"model": corpus_scores(own, sents.refs), "spliced": corpus_scores(with_dictionaries, sents.refs)}
+    return {
+        "settings": {**context.checkpoint(), **asdict(settings), "sentences": len(sents), "forced": forced},
+        "layers": layers,
+        "ce": {k: round(v, 5) for k, v in ce.items()},
+        "ce_recovered": round(splice.recovered(ce["mean_ablated"], ce["spliced"], ce["model"]), 5),
+        "ce_recovered_random": round(splice.recovered(ce["mean_ablated"], ce["spliced_random"], ce["model"]), 5),
+        "bleu": {k: round(float(v["bleu"]), 3) for k, v in scored.items()},
+        "chrf": {k: round(float(v["chrf"]), 3) for k, v in scored.items()},
+        "translations": [{"source": p.src, "model": a, "spliced": b}
+                         for p, a, b in zip(list(pairs)[:len(sents)], own, with_dictionaries)][:20],
+    }
+
+
+def _layer_line(row: dict) -> str:
+    line = (f"{row['site']:22s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}"
+            + (f", linear map {row['fve_linear']:.3f}" if "fve_linear" in row else "") + ")"
+            f"  L0 {row['l0']:.1f}  dead {row['dead_fraction']:.1%}  busiest {row['max_density']:.1%}")
+    return line
+
+
+def report(result: dict) -> str:
+    lines = [_layer_line(row) for row in result["layers"]]
+    if "ce_recovered" in result:
+        ce, bleu = result["ce"], result["bleu"]
+        lines += [f"CE per target token: model {ce['model']:.3f}, every FFN spliced {ce['spliced']:.3f} "
+                  f"(random {ce['spliced_random']:.3f}), mean-ablated {ce['mean_ablated']:.3f}",
+                  f"CE recovered {result['ce_recovered']:.3f} (random {result['ce_recovered_random']:.3f})",
+                  f"greedy BLEU over {result['settings']['sentences']} sentences: model {bleu['model']:.2f}, "
+                  f"dictionaries spliced {bleu['spliced']:.2f}"]
+    return "\n".join(lines)
+
+
+TRAIN = Study("features train", run_train, TRAIN_KEYS, report, TRAIN_STAGES)
+EVALUATE = Study("features evaluate", run_evaluate, EVALUATE_KEYS, report, EVALUATE_STAGES)
