@@ -5,6 +5,7 @@ nothing and the mean ablation writing the mean; bad input refused in one line be
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import torch
@@ -12,11 +13,13 @@ import torch.nn.functional as F
 
 from explorer.data import load_corpus
 from explorer.files.names import FEATURES, FEATURES_KINDS
+from explorer.runtime.progress import Cancelled
 from explorer.store.checkpoint import load_checkpoint
+from explorer.studies.common.context import RunContext
 from explorer.studies.common.sentences import build_sentences
 from explorer.studies.features import __main__ as command
 from explorer.studies.features import sites, splice
-from explorer.studies.features.job import FeatureSettings, dictionary_folder
+from explorer.studies.features.job import TRAIN, FeatureSettings, dictionary_folder
 from support.app_support import ROOT
 
 NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
@@ -144,3 +147,16 @@ def test_settings_refuse_what_cannot_run():
         FeatureSettings(width=16, k=32)
     with pytest.raises(ValueError, match="rows"):
         FeatureSettings(rows=10)
+
+
+def test_a_cancelled_training_writes_no_result_file(tmp_path):
+    ckpt = load_checkpoint(NUMBERS)
+    corpus = load_corpus("numbers")
+    stop = threading.Event()
+    stop.set()
+    out = tmp_path / "train.json"
+    settings = FeatureSettings(width=32, k=4, steps=20, batch=64, rows=1000, held_rows=200)
+    with pytest.raises(Cancelled):
+        TRAIN.to_file(out, ckpt.model, ckpt.tokenizer, corpus.train[:300], corpus.dev[:50], settings,
+                      root=tmp_path / "features", context=RunContext(meta=ckpt.meta, cancel=stop))
+    assert not out.exists() and not (tmp_path / "features").exists()      # stopped at its first step
