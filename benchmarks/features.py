@@ -2,7 +2,7 @@
 rows, beside the random-decoder baseline, and what training costs.
 
     python -m benchmarks features [--checkpoint checkpoints/bible-es-en] [--site SITE ...] [--rows 200000]
-                                  [--width 2048] [--k 32] [--steps 3000]
+                                  [--width 1024] [--k 32] [--steps 3000]
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
 development split (held out); a TopK skip transcoder trained on the first, and the random baseline (the
