@@ -18,6 +18,7 @@ mismatched dictionary is refused in one line (run `train` first).
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from types import SimpleNamespace
 
@@ -53,8 +54,19 @@ def build_parser(action: str):
     return parser
 
 
+def door_parser() -> argparse.ArgumentParser:
+    """What `python -m explorer features --help` prints: the two actions (each has its own --help)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m explorer features", description=__doc__.split("\n")[0],
+        usage="python -m explorer features {train,evaluate} CHECKPOINT [options]  (ACTION --help: its options)")
+    parser.add_argument("action", choices=ACTIONS)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        door_parser().parse_args(["--help"])                  # prints the usage, exits 0
     if not argv or argv[0] not in ACTIONS:
         return refuse(f"say what to do first: python -m explorer features {{{'|'.join(ACTIONS)}}} CHECKPOINT ...")
     action, rest = argv[0], argv[1:]

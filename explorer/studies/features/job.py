@@ -114,7 +114,9 @@ def run_evaluate(model, tokenizer, pairs, settings: FeatureSettings = FeatureSet
     ticker = context.ticker()
     sents = build_sentences(model, tokenizer, pairs, settings.sentences, forced)
     if forced == "output":
-        sents = replace(sents, refs=[tokenizer.decode(ids[:-1], side="tgt") for ids in sents.out])
+        eos = model.cfg.special.eos
+        sents = replace(sents, refs=[tokenizer.decode(ids[:-1] if ids[-1:] == [eos] else ids, side="tgt")
+                                     for ids in sents.out])
     tick = ticker.stage("rows", len(names))
     layers = []
     for i, site in enumerate(names):
