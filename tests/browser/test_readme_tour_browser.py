@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
 from browser_support import (BIBLE, LONG, NUMBERS, ROOT, _model, app_settings, idle, no_exception, open_app,
                              pick_checkpoint, sidebar_to, squash, timed, translation_on_screen, type_sentence,
                              url_param)
 from test_presenter_browser import next_page, title
+
+from explorer.plots.architecture import BLOCKS
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 TOUR = README[README.index("### Student: a five-minute tour"):README.index("### Teacher")]
@@ -96,22 +96,16 @@ def test_the_readme_tour_does_what_it_says(visit, context):
     with timed("click a block of Figure 1"):
         points = page.locator(".st-key-arch_diagram .scatterlayer .point")
         points.first.wait_for(timeout=LONG)
-        clicked = None
-        for i in range(points.count()):
-            points.nth(i).scroll_into_view_if_needed()              # a click below the fold reaches nothing
-            box = points.nth(i).bounding_box()
-            if box and box["width"] > 0:
-                page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-                # the rerun the click starts may not have begun yet: wait for the radio to move, not for idle
-                try:
-                    page.wait_for_function(
-                        "b => document.querySelector('.st-key-arch_block input:checked')"
-                        "?.closest('label').innerText !== b", arg=before, timeout=15_000)
-                except PlaywrightTimeout:
-                    continue                                     # this point is the chosen block: try the next
-                idle(page)
-                clicked = page.locator(".st-key-arch_block input:checked").evaluate("e => e.closest('label').innerText")
-                break
+        keys = page.evaluate("() => document.querySelector('.st-key-arch_diagram .js-plotly-plot').data[0].customdata")
+        other = next(i for i, key in enumerate(keys) if BLOCKS[key][0] != before)     # a target of another block
+        points.nth(other).scroll_into_view_if_needed()                  # a click below the fold reaches nothing
+        box = points.nth(other).bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        # the rerun the click starts may not have begun yet: wait for the radio to move, not for idle
+        page.wait_for_function("b => document.querySelector('.st-key-arch_block input:checked')"
+                               "?.closest('label').innerText !== b", arg=before, timeout=LONG)
+        idle(page)
+        clicked = page.locator(".st-key-arch_block input:checked").evaluate("e => e.closest('label').innerText")
     assert clicked and clicked != before, f"clicking Figure 1's blocks left the block at {before!r}"
     no_exception(page)
     next_page(page, "Positional encoding")
