@@ -33,7 +33,7 @@ def dataset_of(meta: dict) -> str:
     dataset = training.get("dataset") if isinstance(training, dict) else None
     if not isinstance(dataset, str) or not dataset.strip():
         raise NoTrainingData("this model names no training data (an imported model, or one trained elsewhere), "
-                             "so there is nothing to ground its translations in")
+                             "so there are no training pairs to read")
     return dataset
 
 

@@ -71,28 +71,39 @@ def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettin
     names = sites.sites(model)
     ticker = context.ticker()
     tick = ticker.stage("dictionaries", 2 * len(names) * settings.steps)
-    layers, done = [], 0
-    for site in names:
-        t0 = time.time()
-        rows = sites.collect(model, tokenizer, train_pairs, site, settings.rows, settings.seed)
-        held = sites.collect(model, tokenizer, held_pairs, site, settings.held_rows, settings.seed + 1)
-        quality = {}
-        for kind in FEATURES_KINDS:
-            start = done
-            tc = tcm.train(rows.inputs, rows.outputs, settings.train_settings(kind == "random"),
-                           on_step=lambda step, _loss, start=start: ticker.check(tick, start + step))
-            done += settings.steps
+    layers = []
+    for i, site in enumerate(names):
+        done = 2 * i * settings.steps
+        row, made, seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
+                                        on_step=lambda step, done=done: ticker.check(tick, done + step))
+        for kind, tc in made.items():
             files.save(tc, dictionary_folder(sha, site, kind, root), site=site, weights_sha256=sha, model_name=name,
                        random_decoder=kind == "random")
-            quality[kind] = metrics.quality(tc, held.inputs, held.outputs)
-        got, base = quality["trained"], quality["random"]
-        row = {"site": site, "fve": got.fve, "fve_random": base.fve,
-               "fve_linear": metrics.linear_fve(rows.inputs, rows.outputs, held.inputs, held.outputs),
-               "dead_fraction": got.dead_fraction, "dead_fraction_random": base.dead_fraction, "l0": got.l0,
-               "max_density": got.max_density, "rows": len(rows.inputs), "held_rows": len(held.inputs)}
-        layers.append({k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()})
-        context.say(f"{_layer_line(layers[-1])}  {time.time() - t0:.0f} s")     # the time is said, not kept:
+        layers.append(row)
+        context.say(f"{_layer_line(row)}  {sum(seconds.values()):.0f} s")     # the time is said, not kept:
     return {"settings": {**context.checkpoint(), **asdict(settings)}, "layers": layers}   # one seed, one file
+
+
+def train_site(model, tokenizer, train_pairs, held_pairs, site: str, settings: FeatureSettings,
+               on_step=None) -> tuple[dict, dict[str, tcm.TopKTranscoder], dict[str, float]]:
+    """One site's dictionary and baseline: (its JSON-ready row of held-out figures, {kind: transcoder},
+    the seconds spent collecting and training). on_step(n) counts both trainings' steps (a cancel may raise)."""
+    t0 = time.perf_counter()
+    rows = sites.collect(model, tokenizer, train_pairs, site, settings.rows, settings.seed)
+    held = sites.collect(model, tokenizer, held_pairs, site, settings.held_rows, settings.seed + 1)
+    t1 = time.perf_counter()
+    made, quality = {}, {}
+    for n, kind in enumerate(FEATURES_KINDS):
+        step_done = None if on_step is None else (lambda step, _loss, n=n: on_step(n * settings.steps + step))
+        made[kind] = tcm.train(rows.inputs, rows.outputs, settings.train_settings(kind == "random"), on_step=step_done)
+        quality[kind] = metrics.quality(made[kind], held.inputs, held.outputs)
+    got, base = quality["trained"], quality["random"]
+    row = {"site": site, "fve": got.fve, "fve_random": base.fve,
+           "fve_linear": metrics.linear_fve(rows.inputs, rows.outputs, held.inputs, held.outputs),
+           "dead_fraction": got.dead_fraction, "dead_fraction_random": base.dead_fraction, "l0": got.l0,
+           "max_density": got.max_density, "rows": len(rows.inputs), "held_rows": len(held.inputs)}
+    row = {k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()}
+    return row, made, {"collect": t1 - t0, "train": time.perf_counter() - t1}
 
 
 def load_all(model, weights_sha256: str, root: Path | None = None) -> dict[str, dict[str, tcm.TopKTranscoder]]:
