@@ -11,6 +11,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+import streamlit as st
+
 from explorer.config import DecodeConfig
 from webapp.models import model_slot, translate
 from webapp.result_cache import bounded_cache
@@ -22,6 +24,8 @@ PATCHING_CACHE_BYTES = 4 << 20        # the Causes page: pairs, swaps, grids (~5
 CONTRIBUTIONS_CACHE_BYTES = 8 << 20   # the Contributions page: one pair's ALTI+ (~0.1-2 MB), calibrations (~1 KB)
 CONTRAST_CACHE_BYTES = 2 << 20        # the Beam page: one step's contrast (~2-20 KB), a reference's fall (~2 KB)
 FAITHFULNESS_CACHE_BYTES = 1 << 20    # an attribution's faithfulness on one sentence (~1 KB each, three pages)
+FEATURES_CACHE_BYTES = 2 << 20        # the Features page: a sentence's features (~2 KB), a feature's effects, a steer
+MAX_FEATURE_SITES = 6                 # dictionaries kept loaded (a site's two: ~4 MB in float32, its contexts ~0.3 MB)
 
 
 @bounded_cache(ALIGNMENT_CACHE_BYTES)
@@ -252,3 +256,74 @@ def contrast_faithfulness(ckpt, src_ids: tuple, prefix: tuple, chosen: int, foil
             found["plain"] = attribution_faithfulness(ckpt.model, list(src_ids), out, {"plain": picked.plain.source},
                                                       positions=at)
     return found
+
+
+# ---- the Features page (explorer.studies.features) -----------------------------------------------------
+@st.cache_resource(max_entries=3, show_spinner="Reading the training pairs (once)…")
+def training_split(dataset: str) -> list:
+    """A dataset's training split, read once per dataset and shared (the Bible's: 28,627 pairs, ~38 MB);
+    DataError or PairsUnusable when it cannot be read here."""
+    from explorer.studies.common.training_data import dataset_pairs
+    return dataset_pairs(dataset)
+
+
+@st.cache_resource(max_entries=MAX_FEATURE_SITES, show_spinner="Reading the layer's dictionary…")
+def _feature_site(path: str, sha: str, weights_sha256: str, site: str, stamp: tuple, _model, n_pairs: int):
+    from explorer.studies.features.job import load_site
+    return load_site(_model, weights_sha256, site, n_pairs)
+
+
+def feature_stamp(ckpt, site: str) -> tuple:
+    """What a site's dictionary files are now (their sizes and times): a cached copy is used while it holds."""
+    from explorer.files.names import FEATURE_CONTEXTS, SAE_WEIGHTS
+    from explorer.studies.features.job import dictionary_folder
+
+    sha = str(ckpt.meta.get("weights_sha256") or "")
+    found = []
+    for kind, name in (("trained", SAE_WEIGHTS), ("random", SAE_WEIGHTS), ("trained", FEATURE_CONTEXTS)):
+        try:
+            stat = (dictionary_folder(sha, site, kind) / name).stat()
+            found.append((stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            found.append(None)
+    return tuple(found)
+
+
+def feature_site(ckpt, site: str, n_pairs: int):
+    """(dictionary, random baseline, training contexts) of one FFN site of the loaded checkpoint;
+    explorer.studies.features.files.DictionaryUnusable (one line) when missing, damaged or stale."""
+    return _feature_site(str(ckpt.path), ckpt.sha256, str(ckpt.meta.get("weights_sha256") or ""), site,
+                         feature_stamp(ckpt, site), ckpt.model, n_pairs)
+
+
+@bounded_cache(FEATURES_CACHE_BYTES)
+def sentence_features(ckpt, site: str, stamp: tuple, n_pairs: int, src_ids: tuple, out_ids: tuple):
+    """The strongest features at each position of one sentence and its output (EOS included)."""
+    from explorer.studies.features.reading import sentence_features as run
+
+    tc = feature_site(ckpt, site, n_pairs)[0]
+    with model_slot():
+        return run(ckpt.model, tc, site, list(src_ids), list(out_ids))
+
+
+@bounded_cache(FEATURES_CACHE_BYTES)
+def feature_effects(ckpt, site: str, stamp: tuple, dataset: str, n_pairs: int, feature: int):
+    """One feature removed at each of its top training contexts (explorer.studies.features.reading)."""
+    from explorer.studies.features.reading import context_effects
+
+    tc, _, index = feature_site(ckpt, site, n_pairs)
+    with model_slot():
+        return context_effects(ckpt.model, ckpt.tokenizer, tc, site, feature, training_split(dataset),
+                               index.contexts(feature))
+
+
+@bounded_cache(FEATURES_CACHE_BYTES)
+def steer(ckpt, site: str, stamp: tuple, n_pairs: int, feature: int, value: float, src_ids: tuple, out_ids: tuple,
+          positions: tuple | None):
+    """The sentence translated again with one feature clamped (explorer.studies.features.steering)."""
+    from explorer.studies.features.steering import steer as run
+
+    tc = feature_site(ckpt, site, n_pairs)[0]
+    with model_slot():
+        return run(ckpt.model, tc, site, feature, value, list(src_ids), list(out_ids),
+                   None if positions is None else list(positions))

@@ -50,6 +50,8 @@ PAGES_TABLE = (
               "what each layer has worked out: a translation per encoder layer, a guess per decoder layer"),
     PageEntry("causes", "causes.py", "Causes", "Inside the model",
               "seeing is not causing: change one word and patch activations back to find what carries it"),
+    PageEntry("features", "features.py", "Features", "Inside the model",
+              "what a layer's numbers mean: sparse features learned from the training pairs, and steering them"),
     PageEntry("heads", "heads.py", "Heads", "Measure",
               "over a whole test set: which heads have a job, and how many the model can lose"),
     PageEntry("contributions", "contributions.py", "Contributions", "Measure",

@@ -145,6 +145,10 @@ ATTN_ABLATE = UrlKey("ablate")                  # the heads switched off: "kind.
 LAB_N, LAB_FORCED = UrlKey("lab_n", integer, 1), UrlKey("lab_forced")       # the head lab's sentences, forcing
 LAB_SEEDS = UrlKey("lab_seeds", integer, 0)     # its random removal orders
 LAB_SINGLE = UrlKey("lab_single", str, choices=("bleu", "loss"))            # single-head removal's scoring
+FEAT_SITE = UrlKey("site")                      # the Features page's layer: enc1, dec3 (views.features.site_key)
+FEAT_ID = UrlKey("feature", integer, 0, 65_535)  # a feature of its dictionary (narrowed to its width)
+FEAT_VALUE = UrlKey("clamp", float, 0.0, 100.0)  # steering: the value the feature is set to
+FEAT_AT = UrlKey("at")                          # steering: the source positions, "1,3" (1-based)
 LEARN = UrlKey("learn")                         # "Where did it learn this?": out.WORD or src.WORD (views.learned)
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
@@ -156,6 +160,7 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "contributions": (CONTRIB_FORCED, LAYER),
     "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD, ALIGN_PAIRS, ALIGN_GRAD),
     "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
+    "features": (FEAT_SITE, FEAT_ID, FEAT_VALUE, FEAT_AT),
     "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
     "search": (SEARCH_N, SEARCH_BEAMS, SEARCH_LP, SEARCH_EXACT, SEARCH_EXACT_N, SEARCH_EXACT_S),
     "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER, CONTRAST, FOIL, FOIL_WORD,

@@ -21,4 +21,5 @@ PAIRS_BYTES = 64 << 20            # shipped training pairs, once decompressed (t
 STATE_MAP_BYTES = 64 << 20        # a state map, encoder or decoder (16,384 x 64 float16 + the basis: about 2.2 MB)
 GRADIENT_BYTES = 512 << 20         # a training-data attribution store: pairs x 512 float16 (the Bible's: 29 MB;
                                    # 512 MB holds 524,288 training pairs)
+CONTEXTS_BYTES = 64 << 20         # a dictionary's training contexts (1,024 latents x 20: about 0.3 MB)
 DICTIONARY_BYTES = 256 << 20       # one site's transcoder weights (d=256, 1,024 latents in float32: 2.1 MB)

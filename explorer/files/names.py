@@ -77,3 +77,7 @@ MARIAN_VOCAB, MARIAN_TGT_VOCAB = "vocab.json", "target_vocab.json"
 
 # A dictionary (transcoder) folder in SAELens's format (explorer/studies/features/files.py)
 SAE_CFG, SAE_WEIGHTS = "cfg.json", "sae_weights.safetensors"
+# Beside a trained dictionary: where each feature fires in the training pairs (features/contexts.py), and
+# the app's one-site job's result (features/job.py)
+FEATURE_CONTEXTS = "contexts.safetensors"
+FEATURE_SITE_OUT = "site.json"

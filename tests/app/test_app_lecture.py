@@ -24,7 +24,8 @@ LECTURE = [
     ("positions", "Attention"),
     ("attention", "Layers"),
     ("layers", "Causes"),
-    ("causes", "Heads"),
+    ("causes", "Features"),
+    ("features", "Heads"),
     ("heads", "Contributions"),
     ("contributions", "Alignment"),
     ("alignment", "Search"),
@@ -35,7 +36,7 @@ LECTURE = [
     ("train", "Checkpoints"),
 ]
 URL_PATHS = {"Architecture": "architecture", "Positional encoding": "positions", "Attention": "attention",
-             "Layers": "layers", "Causes": "causes",
+             "Layers": "layers", "Causes": "causes", "Features": "features",
              "Heads": "heads", "Contributions": "contributions", "Alignment": "alignment", "Search": "search", "Beam search": "beam", "Training vs inference": "training_vs_inference",
              "Schedule": "schedule",
              "Train": "train", "Checkpoints": "checkpoints"}

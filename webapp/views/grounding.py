@@ -46,6 +46,14 @@ def state_map(ckpt, pairs: int):
     return _state_map(str(ckpt.path), ckpt.sha256, mtime, ckpt.model, ckpt.meta, pairs)
 
 
+def training_index(ckpt):
+    """The training-data index of the checkpoint's dataset (counts and links), or None when it has none here."""
+    try:
+        return _index(dataset_of(ckpt.meta), str(ckpt.path), ckpt.meta)
+    except (NoTrainingData, IndexUnusable):
+        return None
+
+
 def verdict_for(ckpt, text: str, output: str) -> Verdict | str:
     """The verdict on `text` and its translation `output` for this checkpoint, or why there is none: on
     both signals when the checkpoint has an encoder-state map, on the training data's counts alone else."""

@@ -25,12 +25,12 @@ from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import influence, states
 from explorer.studies.grounding.build import dataset_of, ensure_output_states, ensure_store, kept_states
-from explorer.studies.common.training_data import PairsUnusable, dataset_pairs
+from explorer.studies.common.training_data import PairsUnusable
 from explorer.studies.grounding.concordance import Concordance, WordPairs
 from explorer.studies.grounding.gradients import watched_linears
 from explorer.studies.grounding.lookup import nearest_contexts
 from explorer.studies.grounding.verdict import Verdict
-from webapp import background, downloads, models
+from webapp import analyses, background, downloads, models
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
 from webapp.views import grounding
@@ -39,9 +39,9 @@ SHOWN = 10                         # pairs shown on the page (the CSV has the co
 MARK = grounding.MARK
 
 
-@st.cache_resource(max_entries=3, show_spinner="Reading the training pairs (once)…")
+@st.cache_resource(max_entries=3, show_spinner=False)
 def _word_pairs(dataset: str) -> WordPairs:
-    return WordPairs(dataset_pairs(dataset))
+    return WordPairs(analyses.training_split(dataset))         # the pairs themselves shared with other pages
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)

@@ -20,12 +20,12 @@ from pathlib import Path
 
 from explorer.evaluation.arguments import check_ranges
 from explorer.evaluation.scores import MAX_HELD_OUT, corpus_scores
-from explorer.files.names import FEATURES, FEATURES_KINDS
+from explorer.files.names import FEATURE_SITE_OUT, FEATURES, FEATURES_KINDS
 from explorer.store.run_paths import runs_root
 from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
 from explorer.studies.common.sentences import build_sentences, greedy_texts
-from explorer.studies.features import files, metrics, sites, splice
+from explorer.studies.features import contexts, files, metrics, sites, splice
 from explorer.studies.features import transcoder as tcm
 
 RANGES = {"width": (16, 16_384), "k": (1, 512), "steps": (1, 100_000), "batch": (16, 65_536),
@@ -33,7 +33,9 @@ RANGES = {"width": (16, 16_384), "k": (1, 512), "steps": (1, 100_000), "batch": 
           "seed": (0, 2 ** 31 - 1)}
 TRAIN_KEYS = ("settings", "layers")
 EVALUATE_KEYS = ("settings", "layers", "ce", "ce_recovered", "ce_recovered_random", "bleu")
+SITE_KEYS = ("settings", "layer")
 TRAIN_STAGES = ("dictionaries",)
+SITE_STAGES = ("dictionaries", "contexts")
 EVALUATE_STAGES = ("rows", "cross-entropy", "translations")
 
 
@@ -76,12 +78,51 @@ def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettin
         done = 2 * i * settings.steps
         row, made, seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
                                         on_step=lambda step, done=done: ticker.check(tick, done + step))
-        for kind, tc in made.items():
-            files.save(tc, dictionary_folder(sha, site, kind, root), site=site, weights_sha256=sha, model_name=name,
-                       random_decoder=kind == "random")
+        _keep(made, train_pairs, model, tokenizer, site, settings, sha, name, root)
         layers.append(row)
         context.say(f"{_layer_line(row)}  {sum(seconds.values()):.0f} s")     # the time is said, not kept:
     return {"settings": {**context.checkpoint(), **asdict(settings)}, "layers": layers}   # one seed, one file
+
+
+def _keep(made: dict, train_pairs, model, tokenizer, site: str, settings: FeatureSettings, sha: str, name: str,
+          root: Path | None) -> None:
+    """A site's two dictionaries saved, then the trained one's training contexts beside it (contexts.build)."""
+    for kind, tc in made.items():
+        files.save(tc, dictionary_folder(sha, site, kind, root), site=site, weights_sha256=sha, model_name=name,
+                   random_decoder=kind == "random")
+    index = contexts.build(model, tokenizer, train_pairs, site, made["trained"], seed=settings.seed)
+    contexts.save(index, dictionary_folder(sha, site, "trained", root))
+
+
+def site_result_path(weights_sha256: str, site: str, root: Path | None = None) -> Path:
+    """The one-site job's result (its held-out figures), beside the site's two dictionaries."""
+    return dictionary_folder(weights_sha256, site, FEATURES_KINDS[0], root).parent / FEATURE_SITE_OUT
+
+
+def run_site(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettings = FeatureSettings(), *, site: str,
+             root: Path | None = None, context: RunContext = RunContext()) -> dict:
+    """One site's dictionary, baseline and training contexts (the app's job: a page needs one layer)."""
+    sha, name = context.meta.get("weights_sha256", ""), context.meta.get("name", "")
+    sites.ffn(model, site)                                    # an unknown site is refused before any work
+    ticker = context.ticker()
+    tick = ticker.stage("dictionaries", 2 * settings.steps)
+    row, made, _seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
+                                     on_step=lambda step: ticker.check(tick, step))
+    tick = ticker.stage("contexts", 1)
+    _keep(made, train_pairs, model, tokenizer, site, settings, sha, name, root)
+    ticker.check(tick, 1)
+    return {"settings": {**context.checkpoint(), **asdict(settings), "site": site}, "layer": row}
+
+
+def load_site(model, weights_sha256: str, site: str, n_pairs: int, root: Path | None = None):
+    """(dictionary, random baseline, training contexts) of one site; DictionaryUnusable (one line) when any
+    is missing, damaged or not made for these weights."""
+    d = model.cfg.d_model
+    trained, baseline = (files.load(dictionary_folder(weights_sha256, site, kind, root), site=site,
+                                    weights_sha256=weights_sha256, d_model=d) for kind in FEATURES_KINDS)
+    index = contexts.load(dictionary_folder(weights_sha256, site, "trained", root), site=site, width=trained.width,
+                          n_pairs=n_pairs)
+    return trained, baseline, index
 
 
 def train_site(model, tokenizer, train_pairs, held_pairs, site: str, settings: FeatureSettings,
@@ -167,6 +208,10 @@ def run_evaluate(model, tokenizer, pairs, settings: FeatureSettings = FeatureSet
     }
 
 
+def _site_report(result: dict) -> str:
+    return _layer_line(result["layer"])
+
+
 def _layer_line(row: dict) -> str:
     line = (f"{row['site']:22s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}"
             + (f", linear map {row['fve_linear']:.3f}" if "fve_linear" in row else "") + ")"
@@ -188,3 +233,6 @@ def report(result: dict) -> str:
 
 TRAIN = Study("features train", run_train, TRAIN_KEYS, report, TRAIN_STAGES)
 EVALUATE = Study("features evaluate", run_evaluate, EVALUATE_KEYS, report, EVALUATE_STAGES)
+
+
+SITE = Study("features-site", run_site, SITE_KEYS, _site_report, SITE_STAGES)

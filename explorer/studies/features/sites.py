@@ -27,6 +27,10 @@ ROW_BYTES = 1 << 30        # at most 1 GiB of rows per site
 BATCH_TOKENS = 8192        # padded positions per teacher-forced pass
 
 
+class _Enough(Exception):
+    """Raised by the recording hook: the pass has given what it was run for."""
+
+
 @dataclass(frozen=True)
 class SiteRows:
     site: str
@@ -59,6 +63,12 @@ def collect_sentences(model, sents, site: str, max_rows: int, seed: int = 0) -> 
     return _collect(model, sents.src, [[start] + list(out[:-1]) for out in sents.out], site, max_rows, seed)
 
 
+def every_row(model, src_rows: Sequence[Sequence[int]], tgt_in_rows: Sequence[Sequence[int]], site: str) -> SiteRows:
+    """Every position's rows, sentence after sentence in the order given, positions in order."""
+    lengths = [len(s) for s in src_rows] if site.startswith("encoder.") else [len(t) for t in tgt_in_rows]
+    return _collect(model, src_rows, tgt_in_rows, site, sum(lengths), seed=0)     # all drawn: every row kept
+
+
 def _collect(model, src_rows: Sequence[Sequence[int]], tgt_in_rows: Sequence[Sequence[int]], site: str,
              max_rows: int, seed: int) -> SiteRows:
     """Sentences drawn in a seeded random order until they hold max_rows positions, passed through the
@@ -81,6 +91,7 @@ def _collect(model, src_rows: Sequence[Sequence[int]], tgt_in_rows: Sequence[Seq
 
     def record(_module, args, output):
         seen["in"], seen["out"] = args[0].detach(), output.detach()
+        raise _Enough()                  # the layers after the site (and the output projection) are not needed
 
     pad, start, n = model.cfg.pad_id, 0, len(chosen)
     handle = module.register_forward_hook(record)
@@ -92,10 +103,13 @@ def _collect(model, src_rows: Sequence[Sequence[int]], tgt_in_rows: Sequence[Seq
                     end += 1
                 rows = [int(i) for i in chosen[start:end]]
                 src = pad_batch([list(src_rows[i]) for i in rows], pad)                        # [B, S]
-                if encoder_side:
-                    model.encode(src)                   # the encoder's sites need no decoder pass
-                else:
-                    model(src, pad_batch([list(tgt_in_rows[i]) for i in rows], pad))          # tgt_in [B, T]
+                try:
+                    if encoder_side:
+                        model.encode(src)               # the encoder's sites need no decoder pass
+                    else:
+                        model(src, pad_batch([list(tgt_in_rows[i]) for i in rows], pad))      # tgt_in [B, T]
+                except _Enough:
+                    pass
                 for j in range(len(rows)):
                     mask = keep[first[start + j]:first[start + j + 1]]                          # [L]
                     if mask.any():

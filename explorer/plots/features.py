@@ -1,0 +1,71 @@
+"""The Features page's figures: the strongest features at each position of a sentence, a feature's
+activation histogram over the training pairs, and the tokens it raises and lowers.
+
+Pure builders: plain data in (numpy arrays, lists), plotly Figure out, no Streamlit; every piece is
+HTML-escaped once (explorer.plots.style.label).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.plots.style import SEQUENTIAL_SCALE, SIGNED_SCALE, label
+
+COL_PX, MIN_WIDTH = 64, 420
+
+
+def position_features(features: np.ndarray, values: np.ndarray, positions: Sequence[str], title: str) -> go.Figure:
+    """features, values [L, k] (feature -1: none fired there): positions across, the k strongest features
+    down, each cell naming its feature and coloured by its activation."""
+    feats, vals = np.asarray(features), np.asarray(values, dtype=np.float64)
+    if feats.shape != vals.shape or feats.shape[0] != len(positions):
+        raise ValueError(f"features {feats.shape} and values {vals.shape} for {len(positions)} positions")
+    n_pos, k = feats.shape
+    text = [[f"#{feats[t, r]}" if feats[t, r] >= 0 else "" for t in range(n_pos)] for r in range(k)]
+    hover = [[f"{label(positions[t])}<br>feature #{feats[t, r]}: {vals[t, r]:.3f}" if feats[t, r] >= 0
+              else f"{label(positions[t])}<br>(no feature)" for t in range(n_pos)] for r in range(k)]
+    fig = go.Figure(go.Heatmap(
+        z=np.round(vals.T, 4), x=list(range(n_pos)), y=list(range(k)), text=text, texttemplate="%{text}",
+        textfont=dict(size=11), customdata=np.array(hover, dtype=object), colorscale=SEQUENTIAL_SCALE, zmin=0.0,
+        colorbar=dict(title=dict(text="activation", font=dict(size=12))),
+        hovertemplate="%{customdata}<extra></extra>", xgap=2, ygap=2))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n_pos)), ticktext=[label(p) for p in positions],
+                     tickangle=-45)
+    fig.update_yaxes(tickmode="array", tickvals=list(range(k)), ticktext=[f"{r + 1}." for r in range(k)],
+                     autorange="reversed", title=dict(text="strongest features", font=dict(size=12)))
+    fig.update_layout(title=dict(text=title), height=200 + 34 * k, margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def histogram(edges: np.ndarray, counts: np.ndarray, title: str) -> go.Figure:
+    """counts [B] of a feature's non-zero activations in the bins between edges [B + 1]."""
+    edges, counts = np.asarray(edges, dtype=np.float64), np.asarray(counts)
+    if len(edges) != len(counts) + 1:
+        raise ValueError(f"{len(counts)} bins need {len(counts) + 1} edges, not {len(edges)}")
+    centres, widths = (edges[:-1] + edges[1:]) / 2, np.diff(edges)
+    fig = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker_color="#4c78a8",
+                           customdata=np.stack([edges[:-1], edges[1:]], axis=1),
+                           hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} positions<extra></extra>"))
+    fig.update_xaxes(title=dict(text="activation (where it fired)", font=dict(size=12)))
+    fig.update_yaxes(title=dict(text="positions", font=dict(size=12)))
+    fig.update_layout(title=dict(text=title), height=300, bargap=0, margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def token_effects(raised: Sequence[tuple[str, float]], lowered: Sequence[tuple[str, float]], title: str) -> go.Figure:
+    """(piece, mean effect on log p) of the tokens a feature raises and lowers: bars, largest at the top."""
+    rows = list(raised) + list(lowered)[::-1]
+    values = np.array([v for _, v in rows], dtype=np.float64)
+    fig = go.Figure(go.Bar(x=values, y=list(range(len(rows))), orientation="h",
+                           marker=dict(color=values, colorscale=SIGNED_SCALE, cmid=0.0),
+                           customdata=[label(p) for p, _ in rows],
+                           hovertemplate="%{customdata}: %{x:+.3f} nats<extra></extra>"))
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=[label(p) for p, _ in rows],
+                     autorange="reversed")
+    fig.update_xaxes(title=dict(text="log p with the feature − without it (nats)",
+                                font=dict(size=12)))
+    fig.update_layout(title=dict(text=title), height=max(260, 90 + 24 * len(rows)),
+                      margin=dict(l=10, r=10, t=60, b=10))
+    return fig

@@ -1,0 +1,97 @@
+"""What a dictionary reads in one sentence, and what one of its features does where it fires most.
+
+sentence_features: the translation teacher-forced once, the FFN input at the site encoded by the
+dictionary, the strongest features at every position (encoder sites: each source piece; decoder sites:
+each target position, the piece it reads and the one it writes).
+
+context_effects: the feature removed (steering.clamped at 0, the dictionary's error kept) at each of its
+top training contexts, teacher-forced on that training pair: an exact causal effect, measured, not read
+off the weights. Its effect on a token is log p with the feature minus log p without it. Decoder
+features: the mean effect over the vocabulary at the position where it fired, whose extremes are the
+tokens it raises and lowers. Encoder features: for each context the output token it helps most, the
+word the feature's source piece most helps to write (with the training pair's alignment beside it on
+the page, the "aligned output token").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from explorer.data.batching import pad_batch
+from explorer.data.encoded import encode_pairs
+from explorer.studies.features.sites import ffn
+from explorer.studies.features.steering import clamped
+
+SHOWN = 5                 # features listed per position
+
+
+@dataclass(frozen=True)
+class SentenceFeatures:
+    site: str
+    features: np.ndarray        # [L, SHOWN] int64: the strongest features at each position (-1: fewer fired)
+    values: np.ndarray          # [L, SHOWN] float32: their activations, strongest first (0 where -1)
+
+
+@torch.no_grad()
+def sentence_features(model, tc, site: str, src_ids: Sequence[int], out_ids: Sequence[int],
+                      shown: int = SHOWN) -> SentenceFeatures:
+    """The strongest features of `tc` at `site` for one sentence and its output (EOS included), teacher-forced."""
+    seen = {}
+    handle = ffn(model, site).register_forward_hook(lambda _m, args, _out: seen.__setitem__("x", args[0]))
+    try:
+        start = model.cfg.special.start
+        model.logits(torch.tensor([list(src_ids)]), torch.tensor([[start] + list(out_ids)[:-1]]))
+    finally:
+        handle.remove()
+    z = tc.encode(seen["x"][0].float())                                          # [L, m]
+    values, features = z.topk(min(shown, tc.width), dim=-1)                      # [L, shown]
+    features = torch.where(values > 0, features, torch.full_like(features, -1))
+    return SentenceFeatures(site, features.numpy(), values.clamp_min(0).numpy())
+
+
+@dataclass(frozen=True)
+class ContextEffects:
+    site: str
+    feature: int
+    contexts: int                          # contexts measured
+    raised: list[tuple[int, float]]        # decoder: (token id, mean effect on its log p), largest first
+    lowered: list[tuple[int, float]]       # decoder: the same, most negative first
+    helps: list[tuple[int, float]]         # encoder: per context, (output position, effect on its log p),
+                                           # the output token it helps most
+
+
+@torch.no_grad()
+def context_effects(model, tokenizer, tc, site: str, feature: int, pairs: Sequence,
+                    contexts: Sequence[tuple[int, int, float]], shown: int = 10) -> ContextEffects:
+    """The feature removed at each context (pair, position, activation) of `pairs` (the training split)."""
+    if not contexts:
+        return ContextEffects(site, feature, 0, [], [], [])
+    cfg = model.cfg
+    encoded = encode_pairs(tokenizer, [pairs[p] for p, _, _ in contexts], cfg.max_len, cfg.special)
+    src = pad_batch([list(s) for s in encoded.src], cfg.pad_id)                              # [B, S]
+    tgt_in = pad_batch([list(t[:-1]) for t in encoded.tgt], cfg.pad_id)                      # [B, T]
+    tgt_out = pad_batch([list(t[1:]) for t in encoded.tgt], cfg.pad_id)                      # [B, T]
+    encoder = site.startswith("encoder.")
+    mask = torch.zeros(src.shape if encoder else tgt_in.shape, dtype=torch.bool)           # [B, L]
+    rows = torch.arange(len(contexts))
+    where = torch.tensor([q for _, q, _ in contexts])
+    if (where >= mask.shape[1]).any():
+        raise ValueError("a context's position lies beyond its pair (contexts built for another tokenizer?)")
+    mask[rows, where] = True
+    before = torch.log_softmax(model.logits(src, tgt_in).float(), dim=-1)                   # [B, T, V]
+    with clamped(model, site, tc, feature, 0.0, mask):
+        after = torch.log_softmax(model.logits(src, tgt_in).float(), dim=-1)                # [B, T, V]
+    if not encoder:
+        change = (before[rows, where] - after[rows, where]).mean(0)                          # [V]
+        up, down = change.topk(shown), (-change).topk(shown)
+        return ContextEffects(site, feature, len(contexts),
+                              [(int(i), float(v)) for v, i in zip(up.values, up.indices)],
+                              [(int(i), -float(v)) for v, i in zip(down.values, down.indices)], [])
+    forced = (before - after).gather(2, tgt_out.unsqueeze(-1)).squeeze(-1)                   # [B, T]
+    forced = forced.masked_fill(tgt_out == cfg.pad_id, -float("inf"))
+    help_, position = forced.max(dim=1)                                                     # [B]
+    return ContextEffects(site, feature, len(contexts), [], [],
+                          [(int(p), float(h)) for p, h in zip(position, help_)])

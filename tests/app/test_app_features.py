@@ -1,0 +1,130 @@
+"""AppTests of the Features page on the shipped numbers-en-de: without a dictionary it says so and offers the
+background job; with one (the app's one-site job, small settings, run here) it draws the strongest features
+at each position, a feature's training contexts, histogram and effects, and steers; the layer, feature,
+value and positions live in the URL, and a hostile link falls back; a damaged dictionary is named in one
+line with the job to train it again."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from explorer.data import load_corpus
+from explorer.store.checkpoint import load_checkpoint
+from explorer.studies.common.context import RunContext
+from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
+from support.app_support import ROOT, array, chart, no_exception, open_app
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+PAGE = "webapp/pages/features.py"
+TEXT = "three hundred and twenty one"
+SMALL = FeatureSettings(width=64, k=4, steps=40, batch=256, rows=3000, held_rows=500)
+SITES = ("encoder.layers.0.ffn", "decoder.layers.1.ffn")
+pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs numbers-en-de")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A runs folder holding the app's one-site job's dictionaries of two sites of numbers-en-de."""
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EXPLORER_RUNS_DIR", str(root))
+        ckpt = load_checkpoint(NUMBERS)
+        corpus = load_corpus("numbers")
+        for site in SITES:
+            out = site_result_path(ckpt.meta["weights_sha256"], site)
+            SITE.to_file(out, ckpt.model, ckpt.tokenizer, corpus.train, corpus.dev, SMALL, site=site,
+                         context=RunContext(meta=ckpt.meta))
+    return root, ckpt.meta["weights_sha256"]
+
+
+@pytest.fixture
+def env(runs, monkeypatch):
+    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(runs[0]))
+    return runs
+
+
+def shown(at) -> str:
+    return " ".join(str(e.value) for kind in ("markdown", "caption", "info", "warning", "success", "subheader")
+                    for e in at.get(kind))
+
+
+def test_the_job_keeps_both_dictionaries_the_contexts_and_its_figures(runs):
+    root, sha = runs
+    for site in SITES:
+        result = json.loads(site_result_path(sha, site, root / "features").read_text())
+        assert result["settings"]["site"] == site and result["layer"]["site"] == site
+        assert result["layer"]["rows"] == SMALL.rows and "fve_random" in result["layer"]
+        for kind in ("trained", "random"):
+            assert (dictionary_folder(sha, site, kind, root / "features") / "cfg.json").is_file()
+        assert (dictionary_folder(sha, site, "trained", root / "features") / "contexts.safetensors").is_file()
+
+
+def test_a_layer_without_a_dictionary_offers_the_background_job(env):
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "enc2"})
+    no_exception(at)
+    assert "Encoder layer 2 has no dictionary yet" in shown(at)
+    assert any(b.label == "Train Encoder layer 2's dictionary" for b in at.button)
+    assert at.query_params["site"] == "enc2"
+
+
+def test_the_page_draws_a_features_page_and_steers(env):
+    at = open_app("numbers-en-de", PAGE, TEXT)
+    no_exception(at)
+    assert at.title[0].value == "Features"
+    heat = next(t for t in chart(at, "features_positions")["data"] if t["type"] == "heatmap")
+    values = array(heat["z"])                                                   # [shown, L]
+    assert values.shape[0] == 5 and values.shape[1] == len(heat["x"]) >= 5
+    assert (values[0] >= values[1]).all() and values[0].max() > 0
+    assert "Held-out fraction of variance explained" in shown(at) and "random-decoder baseline" in shown(at)
+    feature = at.selectbox(key="features_feature").value
+    assert f"Feature #{feature} of Encoder layer 1" in shown(at)
+    contexts = at.dataframe[0].value
+    assert len(contexts) >= 1 and all("⟦" in c for c in contexts["context"])
+    assert list(contexts["activation"]) == sorted(contexts["activation"], reverse=True)
+    assert chart(at, "features_histogram")["data"][0]["type"] == "bar"
+    assert at.dataframe[1].value.shape[0] == len(contexts)                      # what it helps write, per context
+    # steering: removed (0) where it fires by default; then set to its own strongest value elsewhere
+    assert at.multiselect(key="features_at").value
+    assert "With feature" in shown(at) and chart(at, "features_steer")["data"]
+    at.number_input(key="features_value").set_value(7.5).run()
+    no_exception(at)
+    assert at.query_params["clamp"] == "7.5" and at.query_params["feature"] == str(feature)
+    assert at.query_params["at"]
+
+
+def test_a_decoder_layer_and_a_link_that_names_its_feature(env):
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "dec2", "feature": "3", "clamp": "1.5"})
+    no_exception(at)
+    assert at.selectbox(key="features_site").value == "decoder.layers.1.ffn"
+    assert at.selectbox(key="features_feature").value == 3
+    assert at.number_input(key="features_value").value == 1.5
+    assert "every target position" in shown(at)
+    assert chart(at, "features_effects")["data"][0]["type"] == "bar"
+    heat = next(t for t in chart(at, "features_positions")["data"] if t["type"] == "heatmap")
+    assert any("→" in str(x) for x in heat["x"]) or heat["x"]
+
+
+def test_a_hostile_link_falls_back_and_a_damaged_dictionary_is_named(env, tmp_path, monkeypatch):
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "<script>", "feature": "999999", "clamp": "nan",
+                                                        "at": "x,,-3,99"})
+    no_exception(at)
+    assert at.selectbox(key="features_site").value == "encoder.layers.0.ffn"
+    assert at.number_input(key="features_value").value == 0.0
+    # a copy of the runs folder whose dictionary weights are cut short
+    import shutil
+    root, sha = env
+    copy = tmp_path / "runs"
+    shutil.copytree(root, copy)
+    weights = dictionary_folder(sha, SITES[0], "trained", copy / "features") / "sae_weights.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(copy))
+    at = open_app("numbers-en-de", PAGE, TEXT)
+    no_exception(at)
+    warning = " ".join(str(w.value) for w in at.warning)
+    assert "dictionary cannot be used" in warning and "damaged" in warning and "\n" not in warning
+    assert any(b.label == "Train Encoder layer 1's dictionary" for b in at.button)

@@ -1,0 +1,266 @@
+"""The Features page's parts: one layer's dictionary (a TopK skip transcoder of its FFN, explorer.studies.
+features), trained in the background the first time a layer is asked for; the strongest features at each
+position of the sentence; one feature's page (its training contexts, how often and how strongly it
+fires, what removing it does where it fires most); steering (the feature clamped, the sentence
+translated again).
+
+Dictionaries are not shipped (a site's two weigh ~1.2 MB in float16, a model's twelve ~15 MB, as much
+again as the checkpoint): the app trains the layer a user opens (APP_SETTINGS, a few minutes on two
+cores, progress and Cancel as on every page's job); `python -m explorer features train` makes every
+layer's at the command's fuller settings, and the page then uses those. The aligned word beside each
+training context is the target word of that pair the training data links most often to the context's
+word (the grounding index's links, explorer.studies.grounding.links).
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from explorer.data import DataError
+from explorer.plots import features as plots
+from explorer.plots.attention import logprob_delta_figure
+from explorer.studies.common.training_data import NoTrainingData, PairsUnusable, dataset_of
+from explorer.studies.features.files import DictionaryUnusable
+from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
+from explorer.studies.grounding.lookup import span_word
+from explorer.studies.grounding.words import words
+from webapp import analyses, downloads, presenter, state, study_job
+from webapp import url_keys as url
+from webapp.text_safety import md_escape
+from webapp.views import grounding
+
+# The app's dictionaries: a third of the command's steps and half its rows (FVE within ~0.01 of the
+# command's on bible-es-en, docs/FEATURES.md), so that a layer is ready while a class waits.
+APP_SETTINGS = FeatureSettings(steps=1_000, rows=100_000, held_rows=10_000)
+APP_MINUTES = "3-5"          # measured per layer on 2 cores (docs/FEATURES.md)
+SHOWN_CONTEXTS = 20
+
+
+def site_label(site: str) -> str:
+    """"encoder.layers.0.ffn" -> "Encoder layer 1"."""
+    parts = site.split(".")
+    return f"{parts[0].capitalize()} layer {int(parts[2]) + 1}" if len(parts) == 4 else site
+
+
+def site_key(site: str) -> str:
+    """The URL's name of a site: "enc1", "dec3" (1-based)."""
+    parts = site.split(".")
+    return f"{parts[0][:3]}{int(parts[2]) + 1}" if len(parts) == 4 else site
+
+
+def training_or_stop(ckpt) -> tuple[str, list]:
+    """(dataset, training split) of the checkpoint, or a message and a stopped page."""
+    try:
+        dataset = dataset_of(ckpt.meta)
+        return dataset, analyses.training_split(dataset)
+    except (NoTrainingData, DataError, PairsUnusable) as err:
+        st.info(f"Features are learned from a model's training pairs, and this checkpoint's cannot be read here: "
+                f"{md_escape(err)}. Choose a shipped checkpoint, or one trained here.")
+        st.stop()
+
+
+def dictionaries_or_stop(ckpt, site: str, pairs: list):
+    """The site's (dictionary, baseline, contexts); else what is missing, the start button and the job."""
+    try:
+        return analyses.feature_site(ckpt, site, len(pairs))
+    except DictionaryUnusable as err:
+        problem = err
+    sha = str(ckpt.meta.get("weights_sha256") or "")
+    label = site_label(site)
+    if dictionary_folder(sha, site, "trained").exists():
+        st.warning(f"{label}'s dictionary cannot be used: {md_escape(problem)}. Training it again replaces it.")
+    else:
+        st.info(f"{label} has no dictionary yet. Training one reads {APP_SETTINGS.rows:,} FFN activations of the "
+                f"training pairs and fits a {APP_SETTINGS.width:,}-feature transcoder and its random baseline: "
+                f"about {APP_MINUTES} minutes on two cores, in the background (other pages stay usable). "
+                f"`python -m explorer features train` trains every layer at once.")
+    held = study_job.held_out_or_stop(ckpt, "A dictionary is scored")
+    out = site_result_path(sha, site)
+    study_job.tail(out, f"Train {label}'s dictionary", f"features_{site_key(site)}",
+                   lambda: study_job.start(SITE, out, f"Features: {label}", ckpt.path, lambda _: (pairs, held),
+                                           APP_SETTINGS, site=site))
+    st.stop()
+
+
+def quality_caption(ckpt, site: str) -> None:
+    """The dictionary's held-out figures beside its random baseline's (the training job's result)."""
+    result = SITE.read(site_result_path(str(ckpt.meta.get("weights_sha256") or ""), site))
+    if result is None:
+        return
+    row, settings = result["layer"], result.get("settings", {})
+    st.caption(f"Held-out fraction of variance explained {row.get('fve', float('nan')):.3f} (random-decoder baseline "
+               f"{row.get('fve_random', float('nan')):.3f}, least-squares linear map "
+               f"{row.get('fve_linear', float('nan')):.3f}); {row.get('l0', 0):.0f} features active per token; the "
+               f"busiest fires on {row.get('max_density', 0):.0%} of tokens; dead {row.get('dead_fraction', 0):.0%}. "
+               f"Trained {md_escape(settings.get('steps', '?'))} steps on {md_escape(row.get('rows', '?'))} rows.")
+
+
+def position_labels(ckpt, site: str, result) -> list[str]:
+    """The positions the site reads: source pieces (encoder), or "reads → writes" (decoder)."""
+    tok, src_ids, out = ckpt.tokenizer, list(result.src_ids), list(result.best.ids)
+    if site.startswith("encoder."):
+        return [f"{i + 1} {tok.id_to_piece(t, 'src')}" for i, t in enumerate(src_ids)]
+    read = ["<s>"] + [tok.id_to_piece(t, "tgt") for t in out[:-1]]
+    return [f"{i + 1} {r}→{tok.id_to_piece(w, 'tgt')}" for i, (r, w) in enumerate(zip(read, out))]
+
+
+def sentence_section(ckpt, site: str, found, labels: list[str], name: str) -> None:
+    downloads.chart(plots.position_features(found.features, found.values, labels,
+                                            f"{site_label(site)}: the strongest features at each position"),
+                    downloads.file_stem(name, "features", site_key(site)), key="features_positions")
+    rows = [{"position": labels[t], "rank": r + 1, "feature": int(found.features[t, r]),
+             "activation": float(found.values[t, r])}
+            for t in range(len(labels)) for r in range(found.features.shape[1]) if found.features[t, r] >= 0]
+    downloads.table_csv_button(pd.DataFrame(rows), downloads.file_stem(name, "features", site_key(site)),
+                               key="features_positions_csv", label="The strongest features per position (CSV)")
+
+
+def active_features(found) -> list[int]:
+    """The features that fire in the sentence, strongest first."""
+    best: dict[int, float] = {}
+    for f, v in zip(found.features.ravel(), found.values.ravel()):
+        if f >= 0:
+            best[int(f)] = max(best.get(int(f), 0.0), float(v))
+    return sorted(best, key=lambda f: -best[f])
+
+
+def _pieces(tok, text: str, side: str, max_len: int, special) -> list[str]:
+    from explorer.text.encoding import source_ids, target_ids
+    if side == "src":
+        return [tok.id_to_piece(i, "src") for i in source_ids(tok, text, max_len, special)]
+    ids = target_ids(tok, text, max_len, special)
+    return ["<s>"] + [tok.id_to_piece(i, "tgt") for i in ids[1:]]
+
+
+def _marked(pieces: list[str], at: int, before: int = 12, after: int = 8) -> str:
+    """The pieces around `at` as text, the piece at `at` between ⟦ ⟧."""
+    shown = [f"⟦{p.replace('▁', '')}⟧" if i == at else p for i, p in enumerate(pieces)][max(0, at - before):at + after]
+    return ("…" if at > before else "") + "".join(shown).replace("▁", " ").strip()
+
+
+def _linked(links: dict, word: str, candidates: list[str], forward: bool) -> str:
+    """The candidate the training data links most often with `word` ("" when none is linked)."""
+    if forward:
+        counts = links.get(word, {})
+        scored = [(counts.get(c, 0), c) for c in candidates]
+    else:
+        scored = [(links.get(c, {}).get(word, 0), c) for c in candidates]
+    best = max(scored, default=(0, ""))
+    return best[1] if best[0] > 0 else ""
+
+
+def contexts_table(ckpt, site: str, index, feature: int, pairs: list) -> pd.DataFrame:
+    tok, cfg = ckpt.tokenizer, ckpt.model.cfg
+    found = grounding.training_index(ckpt)
+    links = found.links if found is not None else {}
+    encoder = site.startswith("encoder.")
+    rows = []
+    for pair_at, position, value in index.contexts(feature)[:SHOWN_CONTEXTS]:
+        pair = pairs[pair_at]
+        if encoder:
+            pieces = _pieces(tok, pair.src, "src", cfg.max_len, cfg.special)
+            word = span_word(pieces, position) if position < len(pieces) else ""
+            aligned = _linked(links, word, words(pair.tgt), forward=True)
+            rows.append({"activation": value, "context": _marked(pieces, position), "word": word,
+                         "aligned target word": aligned, "the pair's other side": pair.tgt, "pair": pair_at + 1})
+        else:
+            pieces = _pieces(tok, pair.tgt, "tgt", cfg.max_len, cfg.special)
+            written = pieces[1:] + ["</s>"]
+            word = span_word(written, position) if position < len(written) else ""
+            aligned = _linked(links, word, words(pair.src), forward=False)
+            rows.append({"activation": value, "context": _marked(pieces, position), "writes next": written[position],
+                         "aligned source word": aligned, "the pair's other side": pair.src, "pair": pair_at + 1})
+    return pd.DataFrame(rows)
+
+
+def feature_card(ckpt, site: str, feature: int, index, pairs: list, dataset: str, stamp: tuple, name: str) -> None:
+    st.subheader(f"Feature #{feature} of {site_label(site)}")
+    active = int(index.active[feature])
+    st.caption(f"Fires on {active:,} of the {index.tokens:,} training positions read ({index.density(feature):.2%}, "
+               f"{len(index.pairs):,} training pairs); strongest activation {float(index.max_value[feature]):.3f}.")
+    if active == 0:
+        st.info("This feature never fired on the training pairs read: there are no contexts to show.")
+        return
+    table = contexts_table(ckpt, site, index, feature, pairs)
+    st.markdown("**Where it fires most in the training pairs** (the piece it reads between ⟦ ⟧)")
+    st.dataframe(table, hide_index=True, key="features_contexts", **presenter.table_columns(
+        {"activation": 90, "context": 420, "aligned target word" if site.startswith("encoder.")
+         else "aligned source word": 160},
+        {"activation": st.column_config.NumberColumn(format="%.3f")}))
+    downloads.table_csv_button(table, downloads.file_stem(name, "feature", site_key(site), feature, "contexts"),
+                               key="features_contexts_csv", label="Its training contexts (CSV)")
+    c1, c2 = st.columns(2)
+    with c1:
+        downloads.chart(plots.histogram(index.edges(feature), index.hist[feature], "How strongly it fires"),
+                        downloads.file_stem(name, "feature", site_key(site), feature, "histogram"),
+                        key="features_histogram")
+    with c2:
+        effects_view(ckpt, site, feature, table, dataset, stamp, len(pairs), name)
+
+
+def effects_view(ckpt, site: str, feature: int, table: pd.DataFrame, dataset: str, stamp: tuple, n_pairs: int,
+                 name: str) -> None:
+    found = state.friendly(analyses.feature_effects, ckpt, site, stamp, dataset, n_pairs, feature,
+                           what="Removing the feature at its contexts")
+    if found is None:
+        return
+    tok = ckpt.tokenizer
+    if not site.startswith("encoder."):
+        downloads.chart(plots.token_effects([(tok.id_to_piece(i, "tgt"), v) for i, v in found.raised],
+                                            [(tok.id_to_piece(i, "tgt"), v) for i, v in found.lowered],
+                                            f"What it raises and lowers (mean of {found.contexts} contexts)"),
+                        downloads.file_stem(name, "feature", site_key(site), feature, "effects"), key="features_effects")
+        return
+    st.markdown(f"**What it helps write** (removed at each of its {found.contexts} contexts, the training pair "
+                "teacher-forced)")
+    rows = []
+    for (position, effect), (_, row) in zip(found.helps, table.iterrows()):
+        pair = analyses.training_split(dataset)[int(row["pair"]) - 1]
+        target = _pieces(tok, pair.tgt, "tgt", ckpt.model.cfg.max_len, ckpt.model.cfg.special)[1:] + ["</s>"]
+        rows.append({"word": row["word"], "output piece it helps most": target[position] if position < len(target)
+                     else "?", "log p gained (nats)": effect, "aligned target word": row["aligned target word"]})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="features_helps",
+                 column_config={"log p gained (nats)": st.column_config.NumberColumn(format="%+.3f")})
+
+
+def steering_section(ckpt, site: str, feature: int, index, found, labels: list[str], result, stamp: tuple,
+                     n_pairs: int, name: str) -> None:
+    st.subheader("Steer: set the feature and translate again")
+    strongest = float(index.max_value[feature])
+    url.seed(url.FEAT_VALUE, "features_value", 0.0, low=0.0, high=url.FEAT_VALUE.high)
+    value = st.number_input("Set its activation to (0 removes it)", 0.0, float(url.FEAT_VALUE.high), key="features_value",
+                            step=0.5, help=f"Its strongest activation in the training pairs read: {strongest:.3f}. The "
+                                           "rest of the model is left exactly as it is: the FFN's output moves only "
+                                           "by this feature's share.")
+    url.write(url.FEAT_VALUE, "features_value", float(value), default=0.0)
+    positions = None
+    if site.startswith("encoder."):
+        fired = [t for t in range(len(labels)) if feature in found.features[t]]
+        if "features_at" not in st.session_state or st.session_state.get("_features_at_for") != (site, feature):
+            linked = [int(p) - 1 for p in str(url.raw(url.FEAT_AT) or "").split(",") if p.strip().isdigit()]
+            st.session_state["features_at"] = [p for p in linked if 0 <= p < len(labels)] or fired
+            st.session_state["_features_at_for"] = (site, feature)
+        picked = st.multiselect("At these source positions", range(len(labels)), key="features_at",
+                                format_func=lambda t: labels[t])
+        url.put(**{url.FEAT_AT.key: ",".join(str(p + 1) for p in picked) or None})
+        if not picked:
+            st.info("Pick source positions above: the feature is set there and the sentence translated again.")
+            return
+        positions = tuple(sorted(picked))
+    else:
+        st.caption("A decoder feature is set at every target position (decoding reads one position at a time).")
+    steered = state.friendly(analyses.steer, ckpt, site, stamp, n_pairs, feature, float(value),
+                             tuple(result.src_ids), tuple(result.best.ids), positions, what="Translating again")
+    if steered is None:
+        return
+    text = ckpt.tokenizer.decode(steered.out_ids, side="tgt")
+    c1, c2 = st.columns(2)
+    c1.markdown("**Original:** " + md_escape(result.text or "(empty)"))
+    c2.markdown(f"**With feature #{feature} at {value:g}:** " + md_escape(text or "(empty)"))
+    if text == result.text:
+        st.success("Same translation (how sure the model stays of it may still change: see below).")
+    else:
+        st.warning("The translation changed.")
+    downloads.chart(logprob_delta_figure(result.best.pieces, steered.before, steered.after,
+                                         "How sure the model stays of its original output"),
+                    downloads.file_stem(name, "feature", site_key(site), feature, "steer"), key="features_steer")
