@@ -50,7 +50,7 @@ from explorer.data import load_corpus
 from explorer.studies.grounding import links as lk
 from explorer.studies.grounding.links import marked
 from explorer.studies.grounding.verdict import other_language, score, verdict
-from explorer.studies.grounding.words import words
+from explorer.studies.common.words import words
 from explorer.text.encoding import output_ids, source_ids
 from explorer.store.checkpoint import load_checkpoint
 

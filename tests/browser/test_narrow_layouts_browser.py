@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / NUMBERS / "model.saf
 
 TEXT = "three hundred and twenty one"
 LAPTOP, WIDE, PROJECTOR = {"width": 1024, "height": 768}, {"width": 1400, "height": 900}, {"width": 1024, "height": 768}
-LEARN_PAGES = ["translate", "architecture", "positions", "attention", "layers", "causes", "heads", "contributions",
+LEARN_PAGES = ["translate", "architecture", "positions", "attention", "layers", "causes", "features", "heads", "contributions",
                "alignment", "search", "beam", "training_vs_inference", "schedule", "train", "checkpoints"]
 SHOTS = ARTIFACTS / "narrow"
 # Every visible display formula in the main area: [scrollWidth, clientWidth, its text's start].

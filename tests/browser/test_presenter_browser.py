@@ -24,9 +24,8 @@ The smallest size per page, with the text that has it, goes to test-artifacts/br
 and a screenshot of each page's first screen to test-artifacts/browser/presenter/<page>.png: a person
 looks at them; the test holds the numbers.
 
-test_each_pages_result_is_on_the_first_screen reaches each lecture page in presenter mode at 1024x768 by
-the link of the page before it (opened by its URL) and measures bounding boxes once the run ends (on the
-Causes page, once its button brought the grids): the page's main figure (MAIN: its first result, a figure
+On each page of that walk, once its run ends (on the Causes page, once its button brought the grids),
+bounding boxes are measured too: the page's main figure (MAIN: its first result, a figure
 or the table that is the result) starts on the first screen with at least SHOWN_PX of it showing, and
 nothing runs past the window's right edge or is cut at its own: no figure or table wider than the window,
 no table whose columns scroll sideways, no select box whose value is cut, no formula that scrolls. The
@@ -47,7 +46,8 @@ from webapp import lecture, presenter
 WINDOW = {"width": 1024, "height": 768}
 NUMBER_TEXT = "three hundred and twenty one"
 # The page titles in the order of the lecture (written out here, not read from webapp.lecture).
-ORDER = ["Translate", "Architecture", "Positional encoding", "Attention", "Layers", "Causes", "Heads", "Contributions",
+ORDER = ["Translate", "Architecture", "Positional encoding", "Attention", "Layers", "Causes", "Features", "Heads",
+         "Contributions",
          "Alignment", "Search", "Beam search", "Training vs inference", "Schedule", "Train", "Checkpoints"]
 NEXT = "[data-testid='stMain'] a:has-text('Next:')"
 FULL_WIDTH = 0.9                # the content's share of the window's width
@@ -201,6 +201,7 @@ def test_follow_the_lecture_in_presenter_mode_at_1024x768(visit):
         pytest.skip(f"needs checkpoints/{NUMBERS}")
     assert WINDOW["width"] < presenter.STACK_BELOW_PX
     assert [entry.title for entry in lecture.PAGES_TABLE] == ORDER, "the lecture's pages changed: update ORDER"
+    assert set(MAIN) == {entry.url_path for entry in lecture.PAGES_TABLE}, "the lecture's pages changed: update MAIN"
     page = visit.page
     page.set_viewport_size(WINDOW)
     errors = watch_console(page)
@@ -221,6 +222,13 @@ def test_follow_the_lecture_in_presenter_mode_at_1024x768(visit):
             assert url_param(page, "ckpt") == NUMBERS and url_param(page, "text") == NUMBER_TEXT
             larger_type(page)
             problems += page_problems(page, entry.url_path, entry.url_path, errors, warnings, smallest)
+            if entry.url_path == "causes":
+                patch_the_pair(page)
+            wait_drawn(page)
+            no_exception(page)
+            problems += first_screen_problems(page, entry.url_path)
+            page.screenshot(path=str(ARTIFACTS / "presenter" / f"first_screen_{entry.url_path}.png"))
+            assert not errors, f"{entry.url_path}: {errors}"
     assert page.locator(NEXT).count() == 0                                  # the last page
     assert page.locator("[data-testid='stMain'] a:has-text('End of the lecture')").count() == 1
     assert page.get_by_text("Presenter mode").count() >= 1
@@ -251,6 +259,7 @@ MAIN = {
     "attention": ".st-key-attn_grid",
     "layers": "[data-testid='stDataFrame']",                 # the DecoderLens table: a translation per layer
     "causes": ".st-key-causes_encoder",
+    "features": None,                                       # a layer's dictionary first (a job of minutes)
     "heads": None,                                          # a head-lab job's figures (minutes)
     "contributions": ".st-key-contrib_share_bars",
     "alignment": ".st-key-align_links",
@@ -306,26 +315,6 @@ def first_screen_problems(page, path: str) -> list[str]:
     return problems
 
 
-def reach(visit, path: str) -> None:
-    """Open the page before `path` in the lecture by its URL (for the first page, the last one), in presenter
-    mode, and follow its link to `path`, as a teacher goes on: the page arrives with presenter mode's style
-    already in place, as every page after the first of a lecture does. (On a page opened afresh a table can be
-    drawn before the style takes effect, its columns then sized for 16 px type: which one comes first varies.)"""
-    paths = [entry.url_path for entry in lecture.PAGES_TABLE]
-    before = paths[paths.index(path) - 1]
-    page = open_app(visit, before, ckpt=NUMBERS, text=NUMBER_TEXT, present="1")
-    larger_type(page)
-    if path != lecture.START:
-        next_page(page, ORDER[paths.index(path)])
-        return
-    end = page.locator("[data-testid='stMain'] a:has-text('End of the lecture')")
-    end.first.wait_for(timeout=LONG)
-    idle(page)
-    end.first.click()
-    page.wait_for_selector(".st-key-translation h4", timeout=LONG)
-    idle(page)
-
-
 def patch_the_pair(page) -> None:
     """The Causes page's grids: its button pressed (a server that already holds the pair's grids shows them)."""
     start, grids = page.locator(".st-key-causes_start button"), page.locator(".st-key-causes_encoder .js-plotly-plot")
@@ -334,28 +323,3 @@ def patch_the_pair(page) -> None:
         start.click()
     grids.first.wait_for(timeout=LONG)
     idle(page)
-
-
-# Once not so: Beam search's tree started at 739 px (29 px of it on the first screen) under the sentence, the
-# test-verse picker and the beam's settings, which presenter mode now folds away; Translate's N-best table,
-# in three fifths of the width beside the pieces, had columns 603 px wide in 562 px, now above the pieces.
-@pytest.mark.parametrize("path", [entry.url_path for entry in lecture.PAGES_TABLE])
-def test_each_pages_result_is_on_the_first_screen(visit, path):
-    if not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file():
-        pytest.skip(f"needs checkpoints/{NUMBERS}")
-    assert set(MAIN) == {entry.url_path for entry in lecture.PAGES_TABLE}, "the lecture's pages changed: update MAIN"
-    page = visit.page
-    page.set_viewport_size(WINDOW)
-    errors = watch_console(page)
-    with timed(f"presenter /{path}: the first screen"):
-        reach(visit, path)
-        if path == "causes":
-            patch_the_pair(page)
-        wait_drawn(page)
-        no_exception(page)
-        problems = first_screen_problems(page, path)
-    (ARTIFACTS / "presenter").mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "presenter" / f"first_screen_{path}.png"))     # PLACES scrolled to the top
-    assert not errors, errors
-    assert not problems, "presenter mode at 1024x768:\n" + "\n".join(problems)
-    visit.assert_offline_and_quiet()

@@ -52,6 +52,9 @@ def test_train_keeps_a_dictionary_and_a_baseline_for_every_ffn_and_repeats_with_
         for kind in FEATURES_KINDS:
             folder = dictionary_folder(sha, row["site"], kind, runs / FEATURES)
             assert (folder / "cfg.json").is_file() and (folder / "sae_weights.safetensors").is_file()
+        kept = dictionary_folder(sha, row["site"], "trained", runs / FEATURES)
+        assert (kept / "contexts.safetensors").is_file()                 # the Features page's contexts, and its figures
+        assert json.loads((kept.parent / "site.json").read_text())["layer"] == row
     monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path))
     assert command.main(["train", str(NUMBERS), *SMALL, "--out", str(tmp_path / "again.json")]) == 0
     assert json.loads((tmp_path / "again.json").read_text()) == result

@@ -37,6 +37,14 @@ def numbers():
     return ckpt, train, made
 
 
+@pytest.fixture(scope="module")
+def indexes(numbers):
+    """Each site's training contexts over READ pairs drawn with seed 3."""
+    ckpt, train, made = numbers
+    return {site: contexts.build(ckpt.model, ckpt.tokenizer, train, site, made[site], sentences=READ, seed=3)
+            for site in SITES}
+
+
 def _source(ckpt, text="three hundred and twenty one"):
     src = ckpt.tokenizer.encode(text, side="src") + [ckpt.model.cfg.special.eos]
     return src, greedy_ids(ckpt.model, [src])[0] + [ckpt.model.cfg.special.eos]
@@ -101,10 +109,9 @@ def test_steering_to_its_own_value_keeps_the_translation_and_every_log_p(numbers
 
 
 @pytest.mark.parametrize("site", SITES)
-def test_the_contexts_equal_a_brute_force_over_every_row(numbers, site, tmp_path):
+def test_the_contexts_equal_a_brute_force_over_every_row(numbers, indexes, site, tmp_path):
     ckpt, train, made = numbers
-    tc = made[site]
-    index = contexts.build(ckpt.model, ckpt.tokenizer, train, site, tc, sentences=READ, seed=3)
+    tc, index = made[site], indexes[site]
     chosen = np.sort(np.random.default_rng(3).permutation(len(train))[:READ])
     assert np.array_equal(index.pairs, chosen)
     encoded = encode_pairs(ckpt.tokenizer, [train[i] for i in chosen], ckpt.model.cfg.max_len, ckpt.model.cfg.special)
@@ -145,10 +152,9 @@ def test_the_contexts_equal_a_brute_force_over_every_row(numbers, site, tmp_path
 
 
 @pytest.mark.parametrize("site", SITES)
-def test_the_effects_at_the_contexts_equal_one_context_at_a_time(numbers, site):
+def test_the_effects_at_the_contexts_equal_one_context_at_a_time(numbers, indexes, site):
     ckpt, train, made = numbers
-    tc, model = made[site], ckpt.model
-    index = contexts.build(model, ckpt.tokenizer, train, site, tc, sentences=READ)
+    tc, model, index = made[site], ckpt.model, indexes[site]
     feature = int(np.argmax(index.active))
     found = index.contexts(feature)[:6]
     effects = reading.context_effects(model, ckpt.tokenizer, tc, site, feature, train, found)
@@ -185,3 +191,40 @@ def test_a_sentences_features_are_its_strongest_activations(numbers):
         assert found.features.shape == (len(src) if site.startswith("encoder.") else len(out), reading.SHOWN)
         assert np.allclose(found.values[:, 0], z.max(1).values.numpy(), atol=1e-5)
         assert all(z[t, f] > 0 for t, f in enumerate(found.features[:, 0]) if f >= 0)
+
+
+def test_word_detection_equals_a_count_by_hand(numbers):
+    from explorer.studies.common.words import span_word
+    from explorer.studies.features.detection import detect
+
+    ckpt, train, made = numbers
+    site, pairs = SITES[0], train[:120]
+    words = ["hundred", "thousand", "twenty", "and", "seven", "no-such-word"]
+    found = detect(ckpt.model, ckpt.tokenizer, pairs, site, made[site], words)
+    assert found.words == words[:5]                                     # a word never read is left out
+    fires, labels = [], []
+    for pair in pairs:
+        src = ckpt.tokenizer.encode(pair.src, side="src") + [ckpt.model.cfg.special.eos]
+        fires.append(_activations(ckpt, made[site], site, src, src[:1]).numpy() > 0)      # [L, m]
+        pieces = [ckpt.tokenizer.id_to_piece(i, "src") for i in src]
+        labels += [span_word(pieces, p) for p in range(len(pieces))]
+    fired, labels = np.concatenate(fires), np.array(labels)
+    for i, word in enumerate(found.words):
+        here = labels == word
+        f1 = 2 * (fired & here[:, None]).sum(0) / (fired.sum(0) + here.sum())             # [m]
+        assert found.positions[i] == here.sum()
+        # one pass per sentence against batched passes: a latent at the k-th place may differ; the best F1 not much
+        assert found.best_f1[i] == pytest.approx(f1.max(), abs=0.01)
+        assert 0 < found.best_f1[i] <= 1
+    with pytest.raises(ValueError, match="encoder site"):
+        detect(ckpt.model, ckpt.tokenizer, pairs, SITES[1], made[SITES[1]], words)
+
+
+def test_mutual_pairs_keep_the_pairs_tied_both_ways():
+    from explorer.studies.grounding.links import mutual_pairs
+
+    links = {"dios": {"god": 90, "lord": 20}, "señor": {"lord": 80, "god": 30}, "de": {"israel": 40},
+             "israel": {"israel": 70}, "rey": {"king": 50}}
+    assert mutual_pairs(links, 10) == [("dios", "god", 90), ("señor", "lord", 80), ("israel", "israel", 70),
+                                       ("rey", "king", 50)]
+    assert mutual_pairs(links, 2) == [("dios", "god", 90), ("señor", "lord", 80)]

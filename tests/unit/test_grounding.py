@@ -14,7 +14,7 @@ from explorer.files import limits
 from explorer.studies.grounding import index as ix
 from explorer.studies.grounding.__main__ import main as grounding_main, read_sources
 from explorer.studies.grounding.verdict import QUANTILE, calibrate, other_language, score, verdict
-from explorer.studies.grounding.words import bigrams, names, words
+from explorer.studies.common.words import bigrams, names, words
 from support.app_support import NUMBERS
 
 TRAIN = [Pair(src="y dijo el rey a su siervo", tgt="and the king said to his servant"),

@@ -13,7 +13,7 @@ from explorer.files import limits
 from explorer.studies.common import training_data
 from explorer.studies.common.training_data import dataset_pairs as training_pairs
 from explorer.studies.grounding.concordance import WordPairs
-from explorer.studies.grounding.words import words
+from explorer.studies.common.words import words
 
 
 def _index(texts: list[str]) -> dict[str, list[int]]:

@@ -15,7 +15,7 @@ import pytest
 from explorer.studies.grounding import index as ix
 from explorer.studies.grounding import links as lk
 from explorer.studies.grounding.verdict import verdict
-from explorer.studies.grounding.words import words
+from explorer.studies.common.words import words
 
 
 def plain_counts(pairs, skip):

@@ -27,7 +27,7 @@ with area["learn"]:
         "little unless the trained dictionary beats it. Pick a layer, then a feature: its page shows the "
         "training sentences where it fires most, and **steering** sets it to a value of your choosing and "
         "translates again.",
-        state.equations(r"z = \mathrm{TopK}_k\big(\mathrm{ReLU}(x W_{\mathrm{enc}} + b_{\mathrm{enc}})\big),\quad "
+        state.equations(r"z = \mathrm{TopK}_k\big(\mathrm{ReLU}(x W_{\mathrm{enc}} + b_{\mathrm{enc}})\big)",
                         r"\widehat{\mathrm{FFN}}(x) = z W_{\mathrm{dec}} + x W_{\mathrm{skip}}^\top + b_{\mathrm{dec}}",
                         r"\text{steer feature } f \text{ to } v:\ \ \mathrm{FFN}(x) + (v - z_f)\, W_{\mathrm{dec},f}"))
 

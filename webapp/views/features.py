@@ -22,8 +22,7 @@ from explorer.plots.attention import logprob_delta_figure
 from explorer.studies.common.training_data import NoTrainingData, PairsUnusable, dataset_of
 from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
-from explorer.studies.grounding.lookup import span_word
-from explorer.studies.grounding.words import words
+from explorer.studies.common.words import span_word, words
 from webapp import analyses, downloads, presenter, state, study_job
 from webapp import url_keys as url
 from webapp.text_safety import md_escape

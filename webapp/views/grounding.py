@@ -19,7 +19,7 @@ from explorer.studies.grounding.build import NoTrainingData, dataset_of, ensure,
 from explorer.studies.grounding.index import IndexUnusable
 from explorer.studies.grounding.links import marked
 from explorer.studies.grounding.verdict import Verdict, verdict
-from explorer.studies.grounding.words import words
+from explorer.studies.common.words import words
 from webapp import background, downloads, models
 from webapp.text_safety import md_escape
 

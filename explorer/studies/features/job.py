@@ -20,6 +20,7 @@ from pathlib import Path
 
 from explorer.evaluation.arguments import check_ranges
 from explorer.evaluation.scores import MAX_HELD_OUT, corpus_scores
+from explorer.files.atomic import write_json_atomic
 from explorer.files.names import FEATURE_SITE_OUT, FEATURES, FEATURES_KINDS
 from explorer.store.run_paths import runs_root
 from explorer.studies.common.context import RunContext
@@ -79,6 +80,8 @@ def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettin
         row, made, seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
                                         on_step=lambda step, done=done: ticker.check(tick, done + step))
         _keep(made, train_pairs, model, tokenizer, site, settings, sha, name, root)
+        write_json_atomic(site_result_path(sha, site, root), {"settings": {**context.checkpoint(), **asdict(settings),
+                                                                           "site": site}, "layer": row})
         layers.append(row)
         context.say(f"{_layer_line(row)}  {sum(seconds.values()):.0f} s")     # the time is said, not kept:
     return {"settings": {**context.checkpoint(), **asdict(settings)}, "layers": layers}   # one seed, one file

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from explorer.data.types import Pair
-from explorer.studies.grounding.words import finder, plain, words
+from explorer.studies.common.words import finder, plain, words
 
 SHOWN = 20                 # training pairs a concordance lists (the count says how many there are)
 

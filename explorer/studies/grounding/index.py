@@ -31,7 +31,7 @@ from explorer.files.names import GROUNDING
 from explorer.files.user_files import read_user_file
 from explorer.store.run_paths import runs_root, shipped_root
 from explorer.studies.grounding.links import count_links, glue
-from explorer.studies.grounding.words import bigrams, words
+from explorer.studies.common.words import bigrams, words
 
 FORMAT = 2                     # 2: the links and each source word's pair count (an index of format 1 is built again)
 MAX_SURPRISE = 100.0           # nats per word: above any score (an unseen word in 10^9 costs about 21)

@@ -35,7 +35,7 @@ from explorer.files.names import GRADIENT_STORE_SUFFIX, GROUNDING
 from explorer.store.run_paths import runs_root
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import gradients as grads
-from explorer.studies.grounding.words import words
+from explorer.studies.common.words import words
 from explorer.text.encoding import source_ids
 
 FORMAT = 1

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from explorer.studies.grounding.words import words
+from explorer.studies.common.words import words
 
 LINK_SHARE = 0.1          # of the training pairs whose source has s, the share whose target has t
 LINK_MIN = 2              # and at least this many of them
@@ -108,3 +108,17 @@ def output_words(links: dict[str, dict[str, int]], src_verses: dict[str, int], c
 def marked(found: Sequence[OutputWord]) -> list[str]:
     """The marked words, each once, in order."""
     return list(dict.fromkeys(w.word for w in found if w.marked))
+
+
+def mutual_pairs(links: dict[str, dict[str, int]], n: int) -> list[tuple[str, str, int]]:
+    """The n most frequent word pairs (s, t, pairs with both) that the links tie both ways: t is the target
+    word s is most often linked to, and s the source word most often linked to t. The mutual choice keeps
+    translations ("dios", "god") and drops a frequent source word's incidental partner."""
+    best_target = {s: max(ts.items(), key=lambda kv: (kv[1], kv[0])) for s, ts in links.items() if ts}
+    best_source: dict[str, tuple[int, str]] = {}
+    for s, ts in links.items():
+        for t, count in ts.items():
+            if (count, s) > best_source.get(t, (0, "")):
+                best_source[t] = (count, s)
+    found = [(s, t, count) for s, (t, count) in best_target.items() if best_source.get(t, (0, ""))[1] == s]
+    return sorted(found, key=lambda p: (-p[2], p[0]))[:n]

@@ -12,7 +12,7 @@ from typing import Sequence
 from explorer.data.types import Pair
 from explorer.studies.grounding import states
 from explorer.studies.grounding.influence import word_positions
-from explorer.studies.grounding.words import words
+from explorer.studies.common.words import span_word
 
 SHOWN = 20                 # contexts a lookup returns
 
@@ -23,17 +23,6 @@ class Context:
     position: int              # its piece's position in the pair's source (or output) pieces
     cosine: float              # nearness in the map's space
     word: str                  # the word (as words()) that piece belongs to
-
-
-def span_word(pieces: Sequence[str], position: int) -> str:
-    """The word (as words()) of the piece at `position`: its span runs from the piece that starts it ('▁')."""
-    start = position
-    while start > 0 and not pieces[start].startswith("▁"):
-        start -= 1
-    end = position + 1
-    while end < len(pieces) and not pieces[end].startswith("▁"):
-        end += 1
-    return (words("".join(pieces[start:end]).replace("▁", " ")) or [""])[0]
 
 
 def nearest_contexts(model, tokenizer, smap: states.StateMap, pairs: Sequence[Pair], source: str, word: str,

@@ -37,7 +37,7 @@ import numpy as np
 
 from explorer.studies.grounding.index import TrainingIndex
 from explorer.studies.grounding.links import OutputWord, output_words
-from explorer.studies.grounding.words import names, words
+from explorer.studies.common.words import names, words
 
 RARE = 3                  # seen fewer times than this: rare
 QUANTILE = 0.90           # of the held-out pairs' scores: the threshold

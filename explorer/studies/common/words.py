@@ -1,4 +1,4 @@
-"""The words the grounding counts: lowercased runs of letters (with an inner apostrophe) and of digits.
+"""The words the studies count (the grounding's verdict, the features' word detection): lowercased runs of letters (with an inner apostrophe) and of digits.
 
 Why words, not the model's pieces: a verdict is read by people ("5 of 8 words never appear in the
 training verses"), and a piece such as "▁de" is seen everywhere while the word it starts is not. Text is
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Sequence
 
 _LETTER = r"[^\W\d_]"
 _WORD = re.compile(rf"{_LETTER}+(?:'{_LETTER}+)*|\d+")
@@ -55,3 +56,14 @@ def names(text: str) -> set[int]:
 def bigrams(tokens: list[str]) -> list[str]:
     """Neighbouring word pairs, each as one string "a b" (the index's keys)."""
     return [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
+
+
+def span_word(pieces: Sequence[str], position: int) -> str:
+    """The word (as words()) of the piece at `position`: its span runs from the piece that starts it ('▁')."""
+    start = position
+    while start > 0 and not pieces[start].startswith("▁"):
+        start -= 1
+    end = position + 1
+    while end < len(pieces) and not pieces[end].startswith("▁"):
+        end += 1
+    return (words("".join(pieces[start:end]).replace("▁", " ")) or [""])[0]
