@@ -4,6 +4,7 @@ rows, beside the random-decoder baseline, and what training costs.
     python -m benchmarks features [--checkpoint checkpoints/bible-es-en] [--site SITE ...] [--rows 200000]
                                   [--width 1024] [--k 32] [--steps 3000]
     python -m benchmarks features --detect [--checkpoint ...] [--pairs 1000] [--words 50]
+    python -m benchmarks features --numbers 23 --checkpoint checkpoints/numbers-en-de --pairs 500
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
 development split (held out); a TopK skip transcoder trained on the first, and the random baseline (the
@@ -13,7 +14,8 @@ active latents, the dead latents' share, the busiest latent's density; and the s
 
 --detect: the dictionaries `python -m explorer features train` saved, each encoder site's and its random
 baseline's, asked which single feature best detects each of the --words most frequent word pairs the
-training data ties both ways (explorer.studies.grounding.links.mutual_pairs), over the source pieces of
+training data ties both ways (explorer.studies.grounding.links.mutual_pairs; --frequent: the most
+frequent source words, which include the glue words the links leave out), over the source pieces of
 the first --pairs development pairs (explorer.studies.features.detection): the median best F1 of each,
 and the words each detects best and worst.
 """
@@ -42,11 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=FeatureSettings.steps)
     parser.add_argument("--detect", action="store_true", help="word detection by the saved dictionaries")
     parser.add_argument("--pairs", type=int, default=1000, help="--detect: development pairs read")
+    parser.add_argument("--frequent", action="store_true", help="--detect: the most frequent source words instead "
+                        "(glue words included, which the links leave out)")
     parser.add_argument("--words", type=int, default=50, help="--detect: word pairs asked about")
+    parser.add_argument("--numbers", type=int, default=0, help="the numbers model's unit words: detection, then "
+                        "clamping on this many numbers per unit (e.g. 23: about 200 in all)")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     if args.detect:
         return detect(args)
+    if args.numbers:
+        return numbers(args)
     ckpt = load_checkpoint(args.checkpoint)
     train_pairs, dev = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
     settings = FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows)
@@ -69,7 +77,10 @@ def detect(args) -> int:
 
     ckpt = load_checkpoint(args.checkpoint)
     dictionaries = load_all(ckpt.model, ckpt.meta["weights_sha256"])
-    word_pairs = mutual_pairs(ensure(args.checkpoint, ckpt.meta).links, args.words)
+    index = ensure(args.checkpoint, ckpt.meta)
+    word_pairs = mutual_pairs(index.links, args.words)
+    if args.frequent:
+        word_pairs = [(w, "", n) for w, n in sorted(index.src_words.items(), key=lambda kv: -kv[1])[:args.words]]
     held = load_corpus(dataset_of(ckpt.meta)).dev[:args.pairs]
     print(f"{ckpt.name}: {len(word_pairs)} word pairs tied both ways, the most frequent first: "
           + ", ".join(f"{s}-{t} ({n})" for s, t, n in word_pairs[:8]) + f" ...; {len(held)} development pairs")
@@ -81,4 +92,90 @@ def detect(args) -> int:
         print(f"{site:22s} median best F1 {got.median:.3f} (random {base.median:.3f}, {got.median - base.median:+.3f}) "
               f"over {len(got.words)} words; best: " + ", ".join(f"{got.words[i]} {got.best_f1[i]:.2f}" for i in order[:4])
               + "; worst: " + ", ".join(f"{got.words[i]} {got.best_f1[i]:.2f}" for i in order[-3:]), flush=True)
+    return 0
+
+
+UNITS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+GERMAN = ({"ein", "eins"}, {"zwei"}, {"drei"}, {"vier"}, {"fünf"}, {"sechs"}, {"sieben"}, {"acht"}, {"neun"})
+
+
+def numbers(args) -> int:
+    """The numbers model's unit words: the encoder feature that best detects each (precision, recall), and
+    that feature set to 0 with the next unit's feature set to its typical value, at the unit's positions:
+    how often the German unit morpheme changes (and how often it becomes the next unit's)."""
+    from explorer.studies.common.sentences import greedy_ids
+    from explorer.studies.features.detection import detect as run
+    from explorer.files.names import FEATURES_KINDS
+    from explorer.studies.common.context import RunContext
+    from explorer.studies.features import files
+    from explorer.studies.features.job import dictionary_folder, run_site
+    from explorer.studies.features.reading import sentence_features
+    from explorer.studies.features.steering import clamped, positions_mask
+
+    ckpt = load_checkpoint(args.checkpoint)
+    model, tok = ckpt.model, ckpt.tokenizer
+    sha = ckpt.meta["weights_sha256"]
+    corpus = load_corpus(dataset_of(ckpt.meta))
+    held = corpus.dev[:args.pairs]
+    dictionaries = {}
+    for site in [s for s in sites.sites(model) if s.startswith("encoder.")]:
+        try:
+            dictionaries[site] = {kind: files.load(dictionary_folder(sha, site, kind), site=site, weights_sha256=sha,
+                                                   d_model=model.cfg.d_model) for kind in FEATURES_KINDS}
+        except files.DictionaryUnusable:              # none yet: the app's one-site job's settings
+            settings = FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows)
+            run_site(model, tok, training_pairs(ckpt.meta), corpus.dev, settings, site=site,
+                     context=RunContext(meta=ckpt.meta))
+            dictionaries[site] = {kind: files.load(dictionary_folder(sha, site, kind), site=site, weights_sha256=sha,
+                                                   d_model=model.cfg.d_model) for kind in FEATURES_KINDS}
+    best_site, best = None, None
+    for site in [s for s in dictionaries if s.startswith("encoder.")]:
+        found = {kind: run(model, tok, held, site, tc, UNITS) for kind, tc in dictionaries[site].items()}
+        got = found["trained"]
+        met = int(((got.precision >= 0.9) & (got.recall >= 0.8)).sum())
+        print(f"{site:22s} " + "  ".join(f"{w} P {p:.2f} R {r:.2f}" for w, p, r in zip(got.words, got.precision,
+                                                                                         got.recall))
+              + f"  | {met}/{len(got.words)} at P >= 0.9 and R >= 0.8 (random: "
+              + f"{int(((found['random'].precision >= 0.9) & (found['random'].recall >= 0.8)).sum())})", flush=True)
+        if best is None or met > best[0]:
+            best_site, best = site, (met, got)
+    got, tc = best[1], dictionaries[best_site]["trained"]
+    feature = {w: int(f) for w, f in zip(got.words, got.best_feature)}
+    eos = model.cfg.special.eos
+    typical = {}
+    for pair in held:                                         # each unit feature's mean value on its own word
+        src = tok.encode(pair.src, side="src") + [eos]
+        z = sentence_features(model, tc, best_site, src, src[:1], shown=tc.k)
+        pieces = [tok.id_to_piece(i, "src") for i in src]
+        for t, piece in enumerate(pieces):
+            word = piece.lstrip("▁")
+            if word in feature:
+                row = dict(zip(z.features[t].tolist(), z.values[t].tolist()))
+                typical.setdefault(word, []).append(row.get(feature[word], 0.0))
+    typical = {w: float(np.mean(v)) for w, v in typical.items()}
+    print(f"clamping at {best_site}: each unit's feature to 0, the next unit's to its typical value "
+          + ", ".join(f"{w} {v:.2f}" for w, v in typical.items()), flush=True)
+    changed = became = total = 0
+    for u, unit in enumerate(UNITS):
+        nxt = UNITS[(u + 1) % len(UNITS)]
+        if unit not in feature or nxt not in feature:
+            continue
+        cases = [p for p in held if unit in p.src.split()][:args.numbers]
+        got_u = got_v = 0
+        for pair in cases:
+            src = tok.encode(pair.src, side="src") + [eos]
+            at = [t for t, i in enumerate(src) if tok.id_to_piece(i, "src").lstrip("▁") == unit]
+            before = tok.decode(greedy_ids(model, [src])[0], side="tgt").split()
+            mask = positions_mask(len(src), at)
+            with clamped(model, best_site, tc, feature[unit], 0.0, mask), \
+                    clamped(model, best_site, tc, feature[nxt], typical[nxt], mask):
+                after = tok.decode(greedy_ids(model, [src])[0], side="tgt").split()
+            count = lambda words, u: sum(w in GERMAN[u] for w in words)      # noqa: E731
+            got_u += count(after, u) < count(before, u)
+            got_v += count(after, (u + 1) % len(UNITS)) > count(before, (u + 1) % len(UNITS))
+        print(f"  {unit} -> {nxt}: {len(cases)} numbers, the German unit changed in {got_u}, became the next "
+              f"unit's in {got_v}", flush=True)
+        changed, became, total = changed + got_u, became + got_v, total + len(cases)
+    print(f"all units: changed in {changed}/{total} ({changed / max(total, 1):.0%}), became the next unit's in "
+          f"{became}/{total} ({became / max(total, 1):.0%})")
     return 0

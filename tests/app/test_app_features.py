@@ -35,7 +35,7 @@ def runs(tmp_path_factory):
         corpus = load_corpus("numbers")
         for site in SITES:
             out = site_result_path(ckpt.meta["weights_sha256"], site)
-            SITE.to_file(out, ckpt.model, ckpt.tokenizer, corpus.train, corpus.dev, SMALL, site=site,
+            SITE.to_file(out, ckpt.model, ckpt.tokenizer, corpus.train[:5000], corpus.dev, SMALL, site=site,
                          context=RunContext(meta=ckpt.meta))
     return root, ckpt.meta["weights_sha256"]
 

@@ -35,8 +35,9 @@ def dictionary(runs_dir):
     ckpt = load_checkpoint(ROOT / "checkpoints" / NUMBERS)
     corpus = load_corpus("numbers")
     out = site_result_path(ckpt.meta["weights_sha256"], SITE_NAME, runs_dir / "features")
-    SITE.to_file(out, ckpt.model, ckpt.tokenizer, corpus.train, corpus.dev,
+    SITE.to_file(out, ckpt.model, ckpt.tokenizer, corpus.train[:5000], corpus.dev,
                  FeatureSettings(width=64, k=4, steps=40, batch=256, rows=3000, held_rows=500), site=SITE_NAME,
+                 root=runs_dir / "features",
                  context=RunContext(meta=ckpt.meta))
     return out
 

@@ -216,6 +216,10 @@ def test_word_detection_equals_a_count_by_hand(numbers):
         # one pass per sentence against batched passes: a latent at the k-th place may differ; the best F1 not much
         assert found.best_f1[i] == pytest.approx(f1.max(), abs=0.01)
         assert 0 < found.best_f1[i] <= 1
+        best = found.best_feature[i]
+        hits = (fired[:, best] & here).sum()
+        assert found.precision[i] == pytest.approx(hits / fired[:, best].sum(), abs=0.01)
+        assert found.recall[i] == pytest.approx(hits / here.sum(), abs=0.01)
     with pytest.raises(ValueError, match="encoder site"):
         detect(ckpt.model, ckpt.tokenizer, pairs, SITES[1], made[SITES[1]], words)
 

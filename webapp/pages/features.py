@@ -18,7 +18,8 @@ st.title("Features")
 area = presenter.areas(lecture=("sentence", "features", "learn"), study=("learn", "sentence", "features"))
 with area["learn"]:
     state.learn(
-        "A layer writes 256 numbers per word, and no single number means much. A **transcoder** (Dunefsky et al. "
+        "A layer writes a vector per word (256 numbers in the Bible model), and no single number means much. A "
+        "**transcoder** (Dunefsky et al. "
         "2024) learns to stand in for a layer's FFN with many more **features** than numbers, of which only a "
         "few (*k*) are active for any word: each feature reads one direction of what the FFN reads and writes "
         "one direction of what it writes, so a feature can be named from where it fires. Ours are TopK skip "

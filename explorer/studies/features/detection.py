@@ -30,6 +30,8 @@ class Detection:
     best_f1: np.ndarray                  # [W] the best single feature's F1 per word
     best_feature: np.ndarray             # [W] which feature that is
     positions: np.ndarray                # [W] the word's pieces in the pairs read
+    precision: np.ndarray                # [W] of the best feature's firings, the share on the word's pieces
+    recall: np.ndarray                   # [W] of the word's pieces, the share the best feature fires on
 
     @property
     def median(self) -> float:
@@ -66,5 +68,7 @@ def detect(model, tokenizer, pairs: Sequence, site: str, tc, words: Sequence[str
     positions = np.bincount(word_of[word_of >= 0], minlength=len(wanted))                # [W]
     present = np.flatnonzero(positions > 0)
     f1 = 2 * counts[present] / np.maximum(fires[None, :] + positions[present, None], 1)   # [W', m]
-    names = list(wanted)
-    return Detection([names[i] for i in present], f1.max(1), f1.argmax(1), positions[present])
+    names, best = list(wanted), f1.argmax(1)                                               # [W']
+    hits = counts[present, best]
+    return Detection([names[i] for i in present], f1.max(1), best, positions[present],
+                     hits / np.maximum(fires[best], 1), hits / positions[present])
