@@ -5,6 +5,7 @@ rows, beside the random-decoder baseline, and what training costs.
                                   [--width 1024] [--k 32] [--steps 3000]
     python -m benchmarks features --detect [--checkpoint ...] [--pairs 1000] [--words 50]
     python -m benchmarks features --numbers 23 --checkpoint checkpoints/numbers-en-de --pairs 500
+    python -m benchmarks features --page [--checkpoint ...] [--text SENTENCE]
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
 development split (held out); a TopK skip transcoder trained on the first, and the random baseline (the
@@ -43,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=FeatureSettings.k)
     parser.add_argument("--steps", type=int, default=FeatureSettings.steps)
     parser.add_argument("--detect", action="store_true", help="word detection by the saved dictionaries")
+    parser.add_argument("--scale", type=float, default=1.0, help="--numbers: the next unit's feature is set to this "
+                        "many times its typical value")
+    parser.add_argument("--page", action="store_true", help="the time of a feature's page's computations")
+    parser.add_argument("--text", default="En el principio creó Dios los cielos y la tierra.",
+                        help="--page: the sentence")
     parser.add_argument("--pairs", type=int, default=1000, help="--detect: development pairs read")
     parser.add_argument("--frequent", action="store_true", help="--detect: the most frequent source words instead "
                         "(glue words included, which the links leave out)")
@@ -55,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         return detect(args)
     if args.numbers:
         return numbers(args)
+    if args.page:
+        return page(args)
     ckpt = load_checkpoint(args.checkpoint)
     train_pairs, dev = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
     settings = FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows)
@@ -153,7 +161,7 @@ def numbers(args) -> int:
                 row = dict(zip(z.features[t].tolist(), z.values[t].tolist()))
                 typical.setdefault(word, []).append(row.get(feature[word], 0.0))
     typical = {w: float(np.mean(v)) for w, v in typical.items()}
-    print(f"clamping at {best_site}: each unit's feature to 0, the next unit's to its typical value "
+    print(f"clamping at {best_site}: each unit's feature to 0, the next unit's to {args.scale:g} x its typical value "
           + ", ".join(f"{w} {v:.2f}" for w, v in typical.items()), flush=True)
     changed = became = total = 0
     for u, unit in enumerate(UNITS):
@@ -168,7 +176,7 @@ def numbers(args) -> int:
             before = tok.decode(greedy_ids(model, [src])[0], side="tgt").split()
             mask = positions_mask(len(src), at)
             with clamped(model, best_site, tc, feature[unit], 0.0, mask), \
-                    clamped(model, best_site, tc, feature[nxt], typical[nxt], mask):
+                    clamped(model, best_site, tc, feature[nxt], args.scale * typical[nxt], mask):
                 after = tok.decode(greedy_ids(model, [src])[0], side="tgt").split()
             count = lambda words, u: sum(w in GERMAN[u] for w in words)      # noqa: E731
             got_u += count(after, u) < count(before, u)
@@ -178,4 +186,38 @@ def numbers(args) -> int:
         changed, became, total = changed + got_u, became + got_v, total + len(cases)
     print(f"all units: changed in {changed}/{total} ({changed / max(total, 1):.0%}), became the next unit's in "
           f"{became}/{total} ({became / max(total, 1):.0%})")
+    return 0
+
+
+def page(args) -> int:
+    """What a feature's page computes once its dictionary is loaded, timed on 10 features of each site the
+    command trained: the sentence's features, the feature's effects at its 20 contexts, a steer; beside a
+    plain greedy translation of the same sentence in the same process (the machine's speed that minute)."""
+    import time
+
+    from explorer.studies.common.sentences import greedy_ids
+    from explorer.studies.features.job import load_site
+    from explorer.studies.features.reading import context_effects, sentence_features
+    from explorer.studies.features.steering import steer
+
+    ckpt = load_checkpoint(args.checkpoint)
+    model, tok, sha = ckpt.model, ckpt.tokenizer, ckpt.meta["weights_sha256"]
+    pairs = training_pairs(ckpt.meta)
+    src = tok.encode(args.text, side="src") + [model.cfg.special.eos]
+    for site in args.site or sites.sites(model):
+        tc, _, index = load_site(model, sha, site, len(pairs))
+        t0 = time.perf_counter()
+        out = greedy_ids(model, [src])[0] + [model.cfg.special.eos]
+        plain = time.perf_counter() - t0
+        found = sentence_features(model, tc, site, src, out)
+        features = [int(f) for f in np.unique(found.features[found.features >= 0])][:10]
+        times = []
+        for f in features:
+            t0 = time.perf_counter()
+            sentence_features(model, tc, site, src, out)
+            context_effects(model, tok, tc, site, f, pairs, index.contexts(f))
+            steer(model, tc, site, f, 0.0, src, out, None if site.startswith("decoder.") else [0])
+            times.append(time.perf_counter() - t0)
+        print(f"{site:22s} a feature's page: median {np.median(times):.3f} s, max {max(times):.3f} s over "
+              f"{len(times)} features (a greedy translation of the sentence: {plain:.3f} s)", flush=True)
     return 0
