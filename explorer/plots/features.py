@@ -69,3 +69,20 @@ def token_effects(raised: Sequence[tuple[str, float]], lowered: Sequence[tuple[s
     fig.update_layout(title=dict(text=title), height=max(260, 90 + 24 * len(rows)),
                       margin=dict(l=10, r=10, t=60, b=10))
     return fig
+
+
+def head_reads(heads: np.ndarray, title: str) -> go.Figure:
+    """heads [decoder layers, heads]: how much each cross-attention head's write changes when the feature is
+    removed (the heads that read it most, brightest)."""
+    heads = np.asarray(heads, dtype=np.float64)
+    layers, n_heads = heads.shape
+    fig = go.Figure(go.Heatmap(
+        z=np.round(heads, 5), x=list(range(n_heads)), y=list(range(layers)), colorscale=SEQUENTIAL_SCALE, zmin=0.0,
+        text=[[f"{v:.2g}" for v in row] for row in heads], texttemplate="%{text}", textfont=dict(size=11),
+        colorbar=dict(title=dict(text="change", font=dict(size=12))),
+        hovertemplate="decoder layer %{y}, head %{x}: %{z:.4f}<extra></extra>", xgap=2, ygap=2))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n_heads)), ticktext=[f"H{h + 1}" for h in range(n_heads)])
+    fig.update_yaxes(tickmode="array", tickvals=list(range(layers)), ticktext=[f"L{i + 1}" for i in range(layers)],
+                     autorange="reversed", title=dict(text="decoder layer", font=dict(size=12)))
+    fig.update_layout(title=dict(text=title), height=160 + 40 * layers, margin=dict(l=10, r=10, t=60, b=10))
+    return fig

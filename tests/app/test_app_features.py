@@ -88,6 +88,8 @@ def test_the_page_draws_a_features_page_and_steers(env):
     assert list(contexts["activation"]) == sorted(contexts["activation"], reverse=True)
     assert chart(at, "features_histogram")["data"][0]["type"] == "bar"
     assert at.dataframe[1].value.shape[0] == len(contexts)                      # what it helps write, per context
+    heads = array(next(t for t in chart(at, "features_heads")["data"] if t["type"] == "heatmap")["z"])
+    assert heads.shape == (2, 4) and (heads >= 0).all() and heads.max() > 0   # 2 decoder layers x 4 heads
     # steering: removed (0) where it fires by default; then set to its own strongest value elsewhere
     assert at.multiselect(key="features_at").value
     assert "With feature" in shown(at) and chart(at, "features_steer")["data"]

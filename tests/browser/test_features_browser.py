@@ -17,7 +17,7 @@ from test_presenter_browser import WINDOW, presenter_problems, shoot
 
 SHOTS = ARTIFACTS / "features"
 SITE_NAME = "encoder.layers.0.ffn"
-FIGURES = {"features_positions", "features_histogram", "features_steer"}
+FIGURES = {"features_positions", "features_histogram", "features_heads", "features_steer"}
 
 pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file(),
                                 reason=f"needs checkpoints/{NUMBERS}")

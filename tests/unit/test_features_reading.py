@@ -159,20 +159,36 @@ def test_the_effects_at_the_contexts_equal_one_context_at_a_time(numbers, indexe
     found = index.contexts(feature)[:6]
     effects = reading.context_effects(model, ckpt.tokenizer, tc, site, feature, train, found)
     encoder = site.startswith("encoder.")
-    per_context = []
+    per_context, head_change = [], []
+    attns = [m for n, m in model.named_modules() if n.startswith("decoder.") and n.endswith("cross_attn")]
     for pair, position, _ in found:
         encoded = encode_pairs(ckpt.tokenizer, [train[pair]], model.cfg.max_len, model.cfg.special)
         src, out = list(encoded.src[0]), list(encoded.tgt[0][1:])
+        contexts_seen = []                                   # each cross-attention's per-head output, per pass
+        handles = [a.context.register_forward_hook(lambda _m, _a, c: contexts_seen.append(c[0])) for a in attns]
         before = steering.forced_logprobs(model, src, out)                                  # [T, V]
         mask = steering.positions_mask(len(src) if encoder else len(out), [position])
         with steering.clamped(model, site, tc, feature, 0.0, mask):
             after = steering.forced_logprobs(model, src, out)
+        for handle in handles:
+            handle.remove()
+        n = len(attns)
+        per_head = []                                        # [layers][heads]: |change of the head's write|
+        for layer, attn in enumerate(attns):
+            d_head = attn.d_head
+            delta = contexts_seen[n + layer] - contexts_seen[layer]                             # [H, T, dh]
+            per_head.append([float((delta[h] @ attn.w_o.weight.detach()[:, h * d_head:(h + 1) * d_head].T).norm())
+                             for h in range(attn.n_heads)])
+        head_change.append(per_head)
         if encoder:
             gained = (before - after).gather(1, torch.tensor(out)[:, None])[:, 0]          # [T]
             per_context.append((int(gained.argmax()), float(gained.max())))
         else:
             per_context.append(before[position] - after[position])                         # [V]
     if encoder:
+        expected = np.mean(head_change, axis=0)                                             # [layers, heads]
+        assert effects.heads.shape == expected.shape and expected.max() > 0
+        assert np.allclose(effects.heads, expected, rtol=1e-3, atol=1e-5 * expected.max())
         assert [p for p, _ in effects.helps] == [p for p, _ in per_context]
         assert np.allclose([v for _, v in effects.helps], [v for _, v in per_context], atol=1e-4)
     else:

@@ -222,6 +222,10 @@ def effects_view(ckpt, site: str, feature: int, table: pd.DataFrame, dataset: st
                      else "?", "log p gained (nats)": effect, "aligned target word": row["aligned target word"]})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="features_helps",
                  column_config={"log p gained (nats)": st.column_config.NumberColumn(format="%+.3f")})
+    if found.heads is not None and found.heads.size:
+        downloads.chart(plots.head_reads(found.heads, "The cross-attention heads that read it: how much each "
+                                                      "head's write changes without it"),
+                        downloads.file_stem(name, "feature", site_key(site), feature, "heads"), key="features_heads")
 
 
 def steering_section(ckpt, site: str, feature: int, index, found, labels: list[str], result, stamp: tuple,

@@ -10,12 +10,15 @@ off the weights. Its effect on a token is log p with the feature minus log p wit
 features: the mean effect over the vocabulary at the position where it fired, whose extremes are the
 tokens it raises and lowers. Encoder features: for each context the output token it helps most, the
 word the feature's source piece most helps to write (with the training pair's alignment beside it on
-the page, the "aligned output token").
+the page, the "aligned output token"), and the cross-attention heads that read it most: the size of the
+change of each head's write to the decoder's stream (its per-head output times its slice of W^O, summed
+over the target positions) when the feature is removed.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -61,6 +64,8 @@ class ContextEffects:
     lowered: list[tuple[int, float]]       # decoder: the same, most negative first
     helps: list[tuple[int, float]]         # encoder: per context, (output position, effect on its log p),
                                            # the output token it helps most
+    heads: np.ndarray | None = None        # encoder: [decoder layers, heads] the mean change of each
+                                           # cross-attention head's write when the feature is removed
 
 
 @torch.no_grad()
@@ -81,9 +86,10 @@ def context_effects(model, tokenizer, tc, site: str, feature: int, pairs: Sequen
     if (where >= mask.shape[1]).any():
         raise ValueError("a context's position lies beyond its pair (contexts built for another tokenizer?)")
     mask[rows, where] = True
-    before = torch.log_softmax(model.logits(src, tgt_in).float(), dim=-1)                   # [B, T, V]
-    with clamped(model, site, tc, feature, 0.0, mask):
-        after = torch.log_softmax(model.logits(src, tgt_in).float(), dim=-1)                # [B, T, V]
+    with _head_writes(model, tgt_in != cfg.pad_id) as writes:
+        before = torch.log_softmax(model.logits(src, tgt_in).float(), dim=-1)               # [B, T, V]
+        with clamped(model, site, tc, feature, 0.0, mask):
+            after = torch.log_softmax(model.logits(src, tgt_in).float(), dim=-1)            # [B, T, V]
     if not encoder:
         change = (before[rows, where] - after[rows, where]).mean(0)                          # [V]
         up, down = change.topk(shown), (-change).topk(shown)
@@ -93,5 +99,35 @@ def context_effects(model, tokenizer, tc, site: str, feature: int, pairs: Sequen
     forced = (before - after).gather(2, tgt_out.unsqueeze(-1)).squeeze(-1)                   # [B, T]
     forced = forced.masked_fill(tgt_out == cfg.pad_id, -float("inf"))
     help_, position = forced.max(dim=1)                                                     # [B]
+    heads = torch.stack([(after_w - before_w).norm(dim=(-2, -1)).mean(0)                        # [H]
+                         for before_w, after_w in writes]).numpy()                                    # [L, H]
     return ContextEffects(site, feature, len(contexts), [], [],
-                          [(int(p), float(h)) for p, h in zip(position, help_)])
+                          [(int(p), float(h)) for p, h in zip(position, help_)], heads)
+
+
+def cross_attentions(model) -> list:
+    """The decoder's cross-attention modules, first layer first."""
+    return [m for name, m in model.named_modules() if name.startswith("decoder.") and name.endswith(".cross_attn")]
+
+
+@contextmanager
+def _head_writes(model, real: torch.Tensor) -> Iterator[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Within the block, each pass's per-head writes of every cross-attention layer, in pairs per layer
+    (first pass, second pass): context_h @ W_O[:, h]^T, [B, H, T, d], pad positions (real False) zeroed.
+    The pairs are filled when the block ends."""
+    seen: list[list[torch.Tensor]] = [[] for _ in cross_attentions(model)]
+    handles = []
+    for layer, attn in enumerate(cross_attentions(model)):
+        def record(_m, _args, context, layer=layer, attn=attn):
+            h, dh = attn.n_heads, attn.d_head
+            w_o = attn.w_o.weight.view(-1, h, dh)                                        # [d, H, dh]
+            write = torch.einsum("bhtk,dhk->bhtd", context.float(), w_o.float())          # [B, H, T, d]
+            seen[layer].append(write * real[:, None, :, None])
+        handles.append(attn.context.register_forward_hook(record))
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+    try:
+        yield pairs
+    finally:
+        for handle in handles:
+            handle.remove()
+        pairs.extend((passes[0], passes[1]) for passes in seen if len(passes) == 2)
