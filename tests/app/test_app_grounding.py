@@ -71,12 +71,14 @@ def _learned(at) -> str:
 
 def test_where_did_it_learn_this_reads_nothing_until_a_word_is_picked_then_lists_its_training_verses(monkeypatch):
     from explorer.studies.common import training_data
+    from webapp import analyses
     from webapp.views import learned
     from webapp.views.learned import MARK
 
     read, real = [], training_data.dataset_pairs
-    monkeypatch.setattr(learned, "dataset_pairs", lambda dataset: read.append(dataset) or real(dataset))
+    monkeypatch.setattr(training_data, "dataset_pairs", lambda dataset: read.append(dataset) or real(dataset))
     learned._word_pairs.clear()
+    analyses.training_split.clear()                  # the training pairs, shared with the Features page
     at = open_app("bible-es-en", text=EVERYDAY)
     no_exception(at)
     assert at.selectbox(key="translate_learn").value is None and "learn" not in at.query_params
