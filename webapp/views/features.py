@@ -220,8 +220,9 @@ def effects_view(ckpt, site: str, feature: int, table: pd.DataFrame, dataset: st
         target = _pieces(tok, pair.tgt, "tgt", ckpt.model.cfg.max_len, ckpt.model.cfg.special)[1:] + ["</s>"]
         rows.append({"word": row["word"], "output piece it helps most": target[position] if position < len(target)
                      else "?", "log p gained (nats)": effect, "aligned target word": row["aligned target word"]})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="features_helps",
-                 column_config={"log p gained (nats)": st.column_config.NumberColumn(format="%+.3f")})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="features_helps", **presenter.table_columns(
+        {"word": 170, "output piece it helps most": 250, "log p gained (nats)": 170, "aligned target word": 200},
+        {"log p gained (nats)": st.column_config.NumberColumn(format="%+.3f")}))
     if found.heads is not None and found.heads.size:
         downloads.chart(plots.head_reads(found.heads, "The cross-attention heads that read it: how much each "
                                                       "head's write changes without it"),
