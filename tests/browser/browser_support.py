@@ -182,5 +182,25 @@ def pick_checkpoint(page, name: str, screenshot: str | None = None) -> list[str]
     return labels
 
 
+def open_dropdown(page, box):
+    """Click a select box until its list of options is open, and return the options. A click that lands
+    while Streamlit redraws the widget (just after a panel unfolds, or during a rerun) focuses the box
+    without opening it, and waiting longer does not open it: the box is clicked again instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    options = page.locator("[role='option']")
+    for _ in range(4):
+        box.click()
+        try:
+            options.first.wait_for(timeout=5_000)
+            return options
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")             # a half-open state is closed before the next click
+            idle(page)
+    box.click()
+    options.first.wait_for(timeout=LONG)
+    return options
+
+
 def url_param(page, key: str) -> str | None:
     return (parse_qs(urlsplit(page.url).query).get(key) or [None])[0]

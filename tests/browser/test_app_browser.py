@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, frames_evaluate, idle, library_translation, no_exception,
-                             open_app, sidebar_to, squash, timed, translation_on_screen, type_sentence,
+                             open_app, open_dropdown, sidebar_to, squash, timed, translation_on_screen, type_sentence,
                              url_param, wait_plotly, wait_translation)
 from test_figures_draw_browser import problems_on, watch_console
 from webapp import lecture
@@ -185,8 +185,7 @@ def test_a_verse_picked_then_another_model_then_typing(visit):
     page = open_app(visit, ckpt=BIBLE)
     translation_on_screen(page)
     examples = page.locator("[data-testid='stMain'] [data-testid='stSelectbox']").first
-    examples.click()
-    page.locator("[role='option']").nth(1).click()
+    open_dropdown(page, examples).nth(1).click()
     idle(page)
     assert "·" in examples.locator("input").input_value()                     # a verse is shown as picked
     pick_checkpoint(page, NUMBERS)

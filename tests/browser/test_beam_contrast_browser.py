@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from browser_support import ARTIFACTS, BIBLE, LONG, ROOT, idle, no_exception, timed
+from browser_support import ARTIFACTS, BIBLE, LONG, ROOT, idle, no_exception, open_dropdown, timed
 from test_figures_draw_browser import problems_on, watch_console
 from test_presenter_browser import WINDOW, presenter_problems, shoot
 
@@ -54,10 +54,8 @@ def pick_the_first_verse(page) -> None:
         folded.first.click()
     page.locator(".st-key-beam_verse input").first.wait_for(state="visible", timeout=LONG)
     page.locator(".st-key-beam_verse").scroll_into_view_if_needed()
-    page.locator(".st-key-beam_verse input").first.click()
-    if not page.locator("[role='option']").count():            # focused, not opened (just after the panel opened)
-        page.keyboard.press("ArrowDown")
-    page.locator("[role='option']").nth(1).click()            # option 0 is the sentence as typed
+    idle(page)
+    open_dropdown(page, page.locator(".st-key-beam_verse input").first).nth(1).click()   # 0: the sentence as typed
     page.wait_for_function("() => location.search.includes('verse=1')", timeout=LONG)
     idle(page)
 
