@@ -4,6 +4,6 @@
 token-count batches for the trainer.
 """
 from explorer.data.types import DataError, Pair, ParallelCorpus
-from explorer.data.splits import load_corpus, split_held_out
+from explorer.data.splits import corpus_name, load_corpus, split_held_out
 
-__all__ = ["DataError", "Pair", "ParallelCorpus", "load_corpus", "split_held_out"]
+__all__ = ["DataError", "Pair", "ParallelCorpus", "corpus_name", "load_corpus", "split_held_out"]

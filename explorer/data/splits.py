@@ -101,6 +101,33 @@ def _file_key(*paths: str) -> str:
     return h.hexdigest()[:16]
 
 
+def _user_files(spec: str) -> tuple[str, list[str]] | None:
+    """A spec naming the user's own files: (kind, their paths); None for a built-in or hub corpus."""
+    if spec in ("bible", "numbers") or spec.startswith("hf:"):
+        return None
+    if "," in spec and not os.path.exists(spec):
+        return "moses", [s.strip() for s in spec.split(",", 1)]
+    if os.path.exists(spec):
+        return "tsv", [spec]
+    raise DataError(f"unknown corpus {spec!r}: use 'bible', 'numbers', a .tsv file, "
+                    "'src.txt,tgt.txt' or 'hf:<dataset>'")
+
+
+def _user_name(kind: str, paths: list[str], key: str) -> str:
+    return f"{kind}-{os.path.splitext(os.path.basename(paths[0]))[0]}-{key[:8]}"
+
+
+def corpus_name(spec: str) -> str:
+    """The name the corpus `spec` is built under, without building it: a built-in's own name, or for the
+    user's files their name with their content's key, so an edited file names another corpus (a
+    checkpoint records the name it was trained on, and what reads its training pairs later compares)."""
+    files = _user_files(spec)
+    if files is None:
+        return "hf-" + spec[3:].replace("/", "-").replace(":", "-") if spec.startswith("hf:") else spec
+    kind, paths = files
+    return _user_name(kind, paths, _file_key(*paths))
+
+
 def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
     """Build the corpus for `spec`: (corpus, cache name, cache key)."""
     if spec == "bible":
@@ -111,20 +138,12 @@ def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
         return build_numbers(seed=seed), "numbers", f"numbers-{seed}"
     if spec.startswith("hf:"):
         pairs, src_lang, tgt_lang = read_hf(spec[3:])
-        name = "hf-" + spec[3:].replace("/", "-").replace(":", "-")
+        name = corpus_name(spec)
         return ParallelCorpus(name, src_lang, tgt_lang, *split_held_out(pairs, seed)), name, f"{spec}-{seed}"
-    if "," in spec and not os.path.exists(spec):
-        src_path, tgt_path = (s.strip() for s in spec.split(",", 1))
-        pairs = read_moses(src_path, tgt_path)
-        key = _file_key(src_path, tgt_path)
-        name = "moses-" + os.path.splitext(os.path.basename(src_path))[0] + "-" + key[:8]
-    elif os.path.exists(spec):
-        pairs = read_tsv(spec)
-        key = _file_key(spec)
-        name = "tsv-" + os.path.splitext(os.path.basename(spec))[0] + "-" + key[:8]
-    else:
-        raise DataError(f"unknown corpus {spec!r}: use 'bible', 'numbers', a .tsv file, "
-                        "'src.txt,tgt.txt' or 'hf:<dataset>'")
+    kind, paths = _user_files(spec)
+    pairs = read_moses(*paths) if kind == "moses" else read_tsv(paths[0])
+    key = _file_key(*paths)
+    name = _user_name(kind, paths, key)
     return ParallelCorpus(name, "src", "tgt", *split_held_out(pairs, seed)), name, f"{key}-{seed}"
 
 

@@ -307,6 +307,7 @@ class Trainer:
         path = rp.checkpoint_dir(self.run_dir, self.step)
         meta = {"name": f"{self.run_dir.name}@{self.step}", "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
                 "training": {"step": self.step, "epoch": self.epoch, "dataset": self.cfg.dataset,
+                             "corpus": self.corpus.name,
                              "preset": self.cfg.preset, "init_from": self.cfg.init_from,
                              "best_dev_bleu": self.best["bleu"], "best_step": self.best["step"],
                              "run": self.run_dir.name, "warmup": self.cfg.warmup, "lr_factor": self.cfg.lr_factor,

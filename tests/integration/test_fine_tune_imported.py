@@ -116,6 +116,7 @@ def test_the_child_keeps_marians_tokenizer_and_ids_and_learned(family):
     assert any(r.get("kind") == "eval" for r in records)                          # greedy decoding with eos 0 ran
     history = child.meta["training"]
     assert history["init_from"] == str(family["parent"]) and history["last_lr"] > 0
+    assert history["corpus"] == load_corpus(str(family["data"])).name         # its training file, by content
     assert fine_tune_schedule(history, child.config.d_model).ended_at_known     # its own fine-tune knows its rate
 
 

@@ -7,14 +7,20 @@ them (the Bible's 28,627 training verses: 1.8 MB; both translations are in the p
 generated, a fine-tune's TSV is on disk). The shipped file is read through the bounded reader and
 decompressed to at most limits.PAIRS_BYTES, and must equal the dataset's training split (a test
 rebuilds it).
+
+Which pairs: a checkpoint trained here records the name of the corpus it was trained on
+(training.corpus; a user's file's name carries its content's key), and a dataset whose file has been
+edited since is refused (NoTrainingData), so nothing reads another corpus's pairs as a checkpoint's own.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import lzma
+import os
 from pathlib import Path
 
-from explorer.data import DataError, load_corpus
+from explorer.data import DataError, corpus_name, load_corpus
 from explorer.data.files import parse_tsv
 from explorer.data.types import Pair
 from explorer.files import limits
@@ -34,7 +40,33 @@ def dataset_of(meta: dict) -> str:
     if not isinstance(dataset, str) or not dataset.strip():
         raise NoTrainingData("this model names no training data (an imported model, or one trained elsewhere), "
                              "so there are no training pairs to read")
+    recorded = training.get("corpus")
+    if isinstance(recorded, str):
+        now = current_corpus_name(dataset)
+        if now != recorded:
+            raise NoTrainingData(f"the training data of this model ({dataset}) has changed since it was trained "
+                                 f"(it was {recorded}, it is now {now or 'unreadable'}), so its training pairs "
+                                 "are not the ones it learned from")
     return dataset
+
+
+def current_corpus_name(dataset: str) -> str | None:
+    """The corpus name of `dataset` as it is on disk now (None when it cannot be read): a user's file is
+    hashed once per size and modification time."""
+    try:
+        stat = os.stat(dataset)
+        seen = (stat.st_size, stat.st_mtime_ns)
+    except (OSError, ValueError):
+        seen = None
+    return _named(dataset, seen)
+
+
+@functools.lru_cache(maxsize=64)
+def _named(dataset: str, seen) -> str | None:
+    try:
+        return corpus_name(dataset)
+    except (DataError, OSError):
+        return None
 
 
 class PairsUnusable(ValueError):

@@ -17,7 +17,8 @@ from pathlib import Path
 from explorer.data import DataError, load_corpus
 from explorer.evaluation.scores import held_out_pairs
 from explorer.studies.common.context import RunContext
-from explorer.studies.common.training_data import NoTrainingData, dataset_of, training_pairs, write_shipped
+from explorer.studies.common.training_data import (NoTrainingData, current_corpus_name, dataset_of, training_pairs,
+                                                  write_shipped)
 from explorer.studies.grounding import index as ix
 from explorer.studies.grounding import influence, states
 from explorer.studies.grounding.gradients import watched_linears
@@ -44,7 +45,7 @@ def ensure(checkpoint: str | Path, meta: dict) -> ix.TrainingIndex:
     dataset, else built and kept under runs/grounding/. A damaged shipped index is refused, not rebuilt
     over (IndexUnusable: one line)."""
     dataset = dataset_of(meta)
-    path = ix.index_path(dataset)
+    path = ix.index_path(current_corpus_name(dataset) or dataset)     # an edited file is another corpus
     if path.exists():
         try:
             kept = ix.load(path)
