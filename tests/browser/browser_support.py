@@ -202,5 +202,26 @@ def open_dropdown(page, box):
     return options
 
 
+def reopen_in_a_fresh_session(context, link: str, shown: str, absent: tuple[str, ...] = ()) -> dict:
+    """Open a shared link as a colleague does (a new page: a new Streamlit session) and check that the
+    computed result comes back: the `shown` selector draws, the page says nothing of "Not computed yet",
+    no selector of `absent` (e.g. a start button) is there, no traceback. Returns the link's query as the
+    fresh page ended with it (a page may tidy its URL)."""
+    fresh = context.new_page()
+    try:
+        with timed(f"reopen {urlsplit(link).path} in a fresh session"):
+            fresh.goto(link)
+            fresh.wait_for_selector("h1", timeout=LONG)
+            fresh.wait_for_selector(shown, timeout=LONG)
+            idle(fresh)
+        no_exception(fresh)
+        assert fresh.get_by_text("Not computed yet").count() == 0, f"{link}: 'Not computed yet' in a fresh session"
+        for selector in absent:
+            assert fresh.locator(selector).count() == 0, f"{link}: {selector} in a fresh session"
+        return {k: v[0] for k, v in parse_qs(urlsplit(fresh.url).query).items()}
+    finally:
+        fresh.close()
+
+
 def url_param(page, key: str) -> str | None:
     return (parse_qs(urlsplit(page.url).query).get(key) or [None])[0]

@@ -39,7 +39,7 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from browser_support import ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, timed
+from browser_support import ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, reopen_in_a_fresh_session, timed
 from webapp import lecture
 
 # Every page of the app, from its page table (app.py builds the sidebar from it).
@@ -190,11 +190,12 @@ def start_until_scored(page, done: str) -> None:
     raise AssertionError(f"hang guard: {done!r} not shown within the stall window ({2 * LONG // 1000} s)")
 
 
-def test_the_alignment_scorecard_draws(visit):
+def test_the_alignment_scorecard_draws(visit, context):
     """The one figure behind a button that is quick to reach: the scorecard over 4 gold pairs of the
     numbers model without gradients (seconds). Its table and AER grid draw, and showing the table logs no
     traceback in the server (it did: layer numbers mixed with "" failed Arrow's conversion; the
-    conftest's server-log check fails the test)."""
+    conftest's server-log check fails the test). The page's link, opened in a fresh session, shows the
+    scorecard again without a press."""
     if not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file():
         pytest.skip(f"needs checkpoints/{NUMBERS}")
     page = visit.page
@@ -215,4 +216,7 @@ def test_the_alignment_scorecard_draws(visit):
     page.wait_for_selector("[data-testid='stMain'] [data-testid='stDataFrame']", timeout=LONG)  # the table drew
     problems = problems_on(page, "alignment (scorecard)", errors, EXPECTED["alignment"] | {"align_grid"})
     assert not problems, "\n".join(problems)
+    query = reopen_in_a_fresh_session(context, page.url, ".st-key-align_grid .js-plotly-plot",   # a shared link
+                                      absent=(".st-key-align_start",))
+    assert (query["pairs"], query["grad"]) == ("4", "0")
     visit.assert_offline_and_quiet()

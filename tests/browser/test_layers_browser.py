@@ -7,9 +7,11 @@ screenshot of each view goes to test-artifacts/browser/layers/ for a person to l
 """
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
-from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, timed
+from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, reopen_in_a_fresh_session, timed
 from test_figures_draw_browser import problems_on, watch_console
 from test_presenter_browser import WINDOW, presenter_problems, shoot
 
@@ -41,7 +43,7 @@ def click_a_cell(page, mode: str) -> list[str]:
 
 
 @pytest.mark.parametrize("present", [False, True], ids=["laptop", "presenter"])
-def test_the_layers_and_causes_pages_draw(visit, present):
+def test_the_layers_and_causes_pages_draw(visit, context, present):
     page = visit.page
     if present:
         page.set_viewport_size(WINDOW)
@@ -77,4 +79,11 @@ def test_the_layers_and_causes_pages_draw(visit, present):
     problems += click_a_cell(page, mode)
     shoot(page, SHOTS, f"causes_{mode}", sorted(GRIDS))
     assert not problems, "\n".join(problems)
+    if not present:                 # the page's link, shared: the server holds the grids, shown with no press
+        link = page.url
+        query = reopen_in_a_fresh_session(context, link, ".st-key-causes_heads .js-plotly-plot",
+                                          absent=(".st-key-causes_start",))
+        shared = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+        cell = ("grid", "row", "col", "dir")
+        assert [query.get(k) for k in cell] == [shared.get(k) for k in cell] and shared.get("grid"), (shared, query)
     visit.assert_offline_and_quiet()

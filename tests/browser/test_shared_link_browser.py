@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from browser_support import LONG, NUMBERS, _model, idle, no_exception, open_app, squash, timed
+from browser_support import LONG, NUMBERS, _model, idle, no_exception, open_app, reopen_in_a_fresh_session, squash, timed
 
 TEXT = "three hundred and twenty one"
 ABLATE = "cross.1.1,decoder.2.2"                   # decoder layer 2 head 2 changes this sentence's translation
@@ -119,4 +119,26 @@ def test_a_links_view_is_clamped_written_back_and_tidied(visit, context):
         page.wait_for_function("() => location.pathname.endsWith('/attention')", timeout=LONG)
         idle(page)
     assert url_query(page).get("present") == "1" and "n" not in url_query(page)
+    visit.assert_offline_and_quiet()
+
+
+def test_a_computed_search_curves_link_reopens_it(visit, context):
+    """Search's beam curve with exact search, computed by its button; the page's link (exact search's
+    sentences and seconds in it) opened in a fresh session shows the curve, not "Not computed yet", and
+    offers no start button. (Alignment's scorecard and the Causes grids are reopened the same way in
+    test_figures_draw_browser and test_layers_browser, after the tests that compute them.)"""
+    page = open_app(visit, "search", ckpt=NUMBERS, n=2, beams="1,2", penalties="none", exact=1, exact_n=1, exact_s=2)
+    start, curve = page.locator(".st-key-search_start button"), page.locator(".st-key-search_curve .js-plotly-plot")
+    with timed("search: beams 1 and 2 over 2 sentences, exact search on 1"):
+        start.or_(curve).first.wait_for(timeout=LONG)
+        if start.count():                       # a server that already holds this curve shows it at once
+            start.click()
+        curve.wait_for(timeout=LONG)
+        idle(page)
+    no_exception(page)
+    link = page.url
+    assert (url_query(page)["exact_n"], url_query(page)["exact_s"]) == ("1", "2")
+    query = reopen_in_a_fresh_session(context, link, ".st-key-search_curve .js-plotly-plot",
+                                      absent=(".st-key-search_start",))
+    assert (query["exact_n"], query["exact_s"], query["n"]) == ("1", "2", "2")
     visit.assert_offline_and_quiet()
