@@ -1,8 +1,8 @@
 """Layouts at the widths a lecture meets, measured in a real browser (headless Chromium) once the script
 run ends, on the shipped numbers model:
 
-- every Learn panel's formula fits its page, on a laptop at 1024x768 (the sidebar open) and in presenter
-  mode at 1024x768 (its larger type): KaTeX draws a display formula on one line and a wider one scrolls
+- every Learn panel's formula fits its page, on a laptop at 1024x768 (the sidebar open; in presenter mode
+  at 1024x768, with its larger type, the lecture walk of test_presenter_browser.py measures them): KaTeX draws a display formula on one line and a wider one scrolls
   sideways, cut at the page's edge (the Positional-encoding formula was 1033 px in 906 px at 1400 px
   wide; Translate's, Beam search's and five others' were cut at 1024 px); each page of the lecture
   (LEARN_PAGES) is opened with its Learn panel unfolded. (At 1400x900 the type is a laptop's and the
@@ -22,19 +22,16 @@ import pytest
 
 from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, open_app, timed
 from test_figures_draw_browser import wait_drawn
-from test_presenter_browser import FULL_WIDTH, LAYOUT
+from test_presenter_browser import FORMULAS, FULL_WIDTH, LAYOUT, unfold_learn
 
 pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file(),
                                 reason=f"needs checkpoints/{NUMBERS}")
 
 TEXT = "three hundred and twenty one"
-LAPTOP, WIDE, PROJECTOR = {"width": 1024, "height": 768}, {"width": 1400, "height": 900}, {"width": 1024, "height": 768}
+LAPTOP, WIDE = {"width": 1024, "height": 768}, {"width": 1400, "height": 900}
 LEARN_PAGES = ["translate", "architecture", "positions", "attention", "layers", "causes", "features", "heads", "contributions",
                "alignment", "search", "beam", "training_vs_inference", "schedule", "train", "checkpoints"]
 SHOTS = ARTIFACTS / "narrow"
-# Every visible display formula in the main area: [scrollWidth, clientWidth, its text's start].
-FORMULAS = """() => [...document.querySelectorAll("[data-testid='stMain'] .katex-display")]
-  .filter(e => e.checkVisibility()).map(e => [e.scrollWidth, e.clientWidth, e.textContent.slice(0, 40)])"""
 # A chart's box, its title's and its x tick labels' (px from the window's top left).
 BOXES = """key => {
   const plot = document.querySelector(`.st-key-${key} .js-plotly-plot`);
@@ -73,15 +70,9 @@ def open_page(visit, window: dict, path: str, present: bool = False):
     return page
 
 
-def unfold_learn(page) -> None:
-    """Open the page's Learn panel (folded in presenter mode), and wait for its formula."""
-    summary = page.locator("[data-testid='stMain'] [data-testid='stExpander'] summary", has_text="Learn").first
-    if summary.evaluate("s => !s.parentElement.open"):
-        summary.click()
-    page.locator("[data-testid='stMain'] .katex-display").first.wait_for(state="visible", timeout=LONG)
-
-
-@pytest.mark.parametrize("window, present", [(LAPTOP, False), (PROJECTOR, True)], ids=["laptop-1024", "presenter-1024"])
+# In presenter mode at 1024x768 the lecture walk (test_presenter_browser.py) unfolds each page's Learn panel
+# and measures its formulas on its way; here, the laptop's window.
+@pytest.mark.parametrize("window, present", [(LAPTOP, False)], ids=["laptop-1024"])
 def test_every_learn_formula_fits_its_page(visit, window, present):
     problems = []
     for path in LEARN_PAGES:

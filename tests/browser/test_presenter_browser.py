@@ -31,6 +31,8 @@ nothing runs past the window's right edge or is cut at its own: no figure or tab
 no table whose columns scroll sideways, no select box whose value is cut, no formula that scrolls. The
 Heads and Search pages draw their figures from a background job's result (minutes): there only the right
 edge is measured.
+Then the page's Learn panel (folded in presenter mode) is unfolded, and each of its display formulas must
+fit (KaTeX draws one on a single line, and a wider one scrolls sideways, cut at the page's edge).
 """
 from __future__ import annotations
 
@@ -229,6 +231,10 @@ def test_follow_the_lecture_in_presenter_mode_at_1024x768(visit):
             problems += first_screen_problems(page, entry.url_path)
             page.screenshot(path=str(ARTIFACTS / "presenter" / f"first_screen_{entry.url_path}.png"))
             assert not errors, f"{entry.url_path}: {errors}"
+            unfold_learn(page)                               # folded in presenter mode: its formulas, opened
+            problems += [f"{entry.url_path}: a Learn formula {wide} px wide in {room} px ({text!r}…)"
+                         for wide, room, text in page.evaluate(FORMULAS) if wide > room + 1]
+            fold_learn(page)                                 # as presenter mode shows it, before Next
     assert page.locator(NEXT).count() == 0                                  # the last page
     assert page.locator("[data-testid='stMain'] a:has-text('End of the lecture')").count() == 1
     assert page.get_by_text("Presenter mode").count() >= 1
@@ -298,6 +304,31 @@ PLACES = """selector => {
 }"""
 TABLES_LOADED = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']")]
   .every(t => !t.checkVisibility() || t.querySelector('.dvn-scroller'))"""
+
+
+# Every visible display formula in the main area: [scrollWidth, clientWidth, its text's start].
+FORMULAS = """() => [...document.querySelectorAll("[data-testid='stMain'] .katex-display")]
+  .filter(e => e.checkVisibility()).map(e => [e.scrollWidth, e.clientWidth, e.textContent.slice(0, 40)])"""
+
+
+def unfold_learn(page) -> None:
+    """Open the page's Learn panel (folded in presenter mode), and wait for its formula."""
+    summary = page.locator("[data-testid='stMain'] [data-testid='stExpander'] summary", has_text="Learn").first
+    if summary.evaluate("s => !s.parentElement.open"):
+        summary.click()
+    page.locator("[data-testid='stMain'] .katex-display").first.wait_for(state="visible", timeout=LONG)
+
+
+def fold_learn(page) -> None:
+    """Fold the Learn panel again and wait until it is closed: Streamlit keeps an expander's open state
+    for the element in the same place on the next page, so a panel left open would push the next page's
+    figure down (the Contributions figure started at 1,053 px)."""
+    summary = page.locator("[data-testid='stMain'] [data-testid='stExpander'] summary", has_text="Learn").first
+    if summary.evaluate("s => s.parentElement.open"):
+        summary.click()
+    page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stExpander'] details")]
+      .every(d => !d.open || !d.querySelector('summary').innerText.includes('Learn'))""", timeout=LONG)
+    idle(page)
 
 
 def first_screen_problems(page, path: str) -> list[str]:
