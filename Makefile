@@ -15,10 +15,13 @@ SYSTEM_PACKAGES := sword-text-sparv sword-text-web chromium
 
 setup: $(VENV)/.installed
 
+# circuit-tracer is installed without its dependencies (they pin transformers below the version the Marian
+# tests use): the attribution-graph tests need only its graph models (pydantic), to validate our JSON with.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q $(NO_COMPILE) "$(TORCH)" || $(PY) -m pip install -q $(NO_COMPILE) torch
 	$(PY) -m pip install -q $(NO_COMPILE) -e '.[dev]'
+	$(PY) -m pip install -q $(NO_COMPILE) --no-deps "circuit-tracer==0.5.0"
 	touch $@
 
 # Debian packages: the Bible texts (corpus tests, retraining) and Chromium (browser tests).

@@ -22,6 +22,7 @@ COMMANDS = {
     "search": ("explorer.studies.contrastive.__main__", "the beam-size curve and exact search: search errors vs model errors"),
     "grounding": ("explorer.studies.grounding.__main__", "grounded or guessing: each sentence's translation and what its training data says"),
     "features": ("explorer.studies.features.__main__", "learned features: a transcoder per FFN (train), and what they carry (evaluate)"),
+    "graph": ("explorer.studies.graphs.__main__", "how one translated word was made: an attribution graph through cross-attention"),
     "poison": ("explorer.studies.grounding.poison", "the poisoned-pairs demonstration: 20 bad pairs, found by attribution, undone"),
     "ship": ("explorer.store.ship", "turn a run's checkpoint into a shipped one (float16, with its test split)"),
     "showcase": ("explorer.evaluation.showcase", "choose and record the test pair the app opens on"),

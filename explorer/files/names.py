@@ -59,6 +59,7 @@ PATCHING_OUT = "patching.json"           # python -m explorer patch
 SEARCH_OUT = "search.json"               # python -m explorer search
 GROUNDING_OUT = "grounding.json"         # python -m explorer grounding
 FEATURES_OUT = "features.json"           # python -m explorer features train|evaluate
+GRAPH_OUT = "graph.json"                 # python -m explorer graph
 POISON_FILES = ("poisoned.tsv", "clean.tsv", "report.json")   # python -m explorer poison, in its --out
 
 # The marker a converter leaves in its output directory (explorer/store/output_dirs.py)

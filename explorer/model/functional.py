@@ -222,6 +222,18 @@ def layer_norm(norm: torch.nn.LayerNorm) -> Map:
                    eps=norm.eps)                   # what F.layer_norm calls, without its per-call checks
 
 
+def layer_norm_scale(x: Tensor, eps: float) -> Tensor:
+    """What LayerNorm divides by: sqrt(Var[x] + eps) over the last dimension (biased variance)."""
+    return torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)              # [..., 1]
+
+
+def scaled_layer_norm(x: Tensor, scale: Tensor, norm: torch.nn.LayerNorm) -> Tensor:
+    """LayerNorm with its divisor given: (x - mean(x)) / scale * gain + bias. With scale =
+    layer_norm_scale(x, norm.eps) it is `norm(x)`; with a scale held fixed (an attribution graph's
+    frozen normalisation) it is affine in x, centring included."""
+    return (x - x.mean(-1, keepdim=True)) / scale * norm.weight + norm.bias        # [..., d]
+
+
 def residual(x: Tensor, sublayer: Map, norm: Map, norm_first: bool, dropout: Map = identity) -> Tensor:
     """x + Dropout(sublayer(x)) with the norm after (post-norm, the paper) or before (pre-norm).
 

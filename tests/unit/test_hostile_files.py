@@ -138,7 +138,8 @@ def _command_cases(tmp: Path, bad: str) -> list[tuple[str, list[str]]]:
             ("patch", [ckpt, "--pairs", bad, "--out", str(tmp / "p.json")]),
             ("ship", [ckpt, str(tmp / "shipped"), "--test", bad]),
             ("grounding", [ckpt, "--input", bad, "--out", str(tmp / "g.json")]),
-            ("features", ["evaluate", ckpt, "--sentences", bad, "--out", str(tmp / "f.json")])]
+            ("features", ["evaluate", ckpt, "--sentences", bad, "--out", str(tmp / "f.json")]),
+            ("graph", [ckpt, "--text", "one", "--out", bad])]
 
 
 def test_every_file_argument_refuses_dev_zero_and_a_fifo_in_one_line(tmp_path):

@@ -19,6 +19,8 @@ from explorer.studies.contributions.faithfulness import FaithfulnessSettings
 from explorer.studies.contributions.job import ContributionSettings
 from explorer.studies.features import __main__ as features_command
 from explorer.studies.features.job import FeatureSettings
+from explorer.studies.graphs import __main__ as graph_command
+from explorer.studies.graphs.job import GraphSettings
 from explorer.studies.grounding import __main__ as grounding_command
 from explorer.studies.grounding.job import GroundingSettings
 from explorer.studies.heads import __main__ as heads_command
@@ -31,9 +33,10 @@ SETTINGS = {"heads": (heads_command, (LabSettings,)), "align": (align_command, (
             "contributions": (contributions_command, (ContributionSettings, FaithfulnessSettings)),
             "lens": (lens_command, (LensSettings,)), "search": (search_command, (SearchSettings,)),
             "grounding": (grounding_command, (GroundingSettings,)),
+            "graph": (graph_command, (GraphSettings,)),
             **{f"features {action}": (SimpleNamespace(build_parser=lambda action=action: features_command.build_parser(action)),
                                       (FeatureSettings,)) for action in features_command.ACTIONS}}
-REQUIRED = {"grounding": ["--input", "x.txt"]}
+REQUIRED = {"grounding": ["--input", "x.txt"], "graph": ["--text", "x"]}
 
 
 def options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -64,7 +67,7 @@ def test_a_bare_command_line_means_the_default_settings(name):
 
 
 @pytest.mark.parametrize("module", [heads_command, align_command, contributions_command, lens_command,
-                                   search_command, grounding_command, patch_command])
+                                   search_command, grounding_command, patch_command, graph_command])
 def test_every_study_command_names_the_one_door_and_writes_checked_output(module):
     parser = module.build_parser()
     assert parser.prog.startswith("python -m explorer ")
