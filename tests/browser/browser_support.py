@@ -223,5 +223,41 @@ def reopen_in_a_fresh_session(context, link: str, shown: str, absent: tuple[str,
         fresh.close()
 
 
+# Every visible display formula in the main area: [scrollWidth, clientWidth, its text's start].
+FORMULAS = """() => [...document.querySelectorAll("[data-testid='stMain'] .katex-display")]
+  .filter(e => e.checkVisibility()).map(e => [e.scrollWidth, e.clientWidth, e.textContent.slice(0, 40)])"""
+
+
+def unfold_learn(page) -> None:
+    """Open the page's Learn panel (folded in presenter mode), and wait for its formula."""
+    summary = page.locator("[data-testid='stMain'] [data-testid='stExpander'] summary", has_text="Learn").first
+    if summary.evaluate("s => !s.parentElement.open"):
+        summary.click()
+    page.locator("[data-testid='stMain'] .katex-display").first.wait_for(state="visible", timeout=LONG)
+
+
+def fold_learn(page) -> None:
+    """Fold the Learn panel again and wait until it is closed: Streamlit keeps an expander's open state
+    for the element in the same place on the next page, so a panel left open would push the next page's
+    figure down (the Contributions figure started at 1,053 px)."""
+    summary = page.locator("[data-testid='stMain'] [data-testid='stExpander'] summary", has_text="Learn").first
+    if summary.evaluate("s => s.parentElement.open"):
+        summary.click()
+    page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stExpander'] details")]
+      .every(d => !d.open || !d.querySelector('summary').innerText.includes('Learn'))""", timeout=LONG)
+    idle(page)
+
+
+def learn_formula_problems(page, where: str) -> list[str]:
+    """Unfold the page's Learn panel and name each display formula wider than its room (KaTeX draws one on
+    a single line, and a wider one scrolls sideways, cut at the page's edge); the panel is left open."""
+    unfold_learn(page)
+    formulas = page.evaluate(FORMULAS)
+    if not formulas:
+        return [f"{where}: no Learn formula measured"]
+    return [f"{where}: a Learn formula {wide} px wide in {room} px ({text!r}…)"
+            for wide, room, text in formulas if wide > room + 1]
+
+
 def url_param(page, key: str) -> str | None:
     return (parse_qs(urlsplit(page.url).query).get(key) or [None])[0]

@@ -8,13 +8,18 @@ Why a browser: plotly.js can reject a figure that Python's plotly builds and ser
 figures empty boxes: "Cannot read properties of undefined (reading 'length')"). The AppTests never draw,
 so only a browser sees it.
 
-For each page of the app (webapp.lecture.PAGES_TABLE) (opened by URL, each a fresh Streamlit session, after its script run
-ends): every `.js-plotly-plot` has a non-zero size and at least one mark drawn with a non-zero size (a
+For each page of the app (webapp.lecture.PAGES_TABLE) (opened by URL in a laptop's 1024x768 window, each a
+fresh Streamlit session, after its script run ends): every `.js-plotly-plot` has a non-zero size and at least one mark drawn with a non-zero size (a
 heatmap's <image> in its `.hm` group, a trace's paths, points or bars, or a shape of a shapes-only
 figure such as the Architecture diagram), the charts a page is known to draw on opening are there, and
 the browser console shows no error and the page raised none. Figures inside tabs are checked by
 clicking each tab. The drawn marks are what sees an empty box: Streamlit catches plotly.js's exception
-and the console stays silent.
+and the console stays silent. Then the page's Learn panel is unfolded and each display formula must fit
+its page (KaTeX draws one on a single line and a wider one scrolls sideways, cut at the page's edge: the
+Positional-encoding formula was 1033 px in 906 px at 1400 px wide; Translate's, Beam search's and five
+others' were cut at 1024 px). In presenter mode's larger type the lecture walk
+(tests/browser/test_presenter_browser.py) measures them; at 1400x900 the column is wider, so a formula
+that fits at 1024 fits there.
 
 Checked on opening (figures_drawn.log in test-artifacts/browser/ lists them per run): Translate's token
 probabilities; Architecture's diagram and the open block's worked figures; Attention's grid, zoom,
@@ -39,11 +44,13 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from browser_support import ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, reopen_in_a_fresh_session, timed
+from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, learn_formula_problems,
+                             reopen_in_a_fresh_session, timed)
 from webapp import lecture
 
 # Every page of the app, from its page table (app.py builds the sidebar from it).
 PATHS = [entry.url_path for entry in lecture.PAGES_TABLE]
+LAPTOP = {"width": 1024, "height": 768}          # a laptop's window, the sidebar open
 # Charts each page draws on opening (by widget key): the check cannot pass on a page that drew nothing.
 EXPECTED = {
     "translate": {"token_probs"},
@@ -153,6 +160,7 @@ def test_every_figure_on_every_page_draws(visit):
         pytest.skip(f"needs checkpoints/{query['ckpt']}")
     assert len(PATHS) >= 10 and "training_vs_inference" in PATHS, f"pages read from the page table: {PATHS}"
     page = visit.page
+    page.set_viewport_size(LAPTOP)
     errors = watch_console(page)
     problems, counts = [], {}
     for path in PATHS:
@@ -166,7 +174,7 @@ def test_every_figure_on_every_page_draws(visit):
                 problems.append(f"{path}: a traceback is on screen: {shown.first.inner_text()[:300]}")
             found = problems_on(page, path, errors)
         counts[path] = page.locator(".js-plotly-plot").count()
-        problems += found
+        problems += found + learn_formula_problems(page, f"{path} at {LAPTOP['width']} px")
     assert not problems, f"{name}: figures that did not draw, or errors:\n" + "\n".join(problems)
     assert sum(counts.values()) >= 10, f"too few figures to have checked anything: {counts}"
     visit.assert_offline_and_quiet()

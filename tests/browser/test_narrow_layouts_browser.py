@@ -1,12 +1,7 @@
 """Layouts at the widths a lecture meets, measured in a real browser (headless Chromium) once the script
-run ends, on the shipped numbers model:
+run ends, on the shipped numbers model (every Learn formula at 1024x768 is measured by the figures walk,
+tests/browser/test_figures_draw_browser.py, and in presenter mode by the lecture walk):
 
-- every Learn panel's formula fits its page, on a laptop at 1024x768 (the sidebar open; in presenter mode
-  at 1024x768, with its larger type, the lecture walk of test_presenter_browser.py measures them): KaTeX draws a display formula on one line and a wider one scrolls
-  sideways, cut at the page's edge (the Positional-encoding formula was 1033 px in 906 px at 1400 px
-  wide; Translate's, Beam search's and five others' were cut at 1024 px); each page of the lecture
-  (LEARN_PAGES) is opened with its Learn panel unfolded. (At 1400x900 the type is a laptop's and the
-  column wider: a formula that fits at 1024 fits there.)
 - the Attention page at 1024x768 on a laptop: the zoomed head is not a narrow column beside the all-heads
   grid (it was 274 px wide, its title cut and its key labels touching): at least FULL_WIDTH of the page's
   content, its title inside it, no two key labels overlapping;
@@ -20,17 +15,15 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, open_app, timed
+from browser_support import ARTIFACTS, LONG, NUMBERS, ROOT, idle, open_app
 from test_figures_draw_browser import wait_drawn
-from test_presenter_browser import FORMULAS, FULL_WIDTH, LAYOUT, unfold_learn
+from test_presenter_browser import FULL_WIDTH, LAYOUT
 
 pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / NUMBERS / "model.safetensors").is_file(),
                                 reason=f"needs checkpoints/{NUMBERS}")
 
 TEXT = "three hundred and twenty one"
 LAPTOP, WIDE = {"width": 1024, "height": 768}, {"width": 1400, "height": 900}
-LEARN_PAGES = ["translate", "architecture", "positions", "attention", "layers", "causes", "features", "heads", "contributions",
-               "alignment", "search", "beam", "training_vs_inference", "schedule", "train", "checkpoints"]
 SHOTS = ARTIFACTS / "narrow"
 # A chart's box, its title's and its x tick labels' (px from the window's top left).
 BOXES = """key => {
@@ -68,23 +61,6 @@ def open_page(visit, window: dict, path: str, present: bool = False):
     page = open_app(visit, path, **query)
     wait_drawn(page)
     return page
-
-
-# In presenter mode at 1024x768 the lecture walk (test_presenter_browser.py) unfolds each page's Learn panel
-# and measures its formulas on its way; here, the laptop's window.
-@pytest.mark.parametrize("window, present", [(LAPTOP, False)], ids=["laptop-1024"])
-def test_every_learn_formula_fits_its_page(visit, window, present):
-    problems = []
-    for path in LEARN_PAGES:
-        with timed(f"/{path}: the Learn formula at {window['width']} px ({'presenter' if present else 'laptop'})"):
-            page = open_page(visit, window, path, present)
-            unfold_learn(page)
-            formulas = page.evaluate(FORMULAS)
-        assert formulas, f"{path}: no formula measured"
-        problems += [f"{path}: a formula {wide} px wide in {room} px ({text!r}…)" for wide, room, text in formulas
-                     if wide > room + 1]
-    assert not problems, f"at {window['width']}x{window['height']}:\n" + "\n".join(problems)
-    visit.assert_offline_and_quiet()
 
 
 def test_the_zoomed_head_is_not_a_narrow_column_at_1024(visit):

@@ -40,8 +40,8 @@ from urllib.parse import quote
 
 import pytest
 
-from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, _heading, idle, no_exception, open_app, timed,
-                             url_param)
+from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, _heading, fold_learn, idle, learn_formula_problems,
+                             no_exception, open_app, timed, url_param)
 from test_figures_draw_browser import EXPECTED, problems_on, wait_drawn, watch_console
 from webapp import lecture, presenter
 
@@ -231,9 +231,7 @@ def test_follow_the_lecture_in_presenter_mode_at_1024x768(visit):
             problems += first_screen_problems(page, entry.url_path)
             page.screenshot(path=str(ARTIFACTS / "presenter" / f"first_screen_{entry.url_path}.png"))
             assert not errors, f"{entry.url_path}: {errors}"
-            unfold_learn(page)                               # folded in presenter mode: its formulas, opened
-            problems += [f"{entry.url_path}: a Learn formula {wide} px wide in {room} px ({text!r}…)"
-                         for wide, room, text in page.evaluate(FORMULAS) if wide > room + 1]
+            problems += learn_formula_problems(page, entry.url_path)     # folded in presenter mode: opened
             fold_learn(page)                                 # as presenter mode shows it, before Next
     assert page.locator(NEXT).count() == 0                                  # the last page
     assert page.locator("[data-testid='stMain'] a:has-text('End of the lecture')").count() == 1
@@ -304,31 +302,6 @@ PLACES = """selector => {
 }"""
 TABLES_LOADED = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']")]
   .every(t => !t.checkVisibility() || t.querySelector('.dvn-scroller'))"""
-
-
-# Every visible display formula in the main area: [scrollWidth, clientWidth, its text's start].
-FORMULAS = """() => [...document.querySelectorAll("[data-testid='stMain'] .katex-display")]
-  .filter(e => e.checkVisibility()).map(e => [e.scrollWidth, e.clientWidth, e.textContent.slice(0, 40)])"""
-
-
-def unfold_learn(page) -> None:
-    """Open the page's Learn panel (folded in presenter mode), and wait for its formula."""
-    summary = page.locator("[data-testid='stMain'] [data-testid='stExpander'] summary", has_text="Learn").first
-    if summary.evaluate("s => !s.parentElement.open"):
-        summary.click()
-    page.locator("[data-testid='stMain'] .katex-display").first.wait_for(state="visible", timeout=LONG)
-
-
-def fold_learn(page) -> None:
-    """Fold the Learn panel again and wait until it is closed: Streamlit keeps an expander's open state
-    for the element in the same place on the next page, so a panel left open would push the next page's
-    figure down (the Contributions figure started at 1,053 px)."""
-    summary = page.locator("[data-testid='stMain'] [data-testid='stExpander'] summary", has_text="Learn").first
-    if summary.evaluate("s => s.parentElement.open"):
-        summary.click()
-    page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stExpander'] details")]
-      .every(d => !d.open || !d.querySelector('summary').innerText.includes('Learn'))""", timeout=LONG)
-    idle(page)
 
 
 def first_screen_problems(page, path: str) -> list[str]:
