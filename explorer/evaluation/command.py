@@ -1,7 +1,9 @@
 """`python -m explorer evaluate checkpoints/<name>`: score a checkpoint's held-out test split.
 
 Greedy and beam search (sacrebleu defaults); the figures go into the checkpoint's card.json, which the
-app and README show, with the test pair the app opens on (evaluation.showcase). Its own module because
+app and README show, with the test pair the app opens on (evaluation.showcase). `--int8` scores an int8
+copy of the model instead (explorer/model/int8.py): its lines say int8 and its figures go into card.json's
+own "test_int8" section, so the float model's figures are never replaced by int8 ones. Its own module because
 it uses both scores and showcase, and showcase uses scores.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
 from explorer.evaluation.showcase import record
 from explorer.files.names import TEST_SPLIT
+from explorer.model.int8 import Int8Unavailable, quantize
 from explorer.runtime.device import resolve_device
 from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
 from explorer.store.checkpoint import CheckpointError, read_card, write_card
@@ -35,10 +38,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", type=device_argument, default="cpu",
                         help="cpu, cuda, cuda:N, mps or auto (CUDA when present)")
     parser.add_argument("--no-write", action="store_true", help="do not update card.json")
+    parser.add_argument("--int8", action="store_true",
+                        help="decode with an int8 copy of the model (CPU only; the results say int8 and go into "
+                             "card.json's test_int8 section)")
     args = parser.parse_args(argv)
+    if args.int8 and resolve_device(args.device).type != "cpu":
+        print("error: --int8 decodes on the CPU only; leave out --device or pass --device cpu", file=sys.stderr)
+        return 2
     try:
         ckpt = checkpoint_store.load_checkpoint(args.checkpoint, device=args.device)
-    except CheckpointError as err:
+        model = quantize(ckpt.model) if args.int8 else ckpt.model
+    except (CheckpointError, Int8Unavailable) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
@@ -55,26 +65,29 @@ def main(argv: list[str] | None = None) -> int:
     split = encode_pairs(ckpt.tokenizer, pairs, ckpt.config.max_len, ckpt.config.special)
     device = resolve_device(args.device)
     results = {"test_set": test_name, "n": len(split)}
+    if args.int8:
+        results["int8"] = model.kernel                        # every int8 result says what computed it
     for label, cfg in (("greedy", DecodeConfig(strategy="greedy")),
                        (f"beam{args.beam}", DecodeConfig(strategy="beam", beam_size=args.beam, n_best=1))):
         t0 = time.time()
-        hyps = [ckpt.tokenizer.decode(ids, side="tgt") for ids in translate_ids(ckpt.model, split.src, cfg, device)]
+        hyps = [ckpt.tokenizer.decode(ids, side="tgt") for ids in translate_ids(model, split.src, cfg, device)]
         scores = corpus_scores(hyps, split.tgt_text)
         scores["seconds"] = round(time.time() - t0, 1)
         results[label] = {k: round(v, 4 if k == "exact" else 2) if isinstance(v, float) else v
                           for k, v in scores.items()}
-        print(f"{Path(args.checkpoint).name} {label:8s} BLEU {scores['bleu']:6.2f}  chrF {scores['chrf']:6.2f}  "
+        print(f"{Path(args.checkpoint).name}{' int8' if args.int8 else ''} {label:8s} BLEU {scores['bleu']:6.2f}  chrF {scores['chrf']:6.2f}  "
               f"exact {scores['exact']:.3f}  ({len(split)} sentences, {scores['seconds']} s)")
-    results["test_loss"] = round(teacher_forced_loss(ckpt.model, split, device), 4)
+    results["test_loss"] = round(teacher_forced_loss(model, split, device), 4)
     if not args.no_write:
         try:                                        # every other section (the model card) is kept
             old = read_card(args.checkpoint)
         except CheckpointError as err:              # a damaged card.json: replaced, and said so
             print(f"warning: {err}; card.json is rewritten with the new results only", file=sys.stderr)
             old = None
-        card = {**(old if isinstance(old, dict) else {}), "test": results,
-                "evaluated": time.strftime("%Y-%m-%d %H:%M:%S")}
+        section = "test_int8" if args.int8 else "test"
+        card = {**(old if isinstance(old, dict) else {}), section: results,
+                **({} if args.int8 else {"evaluated": time.strftime("%Y-%m-%d %H:%M:%S")})}
         write_card(args.checkpoint, card)
-        if not args.test and not args.limit and (ckpt.path / TEST_SPLIT).is_file():
+        if not args.int8 and not args.test and not args.limit and (ckpt.path / TEST_SPLIT).is_file():
             record(args.checkpoint, args.device)
     return 0

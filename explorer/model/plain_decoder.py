@@ -19,6 +19,7 @@ import itertools
 import weakref
 from dataclasses import dataclass
 from functools import cache, partial
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -135,13 +136,16 @@ def plain_decoder_for(model: nn.Module) -> "PlainDecoder | None":
     copy of the decoder's and generator's weights in memory.
     """
     if not isinstance(model, Transformer) or model.decoding_watched():
-        return None
+        return getattr(model, "plain_decoder", None)          # an int8 model's own (explorer/model/int8.py)
     return plain_decoder_of(model)
 
 
 def plain_decoder_of(model: Transformer) -> "PlainDecoder":
     """The model's PlainDecoder (kept, rebuilt after a parameter changed), for a caller that has
-    made sure `model.decoding_watched()` is False."""
+    made sure `model.decoding_watched()` is False. A model that brings its own (an int8 model) gets it."""
+    own = getattr(model, "plain_decoder", None)
+    if own is not None:
+        return own
     signature = _signature(model)
     built = _BUILT.get(model)
     if built is None or built[0] != signature:
@@ -158,18 +162,21 @@ class PlainDecoder:
     `plain_decoder_for`, which rebuilds it after any parameter changes.
     """
 
-    def __init__(self, model: Transformer):
+    def __init__(self, model: Transformer, product: Callable[..., Product] | None = None):
+        """`product` makes each (fused) projection's product from its nn.Linear modules: the float32
+        `_product` by default; explorer/model/int8.py passes its int8 one."""
+        make = product or _product
         dec = model.decoder
         self.n_heads = model.cfg.n_heads
         self.lookup = partial(F.embedding, weight=dec.embed.lookup.weight)      # ids [B, T] -> [B, T, d]
         self.table, self.scale = dec.embed.table, dec.embed.scale               # [L, d], sqrt(d)
         self.final_norm = fn.layer_norm(dec.norm) if isinstance(dec.norm, nn.LayerNorm) else fn.identity
-        self.vocab = _product(model.generator.proj)                          # [d] -> [V]
-        self.layers = [_Layer(self_qkv=_product(l.self_attn.w_q, l.self_attn.w_k, l.self_attn.w_v),
-                              self_out=_product(l.self_attn.w_o), cross_q=_product(l.cross_attn.w_q),
-                              cross_kv=_product(l.cross_attn.w_k, l.cross_attn.w_v),
-                              cross_out=_product(l.cross_attn.w_o),
-                              ffn=partial(fn.feed_forward, w_1=_product(l.ffn.w_1), w_2=_product(l.ffn.w_2),
+        self.vocab = make(model.generator.proj)                              # [d] -> [V]
+        self.layers = [_Layer(self_qkv=make(l.self_attn.w_q, l.self_attn.w_k, l.self_attn.w_v),
+                              self_out=make(l.self_attn.w_o), cross_q=make(l.cross_attn.w_q),
+                              cross_kv=make(l.cross_attn.w_k, l.cross_attn.w_v),
+                              cross_out=make(l.cross_attn.w_o),
+                              ffn=partial(fn.feed_forward, w_1=make(l.ffn.w_1), w_2=make(l.ffn.w_2),
                                           activation=l.ffn.activation),
                               blocks=tuple(_block(b.norm, b.norm_first) for b in (l.self_block, l.cross_block,
                                                                                   l.ffn_block)))

@@ -74,3 +74,20 @@ def model_atol(model, *outputs, vocab: bool = True) -> float:
         bound += float32_atol(logit_size(model), cfg.d_model)
         bound += float32_atol(1.0, max(cfg.src_vocab_size, cfg.tgt_vocab_size))
     return bound
+
+
+def int8_atol(x, weight, bias=None, reduced: bool = False) -> float:
+    """The most an int8 product of x [N, in] by weight [out, in] (+ bias) can be off from the float one,
+    on any correct kernel of explorer/model/int8.py's scheme: weights rounded per output row to
+    s_w = max |row| / 127 (error <= s_w / 2 each), the input to one scale s_x = (max(x, 0) - min(x, 0)) / 255
+    (/ 127 with `reduced` range) with a rounded zero point (error <= s_x each, the shifted range's clipping
+    included), integer sums exact. So x.w - x^.w^ = x.e_w + e_x.w - e_x.e_w, whose size is at most
+    sum |x_i| s_w / 2 + s_x sum |w_i| + in * s_x * s_w, plus float32's rounding of the result. The largest
+    over the output's entries; the bound is int8 rounding's, about 1e4 times float32's."""
+    x, weight = torch.as_tensor(x).detach().double(), torch.as_tensor(weight).detach().double()
+    x = x.reshape(-1, x.shape[-1])                                                   # [N, in]
+    s_w = weight.abs().amax(dim=1) / 127.0                                           # [out]
+    s_x = float(x.max().clamp_min(0) - x.min().clamp_max(0)) / (127.0 if reduced else 255.0)
+    bound = (x.abs().sum(1, keepdim=True) * s_w / 2 + s_x * weight.abs().sum(1)
+             + weight.shape[1] * s_x * s_w)                                          # [N, out]
+    return float(bound.max()) + float32_atol(product_size(x, weight, bias), weight.shape[1])
