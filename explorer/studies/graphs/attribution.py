@@ -17,7 +17,8 @@ derivative a vector too, and the edge their dot product). This is circuit-tracer
 
 Batching as circuit-tracer batches: B targets at a time, one replacement pass on B copies of the node
 values, each row's objective its own target, one torch.autograd.grad (only the nodes' gradients, none of
-the model's parameters'). Rows of encoder features only skip the decoder.
+the model's parameters'); the pass itself is made once and kept for every batch's backward pass (an
+encoder feature's backward pass walks the encoder's part of it only).
 """
 from __future__ import annotations
 
@@ -80,26 +81,32 @@ def edge_rows(rep: Replacement, nodes: Nodes, sources: Sources, grads: list[torc
 
 
 def attribute(rep: Replacement, batch: int = 64, tick: Callable[[int], None] | None = None) -> Graph:
-    """The whole graph of `rep`: every row by backward passes in batches of `batch` targets; tick(n)
-    after each batch with the rows done so far (a cancel may raise there)."""
+    """The whole graph of `rep`: one replacement pass on `batch` copies of the node values, then the rows
+    `batch` targets at a time, each a backward pass through that one pass (the replacement is linear with
+    its patterns and scales frozen, so the pass is the same for every target: only the seeds differ);
+    tick(n) after each batch with the rows done so far (a cancel may raise there)."""
     nodes = nodes_of(rep)
     n = nodes.size
     adjacency = torch.zeros(n, n)                                                         # [N, N]
     targets = targets_of(nodes)
-    on_decoder = torch.ones(len(targets), dtype=torch.bool)
-    on_decoder[:nodes.n_features] = ~nodes.on_encoder(nodes.feature_site)
-    for first in range(0, len(targets), batch):
-        rows = targets[first:first + batch]
-        sources = rep.actual(len(rows), grad=True)
-        with torch.enable_grad():
-            reads = rep.run(sources, decoder=bool(on_decoder[first:first + batch].any()))
-            objective = target_values(rep, nodes, reads, rows).sum()
-            grads = torch.autograd.grad(objective, sources.leaves(), allow_unused=True)
-        adjacency[rows] = edge_rows(rep, nodes, sources, list(grads)).cpu()
-        if tick is not None:
-            tick(first + len(rows))
+    width = min(batch, len(targets))
+    sources = rep.actual(width, grad=True)
+    with torch.enable_grad():
+        reads = rep.run(sources)
+        for first in range(0, len(targets), width):
+            rows = targets[first:first + width]
+            objective = target_values(rep, nodes, _first_rows(reads, len(rows)), rows).sum()
+            grads = torch.autograd.grad(objective, sources.leaves(), allow_unused=True, retain_graph=True)
+            adjacency[rows] = edge_rows(rep, nodes, sources, list(grads))[:len(rows)].cpu()
+            if tick is not None:
+                tick(first + len(rows))
     bias, value = _bias_and_value(rep, nodes, targets)
     return Graph(rep, nodes, adjacency, bias, value)
+
+
+def _first_rows(reads: Reads, count: int) -> Reads:
+    """The first `count` batch rows of a pass (the last batch of targets may be short)."""
+    return Reads({site: x[:count] for site, x in reads.ffn_in.items()}, reads.hidden[:count])
 
 
 @torch.no_grad()

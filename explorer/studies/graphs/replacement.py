@@ -79,9 +79,9 @@ class Sources:
 @dataclass
 class Reads:
     """What a replacement pass gives: every FFN's input (a feature reads its pre-activation there) and the
-    decoder's output states (the logits read them); hidden is None after an encoder-only pass."""
+    decoder's output states (the logits read them)."""
     ffn_in: dict[str, torch.Tensor]     # site -> [B, L, d]
-    hidden: torch.Tensor | None         # [B, T, d]
+    hidden: torch.Tensor                # [B, T, d]
 
 
 def ffn_sites(model: nn.Module) -> list[str]:
@@ -162,9 +162,8 @@ class Replacement:
 
     # ------------------------------------------------------------------ the replacement pass
 
-    def run(self, sources: Sources, decoder: bool = True) -> Reads:
-        """The replacement model on `sources` (B rows): every FFN input, and the decoder's output states
-        unless decoder=False (encoder features need only the encoder)."""
+    def run(self, sources: Sources) -> Reads:
+        """The replacement model on `sources` (B rows): every FFN input, and the decoder's output states."""
         batch = next(iter(sources.embeds.values())).shape[0]
         reads: dict[str, torch.Tensor] = {}
         hooks = {f"{stack}.embed.out": (lambda _m, _a, _o, v=sources.embeds[stack]: v) for stack in STACKS}
@@ -177,19 +176,18 @@ class Replacement:
         src = self.src_ids.expand(batch, -1)                                              # [B, S]
         with hooked(self.model, hooks):
             memory, src_mask = self.model.encode(src)                                     # [B, S, d]
-            hidden = None
-            if decoder:
-                hidden = self.model.decode(self.prefix_ids.expand(batch, -1), memory, src_mask)  # [B, T, d]
+            hidden = self.model.decode(self.prefix_ids.expand(batch, -1), memory, src_mask)  # [B, T, d]
         return Reads(ffn_in=reads, hidden=hidden)
 
     def _ffn(self, site: str, x: torch.Tensor, sources: Sources, reads: dict) -> torch.Tensor:
         """An FFN replaced: the transcoder with its latents held at `sources`' activations, its skip map
-        on x, and the error node."""
+        on x, and the error node. decode(z) = z W_dec + b_dec is summed over the active latents only, as
+        the transcoder's own forward sums it: a dense z would cost m / k times as much, forward and back."""
         reads[site] = x                                                                   # [B, L, d]
         tc, active = self.transcoders[site], self.active[site]
-        z = x.new_zeros(x.shape[0], x.shape[1], tc.W_dec.shape[0])                        # [B, L, m]
-        z[:, active.positions, active.features] = sources.acts[site]                      # [B, n] placed
-        return tc.decode(z) + tc.skip(x) + sources.errors[site]                           # [B, L, d]
+        written = sources.acts[site].unsqueeze(-1) * tc.W_dec[active.features]            # [B, n, d]
+        latents = torch.zeros_like(x).index_add(1, active.positions, written)            # [B, L, d] = z W_dec
+        return latents + tc.b_dec + tc.skip(x) + sources.errors[site]                     # [B, L, d]
 
     # ------------------------------------------------------------------ what is explained
 
