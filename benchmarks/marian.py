@@ -15,6 +15,13 @@ forbidden until then) on the same --sentences random sources, one sentence per c
 variant), so load from other processes hits every variant alike; the table shows per-sentence
 medians over rounds of process CPU time and wall time, and the ratios the goals are about.
 Goals: ours with the trace >= 1.5x faster than HF generate, and within 1.5x of CTranslate2 float32.
+
+Int8 rows (unless --no-int8): ours on an int8 copy of the model (explorer/model/int8.py), with the trace,
+beside CTranslate2 int8, each at every thread count of --int8-threads (1 and 2), interleaved in the same
+rounds; goal: ours int8 at most 1.0x CTranslate2 int8's CPU time. Their outputs are compared (the share
+of identical best hypotheses, BLEU of ours against CTranslate2 int8's as ids), and a checkpoint's test set
+(--bible, the 1,002 Bible verses by default) is translated in float32 and in int8
+(benchmarks/int8_quality.py): BLEU within 0.5, the share of identical outputs.
 """
 from __future__ import annotations
 
@@ -27,16 +34,37 @@ from typing import Callable
 
 import torch
 
+from benchmarks import int8_quality
 from benchmarks.decode import time_rounds
 from explorer.config import DecodeConfig, ModelConfig, preset
 from explorer.decoding import beam_search
 from explorer.interop import ct2
 from explorer.interop.marian import hf_config, state_from_hf
 from explorer.model import Transformer
+from explorer.model.int8 import quantize
 
 OPUS_VOCAB = 58101                                   # e.g. Helsinki-NLP/opus-mt-en-de
 TRACED, PLAIN, HF = "ours + BeamTrace", "ours, no trace", "HF generate"
 CT2_F32, CT2_INT8 = "CTranslate2 float32", "CTranslate2 int8"
+INT8 = "ours int8 + BeamTrace"
+
+
+def at_threads(name: str, threads: int, main_threads: int) -> str:
+    """A row's name at `threads`: the plain name at the run's own thread count, else with the count."""
+    return name if threads == main_threads else f"{name} ({threads} threads)"
+
+
+def with_threads(threads: int, run: Callable[[], object]) -> Callable[[], object]:
+    """`run` with torch computing on `threads` threads, the count restored after (one process, the
+    rows interleaved: a row at 2 threads between two at 1)."""
+    def wrapped():
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return run()
+        finally:
+            torch.set_num_threads(before)
+    return wrapped
 
 
 def marian_config(size: str, vocab: int) -> ModelConfig:
@@ -124,7 +152,7 @@ def check_outputs(variants: dict[str, Callable[[], object]], out_len: int, beam:
     weights everywhere they should all, up to near-ties that float rounding may order either way."""
     results, ids, number = {name: run() for name, run in variants.items()}, {}, {n: i for i, n in enumerate(names)}
     for name, result in results.items():
-        if name in (TRACED, PLAIN):
+        if name in (TRACED, PLAIN) or name.startswith(INT8):
             ids[name] = [[h.ids for h in r[0].hypotheses] for r in result]
         elif name == HF:
             ids[name] = [[row[1:] for row in r.tolist()] for r in result]          # the start id first
@@ -140,6 +168,13 @@ def check_outputs(variants: dict[str, Callable[[], object]], out_len: int, beam:
     if CT2_F32 in ids:
         same = sum(a[0] == b[0] for a, b in zip(ids[TRACED], ids[CT2_F32]))
         notes.append(f"{same}/{len(ids[CT2_F32])} best hypotheses equal CTranslate2 float32's")
+    if INT8 in ids:
+        same = sum(a[0] == b[0] for a, b in zip(ids[INT8], ids[TRACED]))
+        notes.append(f"ours int8: {same}/{len(ids[INT8])} best hypotheses equal ours float32's")
+    if INT8 in ids and CT2_INT8 in ids:
+        versus = int8_quality.agreement([h[0] for h in ids[INT8]], [h[0] for h in ids[CT2_INT8]])
+        notes.append(f"{versus['identical']}/{versus['n']} equal CTranslate2 int8's, BLEU against them "
+                     f"{versus['bleu']:.2f}")
     return "; ".join(notes)
 
 
@@ -156,6 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (each: every sentence)")
     parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face generate")
     parser.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 (also skipped without transformers)")
+    parser.add_argument("--no-int8", action="store_true", help="skip the int8 rows and the test-set comparison")
+    parser.add_argument("--int8-threads", default="1,2", help="thread counts of the int8 rows (comma-separated)")
+    parser.add_argument("--bible", default=str(int8_quality.BIBLE),
+                        help="checkpoint whose test set is translated in float32 and int8 (default: bible-es-en)")
+    parser.add_argument("--bible-limit", type=int, default=0, help="only its first N sentences (0: all)")
+    parser.add_argument("--no-bible", action="store_true", help="skip the test-set comparison")
     parser.add_argument("--json", help="also write the medians to this file")
     args = parser.parse_args(argv)
 
@@ -168,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                               min_len=args.out_len, length_penalty="average")
     variants: dict[str, Callable[[], object]] = {TRACED: ours(model, srcs, decode_cfg, True),
                                                  PLAIN: ours(model, srcs, decode_cfg, False)}
+    int8_threads = [] if args.no_int8 else sorted({int(t) for t in args.int8_threads.split(",") if t.strip()})
     notes = []
     with tempfile.TemporaryDirectory(prefix="bench-marian-") as tmp:
         if not (args.no_hf and args.no_ct2):
@@ -184,11 +226,19 @@ def main(argv: list[str] | None = None) -> int:
                 import ctranslate2
 
                 model_dir = ct2_model_dir(model, Path(tmp))
-                for name, compute in ((CT2_F32, "float32"), (CT2_INT8, "int8")):
+                rows = [(CT2_F32, "float32", args.threads)] + [
+                    (at_threads(CT2_INT8, t, args.threads), "int8", t) for t in sorted({args.threads, *int8_threads})]
+                for name, compute, threads in rows:
                     translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type=compute,
-                                                        inter_threads=1, intra_threads=args.threads)
+                                                        inter_threads=1, intra_threads=threads)
                     variants[name] = ct2_translate(translator, srcs, vocabulary(cfg), args.beam, args.out_len)
                 notes.append(f"ctranslate2 {ctranslate2.__version__}")
+        if int8_threads:
+            quantized = quantize(model)                  # after the import: HF's weights, as the others
+            notes.append(f"int8: {quantized.kernel}")
+            for t in int8_threads:
+                variants[at_threads(INT8, t, args.threads)] = with_threads(
+                    t, ours(quantized, srcs, decode_cfg, True))
         agreement = check_outputs(variants, args.out_len, args.beam, vocabulary(cfg))
         wall, cpu = time_rounds(variants, args.warmup, args.repeats)
     n = args.sentences
@@ -199,24 +249,31 @@ def main(argv: list[str] | None = None) -> int:
           f"interleaved rounds after {args.warmup} warm-up; {', '.join(notes) or 'ours only'}")
     if agreement:
         print(f"one model's weights in all (HF's, imported into ours): {agreement}")
-    print(f"{'variant':24s} {'CPU ms/sent':>12s} {'wall ms/sent':>13s} {'wall min':>9s}")
+    print(f"{'variant':34s} {'CPU ms/sent':>12s} {'wall ms/sent':>13s} {'wall min':>9s}")
     for name in variants:
-        print(f"{name:24s} {median_cpu[name] * 1e3:12.1f} {median[name] * 1e3:13.1f} "
+        print(f"{name:34s} {median_cpu[name] * 1e3:12.1f} {median[name] * 1e3:13.1f} "
               f"{min(wall[name]) / n * 1e3:9.1f}")
-    ratios = ratio_table(median_cpu, median)
+    ratios = ratio_table(median_cpu, median, args.threads, int8_threads)
     for name, (value, goal) in ratios.items():
         met = "" if not goal else f"  goal {goal}: " + ("met" if _met(value, goal) else "MISSED")
-        print(f"{name:32s} {value:6.2f}x{met}")
+        print(f"{name:44s} {value:6.2f}x{met}")
+    quality = None
+    if int8_threads and not args.no_bible:
+        quality = int8_quality.held_out_agreement(args.bible, args.bible_limit, args.beam)
+        print(int8_quality.report(quality))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"args": vars(args), "median_wall_s_per_sentence": median,
-                                               "median_cpu_s_per_sentence": median_cpu,
-                                               "ratios": {k: v[0] for k, v in ratios.items()}}, indent=2))
+                                               "median_cpu_s_per_sentence": median_cpu, "agreement": agreement,
+                                               "ratios": {k: v[0] for k, v in ratios.items()},
+                                               "int8_test_set": quality}, indent=2))
     return 0
 
 
-def ratio_table(median_cpu: dict[str, float], median: dict[str, float]) -> dict[str, tuple[float, str]]:
-    """name -> (ratio, goal or ""): speed-ups over HF, slow-downs against CTranslate2, CPU and wall."""
+def ratio_table(median_cpu: dict[str, float], median: dict[str, float], threads: int = 1,
+                int8_threads: list[int] = ()) -> dict[str, tuple[float, str]]:
+    """name -> (ratio, goal or ""): speed-ups over HF, slow-downs against CTranslate2, CPU and wall;
+    ours int8 against CTranslate2 int8 at each thread count, and against ours float32."""
     out = {}
     for label, m in (("CPU", median_cpu), ("wall", median)):
         out[f"trace / no trace ({label})"] = (m[TRACED] / m[PLAIN], "")
@@ -225,6 +282,13 @@ def ratio_table(median_cpu: dict[str, float], median: dict[str, float]) -> dict[
         if CT2_F32 in m:
             out[f"ours+trace / CT2 f32 ({label})"] = (m[TRACED] / m[CT2_F32], "<= 1.5x")
             out[f"ours+trace / CT2 int8 ({label})"] = (m[TRACED] / m[CT2_INT8], "")
+        if INT8 in m:
+            out[f"ours f32 / ours int8, both traced ({label})"] = (m[TRACED] / m[INT8], "")
+        for t in int8_threads:
+            ours_int8, theirs = at_threads(INT8, t, threads), at_threads(CT2_INT8, t, threads)
+            if ours_int8 in m and theirs in m:
+                out[f"ours int8 / CT2 int8, {t} thread{'s' * (t > 1)} ({label})"] = (m[ours_int8] / m[theirs],
+                                                                                   "<= 1.0x")
     return out
 
 
