@@ -9,7 +9,17 @@ largest replacement_logit_error (the replacement model on the sentence's own nod
 logits, over the vocabulary), the largest logit_error (the logit against its bias plus the edges into it),
 the mean replacement and completeness scores, the mean nodes and kept nodes, and the seconds per graph
 (median and largest, with the machine's load: these machines are noisy). --kind random: the random-decoder
-baselines instead. The dictionaries are read from $EXPLORER_RUNS_DIR/features (or runs/features).
+baselines instead; --stride S: every S-th position only. The dictionaries are read from
+$EXPLORER_RUNS_DIR/features (or runs/features).
+
+    python -m benchmarks graphs --routing 500 [--checkpoint checkpoints/numbers-en-de]
+
+--routing N (the numbers model): in the first N held-out numbers, every German unit morpheme (drei, vier,
+...) and the English unit word it translates (the k-th German unit with the k-th English one; numbers
+whose counts differ, as a teen's, are left out): how often the graph of the German unit's logit puts the
+largest influence on that English word's position (top_source_position), over all units and over the
+inverted ones alone (German says the unit before the tens, "vier und neunzig" for "ninety four", so the
+word is read from further along the source than the output has come).
 """
 from __future__ import annotations
 
@@ -34,28 +44,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentences", type=int, default=20)
     parser.add_argument("--kind", choices=("trained", "random"), default="trained")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--stride", type=int, default=1, help="every S-th output position")
+    parser.add_argument("--routing", type=int, default=0, help="the numbers model's unit words in N numbers")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     ckpt = load_checkpoint(args.checkpoint)
     tcs = {site: kinds[args.kind] for site, kinds in load_all(ckpt.model, ckpt.meta["weights_sha256"]).items()}
     pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
     context = RunContext(meta=ckpt.meta)
+    if args.routing:
+        return routing(ckpt, tcs, pairs[:args.routing], context)
     rows, seconds = [], []
     for pair in pairs[:args.sentences]:
         length = len(ckpt.tokenizer.encode(pair.tgt, side="tgt")) + 1
-        for position in range(length):
+        for position in range(0, length, args.stride):
             start = time.perf_counter()
             got = run_graph(ckpt.model, ckpt.tokenizer, pair.src, tcs, GraphSettings(position=position),
                             target=pair.tgt, context=context)
             seconds.append(time.perf_counter() - start)
             rows.append(got)
-    print(f"{ckpt.name}, {args.kind} dictionaries: {len(rows)} graphs ({args.sentences} sentences, every position)")
+    print(f"{ckpt.name}, {args.kind} dictionaries: {len(rows)} graphs ({args.sentences} sentences, every "
+          f"{'' if args.stride == 1 else f'{args.stride}th '}position)")
     print(f"largest replacement_logit_error {max(r['replacement_logit_error'] for r in rows):.2e}, "
           f"largest logit_error {max(r['logit_error'] for r in rows):.2e}")
     print(f"replacement score {statistics.mean(r['scores']['replacement'] for r in rows):.3f}, completeness "
           f"{statistics.mean(r['scores']['completeness'] for r in rows):.3f} (means)")
-    print(f"nodes {statistics.mean(sum(r['counts'][k] for k in ('features', 'errors', 'tokens')) + 1 for r in rows):.0f}, "
+    sizes = [sum(r["counts"][k] for k in ("features", "errors", "tokens")) + 1 for r in rows]
+    print(f"nodes {statistics.mean(sizes):.0f}, "
           f"kept {statistics.mean(r['counts']['kept_nodes'] for r in rows):.0f} (means)")
     print(f"seconds per graph: median {statistics.median(seconds):.2f}, largest {max(seconds):.2f} "
           f"({args.threads} threads, load {os.getloadavg()[0]:.1f})")
+    return 0
+
+
+UNITS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+GERMAN = ({"ein", "eins"}, {"zwei"}, {"drei"}, {"vier"}, {"fünf"}, {"sechs"}, {"sieben"}, {"acht"}, {"neun"})
+
+
+def routing(ckpt, tcs, pairs, context) -> int:
+    tok = ckpt.tokenizer
+    hits = inverted_hits = total = inverted = skipped = 0
+    start = time.perf_counter()
+    for pair in pairs:
+        src = [tok.id_to_piece(i, "src").lstrip("\u2581") for i in tok.encode(pair.src, side="src")]
+        out = [tok.id_to_piece(i, "tgt").lstrip("\u2581") for i in tok.encode(pair.tgt, side="tgt")]
+        english = [t for t, w in enumerate(src) if w in UNITS]
+        german = [k for k, w in enumerate(out) if any(w in units for units in GERMAN)]
+        if len(english) != len(german):
+            skipped += 1
+            continue
+        for t, k in zip(english, german):
+            got = run_graph(ckpt.model, tok, pair.src, tcs, GraphSettings(position=k), target=pair.tgt, context=context)
+            hit = got["top_source_position"] == t
+            flipped = k + 1 < len(out) and out[k + 1] == "und"
+            hits, total = hits + hit, total + 1
+            inverted_hits, inverted = inverted_hits + (hit and flipped), inverted + flipped
+    print(f"{ckpt.name}: the German unit's graph puts the most influence on the English unit word in {hits}/{total} "
+          f"units ({hits / max(total, 1):.1%}); inverted units (unit und tens) {inverted_hits}/{inverted} "
+          f"({inverted_hits / max(inverted, 1):.1%}); {skipped} of {len(pairs)} numbers left out (unit counts differ); "
+          f"{time.perf_counter() - start:.0f} s")
     return 0

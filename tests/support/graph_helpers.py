@@ -26,7 +26,8 @@ def random_transcoders(model, width: int = 128, k: int = 8, seed: int = 0) -> di
     return made
 
 
-def briefly_trained(model, step: Step = STEP, width: int = 64, k: int = 4, steps: int = 30) -> dict[str, TopKTranscoder]:
+def briefly_trained(model, step: Step = STEP, width: int = 64, k: int = 4,
+                    steps: int = 30) -> dict[str, TopKTranscoder]:
     """A transcoder per site trained for a few steps on the rows of the step's own sentence (repeated)."""
     rep = Replacement(model, random_transcoders(model, width, k), step)
     out = {}

@@ -18,7 +18,8 @@ def chain_nodes(n_features: int = 2) -> Nodes:
     """A one-site graph: F features and one error at the one source position, a source and a prefix token,
     the logit."""
     return Nodes(sites=("encoder.layers.0.ffn",), n_encoder=1, src_len=1, prefix_len=1,
-                 feature_site=torch.zeros(n_features, dtype=torch.long), feature_pos=torch.zeros(n_features, dtype=torch.long),
+                 feature_site=torch.zeros(n_features, dtype=torch.long),
+                 feature_pos=torch.zeros(n_features, dtype=torch.long),
                  feature_id=torch.arange(n_features), feature_act=torch.ones(n_features),
                  error_site=torch.zeros(1, dtype=torch.long), error_pos=torch.zeros(1, dtype=torch.long))
 

@@ -98,7 +98,8 @@ def test_an_edge_is_the_change_when_its_source_node_is_zeroed():
     checked = 0
     for target in targets:
         row = graph.adjacency[target].double()
-        kinds = {"feature": (0, n.n_features), "error": (n.error_start, n.token_start), "token": (n.token_start, n.logit)}
+        kinds = {"feature": (0, n.n_features), "error": (n.error_start, n.token_start),
+                 "token": (n.token_start, n.logit)}
         for kind, (lo, hi) in kinds.items():
             if kind == "feature" and target != n.logit:
                 lo, hi = 0, int((n.feature_site < n.n_encoder).sum())                     # encoder features only
@@ -149,7 +150,8 @@ def test_no_edge_runs_backwards(model):
         if f_layer[t] >= n.n_encoder:
             later = (f_layer >= n.n_encoder) & (n.feature_pos > n.feature_pos[t])
             assert not a[t, :n.n_features][later].any()
-    assert torch.count_nonzero(a[n.logit, n.token_start:n.token_start + n.src_len]) == n.src_len   # every source word reaches it
+    source_tokens = a[n.logit, n.token_start:n.token_start + n.src_len]
+    assert torch.count_nonzero(source_tokens) == n.src_len                    # every source word reaches the logit
 
 
 def test_the_callers_transcoders_and_model_are_left_as_they_were(model):

@@ -84,6 +84,13 @@ class Reads:
     hidden: torch.Tensor                # [B, T, d]
 
 
+def _keep(store: dict, key: str, what):
+    """A recording hook: store[key] = what(module, args, output), the output left as it is."""
+    def hook(module, args, output):
+        store[key] = what(module, args, output)
+    return hook
+
+
 def ffn_sites(model: nn.Module) -> list[str]:
     """Every FFN of the model, encoder layers first (the names the transcoders are keyed by)."""
     return [name for name, module in model.named_modules() if name.endswith(".ffn")]
@@ -115,32 +122,28 @@ class Replacement:
 
     def _record(self, src: torch.Tensor, prefix: torch.Tensor) -> None:
         """One pass of the model as it is, keeping what the replacement freezes and its nodes' values."""
-        self.scales, self.patterns, ffn_in, ffn_out, self.embeds = {}, {}, {}, {}, {}
+        self.scales, self.patterns, self.embeds, seen = {}, {}, {}, {}
         hooks = {}
         for name, module in self.model.named_modules():
             if isinstance(module, nn.LayerNorm):
-                hooks[name] = lambda m, args, _out, name=name: self.scales.__setitem__(
-                    name, fn.layer_norm_scale(args[0], m.eps))                            # [1, L, 1]
+                hooks[name] = _keep(self.scales, name,
+                                    lambda m, args, _o: fn.layer_norm_scale(args[0], m.eps))    # [1, L, 1]
             elif name.endswith(("self_attn.weights", "cross_attn.weights")):
-                hooks[name] = lambda _m, _a, out, name=name: self.patterns.__setitem__(name, out)  # [1, H, q, k]
-        def keep_ffn(site: str):
-            def hook(_module, args, out):
-                ffn_in[site], ffn_out[site] = args[0][0], out[0]                          # [L, d] each
-            return hook
+                hooks[name] = _keep(self.patterns, name, lambda _m, _a, out: out)                 # [1, H, q, k]
         for site in self.sites:
-            hooks[site] = keep_ffn(site)
+            hooks[site] = _keep(seen, site, lambda _m, args, out: (args[0][0], out[0]))          # 2 x [L, d]
         for stack in STACKS:
-            hooks[f"{stack}.embed.out"] = lambda _m, _a, out, stack=stack: self.embeds.__setitem__(stack, out[0])
+            hooks[f"{stack}.embed.out"] = _keep(self.embeds, stack, lambda _m, _a, out: out[0])  # [L, d]
         with hooked(self.model, hooks):
             self.model.logits(src, prefix)
-        self.active, self.errors = {}, {}
+        self.active, self.errors, self.ffn_in = {}, {}, {}
         for site in self.sites:
-            tc, x = self.transcoders[site], ffn_in[site]                                  # x [L, d]
+            tc, (x, y) = self.transcoders[site], seen[site]                               # x, y [L, d]
             z = tc.encode(x)                                                              # [L, m]
             positions, features = z.nonzero(as_tuple=True)                                # [n], [n]
             self.active[site] = Active(site, positions, features, z[positions, features])
-            self.errors[site] = ffn_out[site] - tc(x)                                     # [L, d]
-        self.ffn_in = ffn_in
+            self.errors[site] = y - tc(x)                                                 # [L, d]
+            self.ffn_in[site] = x
 
     # ------------------------------------------------------------------ node values
 

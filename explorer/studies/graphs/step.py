@@ -30,7 +30,8 @@ class Question:
     foil_note: str = ""              # what became of a foil word of several pieces
 
 
-def question(model, tokenizer, text: str, position: int, target: str | None = None, foil: str | None = None) -> Question:
+def question(model, tokenizer, text: str, position: int, target: str | None = None,
+             foil: str | None = None) -> Question:
     if not text or not text.strip():
         raise ValueError("--text: give a source sentence")
     if len(text) > MAX_TEXT_CHARS or (target is not None and len(target) > MAX_TEXT_CHARS):
@@ -47,7 +48,8 @@ def question(model, tokenizer, text: str, position: int, target: str | None = No
     prefix = [special.start] + out[:position]
     token = out[position]
     foil_id, note = (None, "") if foil is None else foil_token(model, tokenizer, foil, token)
-    pieces = [tokenizer.id_to_piece(int(i), "src") for i in src] + [tokenizer.id_to_piece(int(i), "tgt") for i in prefix]
+    pieces = [tokenizer.id_to_piece(int(i), "src") for i in src] + \
+        [tokenizer.id_to_piece(int(i), "tgt") for i in prefix]
     return Question(Step(tuple(src), tuple(prefix), int(token), foil_id), pieces, out,
                     tokenizer.id_to_piece(int(token), "tgt"), note)
 
