@@ -191,8 +191,10 @@ def numbers(args) -> int:
 
 def page(args) -> int:
     """What a feature's page computes once its dictionary is loaded, timed on 10 features of each site the
-    command trained: the sentence's features, the feature's effects at its 20 contexts, a steer; beside a
-    plain greedy translation of the same sentence in the same process (the machine's speed that minute)."""
+    command trained: the sentence's features, the feature's effects at its 20 contexts, a steer, and (when
+    the checkpoint's run has others here) the feature at its contexts in each checkpoint of the run (loaded
+    once, timed apart); beside a plain greedy translation of the same sentence in the same process (the
+    machine's speed that minute)."""
     import time
 
     from explorer.studies.common.sentences import greedy_ids
@@ -200,10 +202,24 @@ def page(args) -> int:
     from explorer.studies.features.reading import context_effects, sentence_features
     from explorer.studies.features.steering import steer
 
+    from pathlib import Path
+
+    from explorer.evaluation.comparison import runs_of
+    from explorer.store.catalog import list_checkpoints
+    from explorer.studies.features.over_training import activation_over_training
+
     ckpt = load_checkpoint(args.checkpoint)
     model, tok, sha = ckpt.model, ckpt.tokenizer, ckpt.meta["weights_sha256"]
     pairs = training_pairs(ckpt.meta)
     src = tok.encode(args.text, side="src") + [model.cfg.special.eos]
+    here = Path(args.checkpoint).resolve()
+    group = next((g for g in runs_of(list_checkpoints(here.parent))
+                  if any(Path(str(i.path)).resolve() == here for i in g.checkpoints)), None)
+    t0 = time.perf_counter()
+    run = [(i.name, c.model, c.tokenizer) for i in (group.checkpoints if group else [])
+           for c in [ckpt if Path(str(i.path)).resolve() == here else load_checkpoint(i.path)]]
+    print(f"the run's checkpoints: {', '.join(r[0] for r in run) or 'none'} (the others loaded once in "
+          f"{time.perf_counter() - t0:.2f} s)", flush=True)
     for site in args.site or sites.sites(model):
         tc, _, index = load_site(model, sha, site, len(pairs))
         t0 = time.perf_counter()
@@ -217,6 +233,8 @@ def page(args) -> int:
             sentence_features(model, tc, site, src, out)
             context_effects(model, tok, tc, site, f, pairs, index.contexts(f))
             steer(model, tc, site, f, 0.0, src, out, None if site.startswith("decoder.") else [0])
+            if len(run) > 1:
+                activation_over_training(tok, tc, site, f, pairs, index.contexts(f), run)
             times.append(time.perf_counter() - t0)
         print(f"{site:22s} a feature's page: median {np.median(times):.3f} s, max {max(times):.3f} s over "
               f"{len(times)} features (a greedy translation of the sentence: {plain:.3f} s)", flush=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from explorer.config import DecodeConfig
-from webapp.models import model_slot, translate
+from webapp.models import load, model_slot, translate
 from webapp.result_cache import bounded_cache
 
 # Bounded in bytes as webapp.models' caches are (all of them together: tests/unit/test_result_cache.py).
@@ -327,3 +327,17 @@ def steer(ckpt, site: str, stamp: tuple, n_pairs: int, feature: int, value: floa
     with model_slot():
         return run(ckpt.model, tc, site, feature, value, list(src_ids), list(out_ids),
                    None if positions is None else list(positions))
+
+
+@bounded_cache(FEATURES_CACHE_BYTES)
+def feature_over_training(ckpt, site: str, stamp: tuple, dataset: str, n_pairs: int, feature: int, run: tuple):
+    """The feature's activation at its top training contexts in each checkpoint of its run (`run`: the
+    checkpoints' paths, in training order), read by this checkpoint's dictionary
+    (explorer.studies.features.over_training)."""
+    from explorer.studies.features.over_training import activation_over_training
+
+    tc, _, index = feature_site(ckpt, site, n_pairs)
+    loaded = [load(path) for path in run]
+    with model_slot():
+        return activation_over_training(ckpt.tokenizer, tc, site, feature, training_split(dataset),
+                                        index.contexts(feature), [(c.name, c.model, c.tokenizer) for c in loaded])

@@ -63,6 +63,16 @@ def available_checkpoints() -> list[CheckpointInfo]:
     return _available_checkpoints(tuple(str(r) for r in checkpoint_roots()))
 
 
+def run_of_checkpoint(ckpt):
+    """The run (explorer.evaluation.comparison.RunGroup) whose checkpoints include the loaded `ckpt`, or
+    None: the checkpoints the Checkpoints page's scrubber steps through, in training order."""
+    from explorer.evaluation.comparison import runs_of
+
+    here = Path(str(ckpt.path)).resolve()
+    return next((g for g in runs_of(available_checkpoints())
+                 if any(Path(str(i.path)).resolve() == here for i in g.checkpoints)), None)
+
+
 @st.cache_data(ttl=30, show_spinner=False)     # listing 14 checkpoints costs ~0.35 s of CPU
 def _available_checkpoints(roots: tuple[str, ...]) -> list[CheckpointInfo]:
     found: dict[Path, CheckpointInfo] = {}

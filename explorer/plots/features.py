@@ -1,5 +1,6 @@
 """The Features page's figures: the strongest features at each position of a sentence, a feature's
-activation histogram over the training pairs, and the tokens it raises and lowers.
+activation histogram over the training pairs, the tokens it raises and lowers, and its activation at its
+contexts across a run's checkpoints.
 
 Pure builders: plain data in (numpy arrays, lists), plotly Figure out, no Streamlit; every piece is
 HTML-escaped once (explorer.plots.style.label).
@@ -11,6 +12,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.plots.contributions import BAR_COLOUR, LOW_COLOUR
 from explorer.plots.style import SEQUENTIAL_SCALE, SIGNED_SCALE, label
 
 COL_PX, MIN_WIDTH = 64, 420
@@ -85,4 +87,30 @@ def head_reads(heads: np.ndarray, title: str) -> go.Figure:
     fig.update_yaxes(tickmode="array", tickvals=list(range(layers)), ticktext=[f"L{i + 1}" for i in range(layers)],
                      autorange="reversed", title=dict(text="decoder layer", font=dict(size=12)))
     fig.update_layout(title=dict(text=title), height=160 + 40 * layers, margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def over_training(labels: Sequence[str], values: np.ndarray, current: int | None, title: str) -> go.Figure:
+    """values [checkpoints, contexts]: each checkpoint of the run across (in training order, `labels`), the
+    mean activation over the contexts as a line and each context's as a dot; `current` circled."""
+    vals = np.asarray(values, dtype=np.float64)
+    if vals.ndim != 2 or vals.shape[0] != len(labels) or vals.shape[0] == 0:
+        raise ValueError(f"values {vals.shape} for {len(labels)} checkpoints")
+    x = [label(n) for n in labels]
+    dots_x = [x[c] for c in range(vals.shape[0]) for _ in range(vals.shape[1])]
+    fig = go.Figure(go.Scatter(x=dots_x, y=np.round(vals.ravel(), 4), mode="markers", name="each context",
+                               marker=dict(size=7, color="rgba(120, 120, 120, 0.45)"),
+                               hovertemplate="%{x}: %{y:.3f}<extra>a context</extra>"))
+    mean = vals.mean(axis=1) if vals.shape[1] else np.zeros(len(labels))
+    fig.add_trace(go.Scatter(x=x, y=np.round(mean, 4), mode="lines+markers", name="mean of its contexts",
+                             line=dict(width=3, color=BAR_COLOUR), marker=dict(size=11),
+                             hovertemplate="%{x}: mean %{y:.3f}<extra></extra>"))
+    if current is not None and 0 <= current < len(x):
+        fig.add_trace(go.Scatter(x=[x[current]], y=[float(mean[current])], mode="markers", hoverinfo="skip",
+                                 showlegend=False, marker=dict(size=20, color="rgba(0,0,0,0)",
+                                                               line=dict(width=3, color=LOW_COLOUR))))
+    fig.update_xaxes(type="category", title=dict(text="checkpoint of the run", font=dict(size=12)))
+    fig.update_yaxes(title=dict(text="activation", font=dict(size=12)), rangemode="tozero")
+    fig.update_layout(title=dict(text=title), height=320, margin=dict(l=10, r=10, t=70, b=10),
+                      legend=dict(orientation="h", y=-0.25))
     return fig

@@ -90,6 +90,12 @@ def test_the_page_draws_a_features_page_and_steers(env):
     assert at.dataframe[1].value.shape[0] == len(contexts)                      # what it helps write, per context
     heads = array(next(t for t in chart(at, "features_heads")["data"] if t["type"] == "heatmap")["z"])
     assert heads.shape == (2, 4) and (heads >= 0).all() and heads.max() > 0   # 2 decoder layers x 4 heads
+    # across the run's three shipped checkpoints (steps 150, 300, 900): the last, circled, is this one's,
+    # whose mean is the mean of the contexts' activations in the table
+    over = chart(at, "features_over_training")["data"]
+    assert [str(x) for x in over[1]["x"]] == ["numbers-en-de-step150", "numbers-en-de-step300", "numbers-en-de"]
+    assert over[2]["x"] == [over[1]["x"][-1]]
+    assert abs(array(over[1]["y"])[-1] - contexts["activation"].mean()) <= 1e-3 * max(1.0, contexts["activation"].max())
     # steering: removed (0) where it fires by default; then set to its own strongest value elsewhere
     assert at.multiselect(key="features_at").value
     assert "With feature" in shown(at) and chart(at, "features_steer")["data"]

@@ -248,3 +248,35 @@ def test_mutual_pairs_keep_the_pairs_tied_both_ways():
     assert mutual_pairs(links, 10) == [("dios", "god", 90), ("señor", "lord", 80), ("israel", "israel", 70),
                                        ("rey", "king", 50)]
     assert mutual_pairs(links, 2) == [("dios", "god", 90), ("señor", "lord", 80)]
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_a_feature_over_the_runs_checkpoints_ends_at_its_own_activations(numbers, indexes, site):
+    """Read from each of the run's shipped checkpoints at the feature's contexts: at the dictionary's own
+    checkpoint the values are the contexts' stored activations (a plain second computation, batched
+    differently: rel 1e-4 as above); the run's earlier checkpoints read something else; a checkpoint with
+    another tokenizer is refused in one line."""
+    from explorer.studies.features import over_training
+
+    ckpt, train, made = numbers
+    tc, index = made[site], indexes[site]
+    busiest = int(np.argmax(index.active))
+    found = index.contexts(busiest)
+    run = [load_checkpoint(ROOT / "checkpoints" / f"numbers-en-de-step{s}") for s in (150, 300)] + [ckpt]
+    read = over_training.activation_over_training(ckpt.tokenizer, tc, site, busiest, train, found,
+                                                  [(s, c.model, c.tokenizer) for s, c in zip(["150", "300", "900"], run)])
+    assert read.values.shape == (3, len(found)) and read.labels == ["150", "300", "900"]
+    stored = np.array([v for _, _, v in found], np.float32)
+    assert np.allclose(read.values[-1], stored, rtol=1e-4, atol=1e-4 * float(stored.max()))
+    assert not np.allclose(read.values[0], stored, rtol=1e-2)                 # step 150 reads another stream
+    assert np.isfinite(read.values).all()
+    bible = ROOT / "checkpoints" / "bible-es-en"
+    if (bible / "tokenizer.model").is_file():
+        other = load_checkpoint(bible)
+        with pytest.raises(over_training.OtherTokenizer, match="reads other pieces") as err:
+            over_training.activation_over_training(ckpt.tokenizer, tc, site, busiest, train, found,
+                                                   [("900", ckpt.model, ckpt.tokenizer), ("bible", other.model, other.tokenizer)])
+        assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="not in 0.."):
+        over_training.activation_over_training(ckpt.tokenizer, tc, site, tc.width, train, found,
+                                               [("900", ckpt.model, ckpt.tokenizer)])

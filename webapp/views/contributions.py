@@ -221,12 +221,9 @@ def faithfulness_table(entries: list[tuple[str, dict, dict]], caption: str, stem
 def training_section(ckpt, name: str) -> None:
     """The mean source share at each shipped checkpoint of this checkpoint's run (on a button: each
     checkpoint costs a calibration)."""
-    from explorer.evaluation.comparison import runs_of
-
     st.subheader("Over training")
     here = Path(str(ckpt.path)).resolve()
-    group = next((g for g in runs_of(state.available_checkpoints())
-                  if any(Path(str(i.path)).resolve() == here for i in g.checkpoints)), None)
+    group = state.run_of_checkpoint(ckpt)
     if group is None or len(group.checkpoints) < 2:
         st.caption("This checkpoint has no earlier checkpoints of its run here, so there is no curve over training.")
         return

@@ -13,6 +13,8 @@ word (the grounding index's links, explorer.studies.grounding.links).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -35,6 +37,7 @@ from webapp.views import grounding
 APP_SETTINGS = FeatureSettings(steps=1_000, rows=100_000, held_rows=10_000)
 APP_MINUTES = "4"            # measured per layer on 2 cores (docs/FEATURES.md)
 SHOWN_CONTEXTS = 20
+MAX_OVER_TRAINING = 6        # checkpoints of a run read for a feature (each is loaded: webapp.models.MAX_MODELS)
 
 
 def site_label(site: str) -> str:
@@ -197,6 +200,7 @@ def feature_card(ckpt, site: str, feature: int, index, pairs: list, dataset: str
                         key="features_histogram")
     with c2:
         effects_view(ckpt, site, feature, table, dataset, stamp, len(pairs), name)
+    over_training_view(ckpt, site, feature, dataset, stamp, len(pairs), name)
 
 
 def effects_view(ckpt, site: str, feature: int, table: pd.DataFrame, dataset: str, stamp: tuple, n_pairs: int,
@@ -227,6 +231,32 @@ def effects_view(ckpt, site: str, feature: int, table: pd.DataFrame, dataset: st
         downloads.chart(plots.head_reads(found.heads, "The cross-attention heads that read it: how much each "
                                                       "head's write changes without it"),
                         downloads.file_stem(name, "feature", site_key(site), feature, "heads"), key="features_heads")
+
+
+def over_training_view(ckpt, site: str, feature: int, dataset: str, stamp: tuple, n_pairs: int, name: str) -> None:
+    """The feature at its training contexts in each checkpoint of this checkpoint's run (the Checkpoints
+    page's scrubber steps), read by this checkpoint's dictionary."""
+    run = state.run_of_checkpoint(ckpt)
+    if run is None or len(run.checkpoints) < 2:
+        st.caption("Across training: this checkpoint has no other checkpoints of its run here.")
+        return
+    path = Path(str(ckpt.path)).resolve()
+    at = next((k for k, i in enumerate(run.checkpoints) if Path(str(i.path)).resolve() == path), None)
+    picked = sorted({round(k * (len(run.checkpoints) - 1) / (MAX_OVER_TRAINING - 1)) for k in range(MAX_OVER_TRAINING)}
+                    | ({at} if at is not None else set()))           # a long run: evenly spaced, this one kept
+    found = state.friendly(analyses.feature_over_training, ckpt, site, stamp, dataset, n_pairs, feature,
+                           tuple(str(run.checkpoints[k].path) for k in picked), what="Reading the run's checkpoints")
+    if found is None:
+        return
+    here = picked.index(at) if at is not None else None
+    downloads.chart(plots.over_training(found.labels, found.values, here,
+                                        f"Across the run's checkpoints: feature #{feature} at its "
+                                        f"{found.values.shape[1]} strongest contexts"),
+                    downloads.file_stem(name, "feature", site_key(site), feature, "over_training"),
+                    key="features_over_training")
+    st.caption("Each checkpoint's FFN input at the same training contexts, read by this checkpoint's dictionary "
+               "(circled). An earlier checkpoint's stream is another basis: its value says how much of what this "
+               "feature reads was already there, not what that checkpoint's own features were.")
 
 
 def steering_section(ckpt, site: str, feature: int, index, found, labels: list[str], result, stamp: tuple,

@@ -25,7 +25,7 @@ import torch
 
 from explorer.data.batching import pad_batch
 from explorer.data.encoded import encode_pairs
-from explorer.studies.features.sites import ffn
+from explorer.studies.features.sites import ffn_inputs
 from explorer.studies.features.steering import clamped
 
 SHOWN = 5                 # features listed per position
@@ -42,14 +42,9 @@ class SentenceFeatures:
 def sentence_features(model, tc, site: str, src_ids: Sequence[int], out_ids: Sequence[int],
                       shown: int = SHOWN) -> SentenceFeatures:
     """The strongest features of `tc` at `site` for one sentence and its output (EOS included), teacher-forced."""
-    seen = {}
-    handle = ffn(model, site).register_forward_hook(lambda _m, args, _out: seen.__setitem__("x", args[0]))
-    try:
-        start = model.cfg.special.start
-        model.logits(torch.tensor([list(src_ids)]), torch.tensor([[start] + list(out_ids)[:-1]]))
-    finally:
-        handle.remove()
-    z = tc.encode(seen["x"][0].float())                                          # [L, m]
+    start = model.cfg.special.start
+    x = ffn_inputs(model, site, torch.tensor([list(src_ids)]), torch.tensor([[start] + list(out_ids)[:-1]]))
+    z = tc.encode(x[0])                                                          # [L, m]
     values, features = z.topk(min(shown, tc.width), dim=-1)                      # [L, shown]
     features = torch.where(values > 0, features, torch.full_like(features, -1))
     return SentenceFeatures(site, features.numpy(), values.clamp_min(0).numpy())

@@ -50,6 +50,22 @@ def ffn(model, site: str) -> torch.nn.Module:
     return found
 
 
+@torch.no_grad()
+def ffn_inputs(model, site: str, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    """The FFN input at `site` for a padded batch, teacher-forced (encoder sites: the encoder alone):
+    [B, S or T, d_in] float32."""
+    seen = {}
+    handle = ffn(model, site).register_forward_hook(lambda _m, args, _out: seen.__setitem__("x", args[0]))
+    try:
+        if site.startswith("encoder."):
+            model.encode(src)
+        else:
+            model.logits(src, tgt_in)
+    finally:
+        handle.remove()
+    return seen["x"].float()
+
+
 def collect(model, tokenizer, pairs: Sequence, site: str, max_rows: int, seed: int = 0) -> SiteRows:
     """The FFN input and output rows of `site` over the training `pairs`, at most `max_rows` drawn evenly."""
     encoded = encode_pairs(tokenizer, pairs, model.cfg.max_len, model.cfg.special)
