@@ -7,14 +7,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from explorer.runtime.progress import Cancelled
 from explorer.store.checkpoint import load_checkpoint
+from explorer.studies.common.context import RunContext
 from explorer.studies.features import files as dictionary_files
 from explorer.studies.features.job import dictionary_folder, load_all
 from explorer.studies.graphs import __main__ as graph_command
+from explorer.studies.graphs.job import GRAPH, GraphSettings
 from explorer.studies.graphs.replacement import ffn_sites
 from support.graph_helpers import random_transcoders
 from support.model_helpers import one_thread  # noqa: F401 (a fixture)
@@ -134,3 +138,13 @@ def test_the_door_without_a_dictionary_reader_says_so_in_one_line(tmp_path):
 
 def test_every_site_of_the_model_is_read(numbers, root):
     assert set(reader(root)(numbers.model, numbers.meta["weights_sha256"])) == set(ffn_sites(numbers.model))
+
+
+def test_a_cancelled_graph_leaves_no_file(numbers, root, tmp_path):
+    stop = threading.Event()
+    stop.set()
+    tcs = reader(root)(numbers.model, numbers.meta["weights_sha256"])
+    with pytest.raises(Cancelled):
+        GRAPH.to_file(tmp_path / "g.json", numbers.model, numbers.tokenizer, "seven", tcs, GraphSettings(),
+                      context=RunContext(meta=numbers.meta, cancel=stop))
+    assert not (tmp_path / "g.json").exists()

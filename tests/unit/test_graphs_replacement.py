@@ -4,16 +4,27 @@ and an edge is what zeroing its source node changes, computed a second way (a fo
 float64 instead of a gradient). On post-norm and pre-norm models, random and briefly trained transcoders."""
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 import torch
 
 from explorer.model import functional as fn
 from explorer.studies.graphs.attribution import attribute, target_values
+from explorer.studies.graphs.hooks import hooked
 from explorer.studies.graphs.replacement import Replacement, Step
+from explorer.store.checkpoint import load_checkpoint
+from explorer.text.encoding import output_ids, source_ids
 from support.graph_helpers import STEP, briefly_trained, random_transcoders
 from support.model_helpers import make_model, one_thread  # noqa: F401 (a fixture)
 from support.numerics import EPS64, float32_atol, in_float64, model_atol
 
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = [ROOT / "checkpoints" / name for name in ("numbers-en-de", "bible-es-en")]
+SENTENCES = {"numbers-en-de": ("four hundred and ninety seven", "vier hundert sieben und neunzig"),
+             "bible-es-en": ("En el principio creó Dios los cielos y la tierra.",
+                             "In the beginning God created the heavens and the earth.")}
 NORMS = [pytest.param(False, id="post-norm"), pytest.param(True, id="pre-norm")]
 
 
@@ -85,11 +96,12 @@ def _zeroed(rep, kind: str, site_or_stack: str, index) -> object:
 
 
 @torch.no_grad()
-def test_an_edge_is_the_change_when_its_source_node_is_zeroed():
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_an_edge_is_the_change_when_its_source_node_is_zeroed(norm_first):
     """In float64, for the strongest edge of each kind into the logit and into a decoder feature (an
     encoder feature's edge reaches it only through cross-attention): the edge equals the target's fall
     when the source node alone is set to 0 in the replacement model."""
-    model = in_float64(make_model())
+    model = in_float64(make_model(norm_first=norm_first))
     rep = Replacement(model, random_transcoders(model), STEP)
     graph = attribute(rep, batch=64)
     n = graph.nodes
@@ -168,3 +180,43 @@ def test_a_missing_transcoder_is_refused_in_one_line(model):
     tcs.pop(next(iter(tcs)))
     with pytest.raises(ValueError, match="no transcoder for encoder.layers.0.ffn"):
         Replacement(model, tcs, STEP)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_on_the_shipped_models_the_replacement_is_the_model_at_every_position(path):
+    if not (path / "model.safetensors").is_file():
+        pytest.skip(f"needs {path.name}")
+    ckpt = load_checkpoint(str(path), "cpu")
+    model, special = ckpt.model, ckpt.model.cfg.special
+    source, target = SENTENCES[path.name]
+    src = source_ids(ckpt.tokenizer, source, model.cfg.max_len, special)
+    out = output_ids(ckpt.tokenizer, target, model.cfg.max_len, special)
+    step = Step(tuple(src), tuple([special.start] + out[:-1]), out[-1])                   # the last position
+    rep = Replacement(model, random_transcoders(model, width=256, k=16), step)
+    with torch.no_grad():
+        own = rep.logits(rep.run(rep.actual(1)))[0]                                       # [T, V]
+    assert (own - rep.model_logits).abs().max() <= min(model_atol(model, rep.model_logits), 1e-4)
+
+
+def test_the_replacements_hooks_answer_only_their_own_thread(model):
+    """On a model the app shares, another thread computing while a graph is built gets the model's own
+    numbers, bit for bit, and keeps its fast paths."""
+    src, prefix = torch.tensor([list(STEP.src)]), torch.tensor([list(STEP.prefix)])
+    with torch.no_grad():
+        alone = model.logits(src, prefix)
+    seen = {}
+
+    def other():
+        with torch.no_grad():
+            seen["logits"] = model.logits(src, prefix)
+        seen["watched"] = model.decoding_watched()
+
+    zero = {name: (lambda _m, _a, out: torch.zeros_like(out)) for name, m in model.named_modules()
+            if isinstance(m, torch.nn.LayerNorm)}
+    with hooked(model, zero):
+        with torch.no_grad():
+            assert not torch.equal(model.logits(src, prefix), alone)                      # this thread's are edited
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+    assert torch.equal(seen["logits"], alone) and seen["watched"] is False
