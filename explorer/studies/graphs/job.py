@@ -4,8 +4,8 @@ figures that say whether to trust it.
 
 Exactness, two ways, both in the result:
   - replacement_logit_error: the replacement model run on the sentence's own node values against the
-    model's own logits at position K, the largest difference over the vocabulary (float rounding only:
-    the error nodes make the replacement exact);
+    model's own logits at every position up to K, the largest difference over them and the vocabulary
+    (float rounding only: the error nodes make the replacement exact);
   - logit_error: the explained logit against its bias plus the sum of the edges into it (the graph's
     linearity: the edges are derivatives, and they add up only if nothing non-linear is left).
 Where the logit comes from: top_source_position is the source position whose inputs (its token node and
@@ -58,7 +58,7 @@ def run_graph(model, tokenizer, text: str, transcoders: dict, settings: GraphSet
     replacement, completeness = influence.scores(graph.adjacency, nodes)
     at = influence.position_influence(pruned.influence, nodes)                            # [S + T]
     with torch.no_grad():
-        own = rep.logits(rep.run(rep.actual(1)))[0, asked.step.position]                  # [V]
+        own = rep.logits(rep.run(rep.actual(1)))[0]                                       # [T, V]
     model_logits = rep.model_logits[asked.step.position]                                  # [V]
     probability = float(torch.softmax(model_logits.double(), -1)[asked.step.token])
     logit, bias = float(graph.value[nodes.logit]), float(graph.bias[nodes.logit])
@@ -75,7 +75,7 @@ def run_graph(model, tokenizer, text: str, transcoders: dict, settings: GraphSet
                       "bias": bias, "edges": edges,
                       "edges_abs": float(graph.adjacency[nodes.logit].double().abs().sum())},
         "logit_error": abs(bias + edges - logit),
-        "replacement_logit_error": float((own - model_logits).abs().max()),
+        "replacement_logit_error": float((own - rep.model_logits).abs().max()),
         "top_source_position": int(at[:nodes.src_len].argmax()),
         "position_influence": [float(v) for v in at],
         "scores": {"replacement": replacement, "completeness": completeness},
@@ -96,7 +96,7 @@ def report(result: dict) -> str:
     return "\n".join([
         f"explained: {what} at position {result['settings']['position']}: {e['logit']:.4f} "
         f"(p = {e['probability']:.3f}); bias {e['bias']:.4f} + edges {e['edges']:.4f}",
-        f"exactness: |bias + edges - logit| = {result['logit_error']:.2e}; replacement vs model logits, "
+        f"exactness: |bias + edges - logit| = {result['logit_error']:.2e}; replacement vs model logits at positions 0..K, "
         f"largest difference {result['replacement_logit_error']:.2e}",
         f"nodes: {c['features']} features, {c['errors']} errors, {c['tokens']} tokens; kept {c['kept_nodes']} "
         f"nodes, {c['kept_links']} links",
