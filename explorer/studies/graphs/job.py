@@ -96,8 +96,8 @@ def report(result: dict) -> str:
     return "\n".join([
         f"explained: {what} at position {result['settings']['position']}: {e['logit']:.4f} "
         f"(p = {e['probability']:.3f}); bias {e['bias']:.4f} + edges {e['edges']:.4f}",
-        f"exactness: |bias + edges - logit| = {result['logit_error']:.2e}; replacement vs model logits at positions 0..K, "
-        f"largest difference {result['replacement_logit_error']:.2e}",
+        f"exactness: |bias + edges - logit| = {result['logit_error']:.2e}; replacement vs model logits at "
+        f"positions 0..K, largest difference {result['replacement_logit_error']:.2e}",
         f"nodes: {c['features']} features, {c['errors']} errors, {c['tokens']} tokens; kept {c['kept_nodes']} "
         f"nodes, {c['kept_links']} links",
         f"replacement score {s['replacement']:.3f}, completeness {s['completeness']:.3f}",
