@@ -8,9 +8,9 @@ of that position (explorer.studies.graphs.job.run_graph, default settings), and 
 largest replacement_logit_error (the replacement model on the sentence's own nodes against the model's
 logits at positions 0..K, over the vocabulary), the largest logit_error (the logit against its bias plus
 the edges into it), the mean replacement and completeness scores, the mean nodes and kept nodes, and the
-seconds per graph (median and largest, with the machine's load: these machines are noisy). --kind random: the random-decoder
-baselines instead; --stride S: every S-th position only. The dictionaries are read from
-$EXPLORER_RUNS_DIR/features (or runs/features).
+seconds per graph (median and largest, with the machine's load: these machines are noisy). --kind random:
+the random-decoder baselines instead; --stride S: every S-th position only. The dictionaries are read
+from $EXPLORER_RUNS_DIR/features (or runs/features).
 
     python -m benchmarks graphs --routing 500 [--checkpoint checkpoints/numbers-en-de]
 
