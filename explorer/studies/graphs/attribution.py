@@ -27,6 +27,7 @@ from typing import Callable
 
 import torch
 
+from explorer.studies.common.gradients import rows_per_batch
 from explorer.studies.graphs.nodes import Nodes, nodes_of
 from explorer.studies.graphs.replacement import STACKS, Reads, Replacement, Sources
 
@@ -84,12 +85,14 @@ def attribute(rep: Replacement, batch: int = 64, tick: Callable[[int], None] | N
     """The whole graph of `rep`: one replacement pass on `batch` copies of the node values, then the rows
     `batch` targets at a time, each a backward pass through that one pass (the replacement is linear with
     its patterns and scales frozen, so the pass is the same for every target: only the seeds differ);
-    tick(n) after each batch with the rows done so far (a cancel may raise there)."""
+    tick(n) after each batch with the rows done so far (a cancel may raise there). Fewer copies when
+    `batch` of them would hold more than the studies' ATTRIBUTION_BYTES (common.gradients.row_bytes)."""
     nodes = nodes_of(rep)
     n = nodes.size
     adjacency = torch.zeros(n, n)                                                         # [N, N]
     targets = targets_of(nodes)
-    width = min(batch, len(targets))
+    cfg = rep.model.cfg
+    width = min(batch, len(targets), rows_per_batch(cfg, nodes.src_len, nodes.prefix_len))  # within ATTRIBUTION_BYTES
     sources = rep.actual(width, grad=True)
     with torch.enable_grad():
         reads = rep.run(sources)
