@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.config import DecodeConfig
-from webapp import decode_url, state, url_keys
+from webapp import decode_url, models, state, url_keys
 from webapp.decode_url import ALPHA_CAP, BEAM_CAP, PENALTIES  # noqa: F401 - the Beam page reads them here
 
 STRATEGIES = {"greedy": "Greedy", "beam": "Beam search", "sample": "Sampling"}
@@ -73,3 +73,21 @@ def render() -> tuple[dict, int]:
     st.session_state["decode_cfg"] = cfg
     url_keys.put(**decode_url.to_query(cfg, samples))
     return cfg, samples
+
+
+INT8_OPTIONS = {"1": True, "0": False}
+
+
+def int8_choice() -> bool:
+    """The Translate page's "int8 weights" toggle: its translation made on the model's int8 copy
+    (explorer/model/int8.py: faster on a CPU, weights rounded to 8 bits) or on the float32 model. It starts
+    on the server's default ($EXPLORER_INT8, models.int8_default: a classroom's server may start everyone on
+    int8) unless the URL says otherwise, and is written to the URL when it differs from that default."""
+    default = models.int8_default()
+    url_keys.seed(url_keys.INT8, "dec_int8", default, options=INT8_OPTIONS)
+    on = st.toggle("int8 weights", key="dec_int8",
+                   help="Translate with a copy of the model whose matrix products run in 8-bit integers: "
+                        "faster on a CPU; its translations can differ slightly from the float32 model's. "
+                        "The other pages always use the float32 model.")
+    url_keys.write(url_keys.INT8, "dec_int8", on, INT8_OPTIONS, default=default)
+    return bool(on)

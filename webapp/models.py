@@ -30,6 +30,7 @@ from webapp.result_cache import bounded_cache
 from webapp.text_safety import md_escape
 
 DEVICE_ENV = "EXPLORER_DEVICE"           # the device the app's models run on (default: auto)
+INT8_ENV = "EXPLORER_INT8"               # 1: the Translate page starts on int8 weights (a classroom's server)
 MAX_MODELS = 4                        # models loaded at once (each ~its float32 weights + a decoder copy)
 
 # Shared result caches, bounded in bytes (a maximal 2,000-character attention trace is ~43 MB, a
@@ -83,6 +84,24 @@ def _load(path: str, fingerprint: str):
     return loaded
 
 
+@st.cache_resource(max_entries=MAX_MODELS, show_spinner="Making the int8 copy of the model…")
+def _int8(path: str, fingerprint: str):
+    from explorer.model.int8 import quantize
+
+    return quantize(_load(path, fingerprint).model)      # a separate object: the shared model is untouched
+
+
+def int8_model(ckpt):
+    """The int8 copy of a loaded checkpoint's model (explorer/model/int8.py), made once and shared like the
+    model; Int8Unavailable (a ValueError: state.friendly says it) on a GPU or a torch without int8."""
+    return _int8(str(ckpt.path), _fingerprint(Path(ckpt.path)))
+
+
+def int8_default() -> bool:
+    """Whether the Translate page starts on int8 weights: $EXPLORER_INT8 (1, true, yes or on), else float32."""
+    return os.environ.get(INT8_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def load(path: str | Path):
     """The shared, read-only model of a checkpoint; raises CheckpointError with a clear message."""
     return _load(str(path), _fingerprint(Path(path)))
@@ -133,11 +152,14 @@ def model_slot() -> Iterator[None]:
 
 @bounded_cache(TRANSLATION_CACHE_BYTES)
 def translate(ckpt, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = (),
-              trace: bool = True):
+              trace: bool = True, int8: bool = False):
+    """`int8`: on the model's int8 copy (the Translate page's choice; never with heads ablated, which
+    needs the float modules); the result is cached apart from the float one."""
     from explorer.decoding import translate as run
 
+    model = int8_model(ckpt) if int8 and not ablate else ckpt.model
     with model_slot():
-        return run(ckpt.model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
+        return run(model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
                    ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")
 
 

@@ -150,9 +150,10 @@ FEAT_ID = UrlKey("feature", integer, 0, 65_535)  # a feature of its dictionary (
 FEAT_VALUE = UrlKey("clamp", float, 0.0, 100.0)  # steering: the value the feature is set to
 FEAT_AT = UrlKey("at")                          # steering: the source positions, "1,3" (1-based)
 LEARN = UrlKey("learn")                         # "Where did it learn this?": out.WORD or src.WORD (views.learned)
+INT8 = UrlKey("int8", _flag)                    # the Translate page on int8 weights: 1, or 0 against a server default
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
-    "translate": (LEARN,),
+    "translate": (LEARN, INT8),
     "architecture": (ARCH_BLOCK, ARCH_TOKEN, LAYER, HEAD),
     "positions": (PE_D, PE_BASE, PE_LEN, PE_SIDE),
     "attention": (ATTN_KIND, LAYER, HEAD, ATTN_SHOW, ATTN_ABLATE, ATTN_VIEW),

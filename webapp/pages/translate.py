@@ -69,6 +69,7 @@ with area["settings"]:
     st.caption("**What this model knows:** " + (state.md_escape(domain) if domain else
                "its model card does not say; expect it to work only on text like the text it was trained on."))
     cfg, n_samples = decode_form.render()
+    int8 = decode_form.int8_choice()
     # Widgets not drawn are forgotten (hence the "_" copy); and after a run that stopped before this
     # box (a checkpoint that fails to load) the browser draws it anew, so it is handed its value each run.
     st.session_state["manual_reference"] = st.session_state.get("manual_reference",
@@ -86,7 +87,7 @@ with area["result"]:
 
     # ---- decode (cached per checkpoint, text and settings) ------------------------------------------
     seeds = [cfg["seed"] + i for i in range(n_samples)] if cfg["strategy"] == "sample" else [cfg["seed"]]
-    runs = [state.friendly(models.translate, ckpt, clipped, dict(cfg, seed=s), what="The translation")
+    runs = [state.friendly(models.translate, ckpt, clipped, dict(cfg, seed=s), int8=int8, what="The translation")
             for s in seeds]
     if any(r is None for r in runs):
         st.stop()
@@ -105,6 +106,11 @@ with area["result"]:
     with st.container(key="translation", border=True):
         st.markdown("#### " + (grounding.translation_markdown(result.text, found) if result.text.strip()
                                else "*(empty output)*"))
+    if int8:
+        st.caption("Computed on an **int8** copy of the model (its matrix products in 8-bit integers): this "
+                   "translation and everything below it (scores, n-best list, pieces, probabilities) may differ "
+                   "slightly from the float32 model's, which the other pages use. Turn off *int8 weights* above "
+                   "for float32.")
     if cfg["strategy"] == "sample" and len(seeds) > 1:
         st.caption(f"The best of {len(seeds)} samples by normalised log-probability (seed {hyps[0][0]}); "
                    "all of them are ranked below.")
