@@ -66,10 +66,12 @@ from explorer.store.run_paths import shipped_root
 
 
 # ---- stages --------------------------------------------------------------------------------------------
-def run_class(client: str, n: int, texts: list[str], args, tmp: Path, deadline: float) -> Stage:
+def run_class(client: str, n: int, texts: list[str], args, tmp: Path, deadline: float, int8: bool = False) -> Stage:
+    """N students at once on a fresh server; `int8`: the server's default is int8 weights (the row's
+    client reads "int8": the protocol client on that server)."""
     stage = Stage(client, n)
     plan = lesson(args.heads, args.steps, args.n_heads)
-    with start_server(tmp, f"{client}-{n}") as server:
+    with start_server(tmp, f"{client}-{n}{'-int8' if int8 else ''}", int8) as server:
         warm_up(server.url, args.timeout)
         cpu0, t0, browser_cpu = _own_cpu(), time.perf_counter(), 0.0
         with Monitor(server.proc.pid) as monitor:
@@ -91,6 +93,10 @@ def run_class(client: str, n: int, texts: list[str], args, tmp: Path, deadline: 
         stage.wall_s = time.perf_counter() - t0
         stage.client_cpu_s = _own_cpu() - cpu0 + browser_cpu
         stage.server = monitor.summary()
+    if int8:
+        stage.client = "int8"
+        stage.note = ("server default int8 weights (EXPLORER_INT8=1): the Translate page's translations come from "
+                      "the int8 copy, so 'differ' counts those int8 rounding changed against the float32 reference")
     return stage
 
 
@@ -203,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="protocol client: skip the HTTP requests of a first visit")
     parser.add_argument("--max-minutes", type=float, default=10.0,
                         help="no stage starts (and running ones stop) after this")
+    parser.add_argument("--int8", choices=("off", "on", "both"), default="off",
+                        help="protocol stages on a server whose default is int8 weights (EXPLORER_INT8=1); both: each "
+                             "N on a float32 server, then on an int8 one (the reference stays float32)")
     parser.add_argument("--checkpoint", default=CHECKPOINT)
     parser.add_argument("--json", help="also write every record and figure to this file")
     args = parser.parse_args(argv)
@@ -233,11 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     log(reference)
     stages.append(reference)
     ref = reference_table(reference)
-    for client, n in [("protocol", n) for n in ns if n > 1] + [("browser", n) for n in browser_ns]:
+    modes = {"off": (False,), "on": (True,), "both": (False, True)}[args.int8]
+    for client, n, int8 in ([("protocol", n, m) for n in ns if n > 1 for m in modes]
+                            + [("browser", n, False) for n in browser_ns]):
         if time.perf_counter() > deadline:
-            print(f"  {client} N={n}: skipped (time bound)")
+            print(f"  {client} N={n}{' int8' if int8 else ''}: skipped (time bound)")
             continue
-        stage = run_class(client, n, texts, args, tmp, deadline)
+        stage = run_class(client, n, texts, args, tmp, deadline, int8)
         log(stage)
         stages.append(stage)
     if args.churn > 0:

@@ -102,6 +102,8 @@ class Monitor:
                 "rss_start_mb": r0, "rss_peak_mb": max(s[2] for s in self.samples), "rss_end_mb": r1}
 
 
-def start_server(tmp: Path, label: str):
-    env = {RUNS_ENV: str(tmp / "runs")}
+def start_server(tmp: Path, label: str, int8: bool = False):
+    """A fresh `streamlit run app.py`; `int8`: with the server-wide default of a classroom on int8 weights
+    (webapp.models.INT8_ENV: the Translate page translates on the model's int8 copy)."""
+    env = {RUNS_ENV: str(tmp / "runs"), **({"EXPLORER_INT8": "1"} if int8 else {})}
     return driver.streamlit_server("app.py", env=env, log=tmp / f"streamlit-{label}.log", wait=240)
