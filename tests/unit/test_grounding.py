@@ -14,7 +14,7 @@ from explorer.files import limits
 from explorer.studies.grounding import index as ix
 from explorer.studies.grounding.__main__ import main as grounding_main, read_sources
 from explorer.studies.grounding.verdict import QUANTILE, calibrate, other_language, score, verdict
-from explorer.studies.common.words import bigrams, names, words
+from explorer.studies.common.words import bigrams, names, span_word, words
 from support.app_support import NUMBERS
 
 TRAIN = [Pair(src="y dijo el rey a su siervo", tgt="and the king said to his servant"),
@@ -30,6 +30,13 @@ def test_words_are_lowercased_letters_and_digits_in_one_normal_form():
     assert words("¿Dónde está la casa 42?") == ["dónde", "está", "la", "casa", "42"]
     assert words("esta\u0301") == words("está")                           # a combining accent is the same word
     assert bigrams(["a", "b", "c"]) == ["a b", "b c"]
+
+
+def test_a_pieces_word_runs_from_its_start_and_ends_at_the_tokenizers_own_pieces():
+    pieces = ["▁twenty", "▁on", "e", "</s>"]
+    assert [span_word(pieces, p) for p in range(4)] == ["twenty", "one", "one", ""]   # the end is no piece of "one"
+    assert [span_word(["▁la", "<unk>", "s", "▁casa", "."], p) for p in range(5)] == ["la", "", "s", "casa", "casa"]
+    assert span_word(["▁one", "</s>", "<pad>"], 2) == "" and span_word(["▁Día", "s"], 1) == "días"
 
 
 def test_names_are_capitals_inside_a_sentence_not_at_its_start():

@@ -58,12 +58,19 @@ def bigrams(tokens: list[str]) -> list[str]:
     return [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
 
 
+_SPECIAL = re.compile(r"<[^<>\s]+>")     # a tokenizer's own pieces: </s>, <unk>, <pad>, <s>
+
+
 def span_word(pieces: Sequence[str], position: int) -> str:
-    """The word (as words()) of the piece at `position`: its span runs from the piece that starts it ('▁')."""
+    """The word (as words()) of the piece at `position`: its span runs from the piece that starts it ('▁').
+    A tokenizer's own piece (</s>, <unk>, <pad>) is a span of its own and no word: the end of sentence after
+    "twenty one" is not a piece of "one"."""
+    if _SPECIAL.fullmatch(pieces[position]):
+        return ""
     start = position
-    while start > 0 and not pieces[start].startswith("▁"):
+    while start > 0 and not pieces[start].startswith("▁") and not _SPECIAL.fullmatch(pieces[start - 1]):
         start -= 1
     end = position + 1
-    while end < len(pieces) and not pieces[end].startswith("▁"):
+    while end < len(pieces) and not pieces[end].startswith("▁") and not _SPECIAL.fullmatch(pieces[end]):
         end += 1
     return (words("".join(pieces[start:end]).replace("▁", " ")) or [""])[0]
