@@ -9,6 +9,8 @@ from pathlib import Path
 from benchmarks import browser as driver
 from explorer.store.run_paths import RUNS_ENV
 
+INT8_ENV = "EXPLORER_INT8"          # webapp.models.INT8_ENV (not imported: it would import streamlit here)
+
 
 # ---- server: process, /proc readings -------------------------------------------------------------------
 def settled_rss_mb(pid: int, settle: float, samples: int = 5, every: float = 1.5) -> float:
@@ -105,5 +107,5 @@ class Monitor:
 def start_server(tmp: Path, label: str, int8: bool = False):
     """A fresh `streamlit run app.py`; `int8`: with the server-wide default of a classroom on int8 weights
     (webapp.models.INT8_ENV: the Translate page translates on the model's int8 copy)."""
-    env = {RUNS_ENV: str(tmp / "runs"), **({"EXPLORER_INT8": "1"} if int8 else {})}
+    env = {RUNS_ENV: str(tmp / "runs"), **({INT8_ENV: "1"} if int8 else {})}
     return driver.streamlit_server("app.py", env=env, log=tmp / f"streamlit-{label}.log", wait=240)

@@ -27,3 +27,14 @@ def test_every_candidate_computes_the_product_and_the_benchmark_runs(capsys):
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
     assert "output projection 512 -> 58101" in out and "int8 dynamic" in out
+
+
+def test_the_class_benchmark_starts_its_int8_server_with_the_apps_variable(monkeypatch, tmp_path):
+    from benchmarks import load_server
+    from webapp.models import INT8_ENV
+
+    seen = []
+    monkeypatch.setattr(load_server.driver, "streamlit_server", lambda script, env, log, wait: seen.append(env))
+    load_server.start_server(tmp_path, "float")
+    load_server.start_server(tmp_path, "int8", int8=True)
+    assert INT8_ENV not in seen[0] and seen[1][INT8_ENV] == "1"
