@@ -137,6 +137,9 @@ def check_config(cfg: DecodeConfig, model: nn.Module, beam: bool = False) -> Non
 
 def check_ablation(model: nn.Module, heads: Iterable[Sequence]) -> list[tuple[str, int, int]]:
     """(kind, layer, head) triples, 0-based, kind in encoder/decoder/cross; ValueError with the ranges."""
+    heads = list(heads or ())
+    if heads and getattr(model, "int8", False):
+        raise ValueError("heads can be switched off on the float model only (an int8 copy has no modules to hook)")
     out = []
     n_heads = model.cfg.n_heads
     for item in heads or ():

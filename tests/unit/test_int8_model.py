@@ -157,3 +157,10 @@ def test_bad_models_are_refused_in_one_line(bad, message):
     with pytest.raises(Int8Unavailable) as err:
         quantize(bad)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_head_ablation_on_the_int8_model_is_refused_in_one_line():
+    quantized = quantize(make_model())
+    with pytest.raises(ValueError) as err:
+        beam_search(quantized, _sources()[:1], DecodeConfig(beam_size=2, max_len_b=4), ablate=[("cross", 0, 0)])
+    assert "float model only" in str(err.value) and "\n" not in str(err.value)
