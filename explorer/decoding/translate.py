@@ -30,13 +30,19 @@ def decode(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Se
            ablate=(), trace: bool = False, use_cache: bool = True) -> list[Decoded]:
     """Decode source ids (LongTensor [B, S] or ragged lists, EOS included) with cfg.strategy.
 
-    `trace` applies to beam search only (greedy is beam search of size 1 if you want its trace).
+    `trace` applies to beam search only (greedy is beam search of size 1 if you want its trace). On an
+    int8 copy of a model (explorer/model/int8.py) each result's meta says so: {"int8": its kernel}.
     """
     cfg = cfg or DecodeConfig()
     if cfg.strategy == "beam":
-        return beam_search(model, src, cfg, prefix=prefix, ablate=ablate, trace=trace, use_cache=use_cache)
-    search = greedy_search if cfg.strategy == "greedy" else sample
-    return search(model, src, cfg, prefix=prefix, ablate=ablate, use_cache=use_cache)
+        results = beam_search(model, src, cfg, prefix=prefix, ablate=ablate, trace=trace, use_cache=use_cache)
+    else:
+        search = greedy_search if cfg.strategy == "greedy" else sample
+        results = search(model, src, cfg, prefix=prefix, ablate=ablate, use_cache=use_cache)
+    if getattr(model, "int8", False):
+        for result in results:
+            result.meta["int8"] = model.kernel
+    return results
 
 
 def decode_batch(model: nn.Module, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig | None = None, *,

@@ -164,3 +164,15 @@ def test_head_ablation_on_the_int8_model_is_refused_in_one_line():
     with pytest.raises(ValueError) as err:
         beam_search(quantized, _sources()[:1], DecodeConfig(beam_size=2, max_len_b=4), ablate=[("cross", 0, 0)])
     assert "float model only" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_translation_on_the_int8_model_says_so_and_the_float_ones_do_not():
+    from explorer.decoding import translate
+    from support.decoding_helpers import StandInTokenizer
+
+    model = random_model()
+    quantized = quantize(model)
+    for cfg in (DecodeConfig(beam_size=3, max_len_b=5), DecodeConfig(strategy="greedy", max_len_b=5)):
+        ours = translate(quantized, StandInTokenizer(), "a b c", cfg, trace=True)
+        theirs = translate(model, StandInTokenizer(), "a b c", cfg)
+        assert ours.meta["int8"] == quantized.kernel and "int8" not in theirs.meta
