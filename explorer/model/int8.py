@@ -7,10 +7,11 @@ linear (`torch.ops.quantized.linear_dynamic` on weights prepacked by `linear_pre
 where torch has them, else oneDNN's or QNNPACK's): weights int8 per output row (symmetric, scale =
 max |row| / 127, as CTranslate2's int8), the input quantized on the fly per call (uint8, one scale and
 zero point for the whole [N, in] input, from its min and max), int32 sums, float32 out with the bias.
-Measured on this project's machine (1 thread, 5 rows, docs/PERFORMANCE.md): it ran the output
-projection ~6-8x faster than the float32 oneDNN product the plain decoder uses, and ahead of oneDNN's
-int8 `qlinear_pointwise` (whose input must be quantized by separate calls) and `torch._int_mm` (no
-fused scaling: 6x slower here); weight-only `_weight_int8pack_mm` is no faster than float32 on CPU.
+Measured on this project's machine (`python -m benchmarks int8-kernels`: 1 thread, 5 rows;
+docs/PERFORMANCE.md): 3-5x the float32 oneDNN product the plain decoder uses on every product of a step,
+the output projection included; oneDNN's int8 `qlinear_pointwise` was level on the output projection but
+2-3x slower on the small products (its input is quantized by separate torch calls), `torch._int_mm` (no
+fused scaling) and weight-only `_weight_int8pack_mm` no faster than float32.
 
 `Int8Model` is a separate object: it copies the weights it quantizes and only reads the float model's
 embeddings, positions and LayerNorm parameters (never written), so every analysis that hooks the float
