@@ -4,7 +4,8 @@ consistent with its log-probs, the float model untouched, bad input refused in o
 The tolerance (explorer/model/rounding.py's int8_atol) is derived from the scheme, not from a kernel:
 weights rounded per output row to max |row| / 127, the input to one scale (max(x, 0) - min(x, 0)) / 255
 with a rounded zero point, integer sums exact; so any correct int8 kernel of that scheme lands within it,
-and one that drops a bias, mixes up rows or rounds coarser does not (checked below).
+and one that uses the wrong rows or weights does not (checked below). Being a worst case it can hide a small
+dropped bias, which a zero input (exact in int8) checks on its own.
 """
 from __future__ import annotations
 
@@ -176,3 +177,15 @@ def test_a_translation_on_the_int8_model_says_so_and_the_float_ones_do_not():
         ours = translate(quantized, StandInTokenizer(), "a b c", cfg, trace=True)
         theirs = translate(model, StandInTokenizer(), "a b c", cfg)
         assert ours.meta["int8"] == quantized.kernel and "int8" not in theirs.meta
+
+
+def test_an_int8_product_of_zeros_is_its_bias():
+    """The bound above is a worst case (every rounding aligned), wide enough to hide a small dropped bias:
+    a zero input, which int8 represents exactly, leaves the bias alone to check, on every linear layer."""
+    model = make_model(final_logits_bias=True)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.bias is not None]
+    assert len(linears) >= 4 * model.cfg.n_encoder_layers
+    for linear in linears:
+        got = int8.int8_product(linear)(torch.zeros(2, linear.in_features))                # [2, out]
+        bias = linear.bias.detach()
+        assert torch.allclose(got, bias.expand_as(got), rtol=0, atol=1e-6 * (float(bias.abs().max()) + 1))
