@@ -127,7 +127,8 @@ def test_greedy_outputs_equal_where_the_margin_allows():
         if bool(((top2[:, 0] - top2[:, 1]) > 2 * deviation).all()):
             assert got == want, (ids, got, want)
         same += got == want
-    assert same >= 20, f"{same}/24 greedy outputs equal"
+    # 23 of 24 here (VNNI: 8-bit inputs); 19 of 24 with 7-bit inputs (fbgemm on a CPU without VNNI, forced here)
+    assert same >= 16, f"{same}/24 greedy outputs equal"
 
 
 def test_beam_search_with_its_trace_runs_on_the_int8_model():
