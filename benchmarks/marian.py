@@ -41,6 +41,7 @@ from explorer.decoding import beam_search
 from explorer.interop import ct2
 from explorer.interop.marian import hf_config, state_from_hf
 from explorer.model import Transformer
+from explorer.model import int8
 from explorer.model.int8 import quantize
 
 OPUS_VOCAB = 58101                                   # e.g. Helsinki-NLP/opus-mt-en-de
@@ -211,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  PLAIN: ours(model, srcs, decode_cfg, False)}
     int8_threads = [] if args.no_int8 else sorted({int(t) for t in args.int8_threads.split(",") if t.strip()})
     notes = []
+    if int8_threads and int8.engine() is None:
+        notes.append("no int8 rows: this torch has no working int8 engine")
+        int8_threads = []
     with tempfile.TemporaryDirectory(prefix="bench-marian-") as tmp:
         if not (args.no_hf and args.no_ct2):
             import transformers
