@@ -82,7 +82,10 @@ def int8_choice() -> bool:
     """The Translate page's "int8 weights" toggle: its translation made on the model's int8 copy
     (explorer/model/int8.py: faster on a CPU, weights rounded to 8 bits) or on the float32 model. It starts
     on the server's default ($EXPLORER_INT8, models.int8_default: a classroom's server may start everyone on
-    int8) unless the URL says otherwise, and is written to the URL when it differs from that default."""
+    int8) unless the URL says otherwise, and is written to the URL when it differs from that default. Not
+    offered (float32) where the app's models run on a GPU or torch has no int8 engine."""
+    if not models.int8_available():
+        return False
     default = models.int8_default()
     url_keys.seed(url_keys.INT8, "dec_int8", default, options=INT8_OPTIONS)
     on = st.toggle("int8 weights", key="dec_int8",

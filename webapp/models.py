@@ -97,6 +97,13 @@ def int8_model(ckpt):
     return _int8(str(ckpt.path), _fingerprint(Path(ckpt.path)))
 
 
+def int8_available() -> bool:
+    """Whether the app can offer int8 weights: its models run on the CPU and this torch has an int8 engine."""
+    from explorer.model.int8 import engine
+
+    return app_device().type == "cpu" and engine() is not None
+
+
 def int8_default() -> bool:
     """Whether the Translate page starts on int8 weights: $EXPLORER_INT8 (1, true, yes or on), else float32."""
     return os.environ.get(INT8_ENV, "").strip().lower() in ("1", "true", "yes", "on")

@@ -49,3 +49,12 @@ def test_the_server_default_from_the_environment(monkeypatch):
     assert at.toggle(key="dec_int8").value is True and _caption(at) and "int8" not in at.query_params
     at = open_app(info.name, text=text, query={"int8": "0"})                # a link asks for float32
     assert at.toggle(key="dec_int8").value is False and not _caption(at)
+
+
+def test_not_offered_where_int8_cannot_run(monkeypatch):
+    monkeypatch.setenv("EXPLORER_INT8", "1")
+    monkeypatch.setattr(int8, "engine", lambda: None)
+    info, text = info_for(NUMBERS)
+    at = open_app(info.name, text=text, query={"int8": "1"})
+    no_exception(at)
+    assert not [t for t in at.toggle if t.key == "dec_int8"] and not _caption(at)
