@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         scores["seconds"] = round(time.time() - t0, 1)
         results[label] = {k: round(v, 4 if k == "exact" else 2) if isinstance(v, float) else v
                           for k, v in scores.items()}
-        print(f"{Path(args.checkpoint).name}{' int8' if args.int8 else ''} {label:8s} BLEU {scores['bleu']:6.2f}  chrF {scores['chrf']:6.2f}  "
+        name = Path(args.checkpoint).name + (" int8" if args.int8 else "")
+        print(f"{name} {label:8s} BLEU {scores['bleu']:6.2f}  chrF {scores['chrf']:6.2f}  "
               f"exact {scores['exact']:.3f}  ({len(split)} sentences, {scores['seconds']} s)")
     results["test_loss"] = round(teacher_forced_loss(model, split, device), 4)
     if not args.no_write:

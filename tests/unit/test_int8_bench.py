@@ -11,7 +11,8 @@ from explorer.model import int8
 @pytest.mark.skipif(int8.engine() is None, reason="this torch has no int8 engine")
 def test_every_candidate_computes_the_product_and_the_benchmark_runs(capsys):
     gen = torch.Generator().manual_seed(0)
-    weight, bias, x = torch.randn(48, 32, generator=gen), torch.randn(48, generator=gen), torch.randn(5, 32, generator=gen)
+    weight, bias = torch.randn(48, 32, generator=gen), torch.randn(48, generator=gen)              # [out, in], [out]
+    x = torch.randn(5, 32, generator=gen)                                                            # [5, in]
     exact = x @ weight.t() + bias                                                      # [5, 48]
     calls = int8_kernels.candidates(x, weight, bias)
     assert "float32 oneDNN (today)" in calls and f"int8 dynamic ({int8.engine()})" in calls
