@@ -11,6 +11,7 @@ so a page that changes a result in place cannot change what another user sees.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import pickle
 import threading
@@ -47,9 +48,17 @@ def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
         cache = cachetools.LRUCache(maxsize=max_bytes, getsizeof=len)
         lock = threading.Lock()
         computing: dict[str, threading.Event] = {}
+        signature = inspect.signature(fn)
+
+        def key_of(args: tuple, kwargs: dict) -> str:
+            """One key however a call spells its arguments: by position or by name, a default left out or
+            passed (the Translate page's `int8=False` and the Beam page's call without it are one call)."""
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return _key(**bound.arguments)
 
         def memo(*args: Any, **kwargs: Any) -> Any:
-            key = _key(*args, **kwargs)
+            key = key_of(args, kwargs)
             while True:
                 with lock:
                     blob = cache.get(key)
@@ -81,7 +90,7 @@ def bounded_cache(max_bytes: int) -> Callable[[Callable], Callable]:
                 cache.clear()
 
         def holds(*args: Any, **kwargs: Any) -> bool:
-            key = _key(*args, **kwargs)
+            key = key_of(args, kwargs)
             with lock:
                 return key in cache               # a look only: the entry's place in the LRU order is kept
 

@@ -111,3 +111,22 @@ def test_holds_says_whether_a_call_would_be_a_hit_without_computing_or_reorderin
     assert not grid.holds(1, {"a": 1}) and grid.holds(2, {"a": 1})
     grid.clear()
     assert not grid.holds(2, {"a": 1})
+
+
+def test_one_call_however_its_arguments_are_spelt():
+    """By position or by name, a default left out or passed: one key (the Translate page passes int8=False,
+    the Beam page leaves it out, and a student's second page must not decode again)."""
+    calls = []
+
+    @bounded_cache(1 << 20)
+    def translate(ckpt, text, cfg, prefix=(), int8=False):
+        calls.append(text)
+        return text.upper()
+
+    assert translate("c", "hola", {"beam": 5}) == "HOLA"
+    assert translate("c", "hola", {"beam": 5}, int8=False) == "HOLA"
+    assert translate("c", text="hola", cfg={"beam": 5}, prefix=()) == "HOLA"
+    assert translate.holds("c", "hola", {"beam": 5}, (), False)
+    assert calls == ["hola"]
+    translate("c", "hola", {"beam": 5}, int8=True)                 # another value: another call
+    assert calls == ["hola", "hola"] and len(translate.cache) == 2
