@@ -5,6 +5,8 @@ one line, never a traceback."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -129,11 +131,22 @@ def test_a_missing_dictionary_is_refused_with_the_command_that_makes_it(root, tm
     assert not (tmp_path / "g.json").exists()
 
 
-def test_the_door_without_a_dictionary_reader_says_so_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "explorer", "graph", str(NUMBERS), "--text", "seven",
-                           "--out", str(tmp_path / "g.json")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+def test_the_door_reads_the_features_commands_dictionaries_or_names_the_command_that_makes_them(root, tmp_path):
+    """Through `python -m explorer graph`: the dictionaries under the runs folder (as `features train` keeps
+    them) make a graph; a runs folder without them is refused in one line naming that command."""
+    door = [sys.executable, "-m", "explorer", "graph", str(NUMBERS), "--text", "seven", "--position", "0"]
+    shutil.copytree(root, tmp_path / "runs" / "features")
+    env = dict(os.environ, EXPLORER_RUNS_DIR=str(tmp_path / "runs"))
+    proc = subprocess.run([*door, "--out", str(tmp_path / "g.json")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "g.json").read_text())["nodes"]
+    env["EXPLORER_RUNS_DIR"] = str(tmp_path / "empty")
+    proc = subprocess.run([*door, "--out", str(tmp_path / "h.json")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env=env)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    assert len(proc.stderr.strip().splitlines()) == 1 and "python -m explorer features train" in proc.stderr
+    assert not (tmp_path / "h.json").exists()
 
 
 def test_every_site_of_the_model_is_read(numbers, root):

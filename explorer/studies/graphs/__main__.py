@@ -29,6 +29,14 @@ from explorer.studies.graphs.job import GRAPH, RANGES, GraphSettings
 Dictionaries = Callable[[object, str], dict]
 
 
+def trained_dictionaries(model, weights_sha256: str) -> dict:
+    """{FFN site: its trained transcoder}, as `python -m explorer features train` keeps them under runs/;
+    DictionaryUnusable (a ValueError, one line) when one is missing, damaged or made for other weights."""
+    from explorer.studies.features.job import load_all
+
+    return {site: kinds["trained"] for site, kinds in load_all(model, weights_sha256).items()}
+
+
 def build_parser():
     parser = study_parser("python -m explorer graph", __doc__)
     parser.add_argument("--text", required=True, help="the source sentence")
@@ -45,8 +53,7 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None, dictionaries: Dictionaries | None = None) -> int:
-    """The command; `dictionaries` reads the checkpoint's transcoders (see the module's note on where they
-    come from)."""
+    """The command; `dictionaries` reads the checkpoint's transcoders (default: trained_dictionaries)."""
     args = parse_checked(build_parser(), list(sys.argv[1:] if argv is None else argv))
     if args is None:
         return 2
@@ -54,9 +61,7 @@ def main(argv: list[str] | None = None, dictionaries: Dictionaries | None = None
         settings = settings_from(args, GraphSettings)
     except ValueError as err:                      # a threshold outside 0..1
         return refuse(str(err))
-    if dictionaries is None:
-        return refuse("this build cannot read the features study's dictionaries from the graph command yet "
-                      "(a study may not import another): see docs/GRAPHS.md")
+    dictionaries = dictionaries or trained_dictionaries
     try:
         ckpt = load_checkpoint(args.checkpoint, args.device)
     except CheckpointError as err:
