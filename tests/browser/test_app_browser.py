@@ -184,7 +184,11 @@ def test_a_verse_picked_then_another_model_then_typing(visit):
 
     page = open_app(visit, ckpt=BIBLE)
     translation_on_screen(page)
-    examples = page.locator("[data-testid='stMain'] [data-testid='stSelectbox']").first
+    idle(page)
+    # by its label: while the page reruns, the first select box on it can be another (the translation's
+    # "Where did it learn this?" picker was clicked once so, and its word picked)
+    examples = page.locator("[data-testid='stMain'] [data-testid='stSelectbox']",
+                            has_text="Example from the held-out test set").first
     open_dropdown(page, examples).nth(1).click()
     idle(page)
     assert "·" in examples.locator("input").input_value()                     # a verse is shown as picked
