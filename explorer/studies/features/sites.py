@@ -52,15 +52,23 @@ def ffn(model, site: str) -> torch.nn.Module:
 
 @torch.no_grad()
 def ffn_inputs(model, site: str, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-    """The FFN input at `site` for a padded batch, teacher-forced (encoder sites: the encoder alone):
+    """The FFN input at `site` for a padded batch, teacher-forced (encoder sites: the encoder alone), the
+    pass stopped once the FFN has read it (the layers after it and the output projection are not needed):
     [B, S or T, d_in] float32."""
     seen = {}
-    handle = ffn(model, site).register_forward_hook(lambda _m, args, _out: seen.__setitem__("x", args[0]))
+
+    def record(_module, args):
+        seen["x"] = args[0].detach()
+        raise _Enough()
+
+    handle = ffn(model, site).register_forward_pre_hook(record)
     try:
         if site.startswith("encoder."):
             model.encode(src)
         else:
             model.logits(src, tgt_in)
+    except _Enough:
+        pass
     finally:
         handle.remove()
     return seen["x"].float()
