@@ -53,13 +53,13 @@ def activation_over_training(tokenizer, tc, site: str, feature: int, pairs: Sequ
         if tok.model_bytes() != reference:
             raise OtherTokenizer(f"checkpoint {label} reads other pieces (its tokenizer differs), so its FFN "
                                  "input at the contexts' positions cannot be compared")
+    cfg = run[0][1].cfg                                  # one run: one config, one tokenizer (checked above)
+    encoded = encode_pairs(tokenizer, [pairs[p] for p, _, _ in contexts], cfg.max_len, cfg.special)
+    src = pad_batch([list(s) for s in encoded.src], cfg.pad_id)                              # [B, S]
+    tgt_in = pad_batch([list(t[:-1]) for t in encoded.tgt], cfg.pad_id)                      # [B, T]
+    where = torch.tensor([q for _, q, _ in contexts])                                        # [B]
     for row, (_, model, _) in enumerate(run):
-        cfg = model.cfg
-        encoded = encode_pairs(tokenizer, [pairs[p] for p, _, _ in contexts], cfg.max_len, cfg.special)
-        src = pad_batch([list(s) for s in encoded.src], cfg.pad_id)                          # [B, S]
-        tgt_in = pad_batch([list(t[:-1]) for t in encoded.tgt], cfg.pad_id)                  # [B, T]
         x = ffn_inputs(model, site, src, tgt_in)                                             # [B, L, d]
-        where = torch.tensor([q for _, q, _ in contexts])                                    # [B]
         if (where >= x.shape[1]).any():
             raise ValueError("a context's position lies beyond its pair (contexts built for another tokenizer?)")
         picked = x[torch.arange(len(contexts)), where]                                       # [B, d]
