@@ -20,11 +20,20 @@ whose counts differ, as a teen's, are left out): how often the graph of the Germ
 largest influence on that English word's position (top_source_position), over all units and over the
 inverted ones alone (German says the unit before the tens, "vier und neunzig" for "ninety four", so the
 word is read from further along the source than the output has come).
+
+    python -m benchmarks graphs --causal 200 [--checkpoint ...] [--longest 25] [--k 10]
+
+--causal N: in N cases (held-out pairs whose source has at most --longest pieces, one output position of
+each drawn at random, EOS excluded, seed 0), the graph's k feature nodes of largest influence on the
+logit removed in the model (attention live, explorer.studies.graphs.intervene.causal_check), against k
+active features drawn at random: how often the top nodes' removal lowers log p(output) by at least twice
+the random ones' (and by something), with the median drops.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import time
 
@@ -35,7 +44,11 @@ from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.context import RunContext
 from explorer.studies.features.job import load_all
+from explorer.studies.graphs.attribution import attribute
+from explorer.studies.graphs.intervene import causal_check
 from explorer.studies.graphs.job import GraphSettings, run_graph
+from explorer.studies.graphs.replacement import Replacement
+from explorer.studies.graphs.step import question
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--stride", type=int, default=1, help="every S-th output position")
     parser.add_argument("--routing", type=int, default=0, help="the numbers model's unit words in N numbers")
+    parser.add_argument("--causal", type=int, default=0, help="top-k nodes against k random ones in N cases")
+    parser.add_argument("--longest", type=int, default=25, help="--causal: sources of at most this many pieces")
+    parser.add_argument("--k", type=int, default=10, help="--causal: nodes removed")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     ckpt = load_checkpoint(args.checkpoint)
@@ -54,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     context = RunContext(meta=ckpt.meta)
     if args.routing:
         return routing(ckpt, tcs, pairs[:args.routing], context)
+    if args.causal:
+        return causal(ckpt, tcs, pairs, args.causal, args.longest, args.k)
     rows, seconds = [], []
     for pair in pairs[:args.sentences]:
         length = len(ckpt.tokenizer.encode(pair.tgt, side="tgt")) + 1
@@ -103,4 +121,31 @@ def routing(ckpt, tcs, pairs, context) -> int:
           f"units ({hits / max(total, 1):.1%}); inverted units (unit und tens) {inverted_hits}/{inverted} "
           f"({inverted_hits / max(inverted, 1):.1%}); {skipped} of {len(pairs)} numbers left out (unit counts differ); "
           f"{time.perf_counter() - start:.0f} s")
+    return 0
+
+
+def causal(ckpt, tcs, pairs, n: int, longest: int, k: int) -> int:
+    tok, model = ckpt.tokenizer, ckpt.model
+    rng = random.Random(0)
+    generator = torch.Generator().manual_seed(0)
+    checks, seconds = [], []
+    for pair in pairs:
+        if len(checks) == n:
+            break
+        if len(tok.encode(pair.src, side="src")) + 1 > longest:
+            continue
+        length = len(tok.encode(pair.tgt, side="tgt"))
+        if length == 0:
+            continue
+        start = time.perf_counter()
+        asked = question(model, tok, pair.src, rng.randrange(length), target=pair.tgt)
+        graph = attribute(Replacement(model, tcs, asked.step), 64)
+        checks.append(causal_check(model, tcs, graph, k, generator))
+        seconds.append(time.perf_counter() - start)
+    held = sum(c.holds for c in checks)
+    print(f"{ckpt.name}: removing the top-{k} feature nodes by influence lowered log p(output) by >= 2x the drop "
+          f"from removing {k} random active features in {held}/{len(checks)} cases ({held / max(len(checks), 1):.1%}); "
+          f"median drop {statistics.median(c.drop_top for c in checks):.3f} (top) vs "
+          f"{statistics.median(c.drop_random for c in checks):.3f} (random) nats; sources <= {longest} pieces; "
+          f"{statistics.median(seconds):.1f} s per case (median), load {os.getloadavg()[0]:.1f}")
     return 0

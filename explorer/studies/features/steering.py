@@ -40,7 +40,7 @@ def clamped(model, site: str, tc, feature: int, value: float, mask: torch.Tensor
 
     def hook(_module, args, output):
         x = args[0]                                                              # [B, L, d]
-        z = tc.encode(x.detach().float())[..., feature]                          # [B, L]
+        z = tc.encode(x.detach().to(direction.dtype))[..., feature]              # [B, L]
         delta = (value - z).unsqueeze(-1) * direction                            # [B, L, d]
         if mask is not None:
             if tuple(mask.shape) != tuple(z.shape):
