@@ -25,6 +25,7 @@ CONTRIBUTIONS_CACHE_BYTES = 8 << 20   # the Contributions page: one pair's ALTI+
 CONTRAST_CACHE_BYTES = 2 << 20        # the Beam page: one step's contrast (~2-20 KB), a reference's fall (~2 KB)
 FAITHFULNESS_CACHE_BYTES = 1 << 20    # an attribution's faithfulness on one sentence (~1 KB each, three pages)
 FEATURES_CACHE_BYTES = 2 << 20        # the Features page: a sentence's features (~2 KB), a feature's effects, a steer
+GRAPHS_CACHE_BYTES = 8 << 20          # the Graphs page: a graph's pruned graphs read back (~20 kB-2 MB), interventions
 MAX_FEATURE_SITES = 6                 # dictionaries kept loaded (a site's two: ~4 MB in float32, its contexts ~0.3 MB)
 
 
@@ -341,3 +342,11 @@ def feature_over_training(ckpt, site: str, stamp: tuple, dataset: str, n_pairs: 
     with model_slot():
         return activation_over_training(ckpt.tokenizer, tc, site, feature, training_split(dataset),
                                         index.contexts(feature), [(c.name, c.model, c.tokenizer) for c in loaded])
+
+
+# ---- the Graphs page (explorer.studies.graphs) -----------------------------------------------------------
+@bounded_cache(GRAPHS_CACHE_BYTES)
+def graph_result(path: str, mtime_ns: int) -> dict | None:
+    """A graph job's result file read back (keys checked), or None; `mtime_ns` keys a file written anew."""
+    from explorer.studies.graphs.job import GRAPH_THRESHOLDS
+    return GRAPH_THRESHOLDS.read(path) if mtime_ns else None

@@ -52,6 +52,8 @@ PAGES_TABLE = (
               "seeing is not causing: change one word and patch activations back to find what carries it"),
     PageEntry("features", "features.py", "Features", "Inside the model",
               "what a layer's numbers mean: sparse features learned from the training pairs, and steering them"),
+    PageEntry("graphs", "graphs.py", "Graphs", "Inside the model",
+              "how one output word was made: the features and routes through cross-attention behind its logit"),
     PageEntry("heads", "heads.py", "Heads", "Measure",
               "over a whole test set: which heads have a job, and how many the model can lose"),
     PageEntry("contributions", "contributions.py", "Contributions", "Measure",

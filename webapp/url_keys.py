@@ -150,6 +150,9 @@ FEAT_ID = UrlKey("feature", integer, 0, 65_535)  # a feature of its dictionary (
 FEAT_VALUE = UrlKey("clamp", float, 0.0, 100.0)  # steering: the value the feature is set to
 FEAT_AT = UrlKey("at")                          # steering: the source positions, "1,3" (1-based)
 LEARN = UrlKey("learn")                         # "Where did it learn this?": out.WORD or src.WORD (views.learned)
+GRAPH_WORD = UrlKey("word")                     # the Graphs page's output word, 1-based (the picker's options)
+GRAPH_NODES = UrlKey("nodes")                   # its node threshold, one of job.NODE_THRESHOLDS
+GRAPH_NODE = UrlKey("node")                     # the feature node picked: its graph id "layer_latent_ctx"
 INT8 = UrlKey("int8", _flag)                    # the Translate page on int8 weights: 1, or 0 against a server default
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
@@ -162,6 +165,7 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD, ALIGN_PAIRS, ALIGN_GRAD),
     "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
     "features": (FEAT_SITE, FEAT_ID, FEAT_VALUE, FEAT_AT),
+    "graphs": (GRAPH_WORD, FOIL_WORD, GRAPH_NODES, GRAPH_NODE),
     "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
     "search": (SEARCH_N, SEARCH_BEAMS, SEARCH_LP, SEARCH_EXACT, SEARCH_EXACT_N, SEARCH_EXACT_S),
     "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER, CONTRAST, FOIL, FOIL_WORD,

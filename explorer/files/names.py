@@ -37,6 +37,7 @@ UPLOADS = "uploads"                      # uploaded training pairs, <hash>.tsv w
 HEADS = "heads"                          # the head lab's results, <weights sha>-<settings hash>.json
 ALIGN = "align"                          # the alignment scorecard's results, named as HEADS' are
 SEARCH = "search"                        # the beam-size curve's results (the Search page), named the same way
+GRAPHS = "graphs"                        # the Graphs page's attribution graphs, named the same way
 GROUNDING = "grounding"                  # training-word indexes by dataset (also in the shipped folder)
 GRADIENT_STORE_SUFFIX = ".gradients.safetensors"   # in GROUNDING: <dataset key>-<weights sha> + this
 STATE_MAP_SUFFIX = ".states.safetensors"           # in GROUNDING (shipped or runs): the encoder states' map
@@ -75,6 +76,9 @@ HF_README = "README.md"
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")         # preferred first
 MARIAN_SRC_SPM, MARIAN_TGT_SPM = "source.spm", "target.spm"
 MARIAN_VOCAB, MARIAN_TGT_VOCAB = "vocab.json", "target_vocab.json"
+# M2M100 / NLLB: one sentencepiece model (+ M2M100's vocab.json, MARIAN_VOCAB's name); the hub's tokenizer.json
+# (NLLB) is read for its language tokens' ids; languages.json is ours: the language tokens and their ids
+MULTILINGUAL_SPM, HF_TOKENIZER_JSON, MULTILINGUAL_LANGUAGES = "sentencepiece.bpe.model", "tokenizer.json", "languages.json"
 
 # A dictionary (transcoder) folder in SAELens's format (explorer/studies/features/files.py)
 SAE_CFG, SAE_WEIGHTS = "cfg.json", "sae_weights.safetensors"

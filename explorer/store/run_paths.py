@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 
 from explorer.files import names
-from explorer.files.names import ALIGN, HEADS, SEARCH, SHIPPED, UPLOAD_DEFAULT_NAME, UPLOAD_NAME_SUFFIX, UPLOADS
+from explorer.files.names import ALIGN, GRAPHS, HEADS, SEARCH, SHIPPED, UPLOAD_DEFAULT_NAME, UPLOAD_NAME_SUFFIX, UPLOADS
 from explorer.files.names import RUN_CHECKPOINTS as CHECKPOINTS
 from explorer.files.names import RUN_CONFIG as CONFIG
 from explorer.files.names import RUN_LOCK as LOCK
@@ -56,9 +56,9 @@ def runs_root() -> Path:
 
 def analysis_file(folder: str, weights_sha: str, settings: dict) -> Path:
     """Where the app keeps an analysis's result (the head lab: HEADS, the alignment scorecard: ALIGN, the
-    beam-size curve: SEARCH) for these weights and these settings (a dict of plain values): the cache key
+    beam-size curve: SEARCH, an attribution graph: GRAPHS) for these weights and these settings (a dict of plain values): the cache key
     is in the name."""
-    if folder not in (HEADS, ALIGN, SEARCH):
+    if folder not in (HEADS, ALIGN, SEARCH, GRAPHS):
         raise ValueError(f"unknown analysis folder {folder!r}")
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9]", "", str(weights_sha))[:32] or "unknown"

@@ -25,7 +25,8 @@ LECTURE = [
     ("attention", "Layers"),
     ("layers", "Causes"),
     ("causes", "Features"),
-    ("features", "Heads"),
+    ("features", "Graphs"),
+    ("graphs", "Heads"),
     ("heads", "Contributions"),
     ("contributions", "Alignment"),
     ("alignment", "Search"),
@@ -36,7 +37,7 @@ LECTURE = [
     ("train", "Checkpoints"),
 ]
 URL_PATHS = {"Architecture": "architecture", "Positional encoding": "positions", "Attention": "attention",
-             "Layers": "layers", "Causes": "causes", "Features": "features",
+             "Layers": "layers", "Causes": "causes", "Features": "features", "Graphs": "graphs",
              "Heads": "heads", "Contributions": "contributions", "Alignment": "alignment", "Search": "search", "Beam search": "beam", "Training vs inference": "training_vs_inference",
              "Schedule": "schedule",
              "Train": "train", "Checkpoints": "checkpoints"}

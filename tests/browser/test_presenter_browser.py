@@ -48,7 +48,7 @@ from webapp import lecture, presenter
 WINDOW = {"width": 1024, "height": 768}
 NUMBER_TEXT = "three hundred and twenty one"
 # The page titles in the order of the lecture (written out here, not read from webapp.lecture).
-ORDER = ["Translate", "Architecture", "Positional encoding", "Attention", "Layers", "Causes", "Features", "Heads",
+ORDER = ["Translate", "Architecture", "Positional encoding", "Attention", "Layers", "Causes", "Features", "Graphs", "Heads",
          "Contributions",
          "Alignment", "Search", "Beam search", "Training vs inference", "Schedule", "Train", "Checkpoints"]
 NEXT = "[data-testid='stMain'] a:has-text('Next:')"
@@ -264,6 +264,7 @@ MAIN = {
     "layers": "[data-testid='stDataFrame']",                 # the DecoderLens table: a translation per layer
     "causes": ".st-key-causes_encoder",
     "features": None,                                       # a layer's dictionary first (a job of minutes)
+    "graphs": None,                                         # every layer's dictionary first, then a graph job
     "heads": None,                                          # a head-lab job's figures (minutes)
     "contributions": ".st-key-contrib_share_bars",
     "alignment": ".st-key-align_links",

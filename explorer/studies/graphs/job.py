@@ -126,7 +126,7 @@ def described(made: Attributed, settings: GraphSettings, *, scan: str = "", cont
         "node_influence": [float(v) for v in pruned.influence[kept]],       # each listed node's, in "nodes" order
         "scores": {"replacement": replacement, "completeness": completeness},
         "counts": {"features": nodes.n_features, "errors": nodes.n_errors, "tokens": nodes.n_tokens,
-                   "kept_nodes": len(data["nodes"]), "kept_links": len(data["links"])},
+                   "source": nodes.src_len, "kept_nodes": len(data["nodes"]), "kept_links": len(data["links"])},
     }
 
 

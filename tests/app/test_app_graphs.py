@@ -1,0 +1,167 @@
+"""AppTests of the Graphs page on the shipped numbers-en-de, with every FFN's dictionary made by the app's
+one-site job at small settings here: the graph drawn for a chosen word is run_graph's (the same kept nodes,
+the same top source position), the node threshold changes what is kept without a new job, the word, foil,
+threshold and picked node live in the URL and a fresh session opening the link shows the same graph from
+the kept file; with a layer's dictionary missing the page offers the one job that trains it, which makes
+the graph possible."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+import torch
+
+from explorer.data import load_corpus
+from explorer.store.checkpoint import load_checkpoint
+from explorer.studies.common.context import RunContext
+from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
+from explorer.studies.features.sites import sites
+from explorer.studies.graphs.__main__ import trained_dictionaries
+from explorer.studies.graphs.job import GraphSettings, run_graph
+from support.app_support import ROOT, chart, no_exception, open_app
+from support.waiting import wait_for_job
+from webapp import background
+
+NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
+PAGE = "webapp/pages/graphs.py"
+TEXT = "one hundred and ninety four"
+SMALL = FeatureSettings(width=64, k=4, steps=40, batch=256, rows=3000, held_rows=500)
+pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs numbers-en-de")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A runs folder holding the app's one-site job's dictionaries of every FFN of numbers-en-de."""
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EXPLORER_RUNS_DIR", str(root))
+        ckpt = load_checkpoint(NUMBERS)
+        corpus = load_corpus("numbers")
+        for site in sites(ckpt.model):
+            SITE.to_file(site_result_path(ckpt.meta["weights_sha256"], site), ckpt.model, ckpt.tokenizer,
+                         corpus.train[:5000], corpus.dev, SMALL, site=site, context=RunContext(meta=ckpt.meta))
+    return root, ckpt.meta["weights_sha256"]
+
+
+@pytest.fixture
+def env(runs, monkeypatch):
+    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
+    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(runs[0]))
+    return runs
+
+
+def shown(at) -> str:
+    return " ".join(str(e.value) for kind in ("markdown", "caption", "info", "warning", "error", "success")
+                    for e in at.get(kind))
+
+
+def drawn(at):
+    """The page run again until its graph is drawn: each background job it started waited for first."""
+    for _ in range(4):
+        no_exception(at)
+        jobs = [j for j in list(background._JOBS.values()) if j.active]
+        if not jobs and any(c.proto.id.endswith("-graphs_figure") for c in at.get("plotly_chart")):
+            return at
+        for job in jobs:
+            wait_for_job(job, f"the {job.label} job")
+            assert job.state == "finished", job.error
+        at.run()
+    raise AssertionError(f"no graph drawn: {shown(at)}")
+
+
+def node_ids(at) -> set[str]:
+    """The ids of the nodes the figure draws (the marker traces' customdata)."""
+    return {c[0] for t in chart(at, "graphs_figure")["data"] if t.get("mode") == "markers" for c in t["customdata"]}
+
+
+def translation(at) -> str:
+    return next(str(m.value).split(": ", 1)[1] for m in at.markdown if str(m.value).startswith("**Translation**"))
+
+
+def test_the_graph_drawn_is_run_graphs(env):
+    at = drawn(open_app("numbers-en-de", PAGE, TEXT, query={"word": "3"}))
+    assert at.title[0].value.startswith("Graphs")
+    assert at.selectbox(key="graphs_word").value == 2 and at.query_params["word"] == "3"
+    ckpt = load_checkpoint(NUMBERS)
+    target = translation(at).replace("\\", "")
+    expected = run_graph(ckpt.model, ckpt.tokenizer, TEXT, trained_dictionaries(ckpt.model, env[1]),
+                         GraphSettings(position=2), target=target)
+    assert node_ids(at) == {n["node_id"] for n in expected["nodes"]}
+    assert len(node_ids(at)) == expected["counts"]["kept_nodes"] < sum(expected["counts"][k] for k in
+                                                                        ("features", "errors", "tokens"))
+    top = expected["top_source_position"]
+    assert f"(source position {top + 1})" in shown(at)
+    assert expected["metadata"]["prompt_tokens"][top].replace("▁", "") in shown(at)
+    assert "Logit vs bias + edges" in shown(at) and "Replacement score" in shown(at)
+    # each kept feature node links to its Features page: its layer and feature in the link
+    picked = at.selectbox(key="graphs_node").value
+    layer, latent, _ = picked.split("_")
+    site = expected["metadata"]["transcoder_list"][int(layer)]
+    stack, index = site.split(".")[0][:3], int(site.split(".")[2]) + 1
+    link = next(e.proto for e in at.get("page_link") if e.proto.label.startswith("Open feature"))
+    assert f"#{latent}" in link.label and link.page == "features"
+    assert f"site={stack}{index}" in link.query_string and f"feature={latent}" in link.query_string
+    assert "text=" in link.query_string                       # the sentence goes along
+    table = at.dataframe[0].value
+    assert any(u.startswith("features?") and f"site={stack}{index}" in u and f"feature={latent}" in u
+               for u in table["open"])
+
+
+def test_the_threshold_changes_what_is_kept_without_a_new_job(env):
+    at = drawn(open_app("numbers-en-de", PAGE, TEXT, query={"word": "3"}))
+    kept = {}
+    for value in (0.5, 0.95):
+        at.select_slider(key="graphs_nodes").set_value(value).run()
+        no_exception(at)
+        assert not [j for j in background._JOBS.values() if j.active]          # pruned already: no job
+        kept[value] = node_ids(at)
+        assert at.query_params["nodes"] == f"{value:g}"
+    assert len(kept[0.5]) < len(kept[0.95]) and kept[0.5] <= kept[0.95]
+
+
+def test_a_link_reopens_the_same_graph_in_a_fresh_session(env):
+    first = drawn(open_app("numbers-en-de", PAGE, TEXT, query={"word": "4", "vs": "drei", "nodes": "0.9"}))
+    assert "minus the foil" in shown(first)
+    query = dict(first.query_params)
+    assert query["word"] == "4" and query["vs"] == "drei" and query["nodes"] == "0.9"
+    ids = node_ids(first)
+    started = len(background._JOBS)
+    again = open_app(None, PAGE, None, query=query)           # a fresh session: only the link's URL
+    no_exception(again)
+    assert node_ids(again) == ids and len(background._JOBS) == started      # read from the kept file
+    assert again.selectbox(key="graphs_word").value == 3 and again.text_input(key="graphs_foil").value == "drei"
+    assert dict(again.query_params) == query
+
+
+def test_a_hostile_link_falls_back_and_a_bad_foil_is_one_line(env):
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"word": "999", "nodes": "abc", "node": "<b>"})
+    no_exception(at)
+    assert at.selectbox(key="graphs_word").value == len(at.selectbox(key="graphs_word").options) - 1
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"vs": "two words"})
+    no_exception(at)
+    errors = [str(e.value) for e in at.error]
+    assert errors and "one word" in errors[0] and "\n" not in errors[0]
+
+
+def test_a_missing_dictionary_is_offered_as_one_job_that_makes_the_graph(env, tmp_path, monkeypatch):
+    root, sha = env
+    copy = tmp_path / "runs"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("graphs"))
+    shutil.rmtree(dictionary_folder(sha, "decoder.layers.1.ffn", "trained", copy / "features").parent)
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(copy))
+    monkeypatch.setattr("webapp.views.graph_dictionaries.APP_SETTINGS", SMALL)
+    at = open_app("numbers-en-de", PAGE, TEXT)
+    no_exception(at)
+    assert re.search(r"1 layer of 4 has none yet: Decoder layer 2", shown(at))
+    assert not any(c.proto.id.endswith("-graphs_figure") for c in at.get("plotly_chart"))
+    button = next(b for b in at.button if b.label.startswith("Train every missing layer's dictionary"))
+    button.click().run()
+    no_exception(at)
+    job = next(j for j in background._JOBS.values() if j.label == "Dictionaries" and str(copy) in str(j.path))
+    wait_for_job(job, "the dictionaries job")
+    assert job.state == "finished", job.error
+    assert site_result_path(sha, "decoder.layers.1.ffn", copy / "features").is_file()
+    drawn(at.run())
