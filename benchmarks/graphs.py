@@ -28,6 +28,12 @@ each drawn at random, EOS excluded, seed 0), the graph's k feature nodes of larg
 logit removed in the model (attention live, explorer.studies.graphs.intervene.causal_check), against k
 active features drawn at random: how often the top nodes' removal lowers log p(output) by at least twice
 the random ones' (and by something), with the median drops.
+
+    python -m benchmarks graphs --speed 5 --checkpoint checkpoints/bible-es-en [--longest 25] [--position 20]
+
+--speed N: the whole graph (run_graph: edges, pruning, scores, JSON) of output --position in the first N
+held-out pairs whose source has --longest pieces (within 2) and whose reference has more than --position
+pieces: the seconds per graph, median and largest, with the machine's load.
 """
 from __future__ import annotations
 
@@ -62,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--causal", type=int, default=0, help="top-k nodes against k random ones in N cases")
     parser.add_argument("--longest", type=int, default=25, help="--causal: sources of at most this many pieces")
     parser.add_argument("--k", type=int, default=10, help="--causal: nodes removed")
+    parser.add_argument("--speed", type=int, default=0, help="seconds per graph in N sentences of --longest pieces")
+    parser.add_argument("--position", type=int, default=20, help="--speed: the output position explained")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     ckpt = load_checkpoint(args.checkpoint)
@@ -70,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     context = RunContext(meta=ckpt.meta)
     if args.routing:
         return routing(ckpt, tcs, pairs[:args.routing], context)
+    if args.speed:
+        return speed(ckpt, tcs, pairs, args.speed, args.longest, args.position, context)
     if args.causal:
         return causal(ckpt, tcs, pairs, args.causal, args.longest, args.k)
     rows, seconds = [], []
@@ -148,4 +158,23 @@ def causal(ckpt, tcs, pairs, n: int, longest: int, k: int) -> int:
           f"median drop {statistics.median(c.drop_top for c in checks):.3f} (top) vs "
           f"{statistics.median(c.drop_random for c in checks):.3f} (random) nats; sources <= {longest} pieces; "
           f"{statistics.median(seconds):.1f} s per case (median), load {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+def speed(ckpt, tcs, pairs, n: int, longest: int, position: int, context) -> int:
+    tok, seconds, sizes = ckpt.tokenizer, [], []
+    for pair in pairs:
+        if len(seconds) == n:
+            break
+        pieces = len(tok.encode(pair.src, side="src")) + 1
+        if abs(pieces - longest) > 2 or len(tok.encode(pair.tgt, side="tgt")) <= position:
+            continue
+        start = time.perf_counter()
+        got = run_graph(ckpt.model, tok, pair.src, tcs, GraphSettings(position=position), target=pair.tgt,
+                        context=context)
+        seconds.append(time.perf_counter() - start)
+        sizes.append((pieces, got["counts"]["features"]))
+    print(f"{ckpt.name}: {len(seconds)} graphs at position {position}, sources of {longest} +- 2 pieces "
+          f"(pieces, features: {sizes}): median {statistics.median(seconds):.1f} s, largest {max(seconds):.1f} s "
+          f"({torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f})")
     return 0
