@@ -7,6 +7,6 @@ source and prefix; attribution.py reads each node's direct effect on each featur
 batched backward passes; influence.py ranks, prunes and scores the graph as circuit-tracer does;
 export.py writes circuit-tracer's graph JSON; step.py turns a sentence, a position and a foil into the
 question; intervene.py removes or clamps feature nodes in the model and sets its answer beside the
-graph's prediction (and checks that the nodes the graph ranks first matter most); hooks.py holds the thread-owned hooks the replacement runs under. job.py runs it as the
-command's study (GRAPH).
+graph's prediction (and checks that the nodes the graph ranks first matter most); hooks.py holds the
+thread-owned hooks the replacement runs under. job.py runs it as the command's study (GRAPH).
 """
