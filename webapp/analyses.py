@@ -350,3 +350,19 @@ def graph_result(path: str, mtime_ns: int) -> dict | None:
     """A graph job's result file read back (keys checked), or None; `mtime_ns` keys a file written anew."""
     from explorer.studies.graphs.job import GRAPH_THRESHOLDS
     return GRAPH_THRESHOLDS.read(path) if mtime_ns else None
+
+
+@bounded_cache(GRAPHS_CACHE_BYTES)
+def graph_intervention(ckpt, dictionaries: str, n_pairs: int, text: str, target: str, position: int, foil: str | None,
+                       changes: tuple):
+    """Feature nodes of one graph's question set to values (`changes`: (site, position, feature, value) each), the
+    model run again beside the graph's prediction (explorer.studies.graphs.intervene); `dictionaries` keys the
+    dictionaries' files as they are now."""
+    from explorer.studies.features.sites import sites
+    from explorer.studies.graphs.intervene import NodeChange, intervene
+    from explorer.studies.graphs.step import question
+
+    transcoders = {site: feature_site(ckpt, site, n_pairs)[0] for site in sites(ckpt.model)}
+    with model_slot():
+        asked = question(ckpt.model, ckpt.tokenizer, text, position, target, foil)
+        return intervene(ckpt.model, transcoders, asked.step, [NodeChange(*c) for c in changes])

@@ -153,6 +153,8 @@ LEARN = UrlKey("learn")                         # "Where did it learn this?": ou
 GRAPH_WORD = UrlKey("word")                     # the Graphs page's output word, 1-based (the picker's options)
 GRAPH_NODES = UrlKey("nodes")                   # its node threshold, one of job.NODE_THRESHOLDS
 GRAPH_NODE = UrlKey("node")                     # the feature node picked: its graph id "layer_latent_ctx"
+GRAPH_CHANGE = UrlKey("change")                 # the feature nodes intervened on: their ids, comma-separated
+GRAPH_VALUE = UrlKey("set", float, 0.0, 100.0)  # the value they are set to (0 removes them)
 INT8 = UrlKey("int8", _flag)                    # the Translate page on int8 weights: 1, or 0 against a server default
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
@@ -165,7 +167,7 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "alignment": (ALIGNER, ALIGN_ROW, ALIGN_LAYER, ALIGN_HEAD, ALIGN_PAIRS, ALIGN_GRAD),
     "layers": (LENS_BEAM, LENS_FORCED, LENS_SHOW),
     "features": (FEAT_SITE, FEAT_ID, FEAT_VALUE, FEAT_AT),
-    "graphs": (GRAPH_WORD, FOIL_WORD, GRAPH_NODES, GRAPH_NODE),
+    "graphs": (GRAPH_WORD, FOIL_WORD, GRAPH_NODES, GRAPH_NODE, GRAPH_CHANGE, GRAPH_VALUE),
     "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
     "search": (SEARCH_N, SEARCH_BEAMS, SEARCH_LP, SEARCH_EXACT, SEARCH_EXACT_N, SEARCH_EXACT_S),
     "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER, CONTRAST, FOIL, FOIL_WORD,

@@ -227,7 +227,7 @@ def test_the_analyses_caches_are_bounded_in_bytes_page_by_page():
                 a.contrast_faithfulness: a.FAITHFULNESS_CACHE_BYTES,
                 a.sentence_features: a.FEATURES_CACHE_BYTES, a.feature_effects: a.FEATURES_CACHE_BYTES,
                 a.steer: a.FEATURES_CACHE_BYTES, a.feature_over_training: a.FEATURES_CACHE_BYTES,
-                a.graph_result: a.GRAPHS_CACHE_BYTES}
+                a.graph_result: a.GRAPHS_CACHE_BYTES, a.graph_intervention: a.GRAPHS_CACHE_BYTES}
     assert {fn.__name__: fn.cache.maxsize for fn in expected} == {fn.__name__: b for fn, b in expected.items()}
     cached = {fn for fn in vars(a).values()
               if callable(fn) and hasattr(fn, "cache") and getattr(fn, "__module__", "") == a.__name__}

@@ -4,12 +4,13 @@ transcoders), attention patterns and norms held at the sentence's values, error 
 
 Thin: the shared sentence and its translation (webapp.sentence) -> every layer's dictionary, or one job
 training the missing ones (webapp.views.graph_dictionaries) -> the word and foil (in the URL) -> the graph,
-drawn by a background job and kept as a file (webapp.views.graphs) -> explorer.plots.graphs.
+drawn by a background job and kept as a file (webapp.views.graphs) -> explorer.plots.graphs; then feature
+nodes removed or clamped, the model beside the graph (webapp.views.graph_interventions).
 """
 import streamlit as st
 
 from webapp import downloads, models, presenter, sentence, state
-from webapp.views import graph_dictionaries
+from webapp.views import graph_dictionaries, graph_interventions
 from webapp.views import graphs as views
 
 st.title("Graphs: how was this word made?")
@@ -24,8 +25,9 @@ with area["learn"]:
         "token embeddings, each active feature at each position and layer, and the errors; an edge from the "
         "source side to the output side runs through cross-attention. A node's **influence** is how much of the "
         "logit reaches it along every path; the graph keeps the nodes holding the threshold's share of it. "
-        "Read it as the replacement model's account of the computation, exact on this sentence, not as proof "
-        "that the model would behave that way elsewhere.",
+        "The replacement gives this sentence's logit exactly, but its account of *how* (which features, which "
+        "routes) is the replacement's, with attention frozen: **intervene** below (remove or clamp feature "
+        "nodes) to compare the graph's prediction with what the model does, attention and later features live.",
         state.equations(r"\mathrm{logit} = b + \sum_{s} a_s \, \frac{\partial\, \mathrm{logit}}{\partial a_s}",
                         r"\text{influence} = w\,\hat A + w\,\hat A^2 + \dots = w\,\hat A\,(I - \hat A)^{-1}"))
 
@@ -41,9 +43,11 @@ with area["graph"]:
     if asked is None:
         st.stop()
     position, foil = asked
-    out = views.result_path(ckpt, clipped, target, position, foil, graph_dictionaries.stamp(ckpt))
+    dictionaries = graph_dictionaries.stamp(ckpt)
+    out = views.result_path(ckpt, clipped, target, position, foil, dictionaries)
     found = views.computed_or_started(ckpt, out, clipped, target, position, foil, transcoders)
     if found is None:
         st.stop()
     graph = views.show(ckpt, found, name)
     views.feature_nodes(graph, name)
+    graph_interventions.section(ckpt, dictionaries, clipped, target, graph)
