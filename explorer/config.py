@@ -37,6 +37,9 @@ class ModelConfig:
     activation: str = "relu"      # the FFN's non-linearity: "relu" (paper) | "swish" (= SiLU) | "gelu"
     pe_layout: str = "interleaved"  # sinusoids: "interleaved" (paper: sin even dims, cos odd) | "halves"
                                     # (Marian: [sin of every frequency | cos of every frequency])
+    pe_frequencies: str = "paper"  # sinusoid i's frequency: "paper" 1 / base^(2i/d) | "fairseq" (M2M100, NLLB)
+                                   # 1 / base^(i/(d/2 - 1)), tensor2tensor's, which reaches 1/base at the last pair
+    pe_offset: int = 0            # the sinusoid index of the first position (M2M100 / NLLB: padding_idx + 1 = 2)
     scale_embeddings: bool = True  # token embeddings times sqrt(d_model) (paper); False: unscaled
     final_logits_bias: bool = False  # a learned [tgt_vocab] bias added to the output projection's logits
     pad_id: int = PAD_ID          # pads batches; masked out of attention and the loss
@@ -52,6 +55,12 @@ class ModelConfig:
         if self.max_len * self.d_model > MAX_POSITION_VALUES:
             raise ValueError(f"max_len x d_model = {self.max_len * self.d_model:,} exceeds {MAX_POSITION_VALUES:,} "
                              "(the positional table built when the model is made)")
+        if not _is_int(self.pe_offset) or not 0 <= self.pe_offset <= MODEL_LIMITS["max_len"]:
+            raise ValueError(f"pe_offset must be an integer in [0, {MODEL_LIMITS['max_len']:,}], not {self.pe_offset!r}")
+        if self.pe_frequencies not in PE_FREQUENCIES:
+            raise ValueError(f"pe_frequencies must be one of {', '.join(PE_FREQUENCIES)}, not {self.pe_frequencies!r}")
+        if self.pe_frequencies == "fairseq" and (self.d_model % 2 or self.d_model < 4):
+            raise ValueError(f"fairseq's sinusoids need an even d_model of at least 4, not {self.d_model}")
         both = min(self.src_vocab_size, self.tgt_vocab_size)
         for name, size, which in (("pad_id", both, "both vocabularies"), ("eos_id", both, "both vocabularies"),
                                   ("unk_id", both, "both vocabularies"),
@@ -59,9 +68,9 @@ class ModelConfig:
             value = getattr(self, name)
             if not _is_int(value) or not 0 <= value < size:
                 raise ValueError(f"{name} must be an integer id of {which} (0 to {size - 1}), not {value!r}")
-        if self.eos_id in (self.pad_id, self.unk_id, self.decoder_start_id):
-            raise ValueError(f"eos_id ({self.eos_id}) must differ from pad_id, unk_id and decoder_start_id "
-                             f"({self.pad_id}, {self.unk_id}, {self.decoder_start_id})")
+        if self.eos_id in (self.pad_id, self.unk_id):       # the decoder may start with EOS (M2M100, NLLB)
+            raise ValueError(f"eos_id ({self.eos_id}) must differ from pad_id and unk_id "
+                             f"({self.pad_id}, {self.unk_id})")
         if self.unk_id == self.pad_id:
             raise ValueError(f"unk_id and pad_id must differ, both are {self.pad_id}")
         if self.activation not in ACTIVATION_NAMES:
@@ -127,10 +136,11 @@ def max_model_bytes() -> int:
     """MAX_MODEL_BYTES, or $EXPLORER_MAX_MODEL_BYTES when it holds a positive whole number."""
     given = os.environ.get(MAX_MODEL_BYTES_ENV, "").strip()
     return int(given) if given.isascii() and given.isdigit() and int(given) > 0 else MAX_MODEL_BYTES
-# The choices of ModelConfig.activation and .pe_layout, named here so reading a config needs no torch;
+# The choices of ModelConfig.activation, .pe_layout and .pe_frequencies, named here so reading a config needs no torch;
 # model/functional.py holds their formulas (ACTIVATIONS, sinusoidal_table) and checks it has them all.
 ACTIVATION_NAMES = ("relu", "swish", "gelu")
 PE_LAYOUTS = ("interleaved", "halves")
+PE_FREQUENCIES = ("paper", "fairseq")
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -32,7 +32,7 @@ from explorer.config import DecodeConfig
 from explorer.decoding.beam_trace import TraceRecorder
 from explorer.decoding.core import (NEG_INF, Decoded, Hypothesis, as_batch, check_config, check_prefix, constrain,
                                     decoding_session, length_penalty, max_lengths, prefix_logprobs, special_ids,
-                                    start)
+                                    start, with_given)
 from explorer.text.special import EOS_ID
 
 STOP_REASONS = ("running", "canonical", "early_stopping", "max_len")
@@ -174,14 +174,17 @@ def stop(state: BeamState, at_limit: torch.Tensor | None, cfg: DecodeConfig) -> 
 
 
 def beam_search(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Sequence[int] | None = None,
-                ablate=(), trace: bool = False, use_cache: bool = True) -> list[Decoded]:
+                ablate=(), trace: bool = False, use_cache: bool = True,
+                given: Sequence[int] | None = None) -> list[Decoded]:
     """n-best hypotheses per source (min(n_best, beam_size), best normalised score first).
 
     src: LongTensor [B, S] or ragged id lists (EOS included). `prefix` forces the first output
-    tokens of every sentence; `ablate` zeroes (kind, layer, head) heads; `trace` adds a BeamTrace.
+    tokens of every sentence; `ablate` zeroes (kind, layer, head) heads; `trace` adds a BeamTrace;
+    `given` tokens come before the prefix and score 0 (core.with_given: a target-language tag).
     """
     cfg = cfg or DecodeConfig()
     check_config(cfg, model, beam=True)
+    prefix, n_given = with_given(given, prefix)
     prefix = check_prefix(prefix, model)
     special = special_ids(model)
     k = cfg.beam_size
@@ -190,7 +193,7 @@ def beam_search(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefi
         batch, n_prefix = src.shape[0], len(prefix)
         limit = max_lengths(src_len, cfg, model.cfg.max_len, n_prefix)        # [B]
         step, first = start(model, src, prefix, k, use_cache)                 # [B*K, P+1, V]
-        forced_lp = prefix_logprobs(first, prefix).view(batch, k, -1)[:, 0]   # [B, P]
+        forced_lp = prefix_logprobs(first, prefix, n_given).view(batch, k, -1)[:, 0]   # [B, P]
         state = init_state(batch, k, forced_lp.sum(dim=1), limit, cfg)
         recorder = TraceRecorder(batch, k, cfg, prefix, forced_lp, first, special) if trace else None
         log_probs = first[:, -1].contiguous()                                 # [B*K, V]

@@ -279,9 +279,26 @@ def start(model: nn.Module, src: torch.Tensor, prefix: list[int], rows_per_sourc
     return step, log_probs
 
 
-def prefix_logprobs(first: torch.Tensor, prefix: list[int]) -> torch.Tensor:
-    """Log-probs of the forced prefix tokens from `start()`'s output: [N, P+1, V] -> [N, P]."""
+def prefix_logprobs(first: torch.Tensor, prefix: list[int], n_given: int = 0) -> torch.Tensor:
+    """Log-probs of the forced prefix tokens from `start()`'s output: [N, P+1, V] -> [N, P].
+
+    The first `n_given` tokens are given, not chosen (a target-language tag: see with_given), so
+    they score log-prob 0, as Hugging Face's forced_bos_token_id scores them."""
     if not prefix:
         return first.new_zeros(first.shape[0], 0)
     ids = torch.tensor(prefix, device=first.device).view(1, -1, 1).expand(first.shape[0], -1, -1)
-    return first[:, :-1].gather(2, ids).squeeze(2)                          # [N, P]
+    lp = first[:, :-1].gather(2, ids).squeeze(2)                            # [N, P]
+    if n_given:
+        lp[:, :n_given] = 0.0
+    return lp
+
+
+def with_given(given: Sequence[int] | None, prefix: Sequence[int] | None) -> tuple[list[int], int]:
+    """(the forced tokens: the given ones then the prefix, how many are given).
+
+    Given tokens are an instruction rather than part of the translation: a multilingual model's
+    target-language tag (M2M100, NLLB), written first as every output's first token. They are forced
+    like a prefix (a "forced" step in the BeamTrace) but score 0, so a score and its length penalty
+    count them as Hugging Face's generate(forced_bos_token_id=...) does."""
+    given = [int(t) for t in (given or [])]
+    return given + [int(t) for t in (prefix or [])], len(given)

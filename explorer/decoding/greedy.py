@@ -13,20 +13,23 @@ from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.decoding.core import (NEG_INF, Decoded, Hypothesis, as_batch, check_config, check_prefix, constrain,
-                                    decoding_session, max_lengths, normalize, prefix_logprobs, special_ids, start)
+                                    decoding_session, max_lengths, normalize, prefix_logprobs, special_ids, start,
+                                    with_given)
 
 Chooser = Callable[[torch.Tensor], torch.Tensor]                              # [B, V] -> [B]
 
 
 def greedy_search(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Sequence[int] | None = None,
-                  ablate=(), use_cache: bool = True) -> list[Decoded]:
-    """The most probable next token at every step. src: LongTensor [B, S] or ragged id lists."""
+                  ablate=(), use_cache: bool = True, given: Sequence[int] | None = None) -> list[Decoded]:
+    """The most probable next token at every step. src: LongTensor [B, S] or ragged id lists.
+    `given` tokens come before the prefix and score 0 (core.with_given: a target-language tag)."""
     cfg = cfg or DecodeConfig(strategy="greedy")
-    return _single_path(model, src, cfg, lambda log_probs: log_probs.argmax(dim=-1), prefix, ablate, use_cache)
+    return _single_path(model, src, cfg, lambda log_probs: log_probs.argmax(dim=-1), prefix, ablate, use_cache,
+                        given)
 
 
 def sample(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Sequence[int] | None = None,
-           ablate=(), use_cache: bool = True) -> list[Decoded]:
+           ablate=(), use_cache: bool = True, given: Sequence[int] | None = None) -> list[Decoded]:
     """Draw each token from softmax(log_probs / temperature), optionally cut to top-k and top-p.
 
     Seeded by cfg.seed through a private generator: the same inputs and config give the same
@@ -42,7 +45,7 @@ def sample(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Se
         probs = torch.softmax(logits, dim=-1)                                  # [B, V]
         return torch.multinomial(probs, 1, generator=generator).squeeze(1)     # [B]
 
-    return _single_path(model, src, cfg, choose, prefix, ablate, use_cache)
+    return _single_path(model, src, cfg, choose, prefix, ablate, use_cache, given)
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -61,8 +64,9 @@ def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> t
 
 
 def _single_path(model: nn.Module, src, cfg: DecodeConfig, choose: Chooser, prefix: Sequence[int] | None,
-                 ablate, use_cache: bool) -> list[Decoded]:
+                 ablate, use_cache: bool, given: Sequence[int] | None = None) -> list[Decoded]:
     check_config(cfg, model)
+    prefix, n_given = with_given(given, prefix)
     prefix = check_prefix(prefix, model)
     special = special_ids(model)
     with decoding_session(model, ablate):
@@ -75,7 +79,7 @@ def _single_path(model: nn.Module, src, cfg: DecodeConfig, choose: Chooser, pref
         logprobs = torch.zeros(batch, longest, device=src.device)             # [B, L]
         if n_prefix:
             tokens[:, :n_prefix] = torch.tensor(prefix, device=src.device)
-            logprobs[:, :n_prefix] = prefix_logprobs(first, prefix)           # [B, P]
+            logprobs[:, :n_prefix] = prefix_logprobs(first, prefix, n_given)  # [B, P]
         done = torch.zeros(batch, dtype=torch.bool, device=src.device)        # [B]
         next_lp = first[:, -1]                                                # [B, V]
         for t in range(n_prefix, longest):

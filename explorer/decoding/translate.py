@@ -27,18 +27,21 @@ from explorer.text.special import DEFAULT_IDS, SpecialIds
 
 
 def decode(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Sequence[int] | None = None,
-           ablate=(), trace: bool = False, use_cache: bool = True) -> list[Decoded]:
+           ablate=(), trace: bool = False, use_cache: bool = True, given: Sequence[int] | None = None) -> list[Decoded]:
     """Decode source ids (LongTensor [B, S] or ragged lists, EOS included) with cfg.strategy.
 
     `trace` applies to beam search only (greedy is beam search of size 1 if you want its trace). On an
     int8 copy of a model (explorer/model/int8.py) each result's meta says so: {"int8": its kernel}.
+    `given`: tokens every output starts with, scoring 0 (a multilingual model's target-language tag,
+    the tokenizer's `forced_target`; decoding.core.with_given).
     """
     cfg = cfg or DecodeConfig()
     if cfg.strategy == "beam":
-        results = beam_search(model, src, cfg, prefix=prefix, ablate=ablate, trace=trace, use_cache=use_cache)
+        results = beam_search(model, src, cfg, prefix=prefix, ablate=ablate, trace=trace, use_cache=use_cache,
+                              given=given)
     else:
         search = greedy_search if cfg.strategy == "greedy" else sample
-        results = search(model, src, cfg, prefix=prefix, ablate=ablate, use_cache=use_cache)
+        results = search(model, src, cfg, prefix=prefix, ablate=ablate, use_cache=use_cache, given=given)
     if getattr(model, "int8", False):
         for result in results:
             result.meta["int8"] = model.kernel
@@ -46,11 +49,11 @@ def decode(model: nn.Module, src, cfg: DecodeConfig | None = None, *, prefix: Se
 
 
 def decode_batch(model: nn.Module, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig | None = None, *,
-                 device: torch.device | str | None = None) -> list[list[int]]:
+                 device: torch.device | str | None = None, given: Sequence[int] | None = None) -> list[list[int]]:
     """Best output ids per source, without EOS (for BLEU). The model must already be on `device`."""
     if not src_ids:
         return []
-    return [d.best.output_ids for d in decode(model, src_ids, cfg)]
+    return [d.best.output_ids for d in decode(model, src_ids, cfg, given=given)]
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def translate(model: nn.Module, tokenizer, text: str, cfg: DecodeConfig | None =
                   prefix=list(prefix or []), ablated=heads)
     if not src_ids:
         return Translation(src_ids=[], src_pieces=[], hypotheses=[], **common)
-    result = decode(model, [src_ids], cfg, prefix=prefix, ablate=heads, trace=trace)[0]
+    result = decode(model, [src_ids], cfg, prefix=prefix, ablate=heads, trace=trace, given=forced_target(tokenizer))[0]
     return Translation(src_ids=src_ids, src_pieces=pieces(tokenizer, src_ids, "src"),
                        hypotheses=[_with_text(tokenizer, h) for h in result.hypotheses],
                        beam_trace=result.trace, meta={"max_len": result.max_len, **result.meta}, **common)
@@ -142,6 +145,12 @@ def attention_trace(model: nn.Module, tokenizer, src_ids: Sequence[int], tgt_ids
             "token_logprobs": token_lp, "ablated": check_ablation(model, ablate), "eos_id": special_ids(model).eos}
     return Trace(arrays=raw.arrays, src_tokens=pieces(tokenizer, src_ids, "src"),
                  tgt_tokens=pieces(tokenizer, tgt_in, "tgt"), meta=meta)
+
+
+def forced_target(tokenizer) -> list[int]:
+    """The tokens a tokenizer says every output starts with (a multilingual tokenizer's target-language
+    tag, explorer.text.multilingual); none for the others."""
+    return list(getattr(tokenizer, "forced_target", None) or [])
 
 
 def pieces(tokenizer, ids: Sequence[int], side: str) -> list[str]:

@@ -40,13 +40,15 @@ def teacher_forced_loss(model, split, device, batch_size: int = 64) -> float:
 
 
 @torch.no_grad()
-def translate_ids(model, src_ids: list[list[int]], cfg: DecodeConfig, device, batch_size: int = 64) -> list[list[int]]:
-    """Decode many sources in length-sorted batches; returns output ids (no BOS/EOS) in input order."""
+def translate_ids(model, src_ids: list[list[int]], cfg: DecodeConfig, device, batch_size: int = 64,
+                  given: list[int] | None = None) -> list[list[int]]:
+    """Decode many sources in length-sorted batches; returns output ids (no BOS/EOS) in input order.
+    `given`: the tokens every output starts with (decoding.translate.forced_target of the tokenizer)."""
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     out: list[list[int]] = [[] for _ in src_ids]
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
-        for i, ids in zip(idx, decode_batch(model, [src_ids[i] for i in idx], cfg, device=device)):
+        for i, ids in zip(idx, decode_batch(model, [src_ids[i] for i in idx], cfg, device=device, given=given)):
             out[i] = ids
     return out
 

@@ -1,4 +1,4 @@
-"""`python -m explorer convert`: from-hf (import a Marian model), to-hf and to-ct2 (export a checkpoint).
+"""`python -m explorer convert`: from-hf (import a Marian, M2M100 or NLLB model), to-hf and to-ct2 (export a checkpoint).
 
 Every failure the user can fix (no such directory, offline with a hub id, an option one side lacks,
 a damaged file) ends in one line on stderr and exit status 2, never a traceback.
@@ -17,14 +17,18 @@ DTYPES = ("float16", "float32")
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m explorer convert", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    imp = sub.add_parser("from-hf", help="import a Hugging Face Marian model (local directory or hub id)")
-    imp.add_argument("source", help="a local directory (config.json, weights, source.spm, target.spm, vocab.json) "
-                                    "or a hub id such as Helsinki-NLP/opus-mt-es-en (needs internet)")
+    imp = sub.add_parser("from-hf", help="import a Hugging Face Marian, M2M100 or NLLB-200 model (local directory "
+                                         "or hub id)")
+    imp.add_argument("source", help="a local directory (config.json, weights, and source.spm, target.spm, vocab.json "
+                                    "for Marian; sentencepiece.bpe.model [+ vocab.json, tokenizer.json] for M2M100 / "
+                                    "NLLB) or a hub id such as Helsinki-NLP/opus-mt-es-en (needs internet)")
     imp.add_argument("out", help="the checkpoint directory to write (e.g. models/opus-mt-es-en)")
     imp.add_argument("--dtype", choices=DTYPES, default="float16", help="weights on disk (default float16)")
     imp.add_argument("--name", help="the name shown in the app (default: the out directory's name)")
-    imp.add_argument("--src-lang", help="source language code, when the source does not state it")
-    imp.add_argument("--tgt-lang", help="target language code, when the source does not state it")
+    imp.add_argument("--src-lang", help="source language code, when the source does not state it (M2M100 / NLLB: "
+                                        "the default source language, e.g. en or eng_Latn)")
+    imp.add_argument("--tgt-lang", help="target language code, when the source does not state it (M2M100 / NLLB: "
+                                        "the default target language)")
     imp.add_argument("--domain", help="what text the model was trained on (shown in the model card)")
     _overwrite(imp)
     hf = sub.add_parser("to-hf", help="export a checkpoint as a Hugging Face Marian directory")
@@ -52,12 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from explorer.interop.hf_export import export_ct2, export_marian
-    from explorer.interop.hf_import import import_marian
+    from explorer.interop.hf_import import import_from_hf
 
     started = time.perf_counter()
     try:
         if args.command == "from-hf":
-            out = import_marian(args.source, args.out, dtype=getattr(torch, args.dtype), name=args.name,
+            out = import_from_hf(args.source, args.out, dtype=getattr(torch, args.dtype), name=args.name,
                                 src_lang=args.src_lang, tgt_lang=args.tgt_lang, domain=args.domain,
                                 overwrite=args.overwrite)
         elif args.command == "to-hf":

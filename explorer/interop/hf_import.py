@@ -1,4 +1,5 @@
-"""Import a Hugging Face Marian model (an OPUS-MT checkpoint) as a checkpoint of this project.
+"""Import a Hugging Face Marian model (an OPUS-MT checkpoint), or an M2M100 / NLLB-200 one, as a checkpoint
+of this project (`import_from_hf` picks by config.json's model_type).
 
 What comes out is an ordinary checkpoint directory (explorer.store.checkpoint's format): every page
 of the app, the beam trace, ablation, comparison and fine-tuning work on it as on a model trained
@@ -14,13 +15,18 @@ import torch
 
 from explorer.files import names
 from explorer.interop import hf_source as src
+from explorer.interop import m2m100
+from explorer.interop.m2m100_tokenizer import tokenizer_from_hf
 from explorer.interop.marian import LOGITS_BIAS, ConversionError, model_config_from_hf, state_from_hf
 from explorer.model import Transformer
 from explorer.model.skeleton import model_skeleton
 from explorer.store.card import ModelCard, with_model_card
 from explorer.store.checkpoint import save_checkpoint
 from explorer.store.output_dirs import check_output_dir
-from explorer.store.weights import check_memory, load_bytes
+from explorer.store.errors import CheckpointError
+from explorer.store.weights import check_memory, load_bytes, read_header
+from explorer.config import MODEL_LIMITS
+from explorer.text.multilingual import MultilingualTokenizer
 from explorer.text.vocab_tokenizer import VocabTokenizer
 
 
@@ -72,6 +78,73 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
         parameters=model.num_parameters(), domain=domain or facts.get("domain"),
         converted=datetime.now(timezone.utc).isoformat(timespec="seconds"), tool=TOOL))
     meta = {"name": name or Path(out).name, "src_lang": src_lang, "tgt_lang": tgt_lang,
+            "training": {"imported_from": provenance}}
+    return save_checkpoint(out, model, tokenizer, meta=meta, dtype=dtype, card=card, output_of=TOOL,
+                           overwrite=overwrite, inputs=(directory,))
+
+
+def import_from_hf(source: str, out: str | Path, **options) -> Path:
+    """import_marian or import_m2m100, as the source's config.json's model_type says."""
+    directory, _ = src.locate(source)
+    hf = src.read_json(directory / names.HF_CONFIG)
+    kind = hf.get("model_type") if isinstance(hf, dict) else None
+    if kind == "marian":
+        return import_marian(source, out, **options)
+    if m2m100.is_m2m100(hf):
+        return import_m2m100(source, out, **options)
+    named = m2m100.OTHER_TYPES.get(str(kind), repr(kind))
+    raise ConversionError(f"model_type is {named}: only Marian (OPUS-MT) and M2M100 / NLLB-200 models import")
+
+
+def import_m2m100(source: str, out: str | Path, *, dtype: torch.dtype = torch.float16, name: str | None = None,
+                  src_lang: str | None = None, tgt_lang: str | None = None, domain: str | None = None,
+                  overwrite: bool = False) -> Path:
+    """Convert `source` (a local M2M100 / NLLB-200 directory or a hub id) into a checkpoint at `out`.
+
+    As import_marian, in the same order: config.json, the tokenizer (which must number exactly the
+    vocabulary the weights have, give or take a few unused ids), the memory the import will take
+    (from the config and, for model.safetensors, its header: refused in one line above the bound),
+    then every tensor's name and shape. `src_lang`/`tgt_lang` become the checkpoint's default pair
+    (the app and the commands translate with it unless told another); without them a command must be
+    given --src-lang and --tgt-lang.
+    """
+    directory, provenance = src.locate(source)
+    check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
+    hf = src.read_json(directory / names.HF_CONFIG)
+    if not m2m100.is_m2m100(hf):
+        m2m100.model_config_from_hf(hf, MultilingualTokenizer.special)     # refuses, naming the model type
+    vocab = hf.get("vocab_size")
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or not 1 <= vocab <= MODEL_LIMITS["src_vocab_size"]:
+        raise ConversionError(f"config.json: vocab_size must be an integer in [1, {MODEL_LIMITS['src_vocab_size']:,}], "
+                              f"not {vocab!r}")
+    tokenizer = tokenizer_from_hf(directory, vocab)
+    if src_lang or tgt_lang:
+        tokenizer = tokenizer.with_languages(src_lang, tgt_lang)
+    cfg = m2m100.model_config_from_hf(hf, tokenizer.special)
+    get, weights_file = src.tensor_reader(directory)
+    header = None
+    if weights_file.name == names.HF_WEIGHTS[0]:
+        try:
+            header = read_header(weights_file)
+        except CheckpointError as exc:
+            raise ConversionError(str(exc)) from None
+    check_memory(str(weights_file), load_bytes(cfg, header, copies=2))     # the converted tensors beside the model
+    shapes = {n: tuple(p.shape) for n, p in model_skeleton(cfg).state_dict().items()}
+    try:
+        state = state_from_hf(get, cfg, shapes, m2m100.m2m100_name_map(cfg))
+    except ConversionError as exc:
+        raise ConversionError(f"{weights_file}: {exc}") from None
+    model = Transformer(cfg)
+    model.load_state_dict(state, strict=True)
+    del state
+    model.eval()
+
+    facts = src.readme_facts(directory)
+    card = with_model_card({}, ModelCard(
+        source=provenance, license=facts.get("license"), languages=(tokenizer.src_lang, tokenizer.tgt_lang),
+        parameters=model.num_parameters(), domain=domain or facts.get("domain"),
+        converted=datetime.now(timezone.utc).isoformat(timespec="seconds"), tool=TOOL))
+    meta = {"name": name or Path(out).name, "src_lang": tokenizer.src_lang, "tgt_lang": tokenizer.tgt_lang,
             "training": {"imported_from": provenance}}
     return save_checkpoint(out, model, tokenizer, meta=meta, dtype=dtype, card=card, output_of=TOOL,
                            overwrite=overwrite, inputs=(directory,))

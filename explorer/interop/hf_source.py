@@ -26,7 +26,8 @@ from explorer.files import names as n
 HUB_HOST = "huggingface.co"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 WEIGHT_FILES = n.HF_WEIGHTS
-TOKENIZER_FILES = (n.MARIAN_SRC_SPM, n.MARIAN_TGT_SPM, n.MARIAN_VOCAB, n.MARIAN_TGT_VOCAB, n.HF_TOKENIZER_CONFIG)
+TOKENIZER_FILES = (n.MARIAN_SRC_SPM, n.MARIAN_TGT_SPM, n.MARIAN_VOCAB, n.MARIAN_TGT_VOCAB, n.HF_TOKENIZER_CONFIG,
+                   n.MULTILINGUAL_SPM, n.HF_TOKENIZER_JSON)        # the last two: M2M100's and NLLB's
 WANTED = (n.HF_CONFIG, n.HF_GENERATION_CONFIG, n.HF_README, *WEIGHT_FILES, *TOKENIZER_FILES)
 MAX_JSON_BYTES = 1 << 20          # config.json, tokenizer_config.json, generation_config.json
 MAX_README_BYTES = 1 << 20
@@ -60,7 +61,7 @@ def _from_hub(repo_id: str) -> Path:
     except Exception:                                     # noqa: BLE001 - not cached (any reason): go online
         pass
     offline_hint = (f"download it on a machine with internet access (e.g. `hf download {repo_id} --local-dir "
-                    f"opus-mt`, or git clone https://{HUB_HOST}/{repo_id}), copy the directory here and pass its path")
+                    f"{repo_id.split('/')[-1]}`, or git clone https://{HUB_HOST}/{repo_id}), copy the directory here and pass its path")
     if os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0"):
         raise SourceError(f"{repo_id}: HF_HUB_OFFLINE is set and the model is not in the local cache; {offline_hint}")
     if not _reachable(HUB_HOST, 443, REACH_TIMEOUT_S):

@@ -123,6 +123,8 @@ def check_exportable(cfg: ModelConfig) -> None:
         problems.append("pre-LayerNorm (norm_first): Marian is post-LayerNorm")
     if cfg.positions != "sinusoidal":
         problems.append("learned positions: Marian's are sinusoidal")
+    if cfg.pe_frequencies != "paper" or cfg.pe_offset:
+        problems.append("fairseq's sinusoids (pe_frequencies, pe_offset): Marian's are the paper's from position 0")
     if cfg.pe_base != HF_PE_BASE:
         problems.append(f"pe_base {cfg.pe_base}: Marian's sinusoids use {HF_PE_BASE:g}")
     if cfg.pe_layout == "interleaved" and cfg.d_model % 2:
@@ -177,17 +179,18 @@ def halves_permutation(d_model: int) -> torch.Tensor:
 
 
 def state_from_hf(get: Callable[[str], torch.Tensor | None], cfg: ModelConfig,
-                  shapes: Mapping[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
+                  shapes: Mapping[str, tuple[int, ...]], names: Mapping[str, str] | None = None) -> dict[str, torch.Tensor]:
     """Our state dict (float32) from a Marian file's tensors: `get(hf_name)` returns one or None;
     `shapes` are our parameters' shapes, checked before a tensor is used.
 
     A tensor several of our names share (the tied embeddings and output projection: Marian's
     `model.shared.weight`) is read and converted once and the names hold that one tensor: three
     float32 copies of a 58k-piece embedding would be ~360 MB for nothing. NaN or infinite values are
-    refused: the import must compute what its source computes, or say why it cannot."""
+    refused: the import must compute what its source computes, or say why it cannot. `names`: our
+    name -> theirs (default: Marian's, name_map; M2M100's adds its final norms)."""
     out: dict[str, torch.Tensor] = {}
     converted: dict[str, torch.Tensor] = {}
-    for ours, theirs in name_map(cfg).items():
+    for ours, theirs in (name_map(cfg) if names is None else names).items():
         if theirs not in converted:
             tensor = next((t for t in map(get, hf_aliases(theirs)) if t is not None), None)
             if tensor is None:

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from explorer.config import ACTIVATION_NAMES, PE_LAYOUTS
+from explorer.config import ACTIVATION_NAMES, PE_FREQUENCIES, PE_LAYOUTS
 
 Tensor = torch.Tensor
 Map = Callable[[Tensor], Tensor]          # a product, a norm, a dropout or a capture point
@@ -54,23 +54,50 @@ def embedding_scale(d_model: int, scaled: bool = True) -> float:
     return math.sqrt(d_model) if scaled else 1.0
 
 
-def sinusoid_frequencies(d_model: int, base: float = 10000.0) -> Tensor:
-    """The angular frequency of sinusoid i: 1 / base^(2i/d), i = 0 .. ceil(d/2) - 1 (float64)."""
+def sinusoid_frequencies(d_model: int, base: float = 10000.0, kind: str = "paper") -> Tensor:
+    """The angular frequency of sinusoid i (float64), i = 0 .. ceil(d/2) - 1:
+
+    "paper"    1 / base^(2i/d)            (the paper; Marian)
+    "fairseq"  1 / base^(i/(d/2 - 1))     (tensor2tensor's, fairseq's, M2M100's and NLLB's: the last
+                                           pair's frequency is exactly 1/base; needs an even d >= 4)
+    """
+    if kind not in PE_FREQUENCIES:
+        raise ValueError(f"pe_frequencies must be one of {', '.join(PE_FREQUENCIES)}, not {kind!r}")
+    if kind == "fairseq":
+        return _fairseq_frequencies(d_model, base).double()                     # [d/2]
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)                   # [ceil(d/2)]
     return 1.0 / base ** (two_i / d_model)
 
 
-def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0, layout: str = "interleaved") -> Tensor:
-    """The sinusoidal positional rows [max_len, d_model] float32; angle(pos, i) = pos / base^(2i/d).
+def _fairseq_frequencies(d_model: int, base: float) -> Tensor:
+    """exp(-i * log(base) / (d/2 - 1)) in float32, computed as fairseq and M2M100 compute it."""
+    half = d_model // 2
+    return torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(base) / (half - 1)))  # [d/2]
+
+
+def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0, layout: str = "interleaved",
+                     frequencies: str = "paper", offset: int = 0) -> Tensor:
+    """The sinusoidal positional rows [max_len, d_model] float32; angle(pos, i) = (pos + offset) * freq_i.
 
     "interleaved" (the paper): PE(pos, 2i) = sin(angle), PE(pos, 2i+1) = cos(angle).
-    "halves" (Marian): [sin(angle(pos, i)) for every i | cos(angle(pos, i)) for every i], the same
-    frequencies; an odd d has one more sine than cosine in either layout.
+    "halves" (Marian, M2M100): [sin(angle(pos, i)) for every i | cos(angle(pos, i)) for every i], the
+    same frequencies; an odd d has one more sine than cosine in either layout. `frequencies`:
+    sinusoid_frequencies' kind. `offset`: the sinusoid index of position 0 (M2M100 and NLLB number
+    positions from padding_idx + 1, fairseq's make_positions), so row p holds index p + offset.
     """
     if layout not in PE_LAYOUTS:
         raise ValueError(f"pe_layout must be one of {', '.join(PE_LAYOUTS)}, not {layout!r}")
-    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)         # [L, 1]
-    angle = position * sinusoid_frequencies(d_model, base)                     # [L, ceil(d/2)]
+    if frequencies == "fairseq":
+        # in float32 and in fairseq's order of operations, as the models were trained with it: float64
+        # would move a row by up to ~1e-4 at position 1000
+        angle32 = torch.arange(offset, offset + max_len, dtype=torch.int64).float().unsqueeze(1) \
+            * _fairseq_frequencies(d_model, base).unsqueeze(0)                # [L, d/2]
+        parts = (torch.sin(angle32), torch.cos(angle32))                       # 2 x [L, d/2]
+        if layout == "halves":
+            return torch.cat(parts, dim=1)                                     # [L, d]
+        return torch.stack(parts, dim=2).reshape(max_len, d_model)            # [L, d] sin, cos, sin, ...
+    position = torch.arange(offset, offset + max_len, dtype=torch.float64).unsqueeze(1)   # [L, 1]
+    angle = position * sinusoid_frequencies(d_model, base, frequencies)        # [L, ceil(d/2)]
     sin, cos = torch.sin(angle), torch.cos(angle[:, : d_model // 2])           # [L, ceil(d/2)], [L, floor(d/2)]
     if layout == "halves":
         return torch.cat([sin, cos], dim=1).float()                            # [L, d]

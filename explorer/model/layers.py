@@ -73,12 +73,13 @@ class Embeddings(nn.Module):
 
     Capture points: `tokens` (scaled token vectors), `positions` (the encoding added), `out`.
     `offset` shifts positions for incremental decoding (one new token at position `offset`).
-    `layout` orders the sinusoids (functional.sinusoidal_table); `scaled` False leaves tokens unscaled.
+    `layout` orders the sinusoids, `frequencies` and `pe_offset` choose their frequencies and the first
+    position's index (functional.sinusoidal_table); `scaled` False leaves tokens unscaled.
     """
 
     def __init__(self, vocab_size: int, d_model: int, max_len: int, base: float, positions: str,
                  dropout: float, lookup: nn.Embedding | None = None, layout: str = "interleaved",
-                 scaled: bool = True):
+                 scaled: bool = True, frequencies: str = "paper", pe_offset: int = 0):
         super().__init__()
         self.d_model = d_model
         self.scale = fn.embedding_scale(d_model, scaled)   # the plain decoding path reads it here
@@ -87,7 +88,8 @@ class Embeddings(nn.Module):
         if self.learned:
             self.position_table = nn.Embedding(max_len, d_model)
         else:
-            self.register_buffer("pe", fn.sinusoidal_table(max_len, d_model, base, layout), persistent=False)
+            self.register_buffer("pe", fn.sinusoidal_table(max_len, d_model, base, layout, frequencies, pe_offset),
+                                 persistent=False)
         self.dropout = Dropout(dropout)
         self.tokens = CapturePoint()
         self.positions = CapturePoint()

@@ -76,7 +76,8 @@ class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig, lookup: nn.Embedding | None):
         super().__init__()
         self.embed = Embeddings(cfg.src_vocab_size, cfg.d_model, cfg.max_len, cfg.pe_base,
-                                cfg.positions, cfg.dropout, lookup, cfg.pe_layout, cfg.scale_embeddings)
+                                cfg.positions, cfg.dropout, lookup, cfg.pe_layout, cfg.scale_embeddings,
+                                cfg.pe_frequencies, cfg.pe_offset)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
@@ -91,7 +92,8 @@ class Decoder(nn.Module):
     def __init__(self, cfg: ModelConfig, lookup: nn.Embedding | None):
         super().__init__()
         self.embed = Embeddings(cfg.tgt_vocab_size, cfg.d_model, cfg.max_len, cfg.pe_base,
-                                cfg.positions, cfg.dropout, lookup, cfg.pe_layout, cfg.scale_embeddings)
+                                cfg.positions, cfg.dropout, lookup, cfg.pe_layout, cfg.scale_embeddings,
+                                cfg.pe_frequencies, cfg.pe_offset)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 

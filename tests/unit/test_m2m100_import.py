@@ -1,0 +1,220 @@
+"""Importing Hugging Face M2M100 / NLLB-200 models (python -m explorer convert from-hf): the imported model
+computes what M2M100ForConditionalGeneration computes (logits on a padded batch within 1e-4, greedy ids and
+beam-5 n-best equal to generate with the same forced target-language token), its tokenizer gives
+transformers' ids, the forced language token is a forced step of the BeamTrace, and bad input is refused in
+one line each. Two shapes: an M2M100 (2+2 layers, d=32) and an NLLB (3+3 layers, d=48, 6 heads, three
+target languages).
+
+Length penalty mapping as in test_marian_import: our "average" with canonical stopping = HF
+length_penalty=1.0, early_stopping="never"; "none" = 0.0. The target-language token is given, not chosen:
+it scores 0, as HF's forced_bos_token_id makes it score.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from explorer.config import DecodeConfig
+from explorer.decoding import beam_search, greedy_search
+from explorer.decoding.translate import translate
+from explorer.interop.hf_import import import_from_hf, import_m2m100
+from explorer.interop.marian import ConversionError
+from explorer.store.checkpoint import load_checkpoint
+from explorer.store.errors import CheckpointError
+from explorer.text.encoding import source_ids
+from support.m2m100_helpers import TEST_SOURCES, random_m2m100, reference_tokenizer
+from support.numerics import score_atol
+
+transformers = pytest.importorskip("transformers")
+MAX_NEW = 12
+SHAPES = {
+    "m2m100": dict(kind="m2m100", d_model=32, heads=4, ffn=64, layers=2, seed=0),
+    "nllb": dict(kind="nllb", d_model=48, heads=6, ffn=96, layers=3, seed=1),
+}
+PAIRS = {"m2m100": ("es", ["en"]), "nllb": ("spa_Latn", ["eng_Latn", "fra_Latn", "deu_Latn"])}
+
+
+@pytest.fixture(scope="module", params=sorted(SHAPES))
+def imported(request, tmp_path_factory):
+    """(kind, HF model, its directory, our checkpoint loaded in float32)."""
+    kind = request.param
+    root = tmp_path_factory.mktemp(kind)
+    hf = random_m2m100(root / "hf", **SHAPES[kind])
+    src, tgts = PAIRS[kind]
+    out = import_from_hf(str(root / "hf"), root / "ours", dtype=torch.float32, src_lang=src, tgt_lang=tgts[0])
+    return kind, hf, root / "hf", load_checkpoint(out)
+
+
+def sources(ck) -> list[list[int]]:
+    return [source_ids(ck.tokenizer, s, 64, ck.config.special) for s in TEST_SOURCES]
+
+
+def test_the_config_says_what_was_imported(imported):
+    kind, _, _, ck = imported
+    cfg = ck.config
+    assert (cfg.norm_first, cfg.pe_layout, cfg.pe_frequencies, cfg.pe_offset) == (True, "halves", "fairseq", 2)
+    assert (cfg.pad_id, cfg.eos_id, cfg.unk_id, cfg.decoder_start_id) == (1, 2, 3, 2)
+    assert cfg.activation == "relu" and cfg.scale_embeddings and cfg.tie_embeddings and cfg.output_tied
+    assert ck.meta["src_lang"] == PAIRS[kind][0] and ck.tokenizer.kind == kind
+
+
+def test_source_and_target_ids_equal_the_transformers_tokenizer(imported):
+    kind, _, hf_dir, ck = imported
+    src, tgts = PAIRS[kind]
+    for tgt in tgts:
+        ref = reference_tokenizer(hf_dir, kind, src, tgt)
+        tok = ck.tokenizer.with_languages(src, tgt)
+        for text in TEST_SOURCES:
+            assert source_ids(tok, text, 64, ck.config.special) == ref(text)["input_ids"]
+        target = "the house is big"
+        labels = ref(text_target=target)["input_ids"]
+        assert tok.encode(target, "tgt") + [ck.config.eos_id] == labels
+        assert tok.forced_target == labels[:1]
+        assert tok.decode(labels) == target
+
+
+def test_logits_match_hugging_face_on_a_padded_batch_within_1e_4(imported):
+    _, hf, _, ck = imported
+    rows = sources(ck)
+    width, pad = max(map(len, rows)), ck.config.pad_id
+    src = torch.tensor([r + [pad] * (width - len(r)) for r in rows])                   # [B, S]
+    tgt_in = torch.randint(4, ck.config.tgt_vocab_size, (src.shape[0], 7))             # [B, T]
+    tgt_in[:, 0] = ck.config.decoder_start_id
+    tgt_in[:, 1] = ck.tokenizer.forced_target[0]
+    with torch.no_grad():
+        ours = ck.model.logits(src, tgt_in)                                            # [B, T, V]
+        theirs = hf(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt_in).logits
+    assert (src == pad).any(), "the batch must be padded"
+    difference = (ours - theirs).abs().max().item()
+    assert difference < 1e-4, difference
+
+
+def _hf_generate(hf, src, forced, **kw):
+    return hf.generate(input_ids=src, do_sample=False, max_new_tokens=MAX_NEW, forced_bos_token_id=forced,
+                       bad_words_ids=[[1]], forced_eos_token_id=None, **kw)
+
+
+def test_greedy_ids_equal_hugging_face_generate_with_the_forced_language(imported):
+    kind, hf, _, ck = imported
+    src_lang, tgts = PAIRS[kind]
+    lengths = set()
+    for tgt in tgts:
+        forced = ck.tokenizer.language_id(tgt)
+        for row in sources(ck):
+            src = torch.tensor([row])                                                  # [1, S]
+            ours = greedy_search(ck.model, src, DecodeConfig(strategy="greedy", max_len_a=0, max_len_b=MAX_NEW),
+                                 given=[forced])[0].best
+            theirs = _hf_generate(hf, src, forced, num_beams=1)[0].tolist()
+            assert [ck.config.decoder_start_id] + ours.ids == theirs
+            assert ours.ids[0] == forced and ours.token_logprobs[0] == 0.0
+            lengths.add(len(theirs))
+    assert len(lengths) > 1, "outputs of one length would not test where decoding stops"
+
+
+@pytest.mark.parametrize("ours_penalty, hf_penalty", [("average", 1.0), ("none", 0.0)])
+def test_beam_n_best_equals_hugging_face_generate_with_the_forced_language(imported, ours_penalty, hf_penalty):
+    kind, hf, _, ck = imported
+    _, tgts = PAIRS[kind]
+    finished = total = 0
+    for tgt in tgts:
+        forced = ck.tokenizer.language_id(tgt)
+        for row in sources(ck):
+            src = torch.tensor([row])                                                  # [1, S]
+            cfg = DecodeConfig(beam_size=5, n_best=5, length_penalty=ours_penalty, max_len_a=0, max_len_b=MAX_NEW)
+            ours = beam_search(ck.model, src, cfg, given=[forced])[0].hypotheses
+            got = _hf_generate(hf, src, forced, num_beams=5, num_return_sequences=5, length_penalty=hf_penalty,
+                               early_stopping="never", return_dict_in_generate=True, output_scores=True)
+            theirs = [[t for t in seq.tolist()[1:] if t != 1] for seq in got.sequences]
+            assert [h.ids for h in ours] == theirs
+            for h, score in zip(ours, got.sequences_scores.tolist()):
+                assert h.normalized == pytest.approx(score, abs=score_atol(ck.model, h.token_logprobs))
+            finished += sum(h.finished for h in ours)
+            total += len(ours)
+    assert finished > 0
+    if ours_penalty == "average":           # (with no penalty, every hypothesis here ends before the limit)
+        assert finished < total, "both finished and cut-off hypotheses must be compared"
+
+
+def test_the_forced_language_is_a_forced_step_of_the_beam_trace(imported):
+    kind, _, _, ck = imported
+    src_lang, tgts = PAIRS[kind]
+    tok = ck.tokenizer.with_languages(src_lang, tgts[-1])
+    result = translate(ck.model, tok, TEST_SOURCES[0], DecodeConfig(beam_size=3, n_best=3), trace=True)
+    forced = tok.language_id(tgts[-1])
+    trace = result.beam_trace
+    assert trace.prefix == (forced,)
+    first = trace.candidates[trace.candidates["step"] == 0]
+    assert list(first["token"]) == [forced] and first["status"][0] == trace_status("forced")
+    assert all(h.ids[0] == forced for h in result.hypotheses)
+    assert result.text == tok.decode(result.best.ids)          # the tag is not part of the text
+
+
+def trace_status(name: str) -> int:
+    from explorer.decoding.beam_trace import STATUSES
+    return STATUSES.index(name)
+
+
+# ---- refusals, one line each --------------------------------------------------------------------
+
+def test_a_missing_or_unknown_language_is_refused_in_one_line_naming_some(imported):
+    kind, _, _, ck = imported
+    unbound = ck.tokenizer.with_languages(None, None)
+    unbound.src_lang = unbound.tgt_lang = None
+    with pytest.raises(ValueError, match=r"choose the source language \(--src-lang\), e\.g\. ") as caught:
+        translate(ck.model, unbound, TEST_SOURCES[0])
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match=r"unknown language 'xx_Yyyy' .* e\.g\. (en|eng_Latn)") as caught:
+        ck.tokenizer.with_languages(PAIRS[kind][0], "xx_Yyyy")
+    assert "\n" not in str(caught.value)
+
+
+def _edited(hf_dir, tmp_path, **config_edit):
+    source = tmp_path / "edited"
+    shutil.copytree(hf_dir, source)
+    config = json.loads((hf_dir / "config.json").read_text())
+    (source / "config.json").write_text(json.dumps({**config, **config_edit}))
+    return source
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"model_type": "bart"}, "model_type is BART.*only Marian .* and M2M100 / NLLB-200"),
+    ({"model_type": "nllb-moe"}, "model_type is NLLB-MoE"),
+    ({"d_model": 1 << 40}, "d_model must be an integer"),
+    ({"vocab_size": 10 ** 9}, "vocab_size must be an integer in"),
+    ({"encoder_layers": 100, "decoder_layers": 100, "d_model": 8192, "encoder_ffn_dim": 32768,
+      "decoder_ffn_dim": 32768, "encoder_attention_heads": 8, "decoder_attention_heads": 8},
+     "GiB of memory, more than"),
+    ({"vocab_size": 4000}, "vocabulary of 4000 ids does not fit this tokenizer"),
+    ({"d_model": 24}, "shape"),
+])
+def test_a_source_that_does_not_fit_is_refused_in_one_line(imported, tmp_path, edit, message):
+    _, _, hf_dir, _ = imported
+    source = _edited(hf_dir, tmp_path, **edit)
+    with pytest.raises((ValueError, CheckpointError), match=message) as caught:
+        import_from_hf(str(source), tmp_path / "out")
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tokenizer_from_another_model_is_refused(imported, tmp_path):
+    kind, _, hf_dir, _ = imported
+    source = tmp_path / "mixed"
+    shutil.copytree(hf_dir, source)
+    if kind == "m2m100":                                        # NLLB's numbering: no vocab.json
+        (source / "vocab.json").unlink()
+    else:                                                       # M2M100's numbering: a vocab.json
+        (source / "vocab.json").write_text(json.dumps({"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4}))
+    with pytest.raises(ValueError, match="does not fit this tokenizer") as caught:
+        import_m2m100(str(source), tmp_path / "out")
+    assert "\n" not in str(caught.value)
+
+
+def test_the_memory_bound_refuses_before_reading_tensors(imported, tmp_path, monkeypatch):
+    _, _, hf_dir, _ = imported
+    monkeypatch.setenv("EXPLORER_MAX_MODEL_BYTES", "1000")
+    with pytest.raises(CheckpointError, match="EXPLORER_MAX_MODEL_BYTES sets another bound"):
+        import_from_hf(str(hf_dir), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
