@@ -50,7 +50,9 @@ def env(runs, monkeypatch):
     monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
     monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
     monkeypatch.setenv("EXPLORER_RUNS_DIR", str(runs[0]))
-    return runs
+    yield runs
+    for job in [j for j in list(background._JOBS.values()) if j.active]:     # a page opened last may have started one
+        wait_for_job(job, f"the {job.label} job to end")
 
 
 def shown(at) -> str:
@@ -189,3 +191,29 @@ def test_an_intervention_sets_the_picked_nodes_and_compares_the_model_with_the_g
     at.number_input(key="graphs_value").set_value(5.0).run()
     no_exception(at)
     assert at.query_params["set"] == "5" and float({m.label: m for m in at.metric}["The model does"].value) != model_does
+
+
+def _link_query(at) -> dict[str, str]:
+    from urllib.parse import parse_qsl
+    link = next(e.proto for e in at.get("page_link") if e.proto.label.startswith("How was"))
+    assert link.page == "graphs"
+    return dict(parse_qsl(link.query_string))
+
+
+def test_translate_and_beam_search_link_a_word_to_its_graph(env):
+    at = open_app("numbers-en-de", "webapp/pages/translate.py", TEXT)
+    no_exception(at)
+    at.selectbox(key="translate_graph_word").set_value(3).run()
+    query = _link_query(at)
+    assert query["word"] == "4" and query["text"] == TEXT
+    graphs = open_app(None, PAGE, None, query=query)                     # the link, followed in a fresh session
+    no_exception(graphs)
+    assert graphs.selectbox(key="graphs_word").value == 3
+    beam = open_app("numbers-en-de", "webapp/pages/beam.py", TEXT, query={"step": "2", "size": "3"})
+    no_exception(beam)
+    query = _link_query(beam)
+    assert query["word"] == "2" and query["beam"] == "3" and query["text"] == TEXT    # the Beam page's search
+    graphs = open_app(None, PAGE, None, query=query)
+    no_exception(graphs)
+    assert graphs.selectbox(key="graphs_word").value == 1
+    assert graphs.query_params["beam"] == "3"

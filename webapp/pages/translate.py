@@ -10,7 +10,7 @@ from explorer.plots.translation import token_probs_figure
 from explorer.store.card import model_card
 from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
 from webapp import decode_form, downloads, models, presenter, sentence, state
-from webapp.views import grounding, learned
+from webapp.views import graph_links, grounding, learned
 
 st.title("Translate")
 # The page's parts, placed in the order of the mode (each part is drawn in the script's own order). A
@@ -163,6 +163,7 @@ probs = pd.DataFrame({"position": range(len(best.pieces)), "piece": best.pieces,
                       "log_prob": best.token_logprobs})
 downloads.table_csv_button(probs, downloads.file_stem(ckpt.name, "token_probs"), key="token_probs_csv",
                            label="Download per-token probabilities (CSV)")
+graph_links.word_picker(best.pieces, "translate_graph_word")     # "how was this word made?"
 downloads.bundle_button(lambda: downloads.analysis_bundle(ckpt, result, cfg, {"page": "translate"},
                                                           extra={"reference": reference,
                                                                  "grounding": grounding.as_json(found)}),

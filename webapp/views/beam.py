@@ -12,7 +12,7 @@ import streamlit as st
 from explorer.plots import beams as plots
 from webapp import decode_form, decode_url, downloads, models, numbering, presenter, sentence, state
 from webapp import url_keys as url
-from webapp.views import beam_contrast, beam_fall, grounding, learned
+from webapp.views import beam_contrast, beam_fall, graph_links, grounding, learned
 
 PENALTIES = decode_form.PENALTIES
 # Lower than the Translate page's cap (decode_form.BEAM_CAP): the tree draws 2k candidates a step,
@@ -218,6 +218,8 @@ def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, 
         tree_chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), trace, tag, ckpt.name)
     st.subheader(f"Candidates ranked at step {step + 1}")
     st.dataframe(table.drop(columns=["row"]), hide_index=True, key="beam_table")
+    if row in best_rows:                           # a word of the final translation: its attribution graph
+        graph_links.word_link(step, str(table[table["row"] == row].iloc[0]["token"]), cfg)
     beam_contrast.contrast_section(ckpt, result, trace, row, step, piece, tag)
     st.subheader("Cross-attention of the chosen hypothesis")
     attn = show_attention(ckpt, result, trace, row, piece)
