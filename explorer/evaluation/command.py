@@ -16,6 +16,7 @@ from pathlib import Path
 from explorer.config import MAX_BEAM, DecodeConfig
 from explorer.data.encoded import encode_pairs
 from explorer.data.files import read_tsv
+from explorer.decoding.translate import forced_target
 from explorer.evaluation.arguments import count
 from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
@@ -38,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", type=device_argument, default="cpu",
                         help="cpu, cuda, cuda:N, mps or auto (CUDA when present)")
     parser.add_argument("--no-write", action="store_true", help="do not update card.json")
+    parser.add_argument("--src-lang", help="a multilingual model's (M2M100, NLLB) source language, e.g. en or "
+                                           "eng_Latn (default: the pair it was imported with)")
+    parser.add_argument("--tgt-lang", help="a multilingual model's target language, forced as every output's first token")
     parser.add_argument("--int8", action="store_true",
                         help="decode with an int8 copy of the model (CPU only; the results say int8 and go into "
                              "card.json's test_int8 section)")
@@ -62,15 +66,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.limit:
         pairs = pairs[:args.limit]
-    split = encode_pairs(ckpt.tokenizer, pairs, ckpt.config.max_len, ckpt.config.special)
+    try:
+        tokenizer = with_languages(ckpt.tokenizer, args.src_lang, args.tgt_lang)
+        split = encode_pairs(tokenizer, pairs, ckpt.config.max_len, ckpt.config.special)
+    except ValueError as err:          # no language, or an unknown one: one line naming some
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     device = resolve_device(args.device)
     results = {"test_set": test_name, "n": len(split)}
+    if forced_target(tokenizer):                             # a multilingual model: the pair these figures are for
+        results["languages"] = [tokenizer.src_lang, tokenizer.tgt_lang]
     if args.int8:
         results["int8"] = model.kernel                        # every int8 result says what computed it
     for label, cfg in (("greedy", DecodeConfig(strategy="greedy")),
                        (f"beam{args.beam}", DecodeConfig(strategy="beam", beam_size=args.beam, n_best=1))):
         t0 = time.time()
-        hyps = [ckpt.tokenizer.decode(ids, side="tgt") for ids in translate_ids(model, split.src, cfg, device)]
+        hyps = [tokenizer.decode(ids, side="tgt")
+                for ids in translate_ids(model, split.src, cfg, device, given=forced_target(tokenizer))]
         scores = corpus_scores(hyps, split.tgt_text)
         scores["seconds"] = round(time.time() - t0, 1)
         results[label] = {k: round(v, 4 if k == "exact" else 2) if isinstance(v, float) else v
@@ -92,3 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         if not args.int8 and not args.test and not args.limit and (ckpt.path / TEST_SPLIT).is_file():
             record(args.checkpoint, args.device)
     return 0
+
+
+def with_languages(tokenizer, src_lang: str | None, tgt_lang: str | None):
+    """`tokenizer` bound to the language pair asked for (a multilingual one's: explorer.text.multilingual);
+    ValueError when a pair is asked of a model that has none, or a language is unknown."""
+    if not (src_lang or tgt_lang):
+        return tokenizer
+    if not hasattr(tokenizer, "with_languages"):
+        raise ValueError("--src-lang / --tgt-lang choose the languages of a multilingual model (M2M100, NLLB); "
+                         "this one translates one pair")
+    return tokenizer.with_languages(src_lang, tgt_lang)

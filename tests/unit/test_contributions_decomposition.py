@@ -124,6 +124,26 @@ def test_imported_marian_blocks_rebuild_exactly(tmp_path):
     assert np.allclose(sc.token_logprobs, [float(lp[i, t]) for i, t in enumerate(out)], atol=1e-5)
 
 
+def test_imported_m2m100_blocks_rebuild_exactly(tmp_path):
+    """Pre-LN with a final LayerNorm on each stack, fairseq's positions, a decoder starting with </s> and a
+    forced target-language tag: an imported random NLLB model's blocks rebuild within 1e-5 as well."""
+    pytest.importorskip("transformers")
+    from explorer.interop.hf_import import import_m2m100
+    from explorer.store.checkpoint import load_checkpoint
+    from support.m2m100_helpers import random_m2m100
+
+    random_m2m100(tmp_path / "hf", kind="nllb", d_model=48, heads=6, ffn=96, layers=3, seed=1)
+    ck = load_checkpoint(import_m2m100(str(tmp_path / "hf"), tmp_path / "ours", dtype=torch.float32,
+                                       src_lang="spa_Latn", tgt_lang="fra_Latn"))
+    cfg = ck.model.cfg
+    assert (cfg.norm_first, cfg.pe_frequencies, cfg.decoder_start_id) == (True, "fairseq", cfg.eos_id)
+    tok = ck.tokenizer
+    src = tok.encode("la casa es grande", "src") + [cfg.eos_id]
+    out = tok.forced_target + [11, 4, 17, 8, cfg.eos_id]
+    assert check_exact(ck.model, src, out) == cfg.n_encoder_layers + 2 * cfg.n_decoder_layers
+    check_distributions(ck.model, src, out)
+
+
 def test_a_later_target_token_changes_no_earlier_row():
     model = make_model()
     first = sentence_contributions(model, SRC, OUT)

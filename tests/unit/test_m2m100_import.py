@@ -218,3 +218,28 @@ def test_the_memory_bound_refuses_before_reading_tensors(imported, tmp_path, mon
     with pytest.raises(CheckpointError, match="EXPLORER_MAX_MODEL_BYTES sets another bound"):
         import_from_hf(str(hf_dir), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+def test_convert_and_evaluate_take_the_languages_from_the_command_line(imported, tmp_path, capsys):
+    """`convert from-hf` without a pair writes a checkpoint that asks for one; `evaluate --src-lang --tgt-lang`
+    decodes with it (the tag forced), and an unknown language is refused in one line, exit status 2."""
+    from explorer.evaluation.command import main as evaluate
+    from explorer.interop.cli import main as convert
+
+    kind, _, hf_dir, _ = imported
+    src_lang, tgts = PAIRS[kind]
+    assert convert(["from-hf", str(hf_dir), str(tmp_path / "ck"), "--dtype", "float32"]) == 0
+    test = tmp_path / "test.tsv"
+    test.write_text("".join(f"{s}\tthe house is big\n" for s in TEST_SOURCES[:2]), encoding="utf-8")
+    common = [str(tmp_path / "ck"), "--test", str(test), "--no-write", "--beam", "2"]
+    capsys.readouterr()
+    assert evaluate(common) == 2
+    err = capsys.readouterr().err
+    assert "choose the source language (--src-lang)" in err and err.count("\n") == 1
+    assert evaluate(common + ["--src-lang", src_lang, "--tgt-lang", "zz"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown language 'zz'" in err and err.count("\n") == 1
+    assert evaluate(common + ["--src-lang", src_lang, "--tgt-lang", tgts[-1]]) == 0
+    assert "BLEU" in capsys.readouterr().out
