@@ -13,7 +13,7 @@ COMMANDS = {
     "data": ("explorer.data.__main__", "build (or load) a corpus and summarise it: bible, numbers, a TSV"),
     "train": ("explorer.train", "train a model (a run directory under runs/)"),
     "evaluate": ("explorer.evaluation.command", "BLEU / chrF / exact match of a checkpoint, written to its card"),
-    "convert": ("explorer.interop.cli", "import an OPUS-MT (Marian) model; export to Hugging Face or CTranslate2"),
+    "convert": ("explorer.interop.cli", "import an OPUS-MT (Marian), M2M100 or NLLB-200 model; export to Hugging Face or CTranslate2"),
     "heads": ("explorer.studies.heads.__main__", "the head lab over a test set: roles, importance, pruning curves"),
     "align": ("explorer.studies.align.__main__", "the alignment scorecard: cross-attention and attributions against gold"),
     "contributions": ("explorer.studies.contributions.__main__", "ALTI+: each output token's source vs target-prefix share"),
