@@ -1,0 +1,54 @@
+"""AppTest: an imported NLLB model (a random one: pre-LN, fairseq's positions, a decoder starting with </s>,
+a language pair) opens in the app like any checkpoint: the pages that decode translate with the pair it
+was imported with, the target-language tag forced as the first output token and left out of the text."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from support.app_support import ROOT, AppTest, no_exception
+from support.waiting import STALL_S
+from webapp import state
+
+MODEL = "nllb-tiny"
+PAGES = ("translate", "beam", "attention", "architecture", "positions", "contributions")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from explorer.interop.hf_import import import_m2m100
+    from support.m2m100_helpers import random_m2m100
+
+    root = tmp_path_factory.mktemp("m2m100-app")
+    random_m2m100(root / "hf", kind="nllb", d_model=48, heads=6, ffn=96, layers=3, seed=1)
+    import_m2m100(str(root / "hf"), root / "models" / MODEL, dtype=torch.float32,
+                  src_lang="spa_Latn", tgt_lang="eng_Latn")
+    return root / "models"
+
+
+@pytest.fixture
+def app_env(models, monkeypatch):
+    monkeypatch.delenv(state.ROOTS_ENV, raising=False)
+    monkeypatch.setenv(state.MODELS_ENV, str(models))
+    monkeypatch.setenv("EXPLORER_DEVICE", "cpu")
+    state.refresh_checkpoints()
+    yield models
+    state.refresh_checkpoints()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_decoding_page_opens_an_imported_nllb_model(app_env, page):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=STALL_S)
+    at.query_params["ckpt"] = MODEL
+    at.session_state["text"] = "la casa es grande"
+    at.run()
+    no_exception(at)
+    assert Path(at.session_state["checkpoint_path"]).name == MODEL
+    at.switch_page(f"webapp/pages/{page}.py").run()
+    no_exception(at)
+    if page == "translate":                 # the source's tag first; the output's first piece is the forced tag
+        shown = " ".join(str(e.value) for kind in ("markdown", "caption", "code", "text") for e in at.get(kind))
+        assert "spa_Latn \u2581la" in shown and "</s> eng_Latn" in shown
