@@ -225,6 +225,17 @@ def _count(n: int) -> str:
     return f"{n} analysis" if n == 1 else f"{n} analyses"
 
 
+def time_left(job: Job) -> str:
+    """", about 2 minutes left": the time so far stretched over what is left at the pace so far (each stage an
+    equal share, as the bar counts them); "" before there is a pace to go by."""
+    from webapp.estimates import duration
+
+    spent, part = time.time() - job.started, job.fraction()
+    if not 0.02 <= part < 1 or spent < 2:
+        return ""
+    return f", about {duration(spent * (1 - part) / part)} left"
+
+
 def show_job(path: str, key: str) -> None:
     """The job's progress (or its place in line) and Cancel button; meant to run in an st.fragment
     refreshed every 2 s while the job is active. When the job has ended, the whole page re-runs once
@@ -237,7 +248,7 @@ def show_job(path: str, key: str) -> None:
         else:
             stage = job.stage if job.stage in job.stages else "loading the checkpoint"
             st.progress(job.fraction(), text=f"{job.label} running: {stage} {job.done}/{job.total or '?'} "
-                                             f"({time.time() - job.started:.0f} s)")
+                                             f"({time.time() - job.started:.0f} s{time_left(job)})")
         if job.cancel.is_set():
             st.caption("Cancelling…")
         elif st.button("Cancel", key=f"{key}_cancel"):

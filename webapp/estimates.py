@@ -152,3 +152,58 @@ def duration(seconds: float) -> str:
         return f"{minutes} minutes"
     hours, rest = divmod(round(minutes / 10) * 10, 60)
     return f"{hours} hours" + (f" {rest} minutes" if rest else "")
+
+
+@dataclass(frozen=True)
+class GraphCost:
+    targets: int                    # the rows to compute: every active feature and the logit
+    passes: int                     # backward passes of up to `width` rows
+    width: int
+    seconds: float
+
+
+@st.cache_data(max_entries=32, show_spinner="Timing one backward pass to estimate how long the graph takes…")
+def graph_cost(ckpt_path: str, sha: str, dictionaries: str, text: str, target: str, position: int,
+               foil: str | None, _transcoders: dict) -> GraphCost:
+    """An attribution graph's cost on this machine (explorer.studies.graphs): its replacement model built
+    and one batched replacement pass with one backward pass through it timed, times the backward passes
+    its feature nodes need (`dictionaries`: the dictionaries' files as they are, so new ones are timed again)."""
+    import torch
+
+    from explorer.studies.common.gradients import rows_per_batch
+    from explorer.studies.graphs.job import GraphSettings
+    from explorer.studies.graphs.nodes import nodes_of
+    from explorer.studies.graphs.replacement import Replacement
+    from explorer.studies.graphs.step import question
+
+    ckpt = models.load(ckpt_path)
+    model = ckpt.model
+    with models.model_slot():
+        start = time.perf_counter()
+        asked = question(model, ckpt.tokenizer, text, position, target, foil)
+        rep = Replacement(model, _transcoders, asked.step)
+        nodes = nodes_of(rep)
+        build = time.perf_counter() - start
+        targets = nodes.n_features + 1
+        width = min(GraphSettings().batch, targets, rows_per_batch(model.cfg, nodes.src_len, nodes.prefix_len))
+        sources = rep.actual(width, grad=True)
+        with torch.enable_grad():
+            start = time.perf_counter()
+            reads = rep.run(sources)
+            torch.autograd.grad(reads.hidden.sum(), sources.leaves(), allow_unused=True)
+            probe = time.perf_counter() - start
+    passes = math.ceil(targets / width)
+    return GraphCost(targets, passes, width, 2 * build + probe + passes * probe * (BACKWARD - 1) / BACKWARD)
+
+
+def graph(ckpt, dictionaries: str, text: str, target: str, position: int, foil: str | None,
+          transcoders: dict) -> str:
+    """The Graphs page's sentence: about how long the graph takes, and how that was measured."""
+    try:
+        cost = graph_cost(*ckpt.cache_key, dictionaries, text, target, position, foil, transcoders)
+    except (ValueError, RuntimeError) as err:       # a full queue (QueueFull), a graph too large
+        return f"No time estimate: {md_escape(err)}"
+    said = duration(cost.seconds)
+    return (f"{'About ' + said if said[0].isdigit() else said.capitalize()} on this machine: {cost.targets - 1:,} active features and the logit, "
+            f"{cost.passes} backward pass{'es' if cost.passes != 1 else ''} of up to {cost.width} rows, from timing "
+            "one here (other work on the machine slows it)")

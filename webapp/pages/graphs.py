@@ -45,7 +45,7 @@ with area["graph"]:
     position, foil = asked
     dictionaries = graph_dictionaries.stamp(ckpt)
     out = views.result_path(ckpt, clipped, target, position, foil, dictionaries)
-    found = views.computed_or_started(ckpt, out, clipped, target, position, foil, transcoders)
+    found = views.computed_or_started(ckpt, out, clipped, target, position, foil, transcoders, dictionaries)
     if found is None:
         st.stop()
     graph = views.show(ckpt, found, name)

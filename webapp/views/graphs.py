@@ -24,7 +24,7 @@ from explorer.store import run_paths as rp
 from explorer.studies.graphs.job import GRAPH_THRESHOLDS, NODE_THRESHOLDS, GraphSettings
 from explorer.studies.graphs.rows import layer_count, node_rows, source_words
 from explorer.studies.graphs.step import question
-from webapp import analyses, background, downloads, lecture, presenter, state, study_job
+from webapp import analyses, background, downloads, estimates, lecture, presenter, state, study_job
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
 from webapp.views.features import site_key, site_label
@@ -88,7 +88,7 @@ def result_path(ckpt, text: str, target: str, position: int, foil: str | None, d
 
 
 def computed_or_started(ckpt, out: Path, text: str, target: str, position: int, foil: str | None,
-                        transcoders: dict) -> dict | None:
+                        transcoders: dict, dictionaries: str) -> dict | None:
     """The graph's result file read (cached), or the job drawing it started (unless one ran and failed or
     was cancelled: then its message and a start button), its progress shown, and None."""
     found = analyses.graph_result(str(out), _mtime(out))
@@ -100,10 +100,14 @@ def computed_or_started(ckpt, out: Path, text: str, target: str, position: int, 
                                GraphSettings(position=position), target=target, foil=foil)
 
     if background.job_for(out) is None:              # a new question: no button to press
+        estimate = estimates.graph(ckpt, dictionaries, text, target, position, foil, transcoders)
+        st.session_state["_graphs_estimate"] = (str(out), estimate)
         begin()
-    st.info("Drawing the graph in the background: one backward pass through the replacement model per 64 "
-            "feature nodes (a few seconds on the numbers models, one to three minutes on bible-es-en on two "
-            "cores). It is kept: this word's graph opens at once next time, also from a shared link.")
+    said = st.session_state.get("_graphs_estimate", ("", ""))
+    st.info("Drawing the graph in the background, one backward pass through the replacement model per 64 feature "
+            "nodes" + (f". {said[1]}." if said[0] == str(out) else ": a few seconds on the numbers models, one to "
+                       "three minutes on bible-es-en on two cores.")
+            + " It is kept: this word's graph opens at once next time, also from a shared link.")
     study_job.tail(out, "Draw the graph again", "graphs", begin)
     return None
 
@@ -150,8 +154,9 @@ def show(ckpt, result: dict, name: str) -> dict:
     graph = graph_at(result, threshold)
     rows = node_rows(graph)
     e = graph["explained"]
-    what = f"logit of {e['piece']!r}" + (" minus the foil's" if e["foil"] is not None else "")
-    title = f"How {plots.label(e['piece'])} was made: {graph['counts']['kept_nodes']} of " \
+    word = e["piece"].replace("▁", "") or e["piece"]
+    what = f"logit of “{word}”" + (" minus the foil's" if e["foil"] is not None else "")
+    title = f"How “{plots.label(word)}” was made: {graph['counts']['kept_nodes']} of " \
             f"{sum(graph['counts'][k] for k in ('features', 'errors', 'tokens')) + 1} nodes kept"
     fig = plots.graph_figure(rows, graph["links"], graph["metadata"]["prompt_tokens"], graph["counts"]["source"],
                              n_encoder(graph), layer_count(graph), title)
