@@ -48,6 +48,10 @@ def model_defaults(ckpt) -> tuple[int, float, int]:
     cfg = ckpt.config
     st.caption(f"Checkpoint **{state.md_escape(ckpt.name)}**: d_model={cfg.d_model}, base={cfg.pe_base:g}, "
                f"positions={cfg.positions}, max_len={cfg.max_len}.")
+    if cfg.positions == "sinusoidal" and (cfg.pe_frequencies != "paper" or cfg.pe_offset):
+        st.caption(f"This model's own sinusoids (M2M100 / NLLB) are fairseq's: frequencies 1 / base^(i/(d/2 − 1)) "
+                   f"in [sin | cos] halves, the first token at pos = {cfg.pe_offset}; the explorer below draws the "
+                   "paper's, the sentence below what this model adds.")
     return cfg.d_model, float(cfg.pe_base), cfg.max_len
 
 
