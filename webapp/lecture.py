@@ -96,7 +96,8 @@ def navigation_pages() -> dict[str, list]:
     return sections
 
 
-SHARED = (url_keys.CKPT, url_keys.TEXT, url_keys.PRESENT) + decode_url.SETTINGS    # URL state shared by every page
+SHARED = (url_keys.CKPT, url_keys.TEXT, url_keys.PRESENT, url_keys.SRC_LANG, url_keys.TGT_LANG) \
+    + decode_url.SETTINGS                                                     # URL state shared by every page
 CARRIED = tuple(spec.key for spec in SHARED)
 RESTART = "translate another sentence, or the same one with other settings, and walk the pages again"
 URL_TEXT = 1000                # the sentence carried is cut here, like the URL's (sentence.URL_CHARS)

@@ -26,6 +26,7 @@ from explorer.config import DecodeConfig
 from explorer.runtime.compute_queue import QUEUE
 from explorer.runtime.device import resolve_device
 from explorer.store.checkpoint import WEIGHTS, CheckpointError, load_checkpoint
+from webapp import languages
 from webapp.result_cache import bounded_cache
 from webapp.text_safety import md_escape
 
@@ -120,7 +121,7 @@ def current_checkpoint():
     if not path:
         return None
     try:
-        return load(path)
+        return languages.bind(load(path))          # a multilingual model: the sidebar's language pair
     except CheckpointError as err:
         st.error(f"This checkpoint cannot be used: {md_escape(err)}")
     except Exception as err:  # noqa: BLE001 - any damage must end in a message, never a traceback

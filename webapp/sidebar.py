@@ -1,5 +1,5 @@
-"""The shared sidebar: presenter mode and the checkpoint picker (both kept in the URL), the chosen
-model's card, the device in use."""
+"""The shared sidebar: presenter mode and the checkpoint picker (both kept in the URL), a multilingual
+model's language pair (webapp.languages), the chosen model's card, the device in use."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +8,10 @@ import streamlit as st
 import torch
 
 from explorer.store.card import model_card, summary, versus_paper
+from explorer.files.names import MULTILINGUAL_LANGUAGES
 from explorer.store.catalog import CheckpointInfo
-from webapp import models, presenter, sentence, state, url_keys
+from explorer.store.errors import CheckpointError
+from webapp import languages, models, presenter, sentence, state, url_keys
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
 LISTED = "_ckpt_listed"   # the last run's listing, {path: (name, label)}
@@ -59,6 +61,14 @@ def render() -> None:
             else ""                                                                          # imported: none
         langs = f"{info.meta.get('src_lang', '?')} → {info.meta.get('tgt_lang', '?')}"       # config.json's
         st.sidebar.caption(f"{state.md_escape(langs)} · {step}{info.size_bytes / 1e6:.0f} MB on disk")
+    multilingual = MULTILINGUAL_LANGUAGES in ((info.meta.get("tokenizer") or {}).get("files") or ())
+    if multilingual and not info.error:                  # M2M100 / NLLB: the language pair's pickers
+        try:
+            languages.render(models.load(path))
+        except CheckpointError:
+            pass                                         # the page says why it cannot load
+    else:
+        languages.render(None)
     card_expander(info)                                  # a damaged one's says "no model card"
     device = models.app_device()
     name = f"CUDA ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else device.type.upper()

@@ -99,6 +99,7 @@ class UrlKey:
 CKPT = UrlKey("ckpt")                           # the checkpoint, by name (webapp.sidebar)
 TEXT = UrlKey("text")                           # the sentence, cut to sentence.URL_CHARS (webapp.sentence)
 PRESENT = UrlKey("present", _switch)            # presenter mode: ?present=1 (webapp.presenter)
+SRC_LANG, TGT_LANG = UrlKey("src_lang"), UrlKey("tgt_lang")   # a multilingual model's pair (webapp.languages)
 
 # ---- the table: each page's keys, by url_path (webapp.lecture.PAGES_TABLE) --------------------------
 LAYER, HEAD = UrlKey("layer", integer, 1, 1000), UrlKey("head", integer, 1, 1000)     # 1-based; a model's count narrows

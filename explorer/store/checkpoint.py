@@ -57,9 +57,12 @@ class LoadedCheckpoint:
     sha256: str                 # short hash of model.safetensors
 
     @property
-    def cache_key(self) -> tuple[str, str]:
+    def cache_key(self) -> tuple[str, ...]:
         """What identifies these weights in a cache of results computed on them: where they were read
-        from and their hash (the same file rewritten in place is another key)."""
+        from and their hash (the same file rewritten in place is another key), and for a multilingual
+        model the language pair its tokenizer is bound to (explorer.text.multilingual)."""
+        if hasattr(self.tokenizer, "with_languages"):
+            return str(self.path), self.sha256, str(self.tokenizer.src_lang), str(self.tokenizer.tgt_lang)
         return str(self.path), self.sha256
 
 

@@ -52,3 +52,27 @@ def test_every_decoding_page_opens_an_imported_nllb_model(app_env, page):
     if page == "translate":                 # the source's tag first; the output's first piece is the forced tag
         shown = " ".join(str(e.value) for kind in ("markdown", "caption", "code", "text") for e in at.get(kind))
         assert "spa_Latn \u2581la" in shown and "</s> eng_Latn" in shown
+
+
+def test_the_sidebar_picks_the_language_pair_and_a_link_keeps_it(app_env):
+    """The pickers start on the imported pair; another pair, from the pickers or a link, is the one the
+    page translates with (the source's tag and the forced output tag change) and stays in the URL."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=STALL_S)
+    at.query_params["ckpt"] = MODEL
+    at.session_state["text"] = "la casa es grande"
+    at.run()
+    no_exception(at)
+    pickers = {s.label: s for s in at.sidebar.selectbox}
+    assert pickers["Source language"].value == "spa_Latn" and pickers["Target language"].value == "eng_Latn"
+    pickers["Target language"].set_value("fra_Latn").run()
+    no_exception(at)
+    assert at.query_params["tgt_lang"] == ["fra_Latn"] or at.query_params["tgt_lang"] == "fra_Latn"
+    shown = " ".join(str(e.value) for kind in ("markdown", "caption", "code", "text") for e in at.get(kind))
+    assert "</s> fra_Latn" in shown
+
+    linked = AppTest.from_file(str(ROOT / "app.py"), default_timeout=STALL_S)
+    linked.query_params.update({"ckpt": MODEL, "src_lang": "deu_Latn", "tgt_lang": "ita_Latn", "text": "la casa"})
+    linked.run()
+    no_exception(linked)
+    shown = " ".join(str(e.value) for kind in ("markdown", "caption", "code", "text") for e in linked.get(kind))
+    assert "deu_Latn \u2581la" in shown and "</s> ita_Latn" in shown
