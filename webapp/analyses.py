@@ -345,6 +345,22 @@ def feature_over_training(ckpt, site: str, stamp: tuple, dataset: str, n_pairs: 
 
 
 # ---- the Graphs page (explorer.studies.graphs) -----------------------------------------------------------
+@st.cache_resource(max_entries=2 * MAX_FEATURE_SITES, show_spinner="Reading the layers' dictionaries…")
+def _graph_dictionary(path: str, sha: str, weights_sha256: str, site: str, stamp: tuple | None, _model):
+    from explorer.studies.features.files import load
+    from explorer.studies.features.job import dictionary_folder
+    return load(dictionary_folder(weights_sha256, site, "trained"), site=site, weights_sha256=weights_sha256,
+                d_model=_model.cfg.d_model)
+
+
+def graph_dictionary(ckpt, site: str):
+    """One FFN site's trained dictionary alone, as a graph needs it (not its training contexts, which the
+    Features page reads: dictionaries the command trained before it kept them serve graphs too);
+    explorer.studies.features.files.DictionaryUnusable (one line) when missing, damaged or stale."""
+    return _graph_dictionary(str(ckpt.path), ckpt.sha256, str(ckpt.meta.get("weights_sha256") or ""), site,
+                             feature_stamp(ckpt, site)[0], ckpt.model)
+
+
 @bounded_cache(GRAPHS_CACHE_BYTES)
 def graph_result(path: str, mtime_ns: int) -> dict | None:
     """A graph job's result file read back (keys checked), or None; `mtime_ns` keys a file written anew."""
@@ -353,7 +369,7 @@ def graph_result(path: str, mtime_ns: int) -> dict | None:
 
 
 @bounded_cache(GRAPHS_CACHE_BYTES)
-def graph_intervention(ckpt, dictionaries: str, n_pairs: int, text: str, target: str, position: int, foil: str | None,
+def graph_intervention(ckpt, dictionaries: str, text: str, target: str, position: int, foil: str | None,
                        changes: tuple):
     """Feature nodes of one graph's question set to values (`changes`: (site, position, feature, value) each), the
     model run again beside the graph's prediction (explorer.studies.graphs.intervene); `dictionaries` keys the
@@ -362,7 +378,7 @@ def graph_intervention(ckpt, dictionaries: str, n_pairs: int, text: str, target:
     from explorer.studies.graphs.intervene import NodeChange, intervene
     from explorer.studies.graphs.step import question
 
-    transcoders = {site: feature_site(ckpt, site, n_pairs)[0] for site in sites(ckpt.model)}
+    transcoders = {site: graph_dictionary(ckpt, site) for site in sites(ckpt.model)}
     with model_slot():
         asked = question(ckpt.model, ckpt.tokenizer, text, position, target, foil)
         return intervene(ckpt.model, transcoders, asked.step, [NodeChange(*c) for c in changes])

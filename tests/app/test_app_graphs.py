@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from explorer.data import load_corpus
+from explorer.files.names import FEATURE_CONTEXTS
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.context import RunContext
 from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
@@ -153,6 +154,8 @@ def test_a_missing_dictionary_is_offered_as_one_job_that_makes_the_graph(env, tm
     copy = tmp_path / "runs"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns("graphs"))
     shutil.rmtree(dictionary_folder(sha, "decoder.layers.1.ffn", "trained", copy / "features").parent)
+    # a dictionary kept without its training contexts (the Features page's) still serves a graph
+    (dictionary_folder(sha, "encoder.layers.0.ffn", "trained", copy / "features") / FEATURE_CONTEXTS).unlink()
     monkeypatch.setenv("EXPLORER_RUNS_DIR", str(copy))
     monkeypatch.setattr("webapp.views.graph_dictionaries.APP_SETTINGS", SMALL)
     at = open_app("numbers-en-de", PAGE, TEXT)

@@ -48,6 +48,6 @@ with area["graph"]:
     found = views.computed_or_started(ckpt, out, clipped, target, position, foil, transcoders, dictionaries)
     if found is None:
         st.stop()
-    graph = views.show(ckpt, found, name)
+    graph = views.show(found, name)
     views.feature_nodes(graph, name)
     graph_interventions.section(ckpt, dictionaries, clipped, target, graph)

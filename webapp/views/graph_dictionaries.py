@@ -25,12 +25,12 @@ from webapp.views.features import APP_MINUTES, APP_SETTINGS, site_label, trainin
 LABEL = "Dictionaries"              # the job's kind: one such job at a time in the server (background.py)
 
 
-def missing_sites(ckpt, n_pairs: int) -> dict[str, str]:
+def missing_sites(ckpt) -> dict[str, str]:
     """{site: why it cannot be used} for every FFN site without a usable dictionary (empty: all ready)."""
     missing = {}
     for site in sites(ckpt.model):
         try:
-            analyses.feature_site(ckpt, site, n_pairs)
+            analyses.graph_dictionary(ckpt, site)
         except DictionaryUnusable as err:
             missing[site] = str(err)
     return missing
@@ -52,10 +52,10 @@ def job_path(sha: str):
 def ready_or_offer(ckpt) -> dict:
     """{site: trained transcoder} for every FFN site; else what is missing, how long training them takes,
     the start button and the job's progress, and the page stops."""
-    _dataset, pairs = training_or_stop(ckpt)
-    missing = missing_sites(ckpt, len(pairs))
+    missing = missing_sites(ckpt)
     if not missing:
-        return {site: analyses.feature_site(ckpt, site, len(pairs))[0] for site in sites(ckpt.model)}
+        return {site: analyses.graph_dictionary(ckpt, site) for site in sites(ckpt.model)}
+    _dataset, pairs = training_or_stop(ckpt)                      # training them reads the training pairs
     names = list(missing)
     every = len(sites(ckpt.model))
     sha = str(ckpt.meta.get("weights_sha256") or "")

@@ -15,7 +15,7 @@ import streamlit as st
 from explorer.studies.graphs.rows import node_rows
 from webapp import analyses, state
 from webapp import url_keys as url
-from webapp.views.features import site_label, training_or_stop
+from webapp.views.features import site_label
 
 WIDGET = "graphs_change"
 
@@ -56,9 +56,8 @@ def section(ckpt, dictionaries: str, text: str, target: str, graph: dict) -> Non
         st.info("Pick feature nodes above: each is set to the value at its position, and the model and the graph "
                 "are asked what the explained logit becomes.")
         return
-    _dataset, pairs = training_or_stop(ckpt)
     changes = tuple((by_id[i]["site"], by_id[i]["position"], by_id[i]["latent"], float(value)) for i in picked)
-    done = state.friendly(analyses.graph_intervention, ckpt, dictionaries, len(pairs), text, target,
+    done = state.friendly(analyses.graph_intervention, ckpt, dictionaries, text, target,
                           graph["settings"]["position"], graph["settings"]["foil"], changes, what="The intervention")
     if done is None:
         return

@@ -148,7 +148,7 @@ def top_source_words(graph: dict) -> str:
             f"**{md_escape(piece)}** (source position {top + 1}): the source position this word comes from most.")
 
 
-def show(ckpt, result: dict, name: str) -> dict:
+def show(result: dict, name: str) -> dict:
     """The figure and what stands beside it; the graph shown (at the slider's threshold)."""
     threshold = threshold_control()
     graph = graph_at(result, threshold)
