@@ -65,9 +65,9 @@ def ready_or_offer(ckpt) -> dict:
             f"{', '.join(site_label(s) for s in names)}. Training them reads {APP_SETTINGS.rows:,} FFN activations "
             f"of the training pairs per layer and fits a {APP_SETTINGS.width:,}-feature transcoder and its random "
             f"baseline, one layer after another: about {int(APP_MINUTES) * len(names)} minutes on two cores "
-            f"({APP_MINUTES} per layer on bible-es-en; the small numbers models take about a minute each), in the "
-            "background (other pages stay usable). `python -m explorer features train` trains every layer at once, "
-            "at fuller settings.")
+            f"({APP_MINUTES} per layer, measured on bible-es-en; the time goes to the training steps, so a small "
+            "model takes about as long), in the background (other pages stay usable). `python -m explorer features "
+            "train` trains every layer at once, at fuller settings.")
     for site in damaged:
         st.warning(f"{site_label(site)}'s dictionary cannot be used: {md_escape(missing[site])}. Training it "
                    "again replaces it.")
