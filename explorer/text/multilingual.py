@@ -89,6 +89,10 @@ class MultilingualTokenizer:
         others = _ids(LANGUAGES_FILE, info.get("other_tokens", {}), "'other_tokens'")
         size = info.get("vocab_size")
         tokens = {**{language_token(self.kind, c): i for c, i in self.languages.items()}, **others}
+        taken = set(self._vocab.values())
+        clash = [t for t, i in tokens.items() if i in taken]
+        if clash or len(set(tokens.values())) != len(tokens) or min(tokens.values(), default=0) < 0:
+            raise ValueError(f"{LANGUAGES_FILE}: language or added token ids collide with the pieces' ({clash[:3]})")
         covered = max([*self._vocab.values(), *tokens.values()]) + 1
         if type(size) is not int or not covered <= size <= covered + MAX_UNUSED:
             raise ValueError(f"{LANGUAGES_FILE}: the model's vocabulary of {size} ids does not fit this tokenizer, "
@@ -97,10 +101,6 @@ class MultilingualTokenizer:
         self._piece = [f"<unused_{i}>" for i in range(size)]                  # id -> piece
         for piece, i in {**self._vocab, **tokens}.items():
             self._piece[i] = piece
-        taken = set(self._vocab.values())
-        clash = [t for t, i in tokens.items() if i in taken]
-        if clash or len(set(tokens.values())) != len(tokens):
-            raise ValueError(f"{LANGUAGES_FILE}: language or added token ids collide with the pieces' ({clash[:3]})")
         self._skip = {*range(len(FAIRSEQ_SPECIAL)), *tokens.values(), *range(covered, size)}
         self._id_of_language = {**self.languages, **{language_token(self.kind, c): i for c, i in self.languages.items()}}
         default = info.get("default") or [None, None]
