@@ -29,10 +29,12 @@ class WordPieces:
 
 def word_pieces(tokenizer, text: str, side: str = "src") -> list[WordPieces]:
     """Each word of `text` (split on whitespace) with its ids and pieces on `side`. The tokenizer
-    needs encode(text, side) and id_to_piece(id, side)."""
+    needs encode(text, side) and id_to_piece(id, side). What it puts before any text (a multilingual
+    tokenizer's language tag: the ids of "") belongs to the sentence, not to each word: left out."""
     found = []
+    tag = len(tokenizer.encode("", side=side))
     for word in text.split()[:MAX_WORDS]:
-        ids = [int(i) for i in tokenizer.encode(word, side=side)]
+        ids = [int(i) for i in tokenizer.encode(word, side=side)][tag:]
         found.append(WordPieces(word=word, ids=ids, pieces=[tokenizer.id_to_piece(i, side) for i in ids]))
     return found
 

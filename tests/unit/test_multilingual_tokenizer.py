@@ -67,3 +67,11 @@ def test_a_damaged_languages_file_is_refused_with_its_reason(tokenizer, edit, me
     info = {**json.loads(files[LANGUAGES_FILE]), **edit}
     with pytest.raises(ValueError, match=message):
         MultilingualTokenizer({**files, LANGUAGES_FILE: json.dumps(info).encode()})
+
+
+def test_a_word_s_pieces_leave_out_the_sentence_s_language_tag(tokenizer):
+    from explorer.text.word_pieces import word_pieces
+
+    bound = tokenizer.with_languages(*codes(tokenizer))
+    words = word_pieces(bound, "la casa")
+    assert [w.ids for w in words] == [bound.encode(w, "src")[1:] for w in ("la", "casa")]
