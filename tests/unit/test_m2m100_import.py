@@ -243,3 +243,17 @@ def test_convert_and_evaluate_take_the_languages_from_the_command_line(imported,
     assert "unknown language 'zz'" in err and err.count("\n") == 1
     assert evaluate(common + ["--src-lang", src_lang, "--tgt-lang", tgts[-1]]) == 0
     assert "BLEU" in capsys.readouterr().out
+
+
+def test_the_analyses_held_out_set_forces_the_target_tag(imported):
+    """The studies' sentence set (heads, contributions, lens ...) decodes its own outputs with the tag forced."""
+    from explorer.studies.common.sentences import build_sentences, greedy_texts
+    from explorer.data.types import Pair
+
+    kind, _, _, ck = imported
+    src_lang, tgts = PAIRS[kind]
+    tok = ck.tokenizer.with_languages(src_lang, tgts[-1])
+    pairs = [Pair(s, "the house") for s in TEST_SOURCES[:3]]
+    sents = build_sentences(ck.model, tok, pairs, 3, forced="output")
+    assert all(out[0] == tok.forced_target[0] for out in sents.out)
+    assert all(isinstance(t, str) for t in greedy_texts(ck.model, tok, sents))

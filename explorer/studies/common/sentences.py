@@ -18,7 +18,7 @@ from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.decoding.core import special_ids
-from explorer.decoding.translate import decode
+from explorer.decoding.translate import decode, forced_target
 from explorer.runtime.progress import Cancelled
 from explorer.text.encoding import output_ids, source_ids
 
@@ -52,7 +52,8 @@ def build_sentences(model: nn.Module, tokenizer, pairs: Sequence, n: int, forced
     if forced == "reference":
         out = [output_ids(tokenizer, p.tgt, max_len, special) for p in pairs]
     else:
-        out = [(ids + [special.eos])[:max_len] for ids in greedy_ids(model, src, (), batch_size)]
+        out = [(ids + [special.eos])[:max_len]
+               for ids in greedy_ids(model, src, (), batch_size, given=forced_target(tokenizer))]
     return SentenceSet(src=src, out=out, refs=[p.tgt for p in pairs], forced=forced)
 
 
@@ -89,16 +90,18 @@ def length_batches(src: Sequence[Sequence[int]], batch_size: int) -> list[list[i
 
 
 def greedy_ids(model: nn.Module, src: Sequence[Sequence[int]], ablate: Iterable[Sequence] = (),
-               batch_size: int = 32, stop: Callable[[], bool] | None = None) -> list[list[int]]:
+               batch_size: int = 32, stop: Callable[[], bool] | None = None,
+               given: Sequence[int] = ()) -> list[list[int]]:
     """Greedy output ids (no EOS) of each source in input order, with `ablate` heads removed
     ((kind, layer, head), 0-based) through decoding's own ablation. `stop()` is asked before each
-    batch (a cancelled job stops within one batch, not one whole decode of the set)."""
+    batch (a cancelled job stops within one batch, not one whole decode of the set). `given`: the
+    tokens every output starts with (a multilingual tokenizer's target tag: translate.forced_target)."""
     heads = list(ablate)
     out: list[list[int]] = [[] for _ in src]
     for idx in length_batches(src, batch_size):
         if stop is not None and stop():
             raise Cancelled()
-        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], GREEDY, ablate=heads)):
+        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], GREEDY, ablate=heads, given=given)):
             out[i] = d.best.output_ids
     return out
 
@@ -106,7 +109,8 @@ def greedy_ids(model: nn.Module, src: Sequence[Sequence[int]], ablate: Iterable[
 def greedy_texts(model: nn.Module, tokenizer, sents: SentenceSet, ablate: Iterable[Sequence] = (),
                  batch_size: int = 32, stop: Callable[[], bool] | None = None) -> list[str]:
     """Detokenized greedy translations of the set's sources (heads in `ablate` removed)."""
-    return [tokenizer.decode(ids, side="tgt") for ids in greedy_ids(model, sents.src, ablate, batch_size, stop)]
+    given = forced_target(tokenizer)
+    return [tokenizer.decode(ids, side="tgt") for ids in greedy_ids(model, sents.src, ablate, batch_size, stop, given)]
 
 
 def token_counts(tokenizer, texts: Iterable[str], side: str) -> Counter:
