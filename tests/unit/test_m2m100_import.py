@@ -257,3 +257,28 @@ def test_the_analyses_held_out_set_forces_the_target_tag(imported):
     sents = build_sentences(ck.model, tok, pairs, 3, forced="output")
     assert all(out[0] == tok.forced_target[0] for out in sents.out)
     assert all(isinstance(t, str) for t in greedy_texts(ck.model, tok, sents))
+
+
+def test_weights_from_a_pytorch_bin_import_alike_and_a_pickle_that_runs_code_is_refused(imported, tmp_path):
+    """pytorch_model.bin is read with torch.load(weights_only=True): the same tensors, and never code."""
+    import os
+
+    kind, hf, hf_dir, ck = imported
+    source = tmp_path / "bin"
+    shutil.copytree(hf_dir, source)
+    (source / "model.safetensors").unlink()
+    torch.save(hf.state_dict(), source / "pytorch_model.bin")
+    again = load_checkpoint(import_m2m100(str(source), tmp_path / "from-bin", dtype=torch.float32,
+                                          src_lang=PAIRS[kind][0], tgt_lang=PAIRS[kind][1][0]))
+    a, b = ck.model.state_dict(), again.model.state_dict()
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"x": Evil()}, source / "pytorch_model.bin")
+    with pytest.raises(ValueError, match="without unpickling"):
+        import_m2m100(str(source), tmp_path / "evil")
+    assert not marker.exists() and not (tmp_path / "evil").exists()
