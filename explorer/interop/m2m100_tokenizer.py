@@ -17,11 +17,11 @@ import re
 from pathlib import Path
 
 from explorer.files import names
+from explorer.files.limits import TOKENIZER_BYTES
 from explorer.interop.hf_source import SourceError, read_json, read_optional_json
 from explorer.text.language_codes import M2M100_SETS, NLLB_CODES
-from explorer.text.multilingual import FAIRSEQ_SPECIAL, LANGUAGES_FILE, NLLB_OFFSET, SPM_FILE, VOCAB_FILE
-from explorer.text.multilingual import MultilingualTokenizer
-from explorer.files.limits import TOKENIZER_BYTES
+from explorer.text.multilingual import (FAIRSEQ_SPECIAL, LANGUAGES_FILE, NLLB_OFFSET, SPM_FILE, VOCAB_FILE,
+                                        MultilingualTokenizer)
 
 NLLB_CODE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")          # eng_Latn
 MADE_UP = "madeupword{:04d}"                                  # M2M100Tokenizer's unused tokens

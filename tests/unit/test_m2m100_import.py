@@ -21,7 +21,6 @@ from explorer.config import DecodeConfig
 from explorer.decoding import beam_search, greedy_search
 from explorer.decoding.translate import translate
 from explorer.interop.hf_import import import_from_hf, import_m2m100
-from explorer.interop.marian import ConversionError
 from explorer.store.checkpoint import load_checkpoint
 from explorer.store.errors import CheckpointError
 from explorer.text.encoding import source_ids
