@@ -4,7 +4,7 @@ Such a model reads a source-language tag and is forced to write the target-langu
 (explorer.text.multilingual); its checkpoint names a default pair, and these pickers choose another.
 Every page gets the checkpoint with its tokenizer bound to the pair (`bind`, which
 webapp.models.current_checkpoint applies), so the decoding, the traces and every cached result follow
-the pair: a bound checkpoint's cache_key names it. A model of one pair shows no pickers.
+the pair: webapp.result_cache keys a bound checkpoint by its language_pair too. A model of one pair shows no pickers.
 """
 from __future__ import annotations
 

@@ -22,9 +22,10 @@ import cachetools
 
 def _plain(value: Any) -> Any:
     """How an argument that is not plain data enters a key: by its `cache_key` (a loaded checkpoint:
-    its path and weights hash, never the model itself), else its repr."""
+    its path and weights hash, never the model itself, and a multilingual one's language pair), else
+    its repr."""
     key = getattr(value, "cache_key", None)
-    return list(key) if key is not None else repr(value)
+    return list(key) + list(getattr(value, "language_pair", ())) if key is not None else repr(value)
 
 
 def _key(*args: Any, **kwargs: Any) -> str:

@@ -57,13 +57,18 @@ class LoadedCheckpoint:
     sha256: str                 # short hash of model.safetensors
 
     @property
-    def cache_key(self) -> tuple[str, ...]:
+    def cache_key(self) -> tuple[str, str]:
         """What identifies these weights in a cache of results computed on them: where they were read
-        from and their hash (the same file rewritten in place is another key), and for a multilingual
-        model the language pair its tokenizer is bound to (explorer.text.multilingual)."""
-        if hasattr(self.tokenizer, "with_languages"):
-            return str(self.path), self.sha256, str(self.tokenizer.src_lang), str(self.tokenizer.tgt_lang)
+        from and their hash (the same file rewritten in place is another key)."""
         return str(self.path), self.sha256
+
+    @property
+    def language_pair(self) -> tuple[str, str] | tuple[()]:
+        """The pair a multilingual model's tokenizer is bound to (explorer.text.multilingual), () for a
+        one-pair model: with cache_key, what identifies a result computed through the tokenizer."""
+        if hasattr(self.tokenizer, "with_languages"):
+            return str(self.tokenizer.src_lang), str(self.tokenizer.tgt_lang)
+        return ()
 
 
 # ---- saving ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """AppTest: an imported NLLB model (a random one: pre-LN, fairseq's positions, a decoder starting with </s>,
-a language pair) opens in the app like any checkpoint: the pages that decode translate with the pair it
-was imported with, the target-language tag forced as the first output token and left out of the text."""
+a language pair) opens on every page that reads a model like any checkpoint: they translate with the pair
+it was imported with, or the one the sidebar's pickers (or a link) choose, the target-language tag forced
+as the first output token and left out of the text."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,8 @@ from support.waiting import STALL_S
 from webapp import state
 
 MODEL = "nllb-tiny"
-PAGES = ("translate", "beam", "attention", "architecture", "positions", "contributions")
+PAGES = ("translate", "beam", "attention", "architecture", "positions", "contributions", "heads", "alignment", "layers",
+         "causes", "search", "training_vs_inference", "checkpoints", "features")
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,7 @@ def app_env(models, monkeypatch):
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_every_decoding_page_opens_an_imported_nllb_model(app_env, page):
+def test_every_model_page_opens_an_imported_nllb_model(app_env, page):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=STALL_S)
     at.query_params["ckpt"] = MODEL
     at.session_state["text"] = "la casa es grande"
