@@ -104,6 +104,8 @@ class MultilingualTokenizer:
         self._skip = {*range(len(FAIRSEQ_SPECIAL)), *tokens.values(), *range(covered, size)}
         self._id_of_language = {**self.languages, **{language_token(self.kind, c): i for c, i in self.languages.items()}}
         default = info.get("default") or [None, None]
+        if not (isinstance(default, list) and len(default) == 2 and all(d is None or isinstance(d, str) for d in default)):
+            raise ValueError(f"{LANGUAGES_FILE}: 'default' must be [source code or null, target code or null]")
         self.src_lang = self._check_language(src_lang or default[0]) if (src_lang or default[0]) else None
         self.tgt_lang = self._check_language(tgt_lang or default[1]) if (tgt_lang or default[1]) else None
 

@@ -61,6 +61,7 @@ def test_it_pickles_and_saves_with_its_pair(tokenizer, tmp_path):
     ({"languages": {"en": "x"}}, "'languages' must be an object of token -> integer id"),
     ({"languages": {"en": 4}}, "collide with the pieces"),
     ({"languages": {"en": -1}}, "collide with the pieces"),
+    ({"default": "en"}, "'default' must be"),
 ])
 def test_a_damaged_languages_file_is_refused_with_its_reason(tokenizer, edit, message):
     files = tokenizer.model_bytes()
