@@ -20,7 +20,8 @@ from support.numerics import float32_atol, model_atol, product_size, score_atol
 VARIANTS = [{}, {"norm_first": True}, {"positions": "learned"}, {"tie_embeddings": False},
             {"activation": "swish"}, {"activation": "gelu"}, {"pe_layout": "halves"}, {"scale_embeddings": False},
             {"final_logits_bias": True}, {"tie_output": False}, {"tie_embeddings": False, "tie_output": True},
-            {"activation": "swish", "pe_layout": "halves", "final_logits_bias": True, "norm_first": True}]
+            {"activation": "swish", "pe_layout": "halves", "final_logits_bias": True, "norm_first": True},
+            {"norm_first": True, "pe_layout": "halves", "pe_frequencies": "fairseq", "pe_offset": 2}]   # M2M100's
 
 
 def _model(**overrides):
