@@ -281,3 +281,16 @@ def test_weights_from_a_pytorch_bin_import_alike_and_a_pickle_that_runs_code_is_
     with pytest.raises(ValueError, match="without unpickling"):
         import_m2m100(str(source), tmp_path / "evil")
     assert not marker.exists() and not (tmp_path / "evil").exists()
+
+
+@pytest.mark.parametrize("d_model", [16, 1024])
+def test_fairseq_sinusoids_equal_m2m100s_table_to_the_bit(d_model):
+    """pe_frequencies="fairseq" with pe_offset 2 is M2M100SinusoidalPositionalEmbedding's table from row 2,
+    computed the same way in float32 (float64 would move position 1,000's rows by up to ~1e-4)."""
+    from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding as Theirs
+
+    from explorer.model.functional import sinusoidal_table
+
+    theirs = Theirs.get_embedding(1024 + 2, d_model, padding_idx=1)                    # [L + 2, d]
+    ours = sinusoidal_table(1024, d_model, 10000.0, "halves", "fairseq", 2)            # [L, d]
+    assert torch.equal(ours, theirs[2:])
