@@ -8,5 +8,7 @@ batched backward passes; influence.py ranks, prunes and scores the graph as circ
 export.py writes circuit-tracer's graph JSON; step.py turns a sentence, a position and a foil into the
 question; intervene.py removes or clamps feature nodes in the model and sets its answer beside the
 graph's prediction (and checks that the nodes the graph ranks first matter most); hooks.py holds the
-thread-owned hooks the replacement runs under. job.py runs it as the command's study (GRAPH).
+thread-owned hooks the replacement runs under. job.py runs it as the command's study (GRAPH) and as the
+app's (GRAPH_THRESHOLDS: one graph pruned at several node thresholds); rows.py reads a graph's JSON back
+as plain rows for a page.
 """
