@@ -6,7 +6,7 @@ an edge from the left half to the right half runs through cross-attention.
 
 Nodes are sized and coloured by the share of the logit's influence reaching them; edges (the pruned graph's)
 are red when they push their target up, blue when they pull it down (the app's signed scale), wider the
-larger their weight. Pure builder: rows in (explorer.studies.graphs.rows.node_rows), a plotly Figure out.
+larger their weight; at most MAX_LINKS_DRAWN of them, the strongest. Pure builder: rows in (explorer.studies.graphs.rows.node_rows), a plotly Figure out.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from explorer.plots.style import label
 GAP = 1.0                     # empty columns between the source's last position and the prefix's first
 SPREAD = 0.8                  # the width a layer's nodes at one position share, in positions
 EDGE_WIDTHS = (0.6, 1.6, 3.2)  # the edges' three widths, weakest third to strongest
+MAX_LINKS_DRAWN = 500         # the strongest links drawn: a bible-es-en graph keeps thousands (a hairball); all
+                              # of them are in the page's CSV and JSON
 POSITIVE, NEGATIVE = "rgba(178,24,43,{a})", "rgba(33,102,172,{a})"     # RdBu_r's ends: up red, down blue
 SYMBOLS = {"feature": "circle", "error": "square", "token": "diamond", "logit": "star"}
 KIND_NAMES = {"feature": "feature", "error": "error (what the dictionary misses)", "token": "token embedding",
@@ -76,7 +78,8 @@ def graph_figure(rows: Sequence[dict], links: Sequence[dict], pieces: Sequence[s
     at = places(rows, src_len, n_encoder, n_layers)
     fig = go.Figure()
     _edges(fig, links, at)
-    biggest = max([r["influence"] for r in rows if r["kind"] != "logit"] + [1e-12])
+    biggest = max([r["influence"] for r in rows if r["kind"] != "logit"] + [1e-12])        # sizes
+    brightest = max([r["influence"] for r in rows if r["kind"] in ("feature", "error")] + [1e-12])   # colours
     for kind in ("token", "error", "feature", "logit"):
         mine = [r for r in rows if r["kind"] == kind]
         if not mine:
@@ -87,7 +90,7 @@ def graph_figure(rows: Sequence[dict], links: Sequence[dict], pieces: Sequence[s
             marker=dict(symbol=SYMBOLS[kind], size=8 + 22 * np.sqrt(np.clip(share, 0, 1)),
                         color=[r["influence"] for r in mine] if kind in ("feature", "error") else
                         ("#444444" if kind == "token" else "#d62728"),
-                        colorscale="Viridis", cmin=0, cmax=biggest, line=dict(width=1, color="white"),
+                        colorscale="Viridis", cmin=0, cmax=brightest, line=dict(width=1, color="white"),
                         showscale=kind == "feature",
                         colorbar=dict(title=dict(text="influence", font=dict(size=12)), x=1.02) if kind == "feature"
                         else None),
@@ -100,7 +103,7 @@ def graph_figure(rows: Sequence[dict], links: Sequence[dict], pieces: Sequence[s
         ["embeddings"] + [f"encoder {i + 1}" for i in range(n_encoder)]
         + [f"decoder {j + 1}" for j in range(n_layers - n_encoder)] + ["logit"])
     fig.update_yaxes(tickmode="array", tickvals=list(range(n_layers + 2)), ticktext=names, zeroline=False,
-                     range=[-0.6, n_layers + 1.6])
+                     range=[-0.6, n_layers + 1.6], automargin=True)
     fig.add_vline(x=src_len - 1 + (GAP + 1) / 2, line=dict(color="rgba(120,120,120,0.5)", dash="dot"))
     fig.add_annotation(x=(src_len - 1) / 2, y=n_layers + 1.45, text="source (encoder)", showarrow=False,
                        font=dict(size=12))
@@ -114,7 +117,8 @@ def graph_figure(rows: Sequence[dict], links: Sequence[dict], pieces: Sequence[s
 
 def _edges(fig: go.Figure, links: Sequence[dict], at: dict[str, tuple[float, float]]) -> None:
     """The links as line segments, one trace per sign and width third (a trace has one width)."""
-    shown = [l for l in links if l["source"] in at and l["target"] in at]
+    shown = sorted((l for l in links if l["source"] in at and l["target"] in at),
+                   key=lambda l: -abs(l["weight"]))[:MAX_LINKS_DRAWN]
     if not shown:
         return
     sizes = np.abs(np.array([l["weight"] for l in shown], dtype=np.float64))       # [E]
@@ -131,4 +135,4 @@ def _edges(fig: go.Figure, links: Sequence[dict], at: dict[str, tuple[float, flo
                 ys += [y0, y1, None]
             if xs:
                 fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                                         line=dict(width=width, color=colour.format(a=0.25 + 0.2 * w))))
+                                         line=dict(width=width, color=colour.format(a=0.2 + 0.2 * w))))

@@ -179,7 +179,10 @@ def show(result: dict, name: str) -> dict:
             st.caption(md_escape(e["foil_note"]))
     st.caption(f"{graph['counts']['features']:,} active features, {graph['counts']['errors']:,} error nodes and "
                f"{graph['counts']['tokens']} tokens in the whole graph; kept {graph['counts']['kept_nodes']} nodes "
-               f"and {graph['counts']['kept_links']} links. Red links push their target up, blue ones down.")
+               f"and {graph['counts']['kept_links']:,} links"
+               + (f" (the {plots.MAX_LINKS_DRAWN} strongest drawn; every one in the CSV)"
+                  if graph["counts"]["kept_links"] > plots.MAX_LINKS_DRAWN else "")
+               + ". Red links push their target up, blue ones down.")
     return graph
 
 
