@@ -25,7 +25,7 @@ CONTRIBUTIONS_CACHE_BYTES = 8 << 20   # the Contributions page: one pair's ALTI+
 CONTRAST_CACHE_BYTES = 2 << 20        # the Beam page: one step's contrast (~2-20 KB), a reference's fall (~2 KB)
 FAITHFULNESS_CACHE_BYTES = 1 << 20    # an attribution's faithfulness on one sentence (~1 KB each, three pages)
 FEATURES_CACHE_BYTES = 2 << 20        # the Features page: a sentence's features (~2 KB), a feature's effects, a steer
-GRAPHS_CACHE_BYTES = 32 << 20         # the Graphs page: a graph's prunings read back (0.3 MB numbers, 2.6 MB a short verse), interventions
+GRAPHS_CACHE_BYTES = 32 << 20         # the Graphs page: a graph read back (0.3 MB numbers, 2.6 MB a short verse)
 MAX_FEATURE_SITES = 6                 # dictionaries kept loaded (a site's two: ~4 MB in float32, its contexts ~0.3 MB)
 
 

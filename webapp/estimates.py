@@ -204,6 +204,7 @@ def graph(ckpt, dictionaries: str, text: str, target: str, position: int, foil: 
     except (ValueError, RuntimeError) as err:       # a full queue (QueueFull), a graph too large
         return f"No time estimate: {md_escape(err)}"
     said = duration(cost.seconds)
-    return (f"{'About ' + said if said[0].isdigit() else said.capitalize()} on this machine: {cost.targets - 1:,} active features and the logit, "
+    said = f"About {said}" if said[0].isdigit() else said.capitalize()
+    return (f"{said} on this machine: {cost.targets - 1:,} active features and the logit, "
             f"{cost.passes} backward pass{'es' if cost.passes != 1 else ''} of up to {cost.width} rows, from timing "
             "one here (other work on the machine slows it)")

@@ -6,7 +6,8 @@ an edge from the left half to the right half runs through cross-attention.
 
 Nodes are sized and coloured by the share of the logit's influence reaching them; edges (the pruned graph's)
 are red when they push their target up, blue when they pull it down (the app's signed scale), wider the
-larger their weight; at most MAX_LINKS_DRAWN of them, the strongest. Pure builder: rows in (explorer.studies.graphs.rows.node_rows), a plotly Figure out.
+larger their weight; at most MAX_LINKS_DRAWN of them, the strongest.
+Pure builder: rows in (explorer.studies.graphs.rows.node_rows), a plotly Figure out.
 """
 from __future__ import annotations
 

@@ -193,7 +193,8 @@ def test_an_intervention_sets_the_picked_nodes_and_compares_the_model_with_the_g
     assert abs(done.logit_graph - graph_says) < 2e-3 and abs(done.logit_model - model_does) < 2e-3
     at.number_input(key="graphs_value").set_value(5.0).run()
     no_exception(at)
-    assert at.query_params["set"] == "5" and float({m.label: m for m in at.metric}["The model does"].value) != model_does
+    assert at.query_params["set"] == "5"
+    assert float({m.label: m for m in at.metric}["The model does"].value) != model_does
 
 
 def _link_query(at) -> dict[str, str]:
