@@ -10,6 +10,11 @@ Exactness, two ways, both in the result:
     linearity: the edges are derivatives, and they add up only if nothing non-linear is left).
 Where the logit comes from: top_source_position is the source position whose inputs (its token node and
 its error nodes) receive the largest share of the logit's influence (influence.position_influence).
+
+The costly part (attributed: one backward pass per `batch` targets) and the cheap one (described: pruning,
+scores, the JSON) are apart, so GRAPH_THRESHOLDS, the app's Graphs page study, prunes one graph at each of
+NODE_THRESHOLDS for its slider; each pruning equals run_graph's at that threshold
+(tests/unit/test_graphs_thresholds.py).
 """
 from __future__ import annotations
 
