@@ -3,8 +3,8 @@ rows, beside the random-decoder baseline, and what training costs.
 
     python -m benchmarks features [--checkpoint checkpoints/bible-es-en] [--site SITE ...] [--rows 200000]
                                   [--width 1024] [--k 32] [--steps 3000]
-    python -m benchmarks features --detect [--checkpoint ...] [--pairs 1000] [--words 50]
-    python -m benchmarks features --numbers 23 --checkpoint checkpoints/numbers-en-de --pairs 500
+    python -m benchmarks features --detect [--checkpoint ...] [--pairs 1000] [--words 50] [--sites resid]
+    python -m benchmarks features --numbers 23 --checkpoint checkpoints/numbers-en-de --pairs 500 [--sites resid]
     python -m benchmarks features --page [--checkpoint ...] [--text SENTENCE]
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
@@ -13,8 +13,13 @@ same k, width and skip, decoder directions random and frozen); printed for both:
 explained on the held-out rows (and a least-squares linear map's, the skip's share alone), the mean
 active latents, the dead latents' share, the busiest latent's density; and the seconds spent collecting and training (the machine's load beside them: these machines are noisy).
 
---detect: the dictionaries `python -m explorer features train` saved, each encoder site's and its random
-baseline's, asked which single feature best detects each of the --words most frequent word pairs the
+--sites resid: the residual-stream SAEs ("encoder.layers.i.resid") instead of the FFNs' transcoders, for
+--detect and --numbers as for the quality figures.
+
+--detect and --numbers: the dictionaries `python -m explorer features train` saved (an encoder site
+without one is trained here first, with --steps, --rows and the sizes, and kept where the command and the
+app keep theirs), each encoder site's and its random baseline's;
+--detect: asked which single feature best detects each of the --words most frequent word pairs the
 training data ties both ways (explorer.studies.grounding.links.mutual_pairs; --frequent: the most
 frequent source words, which include the glue words the links leave out), over the source pieces of
 the first --pairs development pairs (explorer.studies.features.detection): the median best F1 of each,
@@ -43,9 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=FeatureSettings.width)
     parser.add_argument("--k", type=int, default=FeatureSettings.k)
     parser.add_argument("--steps", type=int, default=FeatureSettings.steps)
+    parser.add_argument("--sae-width", type=int, default=FeatureSettings.sae_width, help="resid sites' latents "
+                        "(0: twice the model's width)")
+    parser.add_argument("--sae-k", type=int, default=FeatureSettings.sae_k)
+    parser.add_argument("--sites", choices=("ffn", "resid"), default="ffn", help="the FFNs' transcoders or the "
+                        "residual streams' SAEs")
     parser.add_argument("--detect", action="store_true", help="word detection by the saved dictionaries")
-    parser.add_argument("--scale", type=float, default=1.0, help="--numbers: the next unit's feature is set to this "
-                        "many times its typical value")
+    parser.add_argument("--scale", type=float, nargs="+", default=[1.0], help="--numbers: the next unit's feature is "
+                        "set to this many times its typical value (several: each in turn)")
     parser.add_argument("--page", action="store_true", help="the time of a feature's page's computations")
     parser.add_argument("--text", default="En el principio creó Dios los cielos y la tierra.",
                         help="--page: the sentence")
@@ -65,26 +75,59 @@ def main(argv: list[str] | None = None) -> int:
         return page(args)
     ckpt = load_checkpoint(args.checkpoint)
     train_pairs, dev = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
-    settings = FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows)
-    print(f"{ckpt.name}: width {settings.width}, k {settings.k}, {settings.steps} steps of {settings.batch} rows")
-    for site in args.site or sites.sites(ckpt.model):
+    settings = _settings(args)
+    print(f"{ckpt.name}: width {settings.width}, k {settings.k} (SAEs: {settings.sae_width or 'twice d'}, "
+          f"{settings.sae_k}), {settings.steps} steps of {settings.batch} rows")
+    for site in args.site or sites.all_sites(ckpt.model, args.sites):
         row, _, seconds = train_site(ckpt.model, ckpt.tokenizer, train_pairs, dev, site, settings)
         print(f"{site:22s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}, +{row['fve'] - row['fve_random']:.3f}; "
-              f"linear map {row['fve_linear']:.3f})  L0 {row['l0']:.1f}  dead {row['dead_fraction']:.1%} (random "
+              f"linear map {row.get('fve_linear', float('nan')):.3f})  L0 {row['l0']:.1f}  dead {row['dead_fraction']:.1%} (random "
               f"{row['dead_fraction_random']:.1%})  busiest {row['max_density']:.1%}  rows {row['rows']:,}/"
               f"{row['held_rows']:,}  collect {seconds['collect']:.0f} s  train {seconds['train']:.0f} s  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 
 
+def _settings(args) -> FeatureSettings:
+    return FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows, sae_width=args.sae_width,
+                           sae_k=args.sae_k)
+
+
+def encoder_dictionaries(args, ckpt) -> dict:
+    """{site: {kind: dictionary}} for each encoder site of --sites: the kept ones, or trained here first (the
+    app's one-site job, its result kept beside them so the Features page shows its figures)."""
+    from explorer.files.names import FEATURES_KINDS
+    from explorer.studies.common.context import RunContext
+    from explorer.studies.features import files
+    from explorer.studies.features.job import SITE, dictionary_folder, site_result_path
+
+    model, sha = ckpt.model, ckpt.meta["weights_sha256"]
+    found = {}
+    for site in [s for s in sites.all_sites(model, args.sites) if s.startswith("encoder.")]:
+        def loaded():
+            return {kind: files.load(dictionary_folder(sha, site, kind), site=site, weights_sha256=sha,
+                                     d_model=model.cfg.d_model) for kind in FEATURES_KINDS}
+        try:
+            found[site] = loaded()
+        except files.DictionaryUnusable:
+            result = SITE.to_file(site_result_path(sha, site), model, ckpt.tokenizer, training_pairs(ckpt.meta),
+                                  load_corpus(dataset_of(ckpt.meta)).dev, _settings(args), site=site,
+                                  context=RunContext(meta=ckpt.meta))
+            row = result["layer"]
+            print(f"{site:22s} trained: width {row.get('width')}, k {row.get('k')}, FVE {row['fve']:.3f} (random "
+                  f"{row['fve_random']:.3f}), dead {row['dead_fraction']:.1%} (random {row['dead_fraction_random']:.1%}), "
+                  f"busiest {row['max_density']:.1%}, rows {row['rows']:,}", flush=True)
+            found[site] = loaded()
+    return found
+
+
 def detect(args) -> int:
     from explorer.studies.features.detection import detect as run
-    from explorer.studies.features.job import load_all
     from explorer.studies.grounding.build import ensure
     from explorer.studies.grounding.links import mutual_pairs
 
     ckpt = load_checkpoint(args.checkpoint)
-    dictionaries = load_all(ckpt.model, ckpt.meta["weights_sha256"])
+    dictionaries = encoder_dictionaries(args, ckpt)
     index = ensure(args.checkpoint, ckpt.meta)
     word_pairs = mutual_pairs(index.links, args.words)
     if args.frequent:
@@ -108,52 +151,63 @@ GERMAN = ({"ein", "eins"}, {"zwei"}, {"drei"}, {"vier"}, {"fünf"}, {"sechs"}, {
 
 
 def numbers(args) -> int:
-    """The numbers model's unit words: the encoder feature that best detects each (precision, recall), and
-    that feature set to 0 with the next unit's feature set to its typical value, at the unit's positions:
-    how often the German unit morpheme changes (and how often it becomes the next unit's)."""
-    from explorer.studies.common.sentences import greedy_ids
+    """The numbers model's unit words, at each encoder site of --sites: the feature that best detects each
+    (precision, recall), where it fires besides, and that feature set to 0 with the next unit's feature set
+    to --scale x its typical value, at the unit's positions: how often the German unit morpheme changes
+    (and how often it becomes the next unit's)."""
     from explorer.studies.features.detection import detect as run
-    from explorer.files.names import FEATURES_KINDS
-    from explorer.studies.common.context import RunContext
-    from explorer.studies.features import files
-    from explorer.studies.features.job import dictionary_folder, run_site
-    from explorer.studies.features.reading import sentence_features
-    from explorer.studies.features.steering import clamped, positions_mask
 
     ckpt = load_checkpoint(args.checkpoint)
     model, tok = ckpt.model, ckpt.tokenizer
-    sha = ckpt.meta["weights_sha256"]
-    corpus = load_corpus(dataset_of(ckpt.meta))
-    held = corpus.dev[:args.pairs]
-    dictionaries = {}
-    for site in [s for s in sites.sites(model) if s.startswith("encoder.")]:
-        try:
-            dictionaries[site] = {kind: files.load(dictionary_folder(sha, site, kind), site=site, weights_sha256=sha,
-                                                   d_model=model.cfg.d_model) for kind in FEATURES_KINDS}
-        except files.DictionaryUnusable:              # none yet: the app's one-site job's settings
-            settings = FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows)
-            run_site(model, tok, training_pairs(ckpt.meta), corpus.dev, settings, site=site,
-                     context=RunContext(meta=ckpt.meta))
-            dictionaries[site] = {kind: files.load(dictionary_folder(sha, site, kind), site=site, weights_sha256=sha,
-                                                   d_model=model.cfg.d_model) for kind in FEATURES_KINDS}
-    best_site, best = None, None
-    for site in [s for s in dictionaries if s.startswith("encoder.")]:
-        found = {kind: run(model, tok, held, site, tc, UNITS) for kind, tc in dictionaries[site].items()}
+    held = load_corpus(dataset_of(ckpt.meta)).dev[:args.pairs]
+    dictionaries = encoder_dictionaries(args, ckpt)
+    for site, made in dictionaries.items():
+        found = {kind: run(model, tok, held, site, tc, UNITS) for kind, tc in made.items()}
         got = found["trained"]
         met = int(((got.precision >= 0.9) & (got.recall >= 0.8)).sum())
         print(f"{site:22s} " + "  ".join(f"{w} P {p:.2f} R {r:.2f}" for w, p, r in zip(got.words, got.precision,
                                                                                          got.recall))
               + f"  | {met}/{len(got.words)} at P >= 0.9 and R >= 0.8 (random: "
               + f"{int(((found['random'].precision >= 0.9) & (found['random'].recall >= 0.8)).sum())})", flush=True)
-        if best is None or met > best[0]:
-            best_site, best = site, (met, got)
-    got, tc = best[1], dictionaries[best_site]["trained"]
-    feature = {w: int(f) for w, f in zip(got.words, got.best_feature)}
+        feature = {w: int(f) for w, f in zip(got.words, got.best_feature)}
+        also_fires(model, tok, held, site, made["trained"], feature)
+        for scale in args.scale:
+            clamp_units(model, tok, held, site, made["trained"], feature, scale, args.numbers)
+    return 0
+
+
+def also_fires(model, tok, held, site: str, tc, feature: dict) -> None:
+    """Where each unit's feature fires besides its own word: the words (span_word's, the whole word a piece
+    belongs to) of its other firings, the most frequent first; and the pieces of those words."""
+    from collections import Counter
+
+    from explorer.studies.features.detection import piece_words
+    from explorer.studies.features.sites import every_row
+
+    src, labels = piece_words(model, tok, held)
+    pieces = [tok.id_to_piece(i, "src") for s in src for i in s]
+    with torch.no_grad():
+        z = tc.encode(torch.from_numpy(every_row(model, src, [[] for _ in src], site).inputs))     # [N, m]
+    for word, f in feature.items():
+        fired = torch.nonzero(z[:, f] > 0)[:, 0].tolist()
+        other = Counter((labels[i], pieces[i]) for i in fired if labels[i] != word)
+        print(f"  {word}'s feature {f}: fires {len(fired)} times, {sum(other.values())} not on '{word}': "
+              + ", ".join(f"{w} [{p}] {n}" for (w, p), n in other.most_common(4)), flush=True)
+
+
+def clamp_units(model, tok, held, site: str, tc, feature: dict, scale: float, per_unit: int) -> None:
+    """At the unit word's positions, its feature set to 0 and the next unit's to `scale` x its typical value
+    (its mean activation on its own word's pieces), the number translated again: how often the German unit
+    changes, and how often it becomes the next unit's."""
+    from explorer.studies.common.sentences import greedy_ids
+    from explorer.studies.features.reading import sentence_features
+    from explorer.studies.features.steering import clamped, positions_mask
+
     eos = model.cfg.special.eos
     typical = {}
     for pair in held:                                         # each unit feature's mean value on its own word
         src = tok.encode(pair.src, side="src") + [eos]
-        z = sentence_features(model, tc, best_site, src, src[:1], shown=tc.k)
+        z = sentence_features(model, tc, site, src, src[:1], shown=tc.k)
         pieces = [tok.id_to_piece(i, "src") for i in src]
         for t, piece in enumerate(pieces):
             word = piece.lstrip("▁")
@@ -161,22 +215,22 @@ def numbers(args) -> int:
                 row = dict(zip(z.features[t].tolist(), z.values[t].tolist()))
                 typical.setdefault(word, []).append(row.get(feature[word], 0.0))
     typical = {w: float(np.mean(v)) for w, v in typical.items()}
-    print(f"clamping at {best_site}: each unit's feature to 0, the next unit's to {args.scale:g} x its typical value "
+    print(f"clamping at {site}: each unit's feature to 0, the next unit's to {scale:g} x its typical value "
           + ", ".join(f"{w} {v:.2f}" for w, v in typical.items()), flush=True)
     changed = became = total = 0
     for u, unit in enumerate(UNITS):
         nxt = UNITS[(u + 1) % len(UNITS)]
         if unit not in feature or nxt not in feature:
             continue
-        cases = [p for p in held if unit in p.src.split()][:args.numbers]
+        cases = [p for p in held if unit in p.src.split()][:per_unit]
         got_u = got_v = 0
         for pair in cases:
             src = tok.encode(pair.src, side="src") + [eos]
             at = [t for t, i in enumerate(src) if tok.id_to_piece(i, "src").lstrip("▁") == unit]
             before = tok.decode(greedy_ids(model, [src])[0], side="tgt").split()
             mask = positions_mask(len(src), at)
-            with clamped(model, best_site, tc, feature[unit], 0.0, mask), \
-                    clamped(model, best_site, tc, feature[nxt], args.scale * typical[nxt], mask):
+            with clamped(model, site, tc, feature[unit], 0.0, mask), \
+                    clamped(model, site, tc, feature[nxt], scale * typical[nxt], mask):
                 after = tok.decode(greedy_ids(model, [src])[0], side="tgt").split()
             count = lambda words, u: sum(w in GERMAN[u] for w in words)      # noqa: E731
             got_u += count(after, u) < count(before, u)
@@ -184,9 +238,8 @@ def numbers(args) -> int:
         print(f"  {unit} -> {nxt}: {len(cases)} numbers, the German unit changed in {got_u}, became the next "
               f"unit's in {got_v}", flush=True)
         changed, became, total = changed + got_u, became + got_v, total + len(cases)
-    print(f"all units: changed in {changed}/{total} ({changed / max(total, 1):.0%}), became the next unit's in "
-          f"{became}/{total} ({became / max(total, 1):.0%})")
-    return 0
+    print(f"{site} at {scale:g} x typical: changed in {changed}/{total} ({changed / max(total, 1):.0%}), became the "
+          f"next unit's in {became}/{total} ({became / max(total, 1):.0%})", flush=True)
 
 
 def page(args) -> int:

@@ -1,16 +1,18 @@
-"""`python -m explorer features train|evaluate CHECKPOINT [--sentences FILE] --out FILE.json`: learned
-features (TopK skip transcoders) for every FFN of a checkpoint, and how much of the model they carry.
+"""`python -m explorer features train|evaluate CHECKPOINT [--sites ffn|resid|all] [--sentences FILE] --out
+FILE.json`: learned features for every FFN of a checkpoint (TopK skip transcoders), or for every layer's
+residual stream (TopK sparse autoencoders: --sites resid), or both (all), and how much of the model they
+carry.
 
-train: a dictionary and its random-decoder baseline per FFN, trained on rows from the checkpoint's own
+train: a dictionary and its random-decoder baseline per site, trained on rows from the checkpoint's own
 training pairs, kept under runs/features/<weights sha>/ (SAELens's format), each scored on rows from the
 development pairs; the JSON lists every site's fraction of variance explained (beside the random
-baseline's and a linear map's), L0, dead latents and the busiest latent's density.
+baseline's and, for a transcoder, a linear map's), L0, dead latents and the busiest latent's density.
 
 evaluate: the kept dictionaries on the first --first pairs of FILE (one source sentence per
 line, or a TSV with a `source` column and optionally a `target` one; without a target the decoder reads,
 and BLEU compares with, the model's own greedy output) or of the checkpoint's held-out pairs: per site
-the same figures, then `ce_recovered` (every FFN replaced by its dictionary at once, against mean
-ablation) and its random baseline's, and greedy BLEU with the dictionaries spliced in beside the model's.
+the same figures, then `ce_recovered` (every site of --sites replaced by its dictionary at once,
+against mean ablation) and its random baseline's, and greedy BLEU with the dictionaries spliced in beside the model's.
 
 Every argument is checked before the checkpoint is loaded (counts within
 explorer.studies.features.job.RANGES, a readable FILE, an --out that can be written); a missing or
@@ -31,15 +33,22 @@ from explorer.studies.common.command import add_out_and_device, checkpoint_and_h
 from explorer.studies.common.source_file import read_sentences
 from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import EVALUATE, RANGES, TRAIN, FeatureSettings, load_all
+from explorer.studies.features.sites import KINDS
 from explorer.studies.common.training_data import NoTrainingData, dataset_of, training_pairs
 
 ACTIONS = ("train", "evaluate")
+SITE_KINDS = (*KINDS, "all")
 
 
 def build_parser(action: str):
     parser = study_parser(f"python -m explorer features {action}", __doc__)
+    parser.add_argument("--sites", choices=SITE_KINDS, default="ffn",
+                        help="ffn: a transcoder per FFN; resid: an SAE per layer's residual stream; all: both "
+                             "(default ffn)")
     if action == "train":
-        for name, said in (("width", "latents per dictionary"), ("k", "active latents per token"),
+        for name, said in (("width", "latents per transcoder"), ("k", "active latents per token (transcoders)"),
+                           ("sae_width", "latents per residual-stream SAE (0: twice the model's width)"),
+                           ("sae_k", "active latents per token (SAEs)"),
                            ("steps", "Adam steps per dictionary"), ("batch", "rows per step"),
                            ("rows", "training rows per site"), ("held_rows", "held-out rows per site"),
                            ("seed", "the random seed")):
@@ -85,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             return refuse(str(err))
         if not held:
             return refuse(f"{ckpt.name}: its corpus has no development pairs to score the dictionaries on")
-        return finish(TRAIN, args.out, ckpt.model, ckpt.tokenizer, train, held, settings, meta=ckpt.meta)
+        return finish(TRAIN, args.out, ckpt.model, ckpt.tokenizer, train, held, settings, meta=ckpt.meta,
+                      kinds=args.sites)
     forced = "reference"
     if args.sentences_file:
         try:
@@ -104,10 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         ckpt, pairs = loaded
     try:
-        load_all(ckpt.model, ckpt.meta.get("weights_sha256", ""))                 # refused before any work
+        load_all(ckpt.model, ckpt.meta.get("weights_sha256", ""), kinds=args.sites)     # refused before any work
     except DictionaryUnusable as err:
-        return refuse(f"{err} (python -m explorer features train {args.checkpoint} makes them)")
-    return finish(EVALUATE, args.out, ckpt.model, ckpt.tokenizer, pairs, settings, meta=ckpt.meta, forced=forced)
+        return refuse(f"{err} (python -m explorer features train {args.checkpoint} --sites {args.sites} makes them)")
+    return finish(EVALUATE, args.out, ckpt.model, ckpt.tokenizer, pairs, settings, meta=ckpt.meta, forced=forced,
+                  kinds=args.sites)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
-"""A transcoder on disk, in SAELens's format: a folder with cfg.json and sae_weights.safetensors, so that
-other tools read our dictionaries (a test loads one with SAELens and compares its encodings).
+"""A dictionary on disk, in SAELens's format: a folder with cfg.json and sae_weights.safetensors, so that
+other tools read our dictionaries (tests load both kinds with SAELens and compare their encodings).
 
-SAELens 6.54 has skip transcoders with ReLU and JumpReLU latents but no TopK one, so cfg.json names the
-architecture "topk_skip_transcoder" with its `k`; SAELens reads it once that name is registered with its
-SkipTranscoder whose activation is its own TopK (tests/unit/test_features.py shows how). The metadata says
+An FFN site's transcoder: SAELens 6.54 has skip transcoders with ReLU and JumpReLU latents but no TopK
+one, so cfg.json names the architecture "topk_skip_transcoder" with its `k`; SAELens reads it once that
+name is registered with its SkipTranscoder whose activation is its own TopK (tests/unit/test_features.py
+shows how). A residual-stream site's SAE: SAELens's own plain "topk" SAE (no W_skip, no d_out,
+apply_b_dec_to_input false, hook_name the layer's output), which SAE.load_from_disk reads as it is. The metadata says
 which checkpoint (weights hash), which site and whether it is the random baseline; load() checks them
-against the model it is asked for before it reads a tensor, and every shape against cfg.json.
+against the model and site it is asked for (the architecture against the site's kind) before it reads a
+tensor, and every shape against cfg.json.
 """
 from __future__ import annotations
 
@@ -21,10 +24,12 @@ from explorer.files import limits
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import SAE_CFG, SAE_WEIGHTS
 from explorer.files.user_files import UserFileError, read_user_file
+from explorer.studies.features.sites import is_stream
 from explorer.studies.features.transcoder import TopKTranscoder
 
 CFG, WEIGHTS = SAE_CFG, SAE_WEIGHTS
-ARCHITECTURE = "topk_skip_transcoder"
+ARCHITECTURE = "topk_skip_transcoder"    # an FFN site's
+SAE_ARCHITECTURE = "topk"                # a residual-stream site's (SAELens's TopK SAE)
 SAELENS_VERSION = "6.54.12"          # the format's version as SAELens writes it
 
 
@@ -34,42 +39,53 @@ class DictionaryUnusable(ValueError):
 
 def save(tc: TopKTranscoder, folder: Path, *, site: str, weights_sha256: str, model_name: str,
          random_decoder: bool = False) -> Path:
+    """A stream site's SAE is saved without W_skip (refused unless it is 0: what SAELens reads is all)."""
     folder = Path(folder)
+    stream = is_stream(site)
+    if stream and bool(tc.W_skip.detach().any()):
+        raise ValueError(f"{site} is a residual-stream site: its SAE has no skip, but this dictionary's W_skip is not 0")
     folder.mkdir(parents=True, exist_ok=True)
     d_in, width = tc.W_enc.shape
-    cfg = {"architecture": ARCHITECTURE, "d_in": int(d_in), "d_sae": int(width), "d_out": int(tc.W_dec.shape[1]),
+    hooks = ({"hook_name": f"{site[:-len('resid')]}resid_post"} if stream
+             else {"hook_name": f"{site}.in", "hook_name_out": f"{site}.out"})
+    cfg = {"architecture": SAE_ARCHITECTURE if stream else ARCHITECTURE, "d_in": int(d_in), "d_sae": int(width),
+           **({} if stream else {"d_out": int(tc.W_dec.shape[1])}),
            "k": tc.k, "dtype": "float32", "device": "cpu", "apply_b_dec_to_input": False,
            "normalize_activations": "none", "reshape_activations": "none",
-           "metadata": {"sae_lens_version": SAELENS_VERSION, "model_name": model_name, "hook_name": f"{site}.in",
-                        "hook_name_out": f"{site}.out", "site": site, "weights_sha256": weights_sha256,
-                        "random_decoder": bool(random_decoder)}}
-    tensors = {name: np.ascontiguousarray(getattr(tc, name).detach().float().numpy())
-               for name in ("W_enc", "b_enc", "W_dec", "W_skip", "b_dec")}
+           "metadata": {"sae_lens_version": SAELENS_VERSION, "model_name": model_name, **hooks, "site": site,
+                        "weights_sha256": weights_sha256, "random_decoder": bool(random_decoder)}}
+    names = ("W_enc", "b_enc", "W_dec", "b_dec") if stream else ("W_enc", "b_enc", "W_dec", "W_skip", "b_dec")
+    tensors = {name: np.ascontiguousarray(getattr(tc, name).detach().float().numpy()) for name in names}
     write_bytes_atomic(folder / WEIGHTS, save_tensors(tensors))          # the weights first, the cfg last:
     write_bytes_atomic(folder / CFG, json.dumps(cfg, indent=1).encode())  # a folder with a cfg is whole
     return folder
 
 
 def load(folder: Path, *, site: str, weights_sha256: str, d_model: int) -> TopKTranscoder:
-    """The transcoder in `folder`, if it was made for this site of these weights; DictionaryUnusable else."""
+    """The transcoder (an FFN site) or SAE (a stream site, W_skip 0) in `folder`, if it was made for this site
+    of these weights; DictionaryUnusable else."""
     folder = Path(folder)
     try:
         cfg = json.loads(read_user_file(folder / CFG, limits.JSON_BYTES, inside=folder))
     except (UserFileError, ValueError) as err:
         raise DictionaryUnusable(f"{folder}: no readable {CFG} ({err})") from None
     meta = cfg.get("metadata") if isinstance(cfg, dict) else None
-    if not isinstance(meta, dict) or cfg.get("architecture") != ARCHITECTURE:
-        raise DictionaryUnusable(f"{folder}: not a TopK transcoder of this project")
+    stream = is_stream(site)
+    if not isinstance(meta, dict) or cfg.get("architecture") not in (ARCHITECTURE, SAE_ARCHITECTURE):
+        raise DictionaryUnusable(f"{folder}: not a TopK transcoder or SAE of this project")
+    if (cfg.get("architecture") == SAE_ARCHITECTURE) != stream:
+        raise DictionaryUnusable(f"{folder}: a {'residual-stream SAE' if not stream else 'transcoder of an FFN'}, "
+                                 f"not a dictionary for {site}")
     wrong = [k for k, v in (("site", site), ("weights_sha256", weights_sha256)) if meta.get(k) != v]
     if wrong:
         raise DictionaryUnusable(f"{folder}: made for another {' and '.join(wrong)} (stale or foreign): train it again")
-    sizes = [cfg.get(k) for k in ("d_in", "d_sae", "d_out", "k")]
+    sizes = [cfg.get(k) for k in ("d_in", "d_sae", "d_in" if stream else "d_out", "k")]
     if not all(isinstance(v, int) and v > 0 for v in sizes) or sizes[0] != d_model or sizes[2] != d_model \
             or sizes[3] > sizes[1] or (sizes[0] * sizes[1] * 2 + sizes[0] * sizes[2]) * 4 > limits.DICTIONARY_BYTES:
         raise DictionaryUnusable(f"{folder}: sizes {sizes} do not fit a model of width {d_model}")
     d_in, width, d_out, k = sizes
-    want = {"W_enc": [d_in, width], "b_enc": [width], "W_dec": [width, d_out], "W_skip": [d_out, d_in],
-            "b_dec": [d_out]}
+    want = {"W_enc": [d_in, width], "b_enc": [width], "W_dec": [width, d_out], "b_dec": [d_out],
+            **({} if stream else {"W_skip": [d_out, d_in]})}
     path = folder / WEIGHTS
     try:
         if path.stat().st_size > limits.DICTIONARY_BYTES:

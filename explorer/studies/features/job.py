@@ -1,4 +1,5 @@
-"""Dictionaries for every FFN of a checkpoint (train), and how much of the model they carry (evaluate).
+"""Dictionaries for every FFN (and, with sites="resid" or "all", every layer's residual stream) of a
+checkpoint (train), and how much of the model they carry (evaluate).
 
 train: for each site (encoder layers first), rows collected from the checkpoint's training pairs and
 held-out rows from its development pairs (sites.collect), a TopK skip transcoder and its random-decoder
@@ -29,7 +30,7 @@ from explorer.studies.common.sentences import build_sentences, greedy_texts
 from explorer.studies.features import contexts, files, metrics, sites, splice
 from explorer.studies.features import transcoder as tcm
 
-RANGES = {"width": (16, 16_384), "k": (1, 512), "steps": (1, 100_000), "batch": (16, 65_536),
+RANGES = {"width": (16, 16_384), "k": (1, 512), "sae_width": (0, 16_384), "sae_k": (1, 512), "steps": (1, 100_000), "batch": (16, 65_536),
           "rows": (1_000, 500_000), "held_rows": (100, 100_000), "sentences": (1, MAX_HELD_OUT),
           "seed": (0, 2 ** 31 - 1)}
 TRAIN_KEYS = ("settings", "layers")
@@ -40,10 +41,21 @@ SITE_STAGES = ("dictionaries", "contexts")
 EVALUATE_STAGES = ("rows", "cross-entropy", "translations")
 
 
+# A residual-stream SAE's sizes, apart from the transcoders' because measured apart (docs/FEATURES.md): on
+# numbers-en-de's last encoder layer (d 128) width 256 and k 8 gave one feature per English unit word
+# (recall 1.00, precision 0.76-0.97) and explained 0.993 of the stream, while width 1024 split each word's
+# feature by context (2 of 9 words detected); a few features per token, as many as twice the stream's
+# numbers, is what a stream of a few hundred dimensions about a vocabulary of words needs.
+SAE_WIDTH_PER_D = 2       # sae_width 0: this many latents per number of the stream
+SAE_K = 8
+
+
 @dataclass(frozen=True)
 class FeatureSettings:
-    width: int = tcm.TrainSettings.width          # latents per dictionary
-    k: int = tcm.TrainSettings.k                  # active latents per token
+    width: int = tcm.TrainSettings.width          # latents per transcoder (an FFN site)
+    k: int = tcm.TrainSettings.k                  # active latents per token (an FFN site)
+    sae_width: int = 0                            # latents per residual-stream SAE (0: SAE_WIDTH_PER_D x d_model)
+    sae_k: int = SAE_K                            # active latents per token (a residual-stream site)
     steps: int = tcm.TrainSettings.steps          # Adam steps per dictionary
     batch: int = tcm.TrainSettings.batch          # rows per step
     rows: int = 200_000                           # training rows per site (drawn evenly from the training pairs)
@@ -55,10 +67,18 @@ class FeatureSettings:
         check_ranges(self, RANGES)
         if self.k > self.width:
             raise ValueError(f"k ({self.k}) must not exceed width ({self.width})")
+        if self.sae_width and self.sae_k > self.sae_width:
+            raise ValueError(f"sae_k ({self.sae_k}) must not exceed sae_width ({self.sae_width})")
 
-    def train_settings(self, random_decoder: bool = False) -> tcm.TrainSettings:
-        return tcm.TrainSettings(width=self.width, k=self.k, steps=self.steps, batch=self.batch, seed=self.seed,
-                                 random_decoder=random_decoder)
+    def train_settings(self, site: str, d_model: int, random_decoder: bool = False) -> tcm.TrainSettings:
+        """A site's training: a transcoder with its skip (an FFN site), or an SAE of its own sizes (a stream)."""
+        stream = sites.is_stream(site)
+        width = (self.sae_width or SAE_WIDTH_PER_D * d_model) if stream else self.width
+        k = self.sae_k if stream else self.k
+        if k > width:
+            raise ValueError(f"k ({k}) must not exceed the {site} dictionary's width ({width})")
+        return tcm.TrainSettings(width=width, k=k, steps=self.steps, batch=self.batch, seed=self.seed,
+                                 random_decoder=random_decoder, skip=not stream)
 
 
 def dictionary_folder(weights_sha256: str, site: str, kind: str, root: Path | None = None) -> Path:
@@ -69,9 +89,10 @@ def dictionary_folder(weights_sha256: str, site: str, kind: str, root: Path | No
 
 
 def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettings = FeatureSettings(), *,
-              root: Path | None = None, context: RunContext = RunContext()) -> dict:
+              kinds: str = "ffn", root: Path | None = None, context: RunContext = RunContext()) -> dict:
+    """Every site of `kinds` ("ffn", "resid" or "all"), encoder layers first, FFNs before streams."""
     sha, name = context.meta.get("weights_sha256", ""), context.meta.get("name", "")
-    names = sites.sites(model)
+    names = sites.all_sites(model, kinds)
     ticker = context.ticker()
     tick = ticker.stage("dictionaries", 2 * len(names) * settings.steps)
     layers = []
@@ -84,7 +105,8 @@ def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettin
                                                                            "site": site}, "layer": row})
         layers.append(row)
         context.say(f"{_layer_line(row)}  {sum(seconds.values()):.0f} s")     # the time is said, not kept:
-    return {"settings": {**context.checkpoint(), **asdict(settings)}, "layers": layers}   # one seed, one file
+    return {"settings": {**context.checkpoint(), **asdict(settings), "sites": kinds},       # one seed, one file
+            "layers": layers}
 
 
 def _keep(made: dict, train_pairs, model, tokenizer, site: str, settings: FeatureSettings, sha: str, name: str,
@@ -106,7 +128,7 @@ def run_site(model, tokenizer, train_pairs, held_pairs, settings: FeatureSetting
              root: Path | None = None, context: RunContext = RunContext()) -> dict:
     """One site's dictionary, baseline and training contexts (the app's job: a page needs one layer)."""
     sha, name = context.meta.get("weights_sha256", ""), context.meta.get("name", "")
-    sites.ffn(model, site)                                    # an unknown site is refused before any work
+    sites.module(model, site)                                 # an unknown site is refused before any work
     ticker = context.ticker()
     tick = ticker.stage("dictionaries", 2 * settings.steps)
     row, made, _seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
@@ -139,32 +161,38 @@ def train_site(model, tokenizer, train_pairs, held_pairs, site: str, settings: F
     made, quality = {}, {}
     for n, kind in enumerate(FEATURES_KINDS):
         step_done = None if on_step is None else (lambda step, _loss, n=n: on_step(n * settings.steps + step))
-        made[kind] = tcm.train(rows.inputs, rows.outputs, settings.train_settings(kind == "random"), on_step=step_done)
+        made[kind] = tcm.train(rows.inputs, rows.outputs, settings.train_settings(site, model.cfg.d_model,
+                                                                                   kind == "random"), on_step=step_done)
         quality[kind] = metrics.quality(made[kind], held.inputs, held.outputs)
     got, base = quality["trained"], quality["random"]
-    row = {"site": site, "fve": got.fve, "fve_random": base.fve,
-           "fve_linear": metrics.linear_fve(rows.inputs, rows.outputs, held.inputs, held.outputs),
+    linear = {} if sites.is_stream(site) else {      # an SAE's identity map would explain everything
+        "fve_linear": metrics.linear_fve(rows.inputs, rows.outputs, held.inputs, held.outputs)}
+    row = {"site": site, "fve": got.fve, "fve_random": base.fve, **linear,
            "dead_fraction": got.dead_fraction, "dead_fraction_random": base.dead_fraction, "l0": got.l0,
-           "max_density": got.max_density, "rows": len(rows.inputs), "held_rows": len(held.inputs)}
+           "max_density": got.max_density, "max_density_random": base.max_density, "width": made["trained"].width,
+           "k": made["trained"].k, "rows": len(rows.inputs), "held_rows": len(held.inputs)}
     row = {k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()}
     return row, made, {"collect": t1 - t0, "train": time.perf_counter() - t1}
 
 
-def load_all(model, weights_sha256: str, root: Path | None = None) -> dict[str, dict[str, tcm.TopKTranscoder]]:
-    """{site: {kind: transcoder}} for every site; files.DictionaryUnusable (one line) when one is missing,
-    damaged or not made for these weights."""
+def load_all(model, weights_sha256: str, root: Path | None = None,
+             kinds: str = "ffn") -> dict[str, dict[str, tcm.TopKTranscoder]]:
+    """{site: {kind: dictionary}} for every site of `kinds` ("ffn": every FFN, as the graphs read them;
+    "resid"; "all"); files.DictionaryUnusable (one line) when one is missing, damaged or not made for these
+    weights."""
     d = model.cfg.d_model
     return {site: {kind: files.load(dictionary_folder(weights_sha256, site, kind, root), site=site,
                                     weights_sha256=weights_sha256, d_model=d) for kind in FEATURES_KINDS}
-            for site in sites.sites(model)}
+            for site in sites.all_sites(model, kinds)}
 
 
 def run_evaluate(model, tokenizer, pairs, settings: FeatureSettings = FeatureSettings(), *, forced: str = "reference",
-                 root: Path | None = None, context: RunContext = RunContext()) -> dict:
+                 kinds: str = "ffn", root: Path | None = None, context: RunContext = RunContext()) -> dict:
     """The dictionaries' quality on `pairs` (objects with .src and .tgt; .tgt unused when forced="output",
-    the model's own greedy output then being what the decoder reads and BLEU is measured against)."""
+    the model's own greedy output then being what the decoder reads and BLEU is measured against). Every
+    site of `kinds` is spliced at once (with "all": transcoders and SAEs together)."""
     sha = context.meta.get("weights_sha256", "")
-    dictionaries = load_all(model, sha, root)
+    dictionaries = load_all(model, sha, root, kinds)
     names = list(dictionaries)
     ticker = context.ticker()
     sents = build_sentences(model, tokenizer, pairs, settings.sentences, forced)
@@ -199,7 +227,8 @@ def run_evaluate(model, tokenizer, pairs, settings: FeatureSettings = FeatureSet
     ticker.check(tick, 2)
     scored = {"model": corpus_scores(own, sents.refs), "spliced": corpus_scores(with_dictionaries, sents.refs)}
     return {
-        "settings": {**context.checkpoint(), **asdict(settings), "sentences": len(sents), "forced": forced},
+        "settings": {**context.checkpoint(), **asdict(settings), "sentences": len(sents), "forced": forced,
+                     "sites": kinds},
         "layers": layers,
         "ce": {k: round(v, 5) for k, v in ce.items()},
         "ce_recovered": round(splice.recovered(ce["mean_ablated"], ce["spliced"], ce["model"]), 5),
@@ -216,7 +245,7 @@ def _site_report(result: dict) -> str:
 
 
 def _layer_line(row: dict) -> str:
-    line = (f"{row['site']:22s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}"
+    line = (f"{row['site']:24s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}"
             + (f", linear map {row['fve_linear']:.3f}" if "fve_linear" in row else "") + ")"
             f"  L0 {row['l0']:.1f}  dead {row['dead_fraction']:.1%}  busiest {row['max_density']:.1%}")
     return line
@@ -226,7 +255,8 @@ def report(result: dict) -> str:
     lines = [_layer_line(row) for row in result["layers"]]
     if "ce_recovered" in result:
         ce, bleu = result["ce"], result["bleu"]
-        lines += [f"CE per target token: model {ce['model']:.3f}, every FFN spliced {ce['spliced']:.3f} "
+        lines += [f"CE per target token: model {ce['model']:.3f}, every {result['settings'].get('sites', 'ffn')} site "
+                  f"spliced {ce['spliced']:.3f} "
                   f"(random {ce['spliced_random']:.3f}), mean-ablated {ce['mean_ablated']:.3f}",
                   f"CE recovered {result['ce_recovered']:.3f} (random {result['ce_recovered_random']:.3f})",
                   f"greedy BLEU over {result['settings']['sentences']} sentences: model {bleu['model']:.2f}, "

@@ -1,7 +1,8 @@
-"""How good a dictionary is, on rows it was not trained on: the fraction of the FFN output's variance it
-explains, how many latents are active per row, how many never fire, how often the busiest fires; and,
-for context, what a least-squares linear map of the same rows explains (the skip connection's share
-alone, and the floor a dictionary's latents add to).
+"""How good a dictionary is, on rows it was not trained on: the fraction of the target's variance it
+explains (an FFN's output, or the stream an SAE reconstructs), how many latents are active per row, how
+many never fire, how often the busiest fires; and, for a transcoder, what a least-squares linear map of
+the same rows explains (the skip connection's share alone, and the floor a dictionary's latents add to;
+for an SAE the identity would explain all, so it is not computed).
 
     FVE = 1 - sum ||y - y_hat||^2 / sum ||y - mean(y)||^2        (over the held-out rows)
 """

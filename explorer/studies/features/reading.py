@@ -1,7 +1,7 @@
 """What a dictionary reads in one sentence, and what one of its features does where it fires most.
 
-sentence_features: the translation teacher-forced once, the FFN input at the site encoded by the
-dictionary, the strongest features at every position (encoder sites: each source piece; decoder sites:
+sentence_features: the translation teacher-forced once, what the site's dictionary reads (the FFN input,
+or the stream) encoded by it, the strongest features at every position (encoder sites: each source piece; decoder sites:
 each target position, the piece it reads and the one it writes).
 
 context_effects: the feature removed (steering.clamped at 0, the dictionary's error kept) at each of its
@@ -25,7 +25,7 @@ import torch
 
 from explorer.data.batching import pad_batch
 from explorer.data.encoded import encode_pairs
-from explorer.studies.features.sites import ffn_inputs
+from explorer.studies.features.sites import site_inputs
 from explorer.studies.features.steering import clamped
 
 SHOWN = 5                 # features listed per position
@@ -43,7 +43,7 @@ def sentence_features(model, tc, site: str, src_ids: Sequence[int], out_ids: Seq
                       shown: int = SHOWN) -> SentenceFeatures:
     """The strongest features of `tc` at `site` for one sentence and its output (EOS included), teacher-forced."""
     start = model.cfg.special.start
-    x = ffn_inputs(model, site, torch.tensor([list(src_ids)]), torch.tensor([[start] + list(out_ids)[:-1]]))
+    x = site_inputs(model, site, torch.tensor([list(src_ids)]), torch.tensor([[start] + list(out_ids)[:-1]]))
     z = tc.encode(x[0])                                                          # [L, m]
     values, features = z.topk(min(shown, tc.width), dim=-1)                      # [L, shown]
     features = torch.where(values > 0, features, torch.full_like(features, -1))

@@ -1,4 +1,4 @@
-"""Dictionaries in place of the FFNs they stand for, and what the model loses: the measure of whether a
+"""Dictionaries in place of the FFNs (or residual streams) they stand for, and what the model loses: the measure of whether a
 layer's features carry what the layer computes, not only what its output looks like.
 
     CE recovered = (CE_mean - CE_spliced) / (CE_mean - CE_model)
@@ -9,8 +9,11 @@ floor: Makelov et al. 2024, Marks et al. 2024 report recovered loss against it),
 replaced by its transcoder at once, so errors compound through the layers as they would in a graph.
 1.0: the dictionaries lose nothing; 0.0: no better than knowing each FFN's average output.
 
-A splice is a forward hook that returns the replacement from the FFN's own input, so it holds on every
-path the model takes (teacher-forced passes and cached greedy decoding alike) and is removed on exit.
+A residual-stream site is spliced the same way: the layer's output replaced by its SAE's reconstruction
+of it, and mean-ablated by the stream's mean there.
+
+A splice is a forward hook (sites.hook) that returns the replacement from what the dictionary reads (the
+FFN's own input, or the stream), so it holds on every path the model takes (teacher-forced passes and cached greedy decoding alike) and is removed on exit.
 """
 from __future__ import annotations
 
@@ -22,19 +25,18 @@ import torch.nn.functional as F
 
 from explorer.decoding.core import special_ids
 from explorer.studies.common.sentences import SentenceSet, teacher_batches
-from explorer.studies.features.sites import ffn
+from explorer.studies.features.sites import hook
 
-Replacement = Callable[[torch.Tensor], torch.Tensor]          # FFN input [..., d] -> output [..., d]
+Replacement = Callable[[torch.Tensor], torch.Tensor]          # what the site reads [..., d] -> its output [..., d]
 
 
 @contextmanager
 def spliced(model, replacements: dict[str, Replacement]) -> Iterator[None]:
-    """Within the block, each site's FFN output is replacements[site](its input)."""
+    """Within the block, each site's output is replacements[site](what its dictionary reads)."""
     handles = []
     try:
         for site, replace in replacements.items():
-            handles.append(ffn(model, site).register_forward_hook(
-                lambda _module, args, output, replace=replace: replace(args[0]).to(output.dtype)))
+            handles.append(hook(model, site, lambda reads, output, replace=replace: replace(reads).to(output.dtype)))
         yield
     finally:
         for handle in handles:
@@ -66,13 +68,14 @@ def target_ce(model, sents: SentenceSet, batch_size: int = 32, tick=None) -> flo
 
 @torch.no_grad()
 def mean_outputs(model, sents: SentenceSet, names: list[str], batch_size: int = 32) -> dict[str, torch.Tensor]:
-    """Each site's FFN output averaged over the set's real (not pad) positions: the mean ablation's values."""
+    """Each site's output (the FFN's, or the stream) averaged over the set's real (not pad) positions: the mean
+    ablation's values."""
     pad = special_ids(model).pad
     seen: dict[str, torch.Tensor] = {}
     sums = {site: torch.zeros(model.cfg.d_model, dtype=torch.float64) for site in names}
     counts = dict.fromkeys(names, 0)
-    handles = [ffn(model, site).register_forward_hook(
-        lambda _m, _a, output, site=site: seen.__setitem__(site, output.detach())) for site in names]
+    handles = [hook(model, site, lambda _reads, output, site=site: seen.__setitem__(site, output.detach()))
+               for site in names]
     try:
         for _idx, src, tgt_in, _out in teacher_batches(model, sents, batch_size):
             model.logits(src, tgt_in)

@@ -1,19 +1,21 @@
 """One feature set to a value of the user's choosing, everything else in the model left exactly as it was:
 what removing a feature (value 0) or clamping it (another value) does to a translation.
 
-The FFN keeps computing its own output; only the feature's share of the dictionary's reconstruction is
-moved: at the chosen positions the FFN output becomes
+The site keeps computing its own output; only the feature's share of the dictionary's reconstruction is
+moved: at the chosen positions the FFN output (an FFN site) or the layer's output (a residual-stream
+site, whose SAE reads that same output) becomes
 
-    FFN(x) + (value - z_f(x)) * W_dec[f]
+    out + (value - z_f(x)) * W_dec[f]
 
-where z_f(x) is the feature's activation as the transcoder computes it (its TopK included). The
-dictionary's error (FFN(x) minus its reconstruction) stays in the stream, so a clamp to the feature's own
+where x is what the dictionary reads (the FFN's input, or the stream) and z_f(x) the feature's activation
+as the dictionary computes it (its TopK included). The dictionary's error (out minus its reconstruction)
+stays in the stream, so a clamp to the feature's own
 value changes nothing at all, and a feature that does not fire, clamped to 0, changes nothing either (the
 tests check both, to the bit). This is the "error kept" intervention of the attribution-graph papers
 (Ameisen et al. 2025); a splice of the whole transcoder would mix the dictionary's error into every
 effect.
 
-Positions: a mask [B, L] over what the FFN reads in one pass (the encoder's source pieces, or the
+Positions: a mask [B, L] over what the site reads in one pass (the encoder's source pieces, or the
 decoder's target positions in a teacher-forced pass); None applies it at every position, which is what a
 decoding pass needs (cached decoding feeds the decoder one position at a time).
 """
@@ -28,7 +30,7 @@ import torch
 
 from explorer.decoding.core import special_ids
 from explorer.studies.common.sentences import greedy_ids
-from explorer.studies.features.sites import ffn
+from explorer.studies.features.sites import hook as site_hook
 
 
 @contextmanager
@@ -38,8 +40,7 @@ def clamped(model, site: str, tc, feature: int, value: float, mask: torch.Tensor
         raise ValueError(f"feature {feature} is not one of this dictionary's {tc.width}")
     direction = tc.W_dec[feature].detach()                                       # [d]
 
-    def hook(_module, args, output):
-        x = args[0]                                                              # [B, L, d]
+    def edit(x, output):                                                         # x, output [B, L, d]
         z = tc.encode(x.detach().to(direction.dtype))[..., feature]              # [B, L]
         delta = (value - z).unsqueeze(-1) * direction                            # [B, L, d]
         if mask is not None:
@@ -48,7 +49,7 @@ def clamped(model, site: str, tc, feature: int, value: float, mask: torch.Tensor
             delta = delta * mask.unsqueeze(-1).to(delta.dtype)
         return output + delta.to(output.dtype)
 
-    handle = ffn(model, site).register_forward_hook(hook)
+    handle = site_hook(model, site, edit)
     try:
         yield
     finally:

@@ -19,9 +19,13 @@ inputs centred on their mean (folded into b_enc and b_dec at the end, so the sav
 the decoder's rows kept at unit norm after each step (a latent's size lives in z), W_skip started at 0,
 b_dec at the outputs' mean.
 
+A sparse autoencoder (a residual-stream site, sites.py) is the same model with no skip: W_skip stays 0
+and is not trained (TrainSettings.skip False), and its target is its own input; SAELens's plain "topk"
+SAE computes the same z and y (files.py).
+
 The random baseline (beside every quality figure): the same k, width and skip with the decoder's
-directions drawn at random and frozen (unit rows), the encoder, the skip and both biases trained: what a
-dictionary reaches without learning what to write.
+directions drawn at random and frozen (unit rows), the encoder, the skip (a transcoder's) and both biases
+trained: what a dictionary reaches without learning what to write.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ class TrainSettings:
     lr: float = 1e-3
     seed: int = 0
     random_decoder: bool = False   # the random baseline: frozen random decoder directions
+    skip: bool = True              # a transcoder's linear skip; False: a sparse autoencoder (W_skip stays 0)
 
 
 def topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
@@ -91,8 +96,9 @@ def _unit_rows(w: torch.Tensor) -> torch.Tensor:
 
 def train(inputs: np.ndarray, outputs: np.ndarray, settings: TrainSettings = TrainSettings(),
           on_step=None) -> TopKTranscoder:
-    """A transcoder of inputs [N, d_in] -> outputs [N, d_out] (float32 rows of one site); on_step(step,
-    loss) after each step (a progress bar, a cancel: it may raise). Deterministic for one seed."""
+    """A transcoder of inputs [N, d_in] -> outputs [N, d_out] (float32 rows of one site; an SAE: outputs is
+    inputs and settings.skip False); on_step(step, loss) after each step (a progress bar, a cancel: it may
+    raise). Deterministic for one seed."""
     gen = torch.Generator().manual_seed(settings.seed)
     x_all, y_all = torch.from_numpy(inputs).float(), torch.from_numpy(outputs).float()   # [N, d_in], [N, d_out]
     mean_in = x_all.mean(0)                                                               # [d_in]
@@ -105,6 +111,8 @@ def train(inputs: np.ndarray, outputs: np.ndarray, settings: TrainSettings = Tra
         tc.b_dec.copy_(y_all.mean(0))
     if settings.random_decoder:
         tc.W_dec.requires_grad_(False)
+    if not settings.skip:
+        tc.W_skip.requires_grad_(False)                             # an SAE: no skip, W_skip stays 0
     params = [p for p in tc.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=settings.lr)
     scale = y_all.var(0).sum().clamp_min(1e-12)                     # the loss in shares of the outputs' variance
