@@ -1,5 +1,6 @@
-"""Features: what a layer's numbers mean. A sparse dictionary of each FFN (a TopK skip transcoder,
-explorer.studies.features) names the features active at each position of the sentence; one feature's
+"""Features: what a layer's numbers mean. A sparse dictionary of each FFN (a TopK skip transcoder) or of
+each layer's residual stream (a TopK sparse autoencoder; explorer.studies.features) names the features
+active at each position of the sentence; one feature's
 page shows where it fires in the training pairs and what removing it does; steering sets it and
 translates again.
 
@@ -9,7 +10,6 @@ cached computations -> explorer.plots.features.
 """
 import streamlit as st
 
-from explorer.studies.features.sites import sites
 from webapp import analyses, downloads, models, presenter, sentence, state
 from webapp import url_keys as url
 from webapp.views import features as views
@@ -24,7 +24,9 @@ with area["learn"]:
         "few (*k*) are active for any word: each feature reads one direction of what the FFN reads and writes "
         "one direction of what it writes, so a feature can be named from where it fires. Ours are TopK skip "
         "transcoders (Gao et al. 2024; Paulo et al. 2025), trained on the FFN's activations over the model's own "
-        "training pairs, each beside a **random baseline** with frozen random directions: a feature claim means "
+        "training pairs; each layer's output, the residual stream, has a sparse autoencoder (**SAE**) too, "
+        "whose features say what the stream holds rather than what the FFN computes. Each is trained beside a "
+        "**random baseline** with frozen random directions: a feature claim means "
         "little unless the trained dictionary beats it. Pick a layer, then a feature: its page shows the "
         "training sentences where it fires most, and **steering** sets it to a value of your choosing and "
         "translates again.",
@@ -39,10 +41,12 @@ with area["sentence"]:
 name = downloads.file_stem(ckpt.name)
 with area["features"]:
     dataset, pairs = views.training_or_stop(ckpt)
-    names = sites(ckpt.model)
+    names = views.site_names(ckpt.model)
     keys = {views.site_key(s): s for s in names}
     url.seed(url.FEAT_SITE, "features_site", names[0], options=keys)
-    site = st.selectbox("Layer (its FFN)", names, key="features_site", format_func=views.site_label)
+    site = st.selectbox("Layer: its FFN (a transcoder) or its output, the residual stream (an SAE)", names,
+                        key="features_site", format_func=views.site_label)
+    st.caption(views.SITES_CAPTION)
     url.write(url.FEAT_SITE, "features_site", site, options=keys, default=names[0])
     tc, _baseline, index = views.dictionaries_or_stop(ckpt, site, pairs)
     views.quality_caption(ckpt, site)

@@ -1,6 +1,6 @@
-"""The Features page's parts: one layer's dictionary (a TopK skip transcoder of its FFN, explorer.studies.
-features), trained in the background the first time a layer is asked for; the strongest features at each
-position of the sentence; one feature's page (its training contexts, how often and how strongly it
+"""The Features page's parts: one site's dictionary (a TopK skip transcoder of an FFN, or a TopK SAE of a
+layer's residual stream: explorer.studies.features), trained in the background the first time it is asked
+for (webapp.views.feature_sites); the strongest features at each position of the sentence; one feature's page (its training contexts, how often and how strongly it
 fires, what removing it does where it fires most); steering (the feature clamped, the sentence
 translated again).
 
@@ -18,85 +18,19 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from explorer.data import DataError
 from explorer.plots import features as plots
 from explorer.plots.attention import logprob_delta_figure
-from explorer.studies.common.training_data import NoTrainingData, PairsUnusable, dataset_of
-from explorer.studies.features.files import DictionaryUnusable
-from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
 from explorer.studies.common.words import span_word, words
-from webapp import analyses, downloads, presenter, state, study_job
+from webapp import analyses, downloads, presenter, state
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
 from webapp.views import grounding
+from webapp.views.feature_sites import (APP_MINUTES, APP_SETTINGS, CAPTION as SITES_CAPTION,  # noqa: F401
+                                        dictionaries_or_stop, quality_caption, site_key, site_label,  # (one door)
+                                        site_names, training_or_stop)
 
-# The app's dictionaries: a third of the command's steps and half its rows, so that a layer is ready while a
-# class waits: on bible-es-en 217-236 s per layer on 2 cores, held-out FVE 0.908 at encoder layer 2 and
-# 0.803 at decoder layer 3 (the command's 0.963 and 0.897), each still well above its random baseline's
-# (0.776, 0.642); docs/FEATURES.md.
-APP_SETTINGS = FeatureSettings(steps=1_000, rows=100_000, held_rows=10_000)
-APP_MINUTES = "4"            # measured per layer on 2 cores (docs/FEATURES.md)
 SHOWN_CONTEXTS = 20
 MAX_OVER_TRAINING = 6        # checkpoints of a run read for a feature (each is loaded: webapp.models.MAX_MODELS)
-
-
-def site_label(site: str) -> str:
-    """"encoder.layers.0.ffn" -> "Encoder layer 1"."""
-    parts = site.split(".")
-    return f"{parts[0].capitalize()} layer {int(parts[2]) + 1}" if len(parts) == 4 else site
-
-
-def site_key(site: str) -> str:
-    """The URL's name of a site: "enc1", "dec3" (1-based)."""
-    parts = site.split(".")
-    return f"{parts[0][:3]}{int(parts[2]) + 1}" if len(parts) == 4 else site
-
-
-def training_or_stop(ckpt) -> tuple[str, list]:
-    """(dataset, training split) of the checkpoint, or a message and a stopped page."""
-    try:
-        dataset = dataset_of(ckpt.meta)
-        return dataset, analyses.training_split(dataset)
-    except (NoTrainingData, DataError, PairsUnusable) as err:
-        st.info(f"Features are learned from a model's training pairs, and this checkpoint's cannot be read here: "
-                f"{md_escape(err)}. Choose a shipped checkpoint, or one trained here.")
-        st.stop()
-
-
-def dictionaries_or_stop(ckpt, site: str, pairs: list):
-    """The site's (dictionary, baseline, contexts); else what is missing, the start button and the job."""
-    try:
-        return analyses.feature_site(ckpt, site, len(pairs))
-    except DictionaryUnusable as err:
-        problem = err
-    sha = str(ckpt.meta.get("weights_sha256") or "")
-    label = site_label(site)
-    if dictionary_folder(sha, site, "trained").exists():
-        st.warning(f"{label}'s dictionary cannot be used: {md_escape(problem)}. Training it again replaces it.")
-    else:
-        st.info(f"{label} has no dictionary yet. Training one reads {APP_SETTINGS.rows:,} FFN activations of the "
-                f"training pairs and fits a {APP_SETTINGS.width:,}-feature transcoder and its random baseline: "
-                f"about {APP_MINUTES} minutes on two cores, in the background (other pages stay usable). "
-                f"`python -m explorer features train` trains every layer at once.")
-    held = study_job.held_out_or_stop(ckpt, "A dictionary is scored")
-    out = site_result_path(sha, site)
-    study_job.tail(out, f"Train {label}'s dictionary", f"features_{site_key(site)}",
-                   lambda: study_job.start(SITE, out, f"Features: {label}", ckpt.path, lambda _: (pairs, held),
-                                           APP_SETTINGS, site=site))
-    st.stop()
-
-
-def quality_caption(ckpt, site: str) -> None:
-    """The dictionary's held-out figures beside its random baseline's (the training job's result)."""
-    result = SITE.read(site_result_path(str(ckpt.meta.get("weights_sha256") or ""), site))
-    if result is None:
-        return
-    row, settings = result["layer"], result.get("settings", {})
-    st.caption(f"Held-out fraction of variance explained {row.get('fve', float('nan')):.3f} (random-decoder baseline "
-               f"{row.get('fve_random', float('nan')):.3f}, least-squares linear map "
-               f"{row.get('fve_linear', float('nan')):.3f}); {row.get('l0', 0):.0f} features active per token; the "
-               f"busiest fires on {row.get('max_density', 0):.0%} of tokens; dead {row.get('dead_fraction', 0):.0%}. "
-               f"Trained {md_escape(settings.get('steps', '?'))} steps on {md_escape(row.get('rows', '?'))} rows.")
 
 
 def position_labels(ckpt, site: str, result) -> list[str]:
@@ -254,7 +188,7 @@ def over_training_view(ckpt, site: str, feature: int, dataset: str, stamp: tuple
                                         f"{found.values.shape[1]} strongest contexts"),
                     downloads.file_stem(name, "feature", site_key(site), feature, "over_training"),
                     key="features_over_training")
-    st.caption("Each checkpoint's FFN input at the same training contexts, read by this checkpoint's dictionary "
+    st.caption("What each checkpoint's site reads at the same training contexts, read by this checkpoint's dictionary "
                "(circled). An earlier checkpoint's stream is another basis: its value says how much of what this "
                "feature reads was already there, not what that checkpoint's own features were.")
 
@@ -266,7 +200,7 @@ def steering_section(ckpt, site: str, feature: int, index, found, labels: list[s
     url.seed(url.FEAT_VALUE, "features_value", 0.0, low=0.0, high=url.FEAT_VALUE.high)
     value = st.number_input("Set its activation to (0 removes it)", 0.0, float(url.FEAT_VALUE.high), key="features_value",
                             step=0.5, help=f"Its strongest activation in the training pairs read: {strongest:.3f}. The "
-                                           "rest of the model is left exactly as it is: the FFN's output moves only "
+                                           "rest of the model is left exactly as it is: the site's output moves only "
                                            "by this feature's share.")
     url.write(url.FEAT_VALUE, "features_value", float(value), default=0.0)
     positions = None

@@ -1,0 +1,107 @@
+"""The Features page's sites: their names and URL keys, the site picker's caption, a site's dictionary or the
+background job that trains it, and its held-out figures.
+
+Two kinds of site (explorer.studies.features.sites): each FFN, with a transcoder (what the FFN computes
+from what it reads; the Graphs page replaces the FFNs by these), and each layer's output, the residual
+stream, with a sparse autoencoder (what the stream holds after that layer: at the last encoder layer,
+all the decoder's cross-attention can read of a source word). The FFN sites are listed first, then the
+streams, labelled "Encoder layer 2: residual stream (SAE)". Both are trained by the same one-site job on
+first use, with APP_SETTINGS (each kind at its own sizes: explorer.studies.features.job).
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.data import DataError
+from explorer.studies.common.training_data import NoTrainingData, PairsUnusable, dataset_of
+from explorer.studies.features.files import DictionaryUnusable
+from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
+from explorer.studies.features.sites import all_sites, is_stream
+from webapp import analyses, study_job
+from webapp.text_safety import md_escape
+
+# The app's dictionaries: a third of the command's steps and half its rows, so that a layer is ready while a
+# class waits: on bible-es-en 217-236 s per layer on 2 cores, held-out FVE 0.908 at encoder layer 2 and
+# 0.803 at decoder layer 3 (the command's 0.963 and 0.897), each still well above its random baseline's
+# (0.776, 0.642); docs/FEATURES.md.
+APP_SETTINGS = FeatureSettings(steps=1_000, rows=100_000, held_rows=10_000)
+APP_MINUTES = "4"            # measured per layer on 2 cores (docs/FEATURES.md)
+CAPTION = ("An **FFN** site's dictionary is a transcoder: its features say what the FFN writes from what it reads, "
+           "and the Graphs page chains them into circuits. A **residual stream (SAE)** site's is a sparse "
+           "autoencoder of everything the layer's output holds (the attention's and every earlier layer's writes "
+           "too): at the last encoder layer, all the decoder can read of a source word. Both kinds are kept because "
+           "they answer different questions: how a layer computes, and what the stream carries "
+           "(docs/FEATURES.md measures both).")
+
+
+def site_names(model) -> list[str]:
+    """The page's sites: every FFN, then every layer's residual stream."""
+    return all_sites(model)
+
+
+def site_label(site: str) -> str:
+    """"encoder.layers.0.ffn" -> "Encoder layer 1"; "encoder.layers.1.resid" -> "Encoder layer 2: residual
+    stream (SAE)"."""
+    parts = site.split(".")
+    if len(parts) != 4:
+        return site
+    label = f"{parts[0].capitalize()} layer {int(parts[2]) + 1}"
+    return f"{label}: residual stream (SAE)" if parts[3] == "resid" else label
+
+
+def site_key(site: str) -> str:
+    """The URL's name of a site: "enc1", "dec3" (1-based); a residual stream's "enc2r"."""
+    parts = site.split(".")
+    return f"{parts[0][:3]}{int(parts[2]) + 1}{'r' if parts[3] == 'resid' else ''}" if len(parts) == 4 else site
+
+
+def training_or_stop(ckpt) -> tuple[str, list]:
+    """(dataset, training split) of the checkpoint, or a message and a stopped page."""
+    try:
+        dataset = dataset_of(ckpt.meta)
+        return dataset, analyses.training_split(dataset)
+    except (NoTrainingData, DataError, PairsUnusable) as err:
+        st.info(f"Features are learned from a model's training pairs, and this checkpoint's cannot be read here: "
+                f"{md_escape(err)}. Choose a shipped checkpoint, or one trained here.")
+        st.stop()
+
+
+def dictionaries_or_stop(ckpt, site: str, pairs: list):
+    """The site's (dictionary, baseline, contexts); else what is missing, the start button and the job."""
+    try:
+        return analyses.feature_site(ckpt, site, len(pairs))
+    except DictionaryUnusable as err:
+        problem = err
+    sha = str(ckpt.meta.get("weights_sha256") or "")
+    label = site_label(site)
+    if dictionary_folder(sha, site, "trained").exists():
+        st.warning(f"{label}'s dictionary cannot be used: {md_escape(problem)}. Training it again replaces it.")
+    else:
+        made = APP_SETTINGS.train_settings(site, ckpt.model.cfg.d_model)
+        what = ("residual-stream vectors (the layer's output)", "sparse autoencoder") if is_stream(site) \
+            else ("FFN activations", "transcoder")
+        st.info(f"{label} has no dictionary yet. Training one reads {APP_SETTINGS.rows:,} {what[0]} of the "
+                f"training pairs and fits a {made.width:,}-feature {what[1]} and its random baseline: "
+                f"about {APP_MINUTES} minutes on two cores, in the background (other pages stay usable). "
+                f"`python -m explorer features train --sites all` trains every site at once.")
+    held = study_job.held_out_or_stop(ckpt, "A dictionary is scored")
+    out = site_result_path(sha, site)
+    study_job.tail(out, f"Train {label}'s dictionary", f"features_{site_key(site)}",
+                   lambda: study_job.start(SITE, out, f"Features: {label}", ckpt.path, lambda _: (pairs, held),
+                                           APP_SETTINGS, site=site))
+    st.stop()
+
+
+def quality_caption(ckpt, site: str) -> None:
+    """The dictionary's held-out figures beside its random baseline's (the training job's result)."""
+    result = SITE.read(site_result_path(str(ckpt.meta.get("weights_sha256") or ""), site))
+    if result is None:
+        return
+    row, settings = result["layer"], result.get("settings", {})
+    linear = (f", least-squares linear map {row['fve_linear']:.3f}" if isinstance(row.get("fve_linear"), float)
+              else "")
+    st.caption(f"Held-out fraction of variance explained {row.get('fve', float('nan')):.3f} (random-decoder baseline "
+               f"{row.get('fve_random', float('nan')):.3f}{linear}); {row.get('l0', 0):.0f} features active per "
+               f"token; the busiest fires on {row.get('max_density', 0):.0%} of tokens; dead "
+               f"{row.get('dead_fraction', 0):.0%}. Trained {md_escape(settings.get('steps', '?'))} steps on "
+               f"{md_escape(row.get('rows', '?'))} rows.")
