@@ -146,7 +146,7 @@ ATTN_ABLATE = UrlKey("ablate")                  # the heads switched off: "kind.
 LAB_N, LAB_FORCED = UrlKey("lab_n", integer, 1), UrlKey("lab_forced")       # the head lab's sentences, forcing
 LAB_SEEDS = UrlKey("lab_seeds", integer, 0)     # its random removal orders
 LAB_SINGLE = UrlKey("lab_single", str, choices=("bleu", "loss"))            # single-head removal's scoring
-FEAT_SITE = UrlKey("site")                      # the Features page's layer: enc1, dec3 (views.features.site_key)
+FEAT_SITE = UrlKey("site")                      # Features: enc1, dec3, a stream enc2r (views.feature_sites.site_key)
 FEAT_ID = UrlKey("feature", integer, 0, 65_535)  # a feature of its dictionary (narrowed to its width)
 FEAT_VALUE = UrlKey("clamp", float, 0.0, 100.0)  # steering: the value the feature is set to
 FEAT_AT = UrlKey("at")                          # steering: the source positions, "1,3" (1-based)
