@@ -43,7 +43,8 @@ from explorer.studies.common.training_data import dataset_of, training_pairs
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks features")
     parser.add_argument("--checkpoint", default=str(REPO_ROOT / "checkpoints" / "bible-es-en"))
-    parser.add_argument("--site", action="append", help="an FFN site (default: every one)")
+    parser.add_argument("--site", action="append", help="a site (default: every one of --sites; --detect and "
+                        "--numbers: every encoder one)")
     parser.add_argument("--rows", type=int, default=FeatureSettings.rows)
     parser.add_argument("--width", type=int, default=FeatureSettings.width)
     parser.add_argument("--k", type=int, default=FeatureSettings.k)
@@ -103,7 +104,8 @@ def encoder_dictionaries(args, ckpt) -> dict:
 
     model, sha = ckpt.model, ckpt.meta["weights_sha256"]
     found = {}
-    for site in [s for s in sites.all_sites(model, args.sites) if s.startswith("encoder.")]:
+    for site in [s for s in sites.all_sites(model, args.sites) if s.startswith("encoder.")
+                 and (not args.site or s in args.site)]:
         def loaded():
             return {kind: files.load(dictionary_folder(sha, site, kind), site=site, weights_sha256=sha,
                                      d_model=model.cfg.d_model) for kind in FEATURES_KINDS}
