@@ -30,8 +30,9 @@ CAPTION = ("An **FFN** site's dictionary is a transcoder: its features say what 
            "and the Graphs page chains them into circuits. A **residual stream (SAE)** site's is a sparse "
            "autoencoder of everything the layer's output holds (the attention's and every earlier layer's writes "
            "too): at the last encoder layer, all the decoder can read of a source word. Both kinds are kept because "
-           "they answer different questions: how a layer computes, and what the stream carries "
-           "(docs/FEATURES.md measures both).")
+           "they answer different questions: how a layer computes, and what the stream carries. Single words "
+           "show in the stream: on the numbers model, the first encoder layer's stream has a feature for 7 of "
+           "the 9 English unit words (the FFNs' transcoders: 4), and setting one changes the German unit.")
 
 
 def site_names(model) -> list[str]:
