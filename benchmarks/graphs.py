@@ -152,6 +152,8 @@ def causal(ckpt, tcs, pairs, n: int, longest: int, k: int) -> int:
         graph = attribute(Replacement(model, tcs, asked.step), 64)
         checks.append(causal_check(model, tcs, graph, k, generator))
         seconds.append(time.perf_counter() - start)
+        if len(checks) % 10 == 0:            # a long run's partial figures (the bible model's take an hour)
+            print(f"  {len(checks)} cases: {sum(c.holds for c in checks)} hold", flush=True)
     held = sum(c.holds for c in checks)
     print(f"{ckpt.name}: removing the top-{k} feature nodes by influence lowered log p(output) by >= 2x the drop "
           f"from removing {k} random active features in {held}/{len(checks)} cases ({held / max(len(checks), 1):.1%}); "
