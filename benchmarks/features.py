@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     for site in args.site or sites.all_sites(ckpt.model, args.sites):
         row, _, seconds = train_site(ckpt.model, ckpt.tokenizer, train_pairs, dev, site, settings)
         print(f"{site:22s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}, +{row['fve'] - row['fve_random']:.3f}; "
-              f"linear map {row.get('fve_linear', float('nan')):.3f})  L0 {row['l0']:.1f}  dead {row['dead_fraction']:.1%} (random "
+              f"linear map {row.get('fve_linear', float('nan')):.3f})  L0 {row['l0']:.1f}  "
+              f"dead {row['dead_fraction']:.1%} (random "
               f"{row['dead_fraction_random']:.1%})  busiest {row['max_density']:.1%}  rows {row['rows']:,}/"
               f"{row['held_rows']:,}  collect {seconds['collect']:.0f} s  train {seconds['train']:.0f} s  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
@@ -117,7 +118,8 @@ def encoder_dictionaries(args, ckpt) -> dict:
                                   context=RunContext(meta=ckpt.meta))
             row = result["layer"]
             print(f"{site:22s} trained: width {row.get('width')}, k {row.get('k')}, FVE {row['fve']:.3f} (random "
-                  f"{row['fve_random']:.3f}), dead {row['dead_fraction']:.1%} (random {row['dead_fraction_random']:.1%}), "
+                  f"{row['fve_random']:.3f}), dead {row['dead_fraction']:.1%} "
+                  f"(random {row['dead_fraction_random']:.1%}), "
                   f"busiest {row['max_density']:.1%}, rows {row['rows']:,}", flush=True)
             found[site] = loaded()
     return found

@@ -88,7 +88,8 @@ def test_the_sae_keeps_no_skip_and_reconstructs_its_input(numbers):
     with torch.no_grad():
         assert torch.allclose(sae(x), sae.decode(sae.encode(x)), atol=1e-5)
     # a skip would be trained from 0 if it were asked for: the flag is what keeps it out
-    with_skip = tcm.train(train.inputs[:2000], train.outputs[:2000], tcm.TrainSettings(width=64, k=4, steps=5, batch=64))
+    with_skip = tcm.train(train.inputs[:2000], train.outputs[:2000],
+                          tcm.TrainSettings(width=64, k=4, steps=5, batch=64))
     assert with_skip.W_skip.any()
 
 

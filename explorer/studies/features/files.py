@@ -43,7 +43,8 @@ def save(tc: TopKTranscoder, folder: Path, *, site: str, weights_sha256: str, mo
     folder = Path(folder)
     stream = is_stream(site)
     if stream and bool(tc.W_skip.detach().any()):
-        raise ValueError(f"{site} is a residual-stream site: its SAE has no skip, but this dictionary's W_skip is not 0")
+        raise ValueError(f"{site} is a residual-stream site: its SAE has no skip, but this dictionary's W_skip "
+                         "is not 0")
     folder.mkdir(parents=True, exist_ok=True)
     d_in, width = tc.W_enc.shape
     hooks = ({"hook_name": f"{site[:-len('resid')]}resid_post"} if stream

@@ -30,7 +30,8 @@ from explorer.studies.common.sentences import build_sentences, greedy_texts
 from explorer.studies.features import contexts, files, metrics, sites, splice
 from explorer.studies.features import transcoder as tcm
 
-RANGES = {"width": (16, 16_384), "k": (1, 512), "sae_width": (0, 16_384), "sae_k": (1, 512), "steps": (1, 100_000), "batch": (16, 65_536),
+RANGES = {"width": (16, 16_384), "k": (1, 512), "sae_width": (0, 16_384), "sae_k": (1, 512),
+          "steps": (1, 100_000), "batch": (16, 65_536),
           "rows": (1_000, 500_000), "held_rows": (100, 100_000), "sentences": (1, MAX_HELD_OUT),
           "seed": (0, 2 ** 31 - 1)}
 TRAIN_KEYS = ("settings", "layers")

@@ -1,7 +1,8 @@
 """A feature across the checkpoints of its training run: how strongly it fires at its top training
 contexts in each saved checkpoint, read by the dictionary trained for one checkpoint (the one open).
 
-What the numbers mean: the dictionary's encoder is applied to what each checkpoint's site holds (the FFN input, or the stream)
+What the numbers mean: the dictionary's encoder is applied to what each checkpoint's site holds (the FFN
+input, or the stream)
 (the same sentences, teacher-forced on their training translations, the same pieces). At the dictionary's
 own checkpoint this is the feature's activation (the contexts' stored values); at an earlier one it says
 how much of what this feature reads the earlier checkpoint already carried, not what the earlier model's

@@ -1,5 +1,5 @@
-"""Dictionaries in place of the FFNs (or residual streams) they stand for, and what the model loses: the measure of whether a
-layer's features carry what the layer computes, not only what its output looks like.
+"""Dictionaries in place of the FFNs (or residual streams) they stand for, and what the model loses: the
+measure of whether a layer's features carry what the layer computes, not only what its output looks like.
 
     CE recovered = (CE_mean - CE_spliced) / (CE_mean - CE_model)
 
@@ -13,7 +13,8 @@ A residual-stream site is spliced the same way: the layer's output replaced by i
 of it, and mean-ablated by the stream's mean there.
 
 A splice is a forward hook (sites.hook) that returns the replacement from what the dictionary reads (the
-FFN's own input, or the stream), so it holds on every path the model takes (teacher-forced passes and cached greedy decoding alike) and is removed on exit.
+FFN's own input, or the stream), so it holds on every path the model takes (teacher-forced passes and
+cached greedy decoding alike) and is removed on exit.
 """
 from __future__ import annotations
 
