@@ -5,7 +5,8 @@ Built once per dictionary, after it is trained: `sentences` training pairs drawn
 position of them passed through the model (encoder sites: the source pieces; decoder sites: the target
 positions the decoder reads, the start id first), what the site reads (the FFN input, or the stream)
 encoded by the dictionary. Kept per feature: its `top` strongest activations with (pair, position), how
-many positions it fired on, its largest value and a histogram of its non-zero values in BINS equal bins from 0 to that value.
+many positions it fired on, its largest value and a histogram of its non-zero values in BINS equal bins
+from 0 to that value.
 
 On disk beside the dictionary (names.FEATURE_CONTEXTS, safetensors), with the hash of the dictionary's
 weights file it was built from: a dictionary trained again makes its old contexts unusable, never wrong.
