@@ -8,43 +8,27 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
-from explorer.data import load_corpus
-from explorer.store.checkpoint import load_checkpoint
-from explorer.studies.common.context import RunContext
-from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
-from support.app_support import ROOT, array, chart, no_exception, open_app
+from explorer.studies.features.job import dictionary_folder, site_result_path
+from support.feature_runs import SMALL, needs_numbers, numbers_dictionaries, point_app_at
+from support.app_support import array, chart, no_exception, open_app
 
-NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 PAGE = "webapp/pages/features.py"
 TEXT = "three hundred and twenty one"
-SMALL = FeatureSettings(width=64, k=4, steps=40, batch=256, rows=3000, held_rows=500)
 SITES = ("encoder.layers.0.ffn", "decoder.layers.1.ffn")
-pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs numbers-en-de")
+pytestmark = needs_numbers
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A runs folder holding the app's one-site job's dictionaries of two sites of numbers-en-de."""
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("runs")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EXPLORER_RUNS_DIR", str(root))
-        ckpt = load_checkpoint(NUMBERS)
-        corpus = load_corpus("numbers")
-        for site in SITES:
-            out = site_result_path(ckpt.meta["weights_sha256"], site)
-            SITE.to_file(out, ckpt.model, ckpt.tokenizer, corpus.train[:5000], corpus.dev, SMALL, site=site,
-                         context=RunContext(meta=ckpt.meta))
-    return root, ckpt.meta["weights_sha256"]
+    return root, numbers_dictionaries(root, SITES)
 
 
 @pytest.fixture
 def env(runs, monkeypatch):
-    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
-    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
-    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(runs[0]))
+    point_app_at(monkeypatch, runs[0])
     return runs
 
 

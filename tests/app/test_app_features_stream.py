@@ -5,41 +5,27 @@ and steering, the site in the URL."""
 from __future__ import annotations
 
 import pytest
-import torch
 
-from explorer.data import load_corpus
-from explorer.store.checkpoint import load_checkpoint
-from explorer.studies.common.context import RunContext
-from explorer.studies.features.job import SITE, FeatureSettings, site_result_path
-from support.app_support import ROOT, array, chart, no_exception, open_app
+from support.feature_runs import needs_numbers, numbers_dictionaries, point_app_at
+from support.app_support import array, chart, no_exception, open_app
 
-NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 PAGE = "webapp/pages/features.py"
 TEXT = "three hundred and twenty one"
-SMALL = FeatureSettings(sae_width=64, sae_k=4, steps=40, batch=256, rows=3000, held_rows=500)
 STREAM = "encoder.layers.1.resid"
-pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs numbers-en-de")
+pytestmark = needs_numbers
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A runs folder holding the app's one-site job's SAE of numbers-en-de's last encoder layer's stream."""
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("runs")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EXPLORER_RUNS_DIR", str(root))
-        ckpt = load_checkpoint(NUMBERS)
-        corpus = load_corpus("numbers")
-        SITE.to_file(site_result_path(ckpt.meta["weights_sha256"], STREAM), ckpt.model, ckpt.tokenizer,
-                     corpus.train[:5000], corpus.dev, SMALL, site=STREAM, context=RunContext(meta=ckpt.meta))
+    numbers_dictionaries(root, [STREAM])
     return root
 
 
 @pytest.fixture
 def env(runs, monkeypatch):
-    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
-    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
-    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(runs))
+    point_app_at(monkeypatch, runs)
     return runs
 
 

@@ -10,47 +10,33 @@ import re
 import shutil
 
 import pytest
-import torch
 
-from explorer.data import load_corpus
 from explorer.files.names import FEATURE_CONTEXTS
 from explorer.store.checkpoint import load_checkpoint
-from explorer.studies.common.context import RunContext
-from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
+from explorer.studies.features.job import dictionary_folder, site_result_path
 from explorer.studies.features.sites import sites
 from explorer.studies.graphs.__main__ import trained_dictionaries
 from explorer.studies.graphs.job import GraphSettings, run_graph
-from support.app_support import ROOT, chart, no_exception, open_app
+from support.feature_runs import NUMBERS, SMALL, needs_numbers, numbers_dictionaries, point_app_at
+from support.app_support import chart, no_exception, open_app
 from support.waiting import wait_for_job
 from webapp import background
 
-NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 PAGE = "webapp/pages/graphs.py"
 TEXT = "one hundred and ninety four"
-SMALL = FeatureSettings(width=64, k=4, steps=40, batch=256, rows=3000, held_rows=500)
-pytestmark = pytest.mark.skipif(not (NUMBERS / "model.safetensors").is_file(), reason="needs numbers-en-de")
+pytestmark = needs_numbers
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A runs folder holding the app's one-site job's dictionaries of every FFN of numbers-en-de."""
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("runs")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EXPLORER_RUNS_DIR", str(root))
-        ckpt = load_checkpoint(NUMBERS)
-        corpus = load_corpus("numbers")
-        for site in sites(ckpt.model):
-            SITE.to_file(site_result_path(ckpt.meta["weights_sha256"], site), ckpt.model, ckpt.tokenizer,
-                         corpus.train[:5000], corpus.dev, SMALL, site=site, context=RunContext(meta=ckpt.meta))
-    return root, ckpt.meta["weights_sha256"]
+    return root, numbers_dictionaries(root)
 
 
 @pytest.fixture
 def env(runs, monkeypatch):
-    monkeypatch.delenv("EXPLORER_CHECKPOINT_ROOTS", raising=False)
-    monkeypatch.delenv("EXPLORER_MODELS_DIR", raising=False)
-    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(runs[0]))
+    point_app_at(monkeypatch, runs[0])
     yield runs
     for job in [j for j in list(background._JOBS.values()) if j.active]:     # a page opened last may have started one
         wait_for_job(job, f"the {job.label} job to end")
