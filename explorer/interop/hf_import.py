@@ -60,15 +60,7 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
         raise ConversionError(f"{directory}: the vocabulary has {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size} "
                               f"entries, config.json says {cfg.src_vocab_size}/{cfg.tgt_vocab_size}")
     check_memory(str(weights_file), load_bytes(cfg, copies=2))     # the converted tensors beside the model
-    shapes = {n: tuple(p.shape) for n, p in model_skeleton(cfg).state_dict().items()}
-    try:
-        state = state_from_hf(get, cfg, shapes)
-    except ConversionError as exc:
-        raise ConversionError(f"{weights_file}: {exc}") from None
-    model = Transformer(cfg)
-    model.load_state_dict(state, strict=True)
-    del state
-    model.eval()
+    model = _model_from(get, cfg, weights_file)
 
     found_src, found_tgt = src.languages(directory, provenance)
     src_lang, tgt_lang = src_lang or found_src, tgt_lang or found_tgt
@@ -81,6 +73,20 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
             "training": {"imported_from": provenance}}
     return save_checkpoint(out, model, tokenizer, meta=meta, dtype=dtype, card=card, output_of=TOOL,
                            overwrite=overwrite, inputs=(directory,))
+
+
+def _model_from(get, cfg, weights_file, names=None) -> Transformer:
+    """Our model (eval mode) from a Hugging Face file's tensors (`get(hf_name)`), every shape checked against
+    the config's before a tensor is used; `names`: the family's map of our names to its (Marian's when None)."""
+    shapes = {n: tuple(p.shape) for n, p in model_skeleton(cfg).state_dict().items()}
+    try:
+        state = state_from_hf(get, cfg, shapes, names)
+    except ConversionError as exc:
+        raise ConversionError(f"{weights_file}: {exc}") from None
+    model = Transformer(cfg)
+    model.load_state_dict(state, strict=True)
+    del state
+    return model.eval()
 
 
 def import_from_hf(source: str, out: str | Path, **options) -> Path:
@@ -129,15 +135,7 @@ def import_m2m100(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
         except CheckpointError as exc:
             raise ConversionError(str(exc)) from None
     check_memory(str(weights_file), load_bytes(cfg, header, copies=2))     # the converted tensors beside the model
-    shapes = {n: tuple(p.shape) for n, p in model_skeleton(cfg).state_dict().items()}
-    try:
-        state = state_from_hf(get, cfg, shapes, m2m100.m2m100_name_map(cfg))
-    except ConversionError as exc:
-        raise ConversionError(f"{weights_file}: {exc}") from None
-    model = Transformer(cfg)
-    model.load_state_dict(state, strict=True)
-    del state
-    model.eval()
+    model = _model_from(get, cfg, weights_file, m2m100.m2m100_name_map(cfg))
 
     facts = src.readme_facts(directory)
     card = with_model_card({}, ModelCard(
