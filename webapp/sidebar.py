@@ -21,11 +21,11 @@ PICKER_HELP = (
     "**$EXPLORER_MODELS_DIR**, when set (your own or imported models, e.g. from "
     "`python -m explorer convert from-hf`; the app only reads it, never writes there); the runs directory "
     "(**runs/**, or $EXPLORER_RUNS_DIR: training runs started here). $EXPLORER_CHECKPOINT_ROOTS, folders "
-    "separated by `:`, replaces all three. The list is re-read every 30 seconds.")
+    "separated by `:`, replaces all three. The list is re-read every 30 seconds, and at once when a link names a checkpoint it lacks.")
 
 
 def render() -> None:
-    infos = state.available_checkpoints()
+    infos = _listing()
     st.sidebar.title("Transformer Explorer")
     presenter.toggle()                                   # first: a teacher finds it at once
     problem = state.models_dir_problem()
@@ -75,6 +75,19 @@ def render() -> None:
     st.sidebar.caption(f"Device: {name}")
     st.sidebar.radio("Figure download format", ("png", "svg"), key="figure_format", horizontal=True,
                      format_func=str.upper, help="What the camera button in each figure's toolbar saves.")
+
+
+def _listing() -> list[CheckpointInfo]:
+    """The checkpoints to offer. The listing is cached for 30 s, so a link opened just after its
+    checkpoint was made (imported, or saved by a run) would land on another model: a fresh session
+    whose link names a checkpoint the cached listing lacks re-reads the folders once before choosing."""
+    infos = state.available_checkpoints()
+    wanted = url_keys.raw(url_keys.CKPT)
+    fresh = st.session_state.get(PICK) is None and st.session_state.get("checkpoint_path") is None
+    if fresh and wanted and not any(i.name == wanted for i in infos):
+        state.refresh_checkpoints()
+        infos = state.available_checkpoints()
+    return infos
 
 
 def _picked(by_path: dict[str, CheckpointInfo]) -> None:

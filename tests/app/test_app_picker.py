@@ -146,6 +146,17 @@ def test_a_link_to_a_missing_checkpoint_says_so(root):
     assert "run-gone" in warning and "run-b" in warning, warning
 
 
+def test_a_link_to_a_checkpoint_made_since_the_last_listing_opens_it(root):
+    add(root, "run-b", 200)
+    assert_in_use(open_app("run-b", text="three hundred"), root / "run-b", 200)    # the listing is cached now
+    made = copy(SOURCE, root / "run-new")                 # e.g. just imported: no refresh_checkpoints() here
+    assert "run-new" not in [i.name for i in state.available_checkpoints()]
+    at = open_app("run-new", text="three hundred")
+    no_exception(at)
+    assert at.session_state["checkpoint_path"] == str(made) and at.query_params["ckpt"] == "run-new"
+    assert not at.sidebar.warning
+
+
 def test_picking_one_that_just_vanished_keeps_the_one_in_use(root):
     add(root, "run-b", 200)
     late = add(root, "run-c", 300)
