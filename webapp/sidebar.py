@@ -21,7 +21,8 @@ PICKER_HELP = (
     "**$EXPLORER_MODELS_DIR**, when set (your own or imported models, e.g. from "
     "`python -m explorer convert from-hf`; the app only reads it, never writes there); the runs directory "
     "(**runs/**, or $EXPLORER_RUNS_DIR: training runs started here). $EXPLORER_CHECKPOINT_ROOTS, folders "
-    "separated by `:`, replaces all three. The list is re-read every 30 seconds, and at once when a link names a checkpoint it lacks.")
+    "separated by `:`, replaces all three. The list is re-read every 30 seconds, and at once when a link "
+    "names a checkpoint it lacks.")
 
 
 def render() -> None:
