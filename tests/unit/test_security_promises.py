@@ -216,6 +216,7 @@ def test_at_most_four_models_are_loaded_at_once(monkeypatch):
 
 def test_the_analyses_caches_are_bounded_in_bytes_page_by_page():
     from webapp import analyses as a
+    from webapp import feature_analyses as f
 
     expected = {a.lens_translations: a.LENS_CACHE_BYTES, a.logit_lens: a.LENS_CACHE_BYTES,
                 a.swap_suggestions: a.PATCHING_CACHE_BYTES, a.minimal_pair: a.PATCHING_CACHE_BYTES,
@@ -225,12 +226,12 @@ def test_the_analyses_caches_are_bounded_in_bytes_page_by_page():
                 a.align_one: a.ALIGNMENT_CACHE_BYTES, a.why_faithfulness: a.FAITHFULNESS_CACHE_BYTES,
                 a.contribution_faithfulness: a.FAITHFULNESS_CACHE_BYTES,
                 a.contrast_faithfulness: a.FAITHFULNESS_CACHE_BYTES,
-                a.sentence_features: a.FEATURES_CACHE_BYTES, a.feature_effects: a.FEATURES_CACHE_BYTES,
-                a.steer: a.FEATURES_CACHE_BYTES, a.feature_over_training: a.FEATURES_CACHE_BYTES,
-                a.graph_result: a.GRAPHS_CACHE_BYTES, a.graph_intervention: a.GRAPHS_CACHE_BYTES}
+                f.sentence_features: f.FEATURES_CACHE_BYTES, f.feature_effects: f.FEATURES_CACHE_BYTES,
+                f.steer: f.FEATURES_CACHE_BYTES, f.feature_over_training: f.FEATURES_CACHE_BYTES,
+                f.graph_result: f.GRAPHS_CACHE_BYTES, f.graph_intervention: f.GRAPHS_CACHE_BYTES}
     assert {fn.__name__: fn.cache.maxsize for fn in expected} == {fn.__name__: b for fn, b in expected.items()}
-    cached = {fn for fn in vars(a).values()
-              if callable(fn) and hasattr(fn, "cache") and getattr(fn, "__module__", "") == a.__name__}
+    cached = {fn for module in (a, f) for fn in vars(module).values()
+              if callable(fn) and hasattr(fn, "cache") and getattr(fn, "__module__", "") == module.__name__}
     assert cached == set(expected), sorted(fn.__name__ for fn in cached ^ set(expected))
 
 

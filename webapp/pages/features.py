@@ -5,12 +5,12 @@ page shows where it fires in the training pairs and what removing it does; steer
 translates again.
 
 Thin: the shared sentence and its translation (webapp.sentence) -> the layer's dictionary, trained in the
-background on first use (webapp.views.features, webapp.study_job) -> the library through webapp.analyses'
+background on first use (webapp.views.features, webapp.study_job) -> the library through webapp.feature_analyses'
 cached computations -> explorer.plots.features.
 """
 import streamlit as st
 
-from webapp import analyses, downloads, models, presenter, sentence, state
+from webapp import downloads, feature_analyses, models, presenter, sentence, state
 from webapp import url_keys as url
 from webapp.views import features as views
 
@@ -50,8 +50,8 @@ with area["features"]:
     url.write(url.FEAT_SITE, "features_site", site, options=keys, default=names[0])
     tc, _baseline, index = views.dictionaries_or_stop(ckpt, site, pairs)
     views.quality_caption(ckpt, site)
-    stamp = analyses.feature_stamp(ckpt, site)
-    found = state.friendly(analyses.sentence_features, ckpt, site, stamp, len(pairs), tuple(result.src_ids),
+    stamp = feature_analyses.feature_stamp(ckpt, site)
+    found = state.friendly(feature_analyses.sentence_features, ckpt, site, stamp, len(pairs), tuple(result.src_ids),
                            tuple(result.best.ids), what="Reading the features")
     if found is None:
         st.stop()

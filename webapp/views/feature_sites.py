@@ -17,7 +17,7 @@ from explorer.studies.common.training_data import NoTrainingData, PairsUnusable,
 from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
 from explorer.studies.features.sites import all_sites, is_stream
-from webapp import analyses, study_job
+from webapp import analyses, feature_analyses, study_job
 from webapp.text_safety import md_escape
 
 # The app's dictionaries: a third of the command's steps and half its rows, so that a layer is ready while a
@@ -70,7 +70,7 @@ def training_or_stop(ckpt) -> tuple[str, list]:
 def dictionaries_or_stop(ckpt, site: str, pairs: list):
     """The site's (dictionary, baseline, contexts); else what is missing, the start button and the job."""
     try:
-        return analyses.feature_site(ckpt, site, len(pairs))
+        return feature_analyses.feature_site(ckpt, site, len(pairs))
     except DictionaryUnusable as err:
         problem = err
     sha = str(ckpt.meta.get("weights_sha256") or "")

@@ -22,7 +22,7 @@ import streamlit as st
 from explorer.plots import features as plots
 from explorer.plots.attention import logprob_delta_figure
 from explorer.studies.common.words import span_word, words
-from webapp import analyses, downloads, presenter, state
+from webapp import analyses, downloads, feature_analyses, presenter, state
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
 from webapp.views import grounding
@@ -140,7 +140,7 @@ def feature_card(ckpt, site: str, feature: int, index, pairs: list, dataset: str
 
 def effects_view(ckpt, site: str, feature: int, table: pd.DataFrame, dataset: str, stamp: tuple, n_pairs: int,
                  name: str) -> None:
-    found = state.friendly(analyses.feature_effects, ckpt, site, stamp, dataset, n_pairs, feature,
+    found = state.friendly(feature_analyses.feature_effects, ckpt, site, stamp, dataset, n_pairs, feature,
                            what="Removing the feature at its contexts")
     if found is None:
         return
@@ -179,7 +179,7 @@ def over_training_view(ckpt, site: str, feature: int, dataset: str, stamp: tuple
     at = next((k for k, i in enumerate(run.checkpoints) if Path(str(i.path)).resolve() == path), None)
     picked = sorted({round(k * (len(run.checkpoints) - 1) / (MAX_OVER_TRAINING - 1)) for k in range(MAX_OVER_TRAINING)}
                     | ({at} if at is not None else set()))           # a long run: evenly spaced, this one kept
-    found = state.friendly(analyses.feature_over_training, ckpt, site, stamp, dataset, n_pairs, feature,
+    found = state.friendly(feature_analyses.feature_over_training, ckpt, site, stamp, dataset, n_pairs, feature,
                            tuple(str(run.checkpoints[k].path) for k in picked), what="Reading the run's checkpoints")
     if found is None:
         return
@@ -220,7 +220,7 @@ def steering_section(ckpt, site: str, feature: int, index, found, labels: list[s
         positions = tuple(sorted(picked))
     else:
         st.caption("A decoder feature is set at every target position (decoding reads one position at a time).")
-    steered = state.friendly(analyses.steer, ckpt, site, stamp, n_pairs, feature, float(value),
+    steered = state.friendly(feature_analyses.steer, ckpt, site, stamp, n_pairs, feature, float(value),
                              tuple(result.src_ids), tuple(result.best.ids), positions, what="Translating again")
     if steered is None:
         return

@@ -17,7 +17,7 @@ from explorer.studies.common.context import RunContext
 from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import SITE, dictionary_folder, site_result_path
 from explorer.studies.features.sites import sites
-from webapp import analyses, background, models, study_job
+from webapp import background, feature_analyses, models, study_job
 from webapp.numbering import count
 from webapp.text_safety import md_escape
 from webapp.views.features import APP_MINUTES, APP_SETTINGS, site_label, training_or_stop
@@ -30,7 +30,7 @@ def missing_sites(ckpt) -> dict[str, str]:
     missing = {}
     for site in sites(ckpt.model):
         try:
-            analyses.graph_dictionary(ckpt, site)
+            feature_analyses.graph_dictionary(ckpt, site)
         except DictionaryUnusable as err:
             missing[site] = str(err)
     return missing
@@ -39,7 +39,7 @@ def missing_sites(ckpt) -> dict[str, str]:
 def stamp(ckpt) -> str:
     """What every site's dictionary files are now (sizes and times), as a short digest: a graph's result
     file is named with it, so a dictionary trained again makes its graphs anew."""
-    found = [analyses.feature_stamp(ckpt, site) for site in sites(ckpt.model)]
+    found = [feature_analyses.feature_stamp(ckpt, site) for site in sites(ckpt.model)]
     return hashlib.sha256(repr(found).encode()).hexdigest()[:12]
 
 
@@ -54,7 +54,7 @@ def ready_or_offer(ckpt) -> dict:
     the start button and the job's progress, and the page stops."""
     missing = missing_sites(ckpt)
     if not missing:
-        return {site: analyses.graph_dictionary(ckpt, site) for site in sites(ckpt.model)}
+        return {site: feature_analyses.graph_dictionary(ckpt, site) for site in sites(ckpt.model)}
     _dataset, pairs = training_or_stop(ckpt)                      # training them reads the training pairs
     names = list(missing)
     every = len(sites(ckpt.model))

@@ -5,7 +5,7 @@ of its FFN moved, attention, norms and every later feature live; explorer.studie
 the two agree, the graph's edges say what the model does; where they differ, the effect runs through what
 the graph holds fixed. Ameisen et al. 2025 check their graphs the same way.
 
-Computed on the shared model in its queue and cached for every session (webapp.analyses.graph_intervention);
+Computed on the shared model in its queue and cached for every session (webapp.feature_analyses.graph_intervention);
 the nodes and the value are in the URL.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.studies.graphs.rows import node_rows
-from webapp import analyses, state
+from webapp import feature_analyses, state
 from webapp import url_keys as url
 from webapp.views.features import site_label
 
@@ -57,7 +57,7 @@ def section(ckpt, dictionaries: str, text: str, target: str, graph: dict) -> Non
                 "are asked what the explained logit becomes.")
         return
     changes = tuple((by_id[i]["site"], by_id[i]["position"], by_id[i]["latent"], float(value)) for i in picked)
-    done = state.friendly(analyses.graph_intervention, ckpt, dictionaries, text, target,
+    done = state.friendly(feature_analyses.graph_intervention, ckpt, dictionaries, text, target,
                           graph["settings"]["position"], graph["settings"]["foil"], changes, what="The intervention")
     if done is None:
         return

@@ -24,7 +24,7 @@ from explorer.store import run_paths as rp
 from explorer.studies.graphs.job import GRAPH_THRESHOLDS, NODE_THRESHOLDS, GraphSettings
 from explorer.studies.graphs.rows import layer_count, node_rows, source_words
 from explorer.studies.graphs.step import question
-from webapp import analyses, background, downloads, estimates, lecture, presenter, state, study_job
+from webapp import background, downloads, estimates, feature_analyses, lecture, presenter, state, study_job
 from webapp import url_keys as url
 from webapp.text_safety import md_escape
 from webapp.views.features import site_key, site_label
@@ -91,7 +91,7 @@ def computed_or_started(ckpt, out: Path, text: str, target: str, position: int, 
                         transcoders: dict, dictionaries: str) -> dict | None:
     """The graph's result file read (cached), or the job drawing it started (unless one ran and failed or
     was cancelled: then its message and a start button), its progress shown, and None."""
-    found = analyses.graph_result(str(out), _mtime(out))
+    found = feature_analyses.graph_result(str(out), _mtime(out))
     if found is not None:
         return found
 
