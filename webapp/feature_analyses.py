@@ -74,12 +74,13 @@ def feature_effects(ckpt, site: str, stamp: tuple, dataset: str, n_pairs: int, f
 def steer(ckpt, site: str, stamp: tuple, n_pairs: int, feature: int, value: float, src_ids: tuple, out_ids: tuple,
           positions: tuple | None):
     """The sentence translated again with one feature clamped (explorer.studies.features.steering)."""
+    from explorer.decoding.translate import forced_target
     from explorer.studies.features.steering import steer as run
 
     tc = feature_site(ckpt, site, n_pairs)[0]
     with model_slot():
         return run(ckpt.model, tc, site, feature, value, list(src_ids), list(out_ids),
-                   None if positions is None else list(positions))
+                   None if positions is None else list(positions), given=forced_target(ckpt.tokenizer))
 
 
 @bounded_cache(FEATURES_CACHE_BYTES)

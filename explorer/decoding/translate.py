@@ -153,6 +153,14 @@ def forced_target(tokenizer) -> list[int]:
     return list(getattr(tokenizer, "forced_target", None) or [])
 
 
+def word_ids(tokenizer, text: str, side: str = "tgt") -> list[int]:
+    """The piece ids of `text` as words inside a sentence (a foil, a swapped word): without what a
+    multilingual tokenizer writes in front of a whole sentence (its language tag, what it encodes ""
+    as); a one-pair tokenizer's ids as they are."""
+    ids, lead = [int(t) for t in tokenizer.encode(text, side=side)], [int(t) for t in tokenizer.encode("", side=side)]
+    return ids[len(lead):] if lead and ids[:len(lead)] == lead else ids
+
+
 def pieces(tokenizer, ids: Sequence[int], side: str) -> list[str]:
     if tokenizer is None:
         return [str(int(i)) for i in ids]

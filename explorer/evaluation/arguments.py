@@ -59,3 +59,25 @@ def check_ranges(settings, ranges: dict[str, tuple[int, int]]) -> None:
         value = getattr(settings, name)
         if not low <= value <= high:
             raise ValueError(f"{name} >= {low} and <= {high} required, not {value}")
+
+
+def add_languages(parser: argparse.ArgumentParser) -> None:
+    """--src-lang / --tgt-lang: the language pair of a multilingual model (M2M100, NLLB), which
+    with_languages binds; every command that reads a checkpoint's translations takes them."""
+    parser.add_argument("--src-lang", help="a multilingual model's (M2M100, NLLB) source language, e.g. en or "
+                                           "eng_Latn (default: the pair it was imported with)")
+    parser.add_argument("--tgt-lang", help="a multilingual model's target language, forced as every output's first token")
+
+
+def with_languages(tokenizer, src_lang: str | None, tgt_lang: str | None):
+    """`tokenizer` bound to the language pair asked for (a multilingual one's: explorer.text.multilingual);
+    ValueError in one line when a pair is asked of a model that has none, a language is unknown, or a
+    multilingual model is left without a source or a target language (it names some)."""
+    if src_lang or tgt_lang:
+        if not hasattr(tokenizer, "with_languages"):
+            raise ValueError("--src-lang / --tgt-lang choose the languages of a multilingual model (M2M100, NLLB); "
+                             "this one translates one pair")
+        tokenizer = tokenizer.with_languages(src_lang, tgt_lang)
+    if hasattr(tokenizer, "check_pair"):
+        tokenizer.check_pair()
+    return tokenizer

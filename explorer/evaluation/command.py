@@ -17,7 +17,7 @@ from explorer.config import MAX_BEAM, DecodeConfig
 from explorer.data.encoded import encode_pairs
 from explorer.data.files import read_tsv
 from explorer.decoding.translate import forced_target
-from explorer.evaluation.arguments import count
+from explorer.evaluation.arguments import add_languages, count, with_languages
 from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
 from explorer.evaluation.showcase import record
@@ -39,9 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", type=device_argument, default="cpu",
                         help="cpu, cuda, cuda:N, mps or auto (CUDA when present)")
     parser.add_argument("--no-write", action="store_true", help="do not update card.json")
-    parser.add_argument("--src-lang", help="a multilingual model's (M2M100, NLLB) source language, e.g. en or "
-                                           "eng_Latn (default: the pair it was imported with)")
-    parser.add_argument("--tgt-lang", help="a multilingual model's target language, forced as every output's first token")
+    add_languages(parser)
     parser.add_argument("--int8", action="store_true",
                         help="decode with an int8 copy of the model (CPU only; the results say int8 and go into "
                              "card.json's test_int8 section)")
@@ -105,13 +103,3 @@ def main(argv: list[str] | None = None) -> int:
             record(args.checkpoint, args.device)
     return 0
 
-
-def with_languages(tokenizer, src_lang: str | None, tgt_lang: str | None):
-    """`tokenizer` bound to the language pair asked for (a multilingual one's: explorer.text.multilingual);
-    ValueError when a pair is asked of a model that has none, or a language is unknown."""
-    if not (src_lang or tgt_lang):
-        return tokenizer
-    if not hasattr(tokenizer, "with_languages"):
-        raise ValueError("--src-lang / --tgt-lang choose the languages of a multilingual model (M2M100, NLLB); "
-                         "this one translates one pair")
-    return tokenizer.with_languages(src_lang, tgt_lang)

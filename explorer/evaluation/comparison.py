@@ -19,6 +19,7 @@ from explorer.config import DecodeConfig
 from explorer.data import DataError
 from explorer.data.encoded import encode_pairs
 from explorer.decoding import score_targets, score_text
+from explorer.decoding.translate import forced_target
 from explorer.evaluation.scores import corpus_scores, held_out_pairs, translate_ids
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
@@ -108,7 +109,7 @@ def test_scores(model, tokenizer, pairs, cfg: DecodeConfig | None = None) -> dic
     """BLEU / chrF / exact match of the model's translations of `pairs` (greedy unless cfg says)."""
     split = encode_pairs(tokenizer, pairs, model.cfg.max_len, model.cfg.special)
     device = next(model.parameters()).device
-    ids = translate_ids(model, split.src, cfg or DecodeConfig(strategy="greedy"), device)
+    ids = translate_ids(model, split.src, cfg or DecodeConfig(strategy="greedy"), device, given=forced_target(tokenizer))
     hyps = [tokenizer.decode(x, side="tgt") for x in ids]
     return {**corpus_scores(hyps, split.tgt_text), "n": len(hyps), "hyps": hyps}
 

@@ -12,6 +12,7 @@ from explorer.data import DataError, load_corpus
 from explorer.data.batching import pad_batch
 from explorer.data.files import read_tsv
 from explorer.decoding import decode_batch
+from explorer.decoding.translate import forced_target
 from explorer.files.names import TEST_SPLIT
 from explorer.runtime.modes import eval_mode
 
@@ -60,7 +61,7 @@ def evaluate_split(model, tokenizer, split, n_sentences: int, device, tgt_lang: 
         loss = teacher_forced_loss(model, split, device)
         n = min(n_sentences, len(split))
         cfg = cfg or DecodeConfig(strategy="greedy")
-        hyps_ids = translate_ids(model, split.src[:n], cfg, device)
+        hyps_ids = translate_ids(model, split.src[:n], cfg, device, given=forced_target(tokenizer))
         hyps = [tokenizer.decode(ids, side="tgt") for ids in hyps_ids]
         refs = split.tgt_text[:n]
         scores = corpus_scores(hyps, refs)

@@ -31,7 +31,7 @@ from torch import nn
 from explorer.config import DecodeConfig
 from explorer.data.files import read_tsv
 from explorer.decoding.core import model_device, special_ids
-from explorer.decoding.translate import encode_source
+from explorer.decoding.translate import encode_source, forced_target
 from explorer.evaluation.scores import translate_ids
 from explorer.files.names import TEST_SPLIT
 from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
@@ -65,7 +65,7 @@ def best_translated(model: nn.Module, tokenizer, pairs: Sequence[tuple[str, str]
             src_ids.append(ids)
     if not chosen:
         return None
-    outputs = translate_ids(model, src_ids, cfg, model_device(model), batch_size=8)
+    outputs = translate_ids(model, src_ids, cfg, model_device(model), batch_size=8, given=forced_target(tokenizer))
     best: Showcase | None = None
     for i, out in zip(chosen, outputs):
         text = tokenizer.decode(out, side="tgt")

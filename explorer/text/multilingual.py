@@ -156,6 +156,12 @@ class MultilingualTokenizer:
                              f"{'source' if side == 'src' else 'target'} language ({flag}), e.g. {self.some_languages()}")
         return lang
 
+    def check_pair(self) -> None:
+        """ValueError in one line, naming some languages, unless both languages are chosen (a command
+        refuses an unbound model before it reads anything)."""
+        self._bound("src")
+        self._bound("tgt")
+
     @property
     def forced_target(self) -> list[int]:
         """The target-language tag every output starts with (none until a target language is chosen)."""

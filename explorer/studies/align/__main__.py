@@ -14,11 +14,11 @@ from explorer.files.names import ALIGNMENT_OUT
 from explorer.runtime.split import from_env
 from explorer.runtime.workers import add_workers, launch, resolve_workers, wants_launch
 from explorer.studies.align.scorecard import RANGES, AlignSettings
-from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, setting, \
-    settings_from, study_parser, switch
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, finish, open_checkpoint, \
+    parse_checked, refuse, setting, settings_from, study_parser, switch
 from explorer.data import DataError
 from explorer.evaluation.scores import held_out_pairs
-from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.store.checkpoint import CheckpointError
 from explorer.studies.align.gold import GoldError
 from explorer.studies.align.gold_sets import default_gold, held_out_share, user_gold
 from explorer.studies.align.job import SCORECARD, training_pairs
@@ -35,6 +35,7 @@ def build_parser():
     setting(parser, AlignSettings, "ig_steps", "integrated-gradients path points", ranges=RANGES)
     switch(parser, AlignSettings, "eflomal", "leave out the statistical aligner")
     add_out_and_device(parser, ALIGNMENT_OUT)
+    add_checkpoint_languages(parser)
     add_workers(parser)
     return parser
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     except GoldError as err:                        # read before the checkpoint is loaded
         return refuse(f"--gold {err}")
     try:
-        ckpt = load_checkpoint(args.checkpoint, device=args.device)
+        ckpt = open_checkpoint(args)
         try:
             held, _ = held_out_pairs(ckpt.path, ckpt.meta)
         except DataError:

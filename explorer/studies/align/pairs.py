@@ -3,8 +3,10 @@
 The model reads each side as its words joined by single spaces. Each word is encoded on its own and
 the pieces are concatenated: sentencepiece (both tokenizer kinds here) never joins pieces across a
 space, so this is the sentence's own segmentation, and every piece belongs to exactly one gold word
-(the same reading as explorer.text.word_pieces). A word the tokenizer turns into no piece at all, or a
-side longer than the model's max_len, makes the pair unusable: it is skipped and counted, not guessed.
+(the same reading as explorer.text.word_pieces); a multilingual model's language tag comes first on
+each side, in no word, as the sentence's own encoding puts it there. A word the tokenizer turns into no
+piece at all, or a side longer than the model's max_len, makes the pair unusable: it is skipped and
+counted, not guessed.
 
 Attention rows and columns come at piece level; explorer.inspection.attention_stats.word_matrix
 turns them into word-level scores with these groups (target rows averaged, source columns summed).
@@ -16,6 +18,7 @@ from typing import Sequence
 
 from explorer.studies.align.gold import GoldPair
 from explorer.decoding.core import special_ids
+from explorer.decoding.translate import word_ids as pieces_of_word
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,12 @@ class Unusable(ValueError):
 
 
 def _pieces(tokenizer, words: Sequence[str], side: str) -> tuple[list[int], list[list[int]]]:
-    ids: list[int] = []
+    """A side's ids and word groups: a multilingual tokenizer's language tag first, in no word (the
+    target's is the tag decoding forces first), then each word's pieces."""
+    ids: list[int] = [int(i) for i in tokenizer.encode("", side=side)]
     groups: list[list[int]] = []
     for word in words:
-        word_ids = [int(i) for i in tokenizer.encode(word, side=side)]
+        word_ids = pieces_of_word(tokenizer, word, side)
         if not word_ids:
             raise Unusable(f"the {side} word {word[:30]!r} has no pieces under this tokenizer")
         groups.append(list(range(len(ids), len(ids) + len(word_ids))))

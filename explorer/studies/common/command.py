@@ -8,21 +8,26 @@ settings_from(), and end with finish(): the run with a printing RunContext, the 
 or one `error: ...` line and exit status 2 (a bad argument, a checkpoint that cannot be loaded, nothing
 the model can read) instead of a traceback. Counts have a stated range (the analysis's RANGES), since an
 unbounded count is a way to fill memory before any result.
+
+Every study command that reads a checkpoint takes --src-lang / --tgt-lang (explorer.evaluation.arguments, as `evaluate` does):
+open_checkpoint and checkpoint_and_held_out bind a multilingual model (M2M100, NLLB) to that pair, the
+tokenizer every analysis then reads (its target tag forced on every output); a missing or unknown
+language, or a pair asked of a one-pair model, is refused in one line before anything is computed.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 
-from explorer.evaluation.arguments import ArgumentsError, CommandParser, count, device
+from explorer.evaluation.arguments import ArgumentsError, CommandParser, add_languages, count, device, with_languages
 from explorer.files.user_files import UserFileError, check_output_file
 from explorer.runtime.progress import printer
 from explorer.runtime.split import ONE, Split, finish as leave_group
 from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
 from explorer.evaluation.scores import held_out_pairs
-from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.store.checkpoint import CheckpointError, LoadedCheckpoint as Checkpoint, load_checkpoint
 
 
 def study_parser(prog: str, doc: str) -> CommandParser:
@@ -30,6 +35,12 @@ def study_parser(prog: str, doc: str) -> CommandParser:
     parser = CommandParser(prog=prog, description=doc.split("\n")[0])
     parser.add_argument("checkpoint")
     return parser
+
+
+def add_checkpoint_languages(parser: argparse.ArgumentParser) -> None:
+    """--src-lang / --tgt-lang on a study command (evaluation.arguments.add_languages, as `evaluate` has
+    them), read by open_checkpoint and checkpoint_and_held_out."""
+    add_languages(parser)
 
 
 def add_out_and_device(parser: argparse.ArgumentParser, out: str) -> None:
@@ -91,11 +102,26 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
     return args
 
 
-def checkpoint_and_held_out(checkpoint: str, device_name: str):
-    """(the loaded checkpoint, its held-out pairs) for a study over a test set, or None after one
-    "error: ..." line (a checkpoint that cannot be loaded, no held-out pairs to read)."""
+def open_checkpoint(args: argparse.Namespace) -> Checkpoint:
+    """args.checkpoint loaded on args.device, its tokenizer bound to --src-lang / --tgt-lang (module
+    docstring); CheckpointError or ValueError (a language missing, unknown or asked of a one-pair model)."""
+    return bound(load_checkpoint(args.checkpoint, device=args.device), getattr(args, "src_lang", None),
+                 getattr(args, "tgt_lang", None))
+
+
+def bound(ckpt: Checkpoint, src_lang: str | None = None, tgt_lang: str | None = None) -> Checkpoint:
+    """`ckpt` with its tokenizer bound to the pair (evaluation.arguments.with_languages); ValueError."""
+    tokenizer = with_languages(ckpt.tokenizer, src_lang, tgt_lang)
+    return ckpt if tokenizer is ckpt.tokenizer else replace(ckpt, tokenizer=tokenizer)
+
+
+def checkpoint_and_held_out(checkpoint: str, device_name: str, src_lang: str | None = None,
+                            tgt_lang: str | None = None):
+    """(the loaded checkpoint, bound to the language pair, and its held-out pairs) for a study over a
+    test set, or None after one "error: ..." line (a checkpoint that cannot be loaded, a language
+    missing or unknown, no held-out pairs to read)."""
     try:
-        ckpt = load_checkpoint(checkpoint, device=device_name)
+        ckpt = bound(load_checkpoint(checkpoint, device=device_name), src_lang, tgt_lang)
         pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
     except (CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -16,8 +16,8 @@ import sys
 from explorer.evaluation.arguments import count
 from explorer.files.names import SEARCH_OUT
 from explorer.runtime.split import from_env
-from explorer.studies.common.command import add_out_and_device, checkpoint_and_held_out, finish, parse_checked, \
-    refuse, setting, settings_from, study_parser, switch
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, checkpoint_and_held_out, \
+    finish, parse_checked, refuse, setting, settings_from, study_parser, switch
 from explorer.studies.contrastive.job import BEAM_CURVE, RANGES, SearchSettings
 from explorer.studies.contrastive.curve import Penalty
 
@@ -58,6 +58,7 @@ def build_parser():
     setting(parser, SearchSettings, "exact_nodes", "exact search budget per sentence in decoder steps", ranges=RANGES)
     setting(parser, SearchSettings, "exact_seconds", "exact search budget per sentence in seconds", ranges=RANGES)
     add_out_and_device(parser, SEARCH_OUT)
+    add_checkpoint_languages(parser)
     return parser
 
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from(args, SearchSettings)
     except ValueError as err:                     # beams or penalties that do not go together
         return refuse(str(err))
-    loaded = checkpoint_and_held_out(args.checkpoint, args.device)
+    loaded = checkpoint_and_held_out(args.checkpoint, args.device, args.src_lang, args.tgt_lang)
     if loaded is None:
         return 2
     ckpt, pairs = loaded                          # under torchrun: each process its share (explorer.runtime.split)

@@ -76,20 +76,21 @@ def length_batches(src: Sequence[Sequence[int]], cfg: DecodeConfig) -> list[list
     return [order[first:first + per_batch] for first in range(0, len(order), per_batch)]
 
 
-def library_decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig) -> list[Hypothesis]:
+def library_decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig, *,
+                       given: Sequence[int] = ()) -> list[Hypothesis]:
     """decode_set's reference: the library's own search (explorer.decoding.translate.decode) on the same
     batches, in turn, in one process; what the curve decoded before compact beam search and the workers,
     kept so the tests and `python -m benchmarks search_curve` compare the two."""
     out: list[Hypothesis | None] = [None] * len(src)
     for idx in length_batches(src, cfg):
-        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], cfg)):
+        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], cfg, given=given)):
             out[i] = d.best
     return out
 
 
 def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
                tick: Callable[[int], None] = lambda _: None, *, workers: int | None = None,
-               split: Split = ONE) -> list[Hypothesis]:
+               split: Split = ONE, given: Sequence[int] = ()) -> list[Hypothesis]:
     """The best hypothesis of every source, in input order; batches of similar lengths, ROWS_PER_BATCH
     beam rows each; tick(done) after each batch (it raises to cancel).
 
@@ -97,7 +98,8 @@ def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
     and the batches over `workers` forked processes (explorer.runtime.forked; None: as many as are safe
     and useful, at most MAX_WORKERS; the costliest first, so the last to end are short): the same batches as one process decoding them in turn with the library's beam
     search, so the same hypotheses and scores (tests/unit/test_contrastive_curve_speed.py). Under torchrun
-    each process decodes every world-th batch (explorer.runtime.split) and all get every hypothesis."""
+    each process decodes every world-th batch (explorer.runtime.split) and all get every hypothesis.
+    `given`: the tokens every output starts with (a multilingual model's target tag: translate.forced_target)."""
     batches = length_batches(src, cfg)
     out: list[Hypothesis | None] = [None] * len(src)
     finished = [0]
@@ -106,7 +108,8 @@ def decode_set(model, src: Sequence[Sequence[int]], cfg: DecodeConfig,
 
     def run(idx: Sequence[int]) -> list[Hypothesis]:
         rows = [list(src[i]) for i in idx]
-        found = compact_beam_search(model, rows, cfg) if cfg.strategy == "beam" else decode(model, rows, cfg)
+        found = (compact_beam_search(model, rows, cfg, given=given) if cfg.strategy == "beam"
+                 else decode(model, rows, cfg, given=given))
         return [d.best for d in found]
 
     if workers is None:

@@ -31,8 +31,8 @@ from typing import Callable, Sequence
 import torch
 
 from explorer.config import DecodeConfig
-from explorer.decoding.core import (Hypothesis, as_batch, constrain, decoding_session, length_penalty, max_lengths,
-                                    special_ids, start)
+from explorer.decoding.core import (Hypothesis, as_batch, check_prefix, constrain, decoding_session, length_penalty,
+                                    max_lengths, special_ids, start, with_given)
 
 TOLERANCE = 1e-4                     # nats
 MAX_NODES = 100_000                  # default node budget (decoder steps)
@@ -75,18 +75,21 @@ def _restore(cache, snap: tuple[int, list[dict]]) -> None:
 
 def exact_search(model, src_ids: Sequence[int], cfg: DecodeConfig | None = None, *,
                  initial: Hypothesis | None = None, max_nodes: int = MAX_NODES, max_seconds: float = MAX_SECONDS,
-                 stop: Callable[[], bool] | None = None) -> ExactResult:
+                 stop: Callable[[], bool] | None = None, given: Sequence[int] = ()) -> ExactResult:
     """The highest-scoring output of one source (module docstring). `initial`: a known output (a beam
-    search's best) whose objective starts the bound; the result is never worse than it."""
+    search's best) whose objective starts the bound; the result is never worse than it. `given`: the
+    tokens every output starts with, scoring 0 (a multilingual model's target tag), as the beam search
+    was given them: the space searched is the outputs that start with them."""
     cfg = cfg or DecodeConfig()
     special = special_ids(model)
     kind, alpha = cfg.length_penalty, cfg.alpha
     t0 = time.perf_counter()
     with decoding_session(model):
         src, src_len = as_batch([list(src_ids)], model)                      # [1, S]
-        limit = int(max_lengths(src_len, cfg, model.cfg.max_len)[0])
+        forced = check_prefix(with_given(given, None)[0], model)
+        limit = int(max_lengths(src_len, cfg, model.cfg.max_len, len(forced))[0])
         at_limit = float(length_penalty(limit, kind, alpha))
-        step, first = start(model, src, [])                                  # [1, 1, V]
+        step, first = start(model, src, forced)                              # [1, P+1, V]
         best = {"ids": [], "score": float("-inf"), "norm": float("-inf"), "finished": False}
         if initial is not None:
             best.update(ids=list(initial.ids), score=float(initial.score), finished=bool(initial.finished),
@@ -128,7 +131,7 @@ def exact_search(model, src_ids: Sequence[int], cfg: DecodeConfig | None = None,
 
         stopped_by = ""
         try:
-            visit([], 0.0, first[0, -1])
+            visit(forced, 0.0, first[0, -1])
         except _Budget as budget:
             stopped_by = budget.why
     return ExactResult(ids=best["ids"], score=best["score"], normalized=best["norm"], finished=best["finished"],

@@ -14,10 +14,14 @@ log-prob divided by the configured length penalty, so with length_penalty "none"
   preferred it; the search lost it (Stahlberg & Byrne 2019, "On NMT Search Errors and Model Errors: Cat
   Got Your Tongue?", EMNLP);
 * model error: the model prefers its output; no search would have returned the reference.
+
+A search given its first tokens (a multilingual model's target-language tag, forced and scoring 0:
+decoding.core.with_given) is followed from its first free token: the reference, written by the same
+tokenizer, starts with the same tag, which then scores in it what it scores in the output.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -25,8 +29,8 @@ import torch
 
 from explorer.config import DecodeConfig
 from explorer.decoding.beam import beam_search
-from explorer.decoding.beam_trace import FINISHED, KEPT, PRUNED, TRUNCATED, BeamTrace
-from explorer.decoding.core import as_batch, constrain, decoding_session, special_ids
+from explorer.decoding.beam_trace import FINISHED, FORCED, KEPT, PRUNED, TRUNCATED, BeamTrace
+from explorer.decoding.core import Hypothesis, as_batch, constrain, decoding_session, normalize, special_ids
 from explorer.decoding.teacher import score_targets
 
 SEARCH_ERROR, MODEL_ERROR, NO_ERROR = "search error", "model error", "no error"
@@ -72,19 +76,23 @@ class ReferenceFall:
 
 
 def reference_fall(model, src_ids: Sequence[int], reference: Sequence[int], cfg: DecodeConfig | None = None,
-                   trace: BeamTrace | None = None, output=None) -> ReferenceFall:
+                   trace: BeamTrace | None = None, output=None, *, given: Sequence[int] = ()) -> ReferenceFall:
     """Follow `reference` (output ids; EOS appended when missing) through the beam search of `src_ids`
     under `cfg` (its beam size and length penalty). `trace` and `output` (a decoding.core.Hypothesis):
-    a search already made with this cfg (trace=True), so the page does not search again."""
+    a search already made with this cfg (trace=True), so the page does not search again. `given`: the
+    tokens every output starts with (translate.forced_target), for the search made here; a search
+    passed in says its own (trace.prefix), and the reference must start with them."""
     cfg = cfg or DecodeConfig()
     if cfg.strategy != "beam":
         cfg = DecodeConfig(**{**cfg.to_dict(), "strategy": "beam"})
     if trace is None or output is None:
-        decoded = beam_search(model, [list(src_ids)], cfg, trace=True)[0]
+        decoded = beam_search(model, [list(src_ids)], cfg, trace=True, given=given)[0]
         trace, output = decoded.trace, decoded.best
-    if trace.prefix:
-        raise ValueError("the reference is followed from the first output token: search without a forced prefix")
-    ref = score_targets(model, [list(src_ids)], [list(reference)], cfg)[0]
+    forced = [int(t) for t in trace.prefix]
+    if [int(t) for t in reference[:len(forced)]] != forced:
+        raise ValueError("the reference is followed from the first output token the search chose: search without "
+                         "a forced prefix (a multilingual model's target tag is fine: the reference starts with it)")
+    ref = _forced_alike(score_targets(model, [list(src_ids)], [list(reference)], cfg)[0], output, len(forced), cfg)
     verdict = _verdict(ref, output)
     found = dict(fate="finished", step=None, rank=None, prefix_score=None, best_score=None, last_kept_score=None)
     if list(ref.ids) == list(output.ids):
@@ -94,6 +102,16 @@ def reference_fall(model, src_ids: Sequence[int], reference: Sequence[int], cfg:
     return ReferenceFall(reference=list(ref.ids), output=list(output.ids), reference_score=ref.score,
                          reference_normalized=ref.normalized, output_score=output.score,
                          output_normalized=output.normalized, beam_size=trace.beam_size, verdict=verdict, **found)
+
+
+def _forced_alike(ref: Hypothesis, output: Hypothesis, n: int, cfg: DecodeConfig) -> Hypothesis:
+    """The reference with its first `n` tokens scored as the search scored them (the same tokens after the
+    same context: a given tag's 0, a prefix's own log-prob), so the two compare on one objective."""
+    if not n:
+        return ref
+    lps = list(output.token_logprobs[:n]) + list(ref.token_logprobs[n:])
+    score = float(sum(lps))
+    return replace(ref, token_logprobs=lps, score=score, normalized=normalize(score, len(ref.ids), cfg))
 
 
 def _verdict(ref, output) -> str:
@@ -113,7 +131,7 @@ def _follow(model, src_ids, trace: BeamTrace, ref: list[int], ref_lp: list[float
             return dict(fate=fate, step=None, rank=None, prefix_score=None, best_score=None, last_kept_score=None)
         ours = rows[(cand["parent"][rows] == slot) & (cand["token"][rows] == token)]
         status = int(cand["status"][ours[0]]) if len(ours) else PRUNED
-        if status == KEPT:
+        if status in (KEPT, FORCED):
             slot = int(cand["slot"][ours[0]])
             continue
         if status == FINISHED:
@@ -139,7 +157,7 @@ def _exact_rank(model, src_ids, trace: BeamTrace, t: int, slot: int, token: int,
         live, prefixes, before = [0], [[]], np.zeros(1)
     else:
         rows = trace.step_rows(t - 1)
-        rows = rows[cand["status"][rows] == KEPT]
+        rows = rows[np.isin(cand["status"][rows], (KEPT, FORCED))]
         live = [int(cand["slot"][r]) for r in rows]
         prefixes = [trace.tokens(int(r)) for r in rows]
         before = cand["score"][rows].astype(np.float64)                      # [L]

@@ -24,6 +24,7 @@ from typing import Sequence
 
 from explorer.decoding.beam_trace import BeamTrace
 from explorer.decoding.core import special_ids
+from explorer.decoding.translate import word_ids
 
 MAX_FOIL_CHARS = 60                  # one word; a paste of a paragraph is refused before it is tokenized
 BOUNDARY = "\u2581"                  # sentencepiece's word-boundary mark
@@ -68,7 +69,7 @@ def foil_from_word(model, tokenizer, word: str, chosen: int) -> Foil:
     if len(word.split()) > 1:
         raise ValueError(f"type one word, not {len(word.split())}: one step writes one token, and the contrast is "
                          "with the token that would start the word here")
-    pieces = tuple(int(t) for t in tokenizer.encode(word, side="tgt"))
+    pieces = tuple(word_ids(tokenizer, word))       # without a multilingual target tag
     unk = special_ids(model).unk
     if not pieces:
         raise ValueError(f"{word!r} gives no target pieces")

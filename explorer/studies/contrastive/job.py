@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 from explorer.studies.contrastive.curve import BEAMS, Penalty, beam_config, curve_row, decode_set, sentence_chrf
 from explorer.studies.contrastive.exact import TOLERANCE, exact_search
 from explorer.decoding.core import check_config
+from explorer.decoding.translate import forced_target
 from explorer.runtime.progress import Ticker
 from explorer.runtime.split import ONE, Split
 from explorer.studies.common.context import RunContext
@@ -82,6 +84,7 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, context: Ru
     t0 = time.time()
     ticker = context.ticker()
     sents = build_sentences(model, tokenizer, pairs, settings.sentences, "reference")
+    given = forced_target(tokenizer)               # a multilingual model's target tag, on every output
     rows, kept = [], {}
     for penalty in settings.parsed:
         smaller = None
@@ -89,7 +92,7 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, context: Ru
             t1 = time.time()
             tick = ticker.stage(curve_stage(beam, penalty), len(sents))
             hyps = decode_set(model, sents.src, beam_config(beam, penalty), lambda done: ticker.check(tick, done),
-                              split=split)
+                              split=split, given=given)
             texts = [tokenizer.decode(h.output_ids, side="tgt") for h in hyps]
             chrfs = sentence_chrf(texts, sents.refs)
             row = curve_row(beam, penalty, hyps, texts, sents.refs, chrfs, smaller)
@@ -99,7 +102,8 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, context: Ru
             smaller = (hyps, chrfs)
             log(f"beam {beam:2d} {penalty.label:8s} BLEU {row['bleu']:6.2f} chrF {row['chrf']:6.2f} "
                 f"ratio {row['length_ratio']:.3f} mean score {row['mean_score']:.3f} ({row['seconds']} s)")
-    exact = _exact_part(model, sents, settings, kept, ticker, context.stopped, log, split) if settings.exact else []
+    exact = (_exact_part(model, sents, settings, kept, ticker, context.stopped, log, split, given)
+             if settings.exact else [])
     if exact:
         _search_errors(rows, exact, settings)
     return {
@@ -115,9 +119,10 @@ def run_search(model, tokenizer, pairs, settings: SearchSettings, *, context: Ru
 
 
 def _exact_part(model, sents, settings: SearchSettings, kept: dict, ticker: Ticker, stop, log,
-                split: Split = ONE) -> list[dict]:
+                split: Split = ONE, given: Sequence[int] = ()) -> list[dict]:
     """Exact search per sentence, its bound started at the best-scoring output of any beam; under torchrun
-    each process searches every world-th sentence."""
+    each process searches every world-th sentence. `given`: the tokens every output starts with (the
+    beams' too); lengths, empty and short count the translation after them."""
     n = settings.exact_sentences or len(sents)
     n = min(n, len(sents))
     widest = max(settings.beams)
@@ -127,13 +132,14 @@ def _exact_part(model, sents, settings: SearchSettings, kept: dict, ticker: Tick
     for i in split.mine(n):
         start = max((hyps[i] for hyps in kept.values()), key=lambda h: h.score)
         found = exact_search(model, sents.src[i], cfg, initial=start, max_nodes=settings.exact_nodes,
-                             max_seconds=settings.exact_seconds, stop=stop)
+                             max_seconds=settings.exact_seconds, stop=stop, given=given)
         if found.stopped_by == "cancelled":
             ticker.check(lambda _: False, i)
-        beam_out = kept[("none", widest)][i].output_ids
+        beam_out = kept[("none", widest)][i].output_ids[len(given):]
+        words = found.output_ids[len(given):]
         own[i] = {"index": i, "proven": found.proven, "score": round(found.score, 5),
-                  "length": len(found.output_ids), "finished": found.finished,
-                  "empty": not found.output_ids, "short": len(found.output_ids) < 0.5 * len(beam_out),
+                  "length": len(words), "finished": found.finished,
+                  "empty": not words, "short": len(words) < 0.5 * len(beam_out),
                   "beam_length": len(beam_out), "nodes": found.nodes, "seconds": round(found.seconds, 2),
                   "stopped_by": found.stopped_by, "ids": found.output_ids,
                   "beam_scores": {str(b): round(kept[("none", b)][i].score, 5) for b in settings.beams},

@@ -17,8 +17,8 @@ from explorer.evaluation.arguments import count
 from explorer.files.names import CONTRIBUTIONS_OUT
 from explorer.runtime.split import from_env
 from explorer.runtime.workers import add_workers, launch, resolve_workers, wants_launch
-from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, setting, \
-    settings_from, study_parser, switch
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, finish, open_checkpoint, \
+    parse_checked, refuse, setting, settings_from, study_parser, switch
 from explorer.studies.common.result import Study
 from explorer.studies.common.sentences import FORCED
 from explorer.studies.contributions.faithfulness import METHODS, RANGES as FAITH_RANGES, FaithfulnessSettings
@@ -30,7 +30,7 @@ from explorer.data.files import read_tsv
 from explorer.evaluation.scores import held_out_pairs
 from explorer.files.limits import RESULT_BYTES
 from explorer.files.user_files import UserFileError, read_user_json
-from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.store.checkpoint import CheckpointError
 from explorer.studies.contributions import alignment, detached, faithfulness, training
 from explorer.studies.contributions.job import CONTRIBUTIONS
 
@@ -74,6 +74,7 @@ def build_parser():
                         help="with --faithfulness: instead of measuring, put together scorecards of consecutive parts "
                              "of a test set (each run with --pairs of its part) into one table")
     add_out_and_device(parser, CONTRIBUTIONS_OUT)
+    add_checkpoint_languages(parser)
     return parser
 
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     except (DataError, GoldError) as err:
         return refuse(f"--{'pairs' if args.pairs and not args.gold else 'gold'} {err}")
     try:
-        ckpt = load_checkpoint(args.checkpoint, device=args.device)
+        ckpt = open_checkpoint(args)
         if pairs is None and not (args.alignment and gold is not None):
             pairs, _ = held_out_pairs(ckpt.path, ckpt.meta)
         if args.alignment and gold is None:

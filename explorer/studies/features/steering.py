@@ -90,10 +90,13 @@ class Steered:
 
 @torch.no_grad()
 def steer(model, tc, site: str, feature: int, value: float, src_ids: Sequence[int], out_ids: Sequence[int],
-          positions: Sequence[int] | None = None) -> Steered:
+          positions: Sequence[int] | None = None, *, given: Sequence[int] = ()) -> Steered:
     """Translate src_ids greedily with the feature clamped, and score the original output out_ids (EOS
     included) with and without it. Encoder sites: `positions` are source positions (None: all); decoder
-    sites clamp at every target position (cached decoding reads one position at a time)."""
+    sites clamp at every target position (cached decoding reads one position at a time).
+
+    `given`: the tokens every output starts with (a multilingual model's target tag:
+    translate.forced_target), forced in the steered translation as the original translation had them."""
     encoder = site.startswith("encoder.")
     if not encoder and positions is not None:
         raise ValueError("a decoder feature is clamped at every target position")
@@ -102,6 +105,6 @@ def steer(model, tc, site: str, feature: int, value: float, src_ids: Sequence[in
     mask = positions_mask(len(src_ids), positions) if encoder and positions is not None else None
     with clamped(model, site, tc, feature, value, mask):
         after = forced_logprobs(model, src_ids, out_ids).gather(1, index[:, None])[:, 0]
-        steered = greedy_ids(model, [list(src_ids)])[0]
+        steered = greedy_ids(model, [list(src_ids)], given=given)[0]
     return Steered(site, feature, float(value), None if positions is None else list(positions), steered,
                    before.numpy(), after.numpy())

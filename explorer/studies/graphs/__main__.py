@@ -20,9 +20,9 @@ import sys
 from typing import Callable
 
 from explorer.files.names import GRAPH_OUT
-from explorer.store.checkpoint import CheckpointError, load_checkpoint
-from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, setting, \
-    settings_from, study_parser
+from explorer.store.checkpoint import CheckpointError
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, finish, open_checkpoint, \
+    parse_checked, refuse, setting, settings_from, study_parser
 from explorer.studies.graphs.job import GRAPH, RANGES, GraphSettings
 
 # (model, weights sha256) -> {FFN site: transcoder}; raises ValueError (one line) when one is missing
@@ -49,6 +49,7 @@ def build_parser():
             type=float)
     setting(parser, GraphSettings, "batch", "targets per backward pass", ranges=RANGES)
     add_out_and_device(parser, GRAPH_OUT)
+    add_checkpoint_languages(parser)
     return parser
 
 
@@ -63,8 +64,8 @@ def main(argv: list[str] | None = None, dictionaries: Dictionaries | None = None
         return refuse(str(err))
     dictionaries = dictionaries or trained_dictionaries
     try:
-        ckpt = load_checkpoint(args.checkpoint, args.device)
-    except CheckpointError as err:
+        ckpt = open_checkpoint(args)
+    except (CheckpointError, ValueError) as err:  # a language missing, unknown or asked of a one-pair model
         return refuse(str(err))
     try:
         transcoders = dictionaries(ckpt.model, ckpt.meta.get("weights_sha256", ""))

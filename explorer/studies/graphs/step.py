@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.decoding.core import special_ids
+from explorer.decoding.translate import forced_target, word_ids
 from explorer.studies.common.sentences import greedy_ids
 from explorer.studies.graphs.replacement import Step
 from explorer.text.encoding import output_ids, source_ids
@@ -41,7 +42,7 @@ def question(model, tokenizer, text: str, position: int, target: str | None = No
     if target is not None:
         out = output_ids(tokenizer, target, max_len, special)
     else:
-        out = (greedy_ids(model, [src])[0] + [special.eos])[:max_len]
+        out = (greedy_ids(model, [src], given=forced_target(tokenizer))[0] + [special.eos])[:max_len]
     if not 0 <= position < len(out):
         raise ValueError(f"--position {position}: the output has positions 0..{len(out) - 1} "
                          f"({len(out) - 1} is its end of sentence)")
@@ -60,7 +61,7 @@ def foil_token(model, tokenizer, word: str, token: int) -> tuple[int, str]:
     if not word or len(word.split()) != 1 or len(word) > MAX_FOIL_CHARS:
         raise ValueError(f"--foil: one word of at most {MAX_FOIL_CHARS} characters")
     special = special_ids(model)
-    pieces = [p for p in tokenizer.encode(word, side="tgt") if tokenizer.id_to_piece(int(p), "tgt") != "\u2581"]
+    pieces = [p for p in word_ids(tokenizer, word) if tokenizer.id_to_piece(int(p), "tgt") != "\u2581"]
     if not pieces or pieces[0] == special.unk:
         raise ValueError(f"--foil {word!r}: the target vocabulary does not know it")
     first = int(pieces[0])

@@ -13,10 +13,10 @@ import sys
 from explorer.files.names import GROUNDING_OUT
 from explorer.files.user_files import UserFileError
 from explorer.studies.common.source_file import read_sources
-from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, setting, \
-    settings_from, study_parser
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, finish, open_checkpoint, \
+    parse_checked, refuse, setting, settings_from, study_parser
 from explorer.studies.grounding.job import RANGES, GroundingSettings
-from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.store.checkpoint import CheckpointError
 from explorer.studies.grounding.build import NoTrainingData, ensure, ensure_states, kept_states
 from explorer.studies.grounding.job import GROUNDING
 
@@ -30,6 +30,7 @@ def build_parser():
                              "over its training sentences, kept; the shipped bible-es-en has one), so the verdict "
                              "weighs both signals; without it a map is used only when there is one, as the app does")
     add_out_and_device(parser, GROUNDING_OUT)
+    add_checkpoint_languages(parser)
     return parser
 
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"--input {err}")
 
     try:
-        ckpt = load_checkpoint(args.checkpoint, args.device)
+        ckpt = open_checkpoint(args)
         index = ensure(ckpt.path, ckpt.meta)
         state_map = ensure_states(ckpt.path, ckpt.model, ckpt.tokenizer, ckpt.meta, index) if args.states \
             else kept_states(ckpt.model, ckpt.meta, index.pairs)

@@ -13,8 +13,8 @@ import sys
 from explorer.files.names import HEAD_LAB_OUT
 from explorer.runtime.split import from_env
 from explorer.runtime.workers import add_workers, launch, resolve_workers, wants_launch
-from explorer.studies.common.command import add_out_and_device, checkpoint_and_held_out, finish, parse_checked, \
-    setting, settings_from, study_parser
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, checkpoint_and_held_out, \
+    finish, parse_checked, setting, settings_from, study_parser
 from explorer.studies.common.sentences import FORCED
 from explorer.studies.heads.importance import SINGLE_REMOVALS
 from explorer.studies.heads.job import HEAD_LAB, RANGES, LabSettings
@@ -29,6 +29,7 @@ def build_parser():
     setting(parser, LabSettings, "points", "scored points per kind's pruning curve after the first; all kinds "
                                            "together: 2x", ranges=RANGES)
     add_out_and_device(parser, HEAD_LAB_OUT)
+    add_checkpoint_languages(parser)
     add_workers(parser)
     setting(parser, LabSettings, "single_removal", "how each head removed alone is scored: bleu (exact) decodes "
             "the set without it; loss (approximate, faster) takes the rise of the teacher-forced loss alone and "
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if args is None:
         return 2
     settings = settings_from(args, LabSettings)
-    loaded = checkpoint_and_held_out(args.checkpoint, args.device)
+    loaded = checkpoint_and_held_out(args.checkpoint, args.device, args.src_lang, args.tgt_lang)
     if loaded is None:
         return 2
     ckpt, pairs = loaded

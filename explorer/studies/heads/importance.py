@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from explorer.decoding.core import special_ids
+from explorer.decoding.translate import forced_target
 from explorer.evaluation.scores import corpus_scores
 from explorer.studies.heads.memo import EncoderMemo, removes_encoder_heads, teacher_log_probs
 from explorer.studies.common.sentences import SentenceSet, greedy_texts, teacher_batches
@@ -175,17 +176,18 @@ class HeadRemover:
         self.apply(heads)
         if not self.reuse:
             return greedy_texts(self.model, self.tokenizer, self.sents, stop=self.stop)
-        src = self.sents.src
+        src, given = self.sents.src, forced_target(self.tokenizer)
         if self.full is None or len(heads) != 1:
-            outputs = greedy_outputs(self.model, src, stop=self.stop)
+            outputs = greedy_outputs(self.model, src, stop=self.stop, given=given)
             if not heads:
                 self.full = outputs
         else:
             same = still_greedy(self.model, src, self.full,
-                                memo=None if removes_encoder_heads(heads) else self.memo)
+                                memo=None if removes_encoder_heads(heads) else self.memo, given=len(given))
             again = [i for i, ok in enumerate(same) if not ok]
             outputs = list(self.full)
-            for i, found in zip(again, greedy_outputs(self.model, [src[i] for i in again], stop=self.stop)):
+            for i, found in zip(again, greedy_outputs(self.model, [src[i] for i in again], stop=self.stop,
+                                                        given=given)):
                 outputs[i] = found
             self.checked += len(src)
             self.redecoded += len(again)

@@ -31,25 +31,26 @@ Output = tuple[list[int], bool]   # (ids, EOS included when finished; finished)
 
 @torch.no_grad()
 def greedy_outputs(model: nn.Module, src: Sequence[Sequence[int]], batch_size: int = 32,
-                   stop: Callable[[], bool] | None = None) -> list[Output]:
+                   stop: Callable[[], bool] | None = None, given: Sequence[int] = ()) -> list[Output]:
     """Greedy outputs of each source in input order, batched as sentences.greedy_ids batches them
     (length_batches: the same sentences share a batch), with whether each ended with EOS (ids include
-    it then)."""
+    it then). `given`: the tokens every output starts with (a multilingual model's target tag)."""
     out: list[Output] = [([], False)] * len(src)
     for idx in length_batches(src, batch_size):
         if stop is not None and stop():
             raise Cancelled()
-        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], GREEDY)):
+        for i, d in zip(idx, decode(model, [list(src[i]) for i in idx], GREEDY, given=given)):
             out[i] = (list(d.best.ids), d.best.finished)
     return out
 
 
 @torch.no_grad()
 def still_greedy(model: nn.Module, src: Sequence[Sequence[int]], candidates: Sequence[Output],
-                 batch_size: int = 32, memo: EncoderMemo | None = None) -> list[bool]:
+                 batch_size: int = 32, memo: EncoderMemo | None = None, given: int = 0) -> list[bool]:
     """For each sentence: would greedy decoding of `model` return its candidate (see the module
     docstring)? One teacher-forced pass per batch; False wherever it cannot be shown. `memo`: the
-    full model's encoder outputs, when `model`'s encoder is whole (explorer.studies.heads.memo)."""
+    full model's encoder outputs, when `model`'s encoder is whole (explorer.studies.heads.memo). `given`:
+    how many first tokens greedy was given rather than chose (a target tag): not checked, as not chosen."""
     if GREEDY.min_len:                            # EOS banned early would need per-position bans
         return [False] * len(src)
     special = special_ids(model)
@@ -68,5 +69,5 @@ def still_greedy(model: nn.Module, src: Sequence[Sequence[int]], candidates: Seq
             sure = (top.indices[..., 0] == tgt_out) & (top.values[..., 0] - top.values[..., 1] > MARGIN)  # [B, T]
             for row, i in enumerate(idx):
                 n = len(sents.out[i])
-                ok[usable[i]] = bool(sure[row, :n].all())
+                ok[usable[i]] = bool(sure[row, given:n].all())
     return ok

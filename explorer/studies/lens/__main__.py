@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 
 from explorer.files.names import LENS_OUT
-from explorer.studies.common.command import add_out_and_device, checkpoint_and_held_out, finish, parse_checked, \
-    setting, settings_from, study_parser
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, checkpoint_and_held_out, \
+    finish, parse_checked, setting, settings_from, study_parser
 from explorer.studies.common.sentences import FORCED
 from explorer.studies.lens.job import LENSES, RANGES, LensSettings
 
@@ -25,6 +25,7 @@ def build_parser():
     setting(parser, LensSettings, "forced", "the logit lens reads the model's own greedy output or the reference",
             choices=FORCED)
     add_out_and_device(parser, LENS_OUT)
+    add_checkpoint_languages(parser)
     return parser
 
 
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_checked(build_parser(), argv)
     if args is None:
         return 2
-    loaded = checkpoint_and_held_out(args.checkpoint, args.device)
+    loaded = checkpoint_and_held_out(args.checkpoint, args.device, args.src_lang, args.tgt_lang)
     if loaded is None:
         return 2
     ckpt, pairs = loaded

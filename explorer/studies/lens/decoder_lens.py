@@ -30,7 +30,7 @@ from torch import nn
 
 from explorer.config import DecodeConfig
 from explorer.decoding.core import Decoded, as_batch, special_ids
-from explorer.decoding.translate import decode, encode_source, pieces
+from explorer.decoding.translate import decode, encode_source, forced_target, pieces
 from explorer.studies.common.sentences import GREEDY
 from explorer.inspection.hooks import intervene
 from explorer.studies.common.kept import encoder_outputs, layer_label
@@ -78,17 +78,19 @@ def memory_from(model: nn.Module, layers: Sequence[int], rows: int) -> Iterator[
 
 
 def decoder_lens(model: nn.Module, src, cfg: DecodeConfig | None = None,
-                 layers: Sequence[int] | None = None) -> list[list[Decoded]]:
+                 layers: Sequence[int] | None = None, *, given: Sequence[int] = ()) -> list[list[Decoded]]:
     """Decode each source (ids with EOS, ragged lists or [B, S]) from each encoder depth in `layers`
     (default all, embeddings first): result[i][b] is sentence b decoded from depth layers[i].
 
     One batched decode of len(layers) x B rows through explorer.decoding.decode (greedy, beam or
-    sampling as cfg says); callers bound B (the test-set sweep goes a batch at a time)."""
+    sampling as cfg says); callers bound B (the test-set sweep goes a batch at a time). `given`: the
+    tokens every output starts with (a multilingual model's target tag: translate.forced_target), so
+    every depth writes in the language the model itself would."""
     layers = check_layers(model, layers)
     batch, _ = as_batch(src, model)                                            # [B, S]
     rows = batch.shape[0]
     with memory_from(model, layers, rows):
-        decoded = decode(model, batch.repeat(len(layers), 1), cfg or LENS_DECODING)   # K*B results
+        decoded = decode(model, batch.repeat(len(layers), 1), cfg or LENS_DECODING, given=given)   # K*B results
     return [decoded[i * rows:(i + 1) * rows] for i in range(len(layers))]
 
 
@@ -115,7 +117,8 @@ def lens_translations(model: nn.Module, tokenizer, text: str, cfg: DecodeConfig 
     if not src_ids:
         return []
     out = []
-    for k, (decoded,) in zip(layers, decoder_lens(model, [src_ids], cfg, layers)):
+    for k, (decoded,) in zip(layers, decoder_lens(model, [src_ids], cfg, layers,
+                                                            given=forced_target(tokenizer))):
         best = decoded.best
         out.append(LensTranslation(layer=k, label=layer_label(k), ids=best.ids, pieces=pieces(tokenizer, best.ids, "tgt"),
                                    text=tokenizer.decode(best.output_ids, side="tgt"),

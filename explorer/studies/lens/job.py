@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from explorer.config import DecodeConfig
+from explorer.decoding.translate import forced_target
 from explorer.evaluation.arguments import check_ranges
 from explorer.evaluation.scores import MAX_HELD_OUT, corpus_scores
 from explorer.studies.common.context import RunContext
@@ -58,13 +59,14 @@ def run_lens(model, tokenizer, pairs, settings: LensSettings = LensSettings(), *
     ticker = context.ticker()
     sents = build_sentences(model, tokenizer, pairs, settings.sentences, settings.forced)
     cfg = lens_decoding(settings.beam)
+    given = forced_target(tokenizer)                # the tag a multilingual model starts with
     depths = model.cfg.n_encoder_layers + 1
     texts: list[list[str]] = [[""] * len(sents) for _ in range(depths)]
     order = sorted(range(len(sents)), key=lambda i: len(sents.src[i]))          # similar lengths share a batch
     tick = ticker.stage("decoder lens", len(sents))
     for first in range(0, len(order), batch_size):
         idx = order[first:first + batch_size]
-        for k, decoded in enumerate(decoder_lens(model, [sents.src[i] for i in idx], cfg)):
+        for k, decoded in enumerate(decoder_lens(model, [sents.src[i] for i in idx], cfg, given=given)):
             for i, d in zip(idx, decoded):
                 texts[k][i] = tokenizer.decode(d.best.output_ids, side="tgt")
         ticker.check(tick, first + len(idx))

@@ -13,9 +13,10 @@ import sys
 
 from explorer.evaluation.arguments import ArgumentsError
 from explorer.files.names import PATCHING_OUT
-from explorer.studies.common.command import add_out_and_device, finish, parse_checked, refuse, study_parser
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, finish, open_checkpoint, \
+    parse_checked, refuse, study_parser
 from explorer.studies.patching.job import read_pairs
-from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.store.checkpoint import CheckpointError
 from explorer.studies.patching.job import PATCHING
 
 
@@ -25,6 +26,7 @@ def build_parser():
     parser.add_argument("--corrupt", help="the same text with one word changed (as many pieces)")
     parser.add_argument("--pairs", help="a TSV file of clean<TAB>corrupt lines instead (grids averaged)")
     add_out_and_device(parser, PATCHING_OUT)
+    add_checkpoint_languages(parser)
     return parser
 
 
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         texts = texts_of(args)
-        ckpt = load_checkpoint(args.checkpoint, device=args.device)
+        ckpt = open_checkpoint(args)
     except (CheckpointError, ValueError) as err:
         return refuse(str(err))
     return finish(PATCHING, args.out, ckpt.model, ckpt.tokenizer, texts, meta=ckpt.meta)

@@ -155,7 +155,8 @@ class PairRuns:
             calls.append(1)
             return swap(x) if len(calls) == 1 else x
         with intervene(self.model, {cell.point: first_pass_only}):
-            return greedy_search(self.model, self.src[run], PAIR_DECODING, prefix=self.pair.prefix)[0]
+            given, prefix = self.pair.prefix[:self.pair.given], self.pair.prefix[self.pair.given:]
+            return greedy_search(self.model, self.src[run], PAIR_DECODING, prefix=prefix, given=given)[0]
 
 
 def _swap(mask: torch.Tensor, patch: torch.Tensor):

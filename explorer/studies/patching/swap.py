@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from explorer.decoding.core import special_ids
-from explorer.decoding.translate import decode, encode_source
+from explorer.decoding.translate import decode, encode_source, forced_target, word_ids
 from explorer.studies.patching.pair import PAIR_DECODING
 
 WORD_START = "\u2581"           # sentencepiece's mark of a piece that begins a word
@@ -56,7 +56,7 @@ def suggest_swaps(model: nn.Module, tokenizer, text: str, n: int = 5, *, must_ch
     ids = torch.tensor(sorted(vocab), device=table.device)                                          # [W]
     candidates = []
     for position, word in enumerate(words):
-        pieces = tokenizer.encode(word, side="src")
+        pieces = word_ids(tokenizer, word, "src")             # without a multilingual source tag
         if len(pieces) != 1 or pieces[0] not in vocab:
             continue
         similarity = table[ids] @ table[pieces[0]]                                                   # [W]
@@ -76,6 +76,7 @@ def suggest_swaps(model: nn.Module, tokenizer, text: str, n: int = 5, *, must_ch
             usable.append((swap, ids_swapped))
     usable = usable[:MAX_CANDIDATES]
     if must_change and usable:
-        outputs = [d.best.ids for d in decode(model, [clean_ids] + [i for _, i in usable], PAIR_DECODING)]
+        outputs = [d.best.ids for d in decode(model, [clean_ids] + [i for _, i in usable], PAIR_DECODING,
+                                                 given=forced_target(tokenizer))]
         usable = [(s, i) for (s, i), out in zip(usable, outputs[1:]) if out != outputs[0]]
     return [swap for swap, _ in usable[:n]]
