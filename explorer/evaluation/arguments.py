@@ -66,7 +66,8 @@ def add_languages(parser: argparse.ArgumentParser) -> None:
     with_languages binds; every command that reads a checkpoint's translations takes them."""
     parser.add_argument("--src-lang", help="a multilingual model's (M2M100, NLLB) source language, e.g. en or "
                                            "eng_Latn (default: the pair it was imported with)")
-    parser.add_argument("--tgt-lang", help="a multilingual model's target language, forced as every output's first token")
+    parser.add_argument("--tgt-lang", help="a multilingual model's target language, forced as every output's "
+                                           "first token")
 
 
 def with_languages(tokenizer, src_lang: str | None, tgt_lang: str | None):

@@ -109,7 +109,8 @@ def test_scores(model, tokenizer, pairs, cfg: DecodeConfig | None = None) -> dic
     """BLEU / chrF / exact match of the model's translations of `pairs` (greedy unless cfg says)."""
     split = encode_pairs(tokenizer, pairs, model.cfg.max_len, model.cfg.special)
     device = next(model.parameters()).device
-    ids = translate_ids(model, split.src, cfg or DecodeConfig(strategy="greedy"), device, given=forced_target(tokenizer))
+    ids = translate_ids(model, split.src, cfg or DecodeConfig(strategy="greedy"), device,
+                        given=forced_target(tokenizer))
     hyps = [tokenizer.decode(x, side="tgt") for x in ids]
     return {**corpus_scores(hyps, split.tgt_text), "n": len(hyps), "hyps": hyps}
 

@@ -9,10 +9,11 @@ or one `error: ...` line and exit status 2 (a bad argument, a checkpoint that ca
 the model can read) instead of a traceback. Counts have a stated range (the analysis's RANGES), since an
 unbounded count is a way to fill memory before any result.
 
-Every study command that reads a checkpoint takes --src-lang / --tgt-lang (explorer.evaluation.arguments, as `evaluate` does):
-open_checkpoint and checkpoint_and_held_out bind a multilingual model (M2M100, NLLB) to that pair, the
-tokenizer every analysis then reads (its target tag forced on every output); a missing or unknown
-language, or a pair asked of a one-pair model, is refused in one line before anything is computed.
+Every study command that reads a checkpoint takes --src-lang / --tgt-lang (add_checkpoint_languages:
+explorer.evaluation.arguments's, as `evaluate` has them): open_checkpoint and checkpoint_and_held_out
+bind a multilingual model (M2M100, NLLB) to that pair, the tokenizer every analysis then reads (its
+target tag forced on every output); a missing or unknown language, or a pair asked of a one-pair model,
+is refused in one line before anything is computed.
 """
 from __future__ import annotations
 
