@@ -11,7 +11,8 @@ from then on inference reads tokens training never fed it.
 teacher.forced_choices() for the one teacher-forced forward) and returns plain data. When no
 reference is given the forced target is the model's own greedy output, so the two rows of
 log-probabilities must agree (within float rounding: the cached step decoder and the full
-forward order their sums differently).
+forward order their sums differently). A multilingual model's target tag is given in both rows
+(log-prob 0, and what greedy writes there).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from torch import nn
 from explorer.config import DecodeConfig
 from explorer.decoding.core import special_ids
 from explorer.decoding.teacher import forced_choices
-from explorer.decoding.translate import pieces, translate
+from explorer.decoding.translate import forced_target, pieces, translate
 from explorer.text.encoding import decoder_inputs, output_ids
 
 
@@ -105,7 +106,8 @@ def side_by_side(model: nn.Module, tokenizer, text: str, reference: str | None =
         target, add_eos = best.ids, False
     else:
         target, add_eos = output_ids(tokenizer, reference, model.cfg.max_len, special), True
-    hyp, top_ids, top_lps = forced_choices(model, result.src_ids, target, cfg, add_eos=add_eos)
+    hyp, top_ids, top_lps = forced_choices(model, result.src_ids, target, cfg, add_eos=add_eos,
+                                           given=forced_target(tokenizer))
     row = _row(tokenizer, hyp.ids, hyp.token_logprobs, special)
     forced = Forced(**row.__dict__, top_ids=top_ids, top_logprobs=top_lps,
                     top_pieces=pieces(tokenizer, top_ids, "tgt"))

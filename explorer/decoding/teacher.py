@@ -19,31 +19,36 @@ from explorer.text.special import SpecialIds
 
 
 def score_targets(model: nn.Module, src, targets: Sequence[Sequence[int]], cfg: DecodeConfig | None = None, *,
-                  add_eos: bool = True, ablate=()) -> list[Hypothesis]:
+                  add_eos: bool = True, ablate=(), given: Sequence[int] = ()) -> list[Hypothesis]:
     """Per-token log-probs of each given target (teacher-forced), one Hypothesis per source.
 
     Targets are output ids (no BOS); EOS is appended when missing if `add_eos`, so a reference
-    scores comparably with a finished hypothesis. `normalized` uses cfg's length penalty.
+    scores comparably with a finished hypothesis. `normalized` uses cfg's length penalty. `given`: the
+    tokens decoding gives every output first (a multilingual model's target tag, core.with_given); a
+    target that starts with them scores them 0, as a decoded output does, so the two compare.
     """
     outputs, tgt_out, log_probs = _forced(model, src, targets, add_eos, ablate)   # [B, T], [B, T, V]
-    return _hypotheses(model, outputs, tgt_out, log_probs, cfg or DecodeConfig())
+    return _hypotheses(model, outputs, tgt_out, log_probs, cfg or DecodeConfig(), given)
 
 
 def forced_choices(model: nn.Module, src_ids: Sequence[int], target: Sequence[int], cfg: DecodeConfig | None = None,
-                   *, add_eos: bool = True, ablate=()) -> tuple[Hypothesis, list[int], list[float]]:
+                   *, add_eos: bool = True, ablate=(),
+                   given: Sequence[int] = ()) -> tuple[Hypothesis, list[int], list[float]]:
     """score_targets for one pair, plus what the model itself would write at each position.
 
     Returns (the scored Hypothesis, top ids, their log-probs): top_ids[i] is the model's choice
     given the source and the forced target[:i], i.e. what greedy search would write after that
     prefix (the argmax after core.constrain: never PAD or the start id, nor EOS before cfg.min_len).
-    Where top_ids[i] != ids[i], training-time input and inference-time input part ways.
+    Where top_ids[i] != ids[i], training-time input and inference-time input part ways. `given` (see
+    score_targets): where the target starts with them, greedy writes them, scoring 0.
     """
     cfg = cfg or DecodeConfig()
     outputs, tgt_out, log_probs = _forced(model, [list(src_ids)], [target], add_eos, ablate)  # [1, T], [1, T, V]
-    hyp = _hypotheses(model, outputs, tgt_out, log_probs, cfg)[0]
+    hyp = _hypotheses(model, outputs, tgt_out, log_probs, cfg, given)[0]
     special = special_ids(model)
-    top_ids, top_lps = [], []
-    for t in range(len(hyp.ids)):
+    n_given = _n_given(hyp.ids, given)
+    top_ids, top_lps = list(hyp.ids[:n_given]), [0.0] * n_given
+    for t in range(n_given, len(hyp.ids)):
         allowed = constrain(log_probs[:, t].clone(), t, cfg.min_len, special)  # [1, V]
         best = int(allowed[0].argmax())
         top_ids.append(best)
@@ -65,14 +70,22 @@ def _forced(model: nn.Module, src, targets: Sequence[Sequence[int]], add_eos: bo
     return outputs, tgt_out, log_probs
 
 
+def _n_given(ids: Sequence[int], given: Sequence[int]) -> int:
+    """How many of the first ids are the given tokens (all of them or none)."""
+    given = [int(t) for t in given]
+    return len(given) if given and [int(t) for t in ids[:len(given)]] == given else 0
+
+
 def _hypotheses(model: nn.Module, outputs: list[list[int]], tgt_out: torch.Tensor, log_probs: torch.Tensor,
-                cfg: DecodeConfig) -> list[Hypothesis]:
-    """One Hypothesis per forced output: the log-prob the model gave each of its tokens."""
+                cfg: DecodeConfig, given: Sequence[int] = ()) -> list[Hypothesis]:
+    """One Hypothesis per forced output: the log-prob the model gave each of its tokens (a given one: 0)."""
     special = special_ids(model)
     token_lp = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)           # [B, T]
     hyps = []
     for b, ids in enumerate(outputs):
         lps = token_lp[b, :len(ids)].tolist()
+        n_given = _n_given(ids, given)
+        lps[:n_given] = [0.0] * n_given
         score = float(sum(lps))
         hyps.append(Hypothesis(ids=list(ids), token_logprobs=lps, score=score,
                                normalized=normalize(score, len(ids), cfg),

@@ -122,12 +122,14 @@ def translate(model: nn.Module, tokenizer, text: str, cfg: DecodeConfig | None =
 
 def score_text(model: nn.Module, tokenizer, text: str, target: str, cfg: DecodeConfig | None = None, *,
                ablate: Iterable[Sequence] = ()) -> TranslatedHypothesis | None:
-    """Teacher-forced score of a given translation (e.g. a reference); None for empty text."""
+    """Teacher-forced score of a given translation (e.g. a reference); None for empty text. A multilingual
+    model's target tag, which the reference starts with, scores 0 as in translate()."""
     src_ids, _, _ = encode_source(tokenizer, text, model.cfg.max_len, special_ids(model))
     if not src_ids:
         return None
     tgt_ids = output_ids(tokenizer, target, model.cfg.max_len, special_ids(model))
-    return _with_text(tokenizer, score_targets(model, [src_ids], [tgt_ids], cfg, ablate=ablate)[0])
+    return _with_text(tokenizer, score_targets(model, [src_ids], [tgt_ids], cfg, ablate=ablate,
+                                               given=forced_target(tokenizer))[0])
 
 
 def attention_trace(model: nn.Module, tokenizer, src_ids: Sequence[int], tgt_ids: Sequence[int],

@@ -246,3 +246,20 @@ def test_the_head_labs_one_pass_check_and_decoding_again_agree_with_the_tag(m2m)
     for head in (("encoder", 0, 1), ("decoder", 1, 2), ("cross", 1, 0)):
         assert fast.texts([head]) == slow.texts([head])
     assert fast.checked > 0
+
+
+# ---- a reference's score and the Training vs inference page ---------------------------------------------
+def test_teacher_forcing_the_translation_scores_the_tag_as_decoding_does(m2m):
+    from explorer.decoding.side_by_side import side_by_side
+    from explorer.decoding.translate import score_text
+
+    ck, tok, tag, _ = m2m
+    for text in TEST_SOURCES[:3]:
+        best = translated(ck, tok, text).best
+        pair = side_by_side(ck.model, tok, text, cfg=GREEDY)
+        assert pair.forced.outputs == pair.steps.outputs == best.ids and best.ids[0] == tag
+        np.testing.assert_allclose(pair.forced.logprobs, pair.steps.logprobs, rtol=0,
+                                   atol=model_atol(ck.model, torch.tensor(pair.steps.logprobs)))
+        assert pair.forced.logprobs[0] == 0.0 and pair.forced.top_ids[0] == tag
+        scored = score_text(ck.model, tok, text, best.text, GREEDY)
+        assert scored.token_logprobs[0] == 0.0 and scored.ids[0] == tag
