@@ -13,6 +13,10 @@ same k, width and skip, decoder directions random and frozen); printed for both:
 explained on the held-out rows (and a least-squares linear map's, the skip's share alone), the mean
 active latents, the dead latents' share, the busiest latent's density; and the seconds spent collecting and training (the machine's load beside them: these machines are noisy).
 
+--aux-loss-coefficient, --dead-feature-window: AuxK, the dead latents' auxiliary loss (transcoder.py), for
+the dictionaries trained here (a kept dictionary is used as it is: give a runs folder of its own,
+EXPLORER_RUNS_DIR=..., to compare).
+
 --sites resid: the residual-stream SAEs ("encoder.layers.i.resid") instead of the FFNs' transcoders, for
 --detect and --numbers as for the quality figures.
 
@@ -52,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sae-width", type=int, default=FeatureSettings.sae_width, help="resid sites' latents "
                         "(0: twice the model's width)")
     parser.add_argument("--sae-k", type=int, default=FeatureSettings.sae_k)
+    parser.add_argument("--aux-loss-coefficient", type=float, default=FeatureSettings.aux_loss_coefficient,
+                        help="AuxK's weight (0: off; the paper's 1/32 is 0.03125)")
+    parser.add_argument("--dead-feature-window", type=int, default=FeatureSettings.dead_feature_window,
+                        help="AuxK: steps without firing before a latent counts as dead")
     parser.add_argument("--sites", choices=("ffn", "resid"), default="ffn", help="the FFNs' transcoders or the "
                         "residual streams' SAEs")
     parser.add_argument("--detect", action="store_true", help="word detection by the saved dictionaries")
@@ -78,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     train_pairs, dev = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
     settings = _settings(args)
     print(f"{ckpt.name}: width {settings.width}, k {settings.k} (SAEs: {settings.sae_width or 'twice d'}, "
-          f"{settings.sae_k}), {settings.steps} steps of {settings.batch} rows")
+          f"{settings.sae_k}), {settings.steps} steps of {settings.batch} rows, AuxK weight "
+          f"{settings.aux_loss_coefficient:g} (window {settings.dead_feature_window} steps)")
     for site in args.site or sites.all_sites(ckpt.model, args.sites):
         row, _, seconds = train_site(ckpt.model, ckpt.tokenizer, train_pairs, dev, site, settings)
         print(f"{site:22s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}, +{row['fve'] - row['fve_random']:.3f}; "
@@ -92,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _settings(args) -> FeatureSettings:
     return FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows, sae_width=args.sae_width,
-                           sae_k=args.sae_k)
+                           sae_k=args.sae_k, aux_loss_coefficient=args.aux_loss_coefficient,
+                           dead_feature_window=args.dead_feature_window)
 
 
 def encoder_dictionaries(args, ckpt) -> dict:

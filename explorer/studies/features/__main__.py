@@ -53,6 +53,10 @@ def build_parser(action: str):
                            ("rows", "training rows per site"), ("held_rows", "held-out rows per site"),
                            ("seed", "the random seed")):
             setting(parser, FeatureSettings, name, said, ranges=RANGES)
+        setting(parser, FeatureSettings, "aux_loss_coefficient", "AuxK: the weight of the dead latents' auxiliary "
+                "loss (Gao et al. 2024; 0: off; the paper's 1/32 is 0.03125)", ranges=RANGES, type=float)
+        setting(parser, FeatureSettings, "dead_feature_window", "AuxK: steps without firing before a latent counts "
+                "as dead", ranges=RANGES)
     else:
         parser.add_argument("--sentences", dest="sentences_file", metavar="FILE",
                             help="one source sentence per line, or a TSV with a 'source' (and 'target') column "

@@ -33,7 +33,7 @@ from explorer.studies.features import transcoder as tcm
 RANGES = {"width": (16, 16_384), "k": (1, 512), "sae_width": (0, 16_384), "sae_k": (1, 512),
           "steps": (1, 100_000), "batch": (16, 65_536),
           "rows": (1_000, 500_000), "held_rows": (100, 100_000), "sentences": (1, MAX_HELD_OUT),
-          "seed": (0, 2 ** 31 - 1)}
+          "seed": (0, 2 ** 31 - 1), "aux_loss_coefficient": (0.0, 100.0), "dead_feature_window": (1, 100_000)}
 TRAIN_KEYS = ("settings", "layers")
 EVALUATE_KEYS = ("settings", "layers", "ce", "ce_recovered", "ce_recovered_random", "bleu")
 SITE_KEYS = ("settings", "layer")
@@ -49,6 +49,9 @@ EVALUATE_STAGES = ("rows", "cross-entropy", "translations")
 # numbers, is what a stream of a few hundred dimensions about a vocabulary of words needs.
 SAE_WIDTH_PER_D = 2       # sae_width 0: this many latents per number of the stream
 SAE_K = 8
+# AuxK (transcoder.py; Gao et al. 2024, A.2): the weight of the dead latents' auxiliary loss, for every site and
+# its random baseline alike (docs/FEATURES.md, "Dead latents and AuxK").
+AUX_LOSS_COEFFICIENT = 0.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class FeatureSettings:
     held_rows: int = 20_000                       # held-out rows per site (from the development pairs)
     sentences: int = 200                          # evaluate: the first N pairs
     seed: int = 0
+    aux_loss_coefficient: float = AUX_LOSS_COEFFICIENT   # AuxK's weight, every site (0: off); SAELens's name
+    dead_feature_window: int = tcm.TrainSettings.dead_feature_window   # AuxK: steps unfired before a latent is dead
 
     def __post_init__(self) -> None:
         check_ranges(self, RANGES)
@@ -79,7 +84,9 @@ class FeatureSettings:
         if k > width:
             raise ValueError(f"k ({k}) must not exceed the {site} dictionary's width ({width})")
         return tcm.TrainSettings(width=width, k=k, steps=self.steps, batch=self.batch, seed=self.seed,
-                                 random_decoder=random_decoder, skip=not stream)
+                                 random_decoder=random_decoder, skip=not stream,
+                                 aux_loss_coefficient=self.aux_loss_coefficient,
+                                 dead_feature_window=self.dead_feature_window)
 
 
 def dictionary_folder(weights_sha256: str, site: str, kind: str, root: Path | None = None) -> Path:

@@ -23,6 +23,15 @@ A sparse autoencoder (a residual-stream site, sites.py) is the same model with n
 and is not trained (TrainSettings.skip False), and its target is its own input; SAELens's plain "topk"
 SAE computes the same z and y (files.py).
 
+AuxK (Gao et al. 2024, section A.2; SAELens's TopK training, whose names the settings keep): with
+TrainSettings.aux_loss_coefficient > 0, a latent is dead once it has not fired for more than
+dead_feature_window steps; each step the k_aux = d_out // 2 dead latents with the largest pre-activations
+(not passed through the ReLU, as SAELens) write, through their own decoder rows and no bias, a guess at what
+the live latents left unexplained (the target minus the output, detached), and its squared error, in the
+same shares of the target's variance as the main loss, is added times the coefficient times
+min(dead / k_aux, 1) (SAELens's scale for few dead latents). A dead latent so still gets a gradient, to its
+encoder column and its decoder row, and can come back. Nothing is added while no latent is dead.
+
 The random baseline (beside every quality figure): the same k, width and skip with the decoder's
 directions drawn at random and frozen (unit rows), the encoder, the skip (a transcoder's) and both biases
 trained: what a dictionary reaches without learning what to write.
@@ -46,6 +55,8 @@ class TrainSettings:
     seed: int = 0
     random_decoder: bool = False   # the random baseline: frozen random decoder directions
     skip: bool = True              # a transcoder's linear skip; False: a sparse autoencoder (W_skip stays 0)
+    aux_loss_coefficient: float = 0.0   # AuxK's weight (0: off; the paper's 1/32); SAELens's name
+    dead_feature_window: int = 100      # steps without firing after which a latent is dead (AuxK); SAELens's name
 
 
 def topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
@@ -85,9 +96,35 @@ class TopKTranscoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """decode(encode(x)) + skip(x), computed from the k active latents only (the dense product with
         W_dec would cost m / k times as much)."""
-        values, index = (x @ self.W_enc + self.b_enc).topk(self.k, dim=-1, sorted=False)     # [N, k]
+        return self.forward_with_pre(x)[0]
+
+    def forward_with_pre(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(forward(x) [N, d_out], the pre-activations [N, m], which latents fired [N, m] bool): what
+        training's AuxK reads besides the output."""
+        pre = x @ self.W_enc + self.b_enc                                                    # [N, m]
+        values, index = pre.topk(self.k, dim=-1, sorted=False)                              # [N, k]
         picked = self.W_dec.index_select(0, index.flatten()).view(*index.shape, -1)         # [N, k, d_out]
-        return (values.relu().unsqueeze(-1) * picked).sum(-2) + self.skip(x) + self.b_dec  # [N, d_out]
+        out = (values.relu().unsqueeze(-1) * picked).sum(-2) + self.skip(x) + self.b_dec    # [N, d_out]
+        fired = torch.zeros_like(pre, dtype=torch.bool).scatter_(-1, index, values > 0)     # [N, m]
+        return out, pre, fired
+
+
+def aux_k_loss(tc: TopKTranscoder, pre: torch.Tensor, out: torch.Tensor, target: torch.Tensor,
+               dead: torch.Tensor) -> torch.Tensor:
+    """AuxK's squared error (not yet weighted or scaled by the variance): the k_aux = d_out // 2 dead
+    latents (dead [m] bool) with the largest pre-activations (pre [N, m]) of each row, through their decoder
+    rows, against what the output (out [N, d_out]) left of the target, detached; times min(dead / k_aux, 1).
+    0 when no latent is dead."""
+    n_dead = int(dead.sum())
+    if n_dead == 0:
+        return out.new_zeros(())
+    k_aux = max(target.shape[-1] // 2, 1)
+    scale = min(n_dead / k_aux, 1.0)
+    values, index = pre.masked_fill(~dead, -torch.inf).topk(min(k_aux, n_dead), dim=-1, sorted=False)  # [N, ka]
+    picked = tc.W_dec.index_select(0, index.flatten()).view(*index.shape, -1)                        # [N, ka, d]
+    guess = (values.unsqueeze(-1) * picked).sum(-2)                                                  # [N, d_out]
+    residual = (target - out).detach()                                                               # [N, d_out]
+    return scale * ((guess - residual) ** 2).sum(-1).mean()
 
 
 def _unit_rows(w: torch.Tensor) -> torch.Tensor:
@@ -116,9 +153,19 @@ def train(inputs: np.ndarray, outputs: np.ndarray, settings: TrainSettings = Tra
     params = [p for p in tc.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=settings.lr)
     scale = y_all.var(0).sum().clamp_min(1e-12)                     # the loss in shares of the outputs' variance
+    since_fired = torch.zeros(settings.width, dtype=torch.long)     # AuxK: steps since each latent last fired
     for step in range(settings.steps):
         rows = torch.randint(len(x_all), (settings.batch,), generator=gen)
-        loss = ((tc(x_all[rows] - mean_in) - y_all[rows]) ** 2).sum(1).mean() / scale   # trained on centred rows
+        if settings.aux_loss_coefficient > 0:
+            target = y_all[rows]                                                          # [B, d_out]
+            out, pre, fired = tc.forward_with_pre(x_all[rows] - mean_in)                  # trained on centred rows
+            loss = ((out - target) ** 2).sum(1).mean() / scale
+            dead = since_fired > settings.dead_feature_window                             # [m]
+            loss = loss + settings.aux_loss_coefficient * aux_k_loss(tc, pre, out, target, dead) / scale
+            since_fired += 1
+            since_fired[fired.any(0)] = 0
+        else:
+            loss = ((tc(x_all[rows] - mean_in) - y_all[rows]) ** 2).sum(1).mean() / scale   # trained on centred rows
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
