@@ -48,7 +48,7 @@ def test_the_shipped_encoder_state_map_is_what_the_checkpoint_computes():
     from explorer.store.checkpoint import load_checkpoint
     from explorer.studies.grounding import states
     from explorer.studies.grounding.build import held_out_sources, kept_states, training_pairs
-    from explorer.studies.grounding.verdict import calibrate_states
+    from explorer.studies.grounding.verdict import calibrate_states, combine, score
 
     ckpt = load_checkpoint(ROOT / "checkpoints" / "bible-es-en")
     index = ix.load(ix.index_path(ckpt.meta["training"]["dataset"]))
@@ -67,7 +67,14 @@ def test_the_shipped_encoder_state_map_is_what_the_checkpoint_computes():
         pytest.skip(f"the development verses are not installed (found {source})")
     distances = [states.distance(smap, s) for s in states.source_states(ckpt.model, ckpt.tokenizer, held)]
     again = calibrate_states(index, held, distances, source)
-    for key in ("held_out", "rule", "above"):
+    for key in ("held_out", "rule"):
         assert again[key] == smap.calibration[key]
+    # "above" counts the verses over the threshold, and the threshold is a quantile that lands on a verse's own
+    # value (rounded to 6 decimals): that verse, or any within float noise of the threshold, may fall either
+    # side on another processor's kernels (measured: one verse 1.8e-6 from it). Only those may differ.
+    combined = np.array([combine(again, score(index, s), d) for s, d in zip(held, distances)])
+    near = int(sum(min(abs(c - again["threshold"]), abs(c - smap.calibration["threshold"])) < 1e-4 for c in combined))
+    moved = abs(again["above"] - smap.calibration["above"]) * again["held_out"]
+    assert moved <= near + 0.5, (again["above"], smap.calibration["above"], near)
     for key in ("score_mean", "score_std", "distance_mean", "distance_std", "threshold"):
         assert again[key] == pytest.approx(smap.calibration[key], rel=1e-4, abs=1e-5)
