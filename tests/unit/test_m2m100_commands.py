@@ -84,6 +84,7 @@ def test_patch_translates_the_pair_into_the_chosen_target_language(folders, tmp_
 
 def test_a_missing_or_unknown_language_is_refused_in_one_line(folders, tmp_path, capsys):
     from explorer.studies.contrastive.__main__ import main as search
+    from explorer.studies.features.__main__ import main as features
     from explorer.studies.heads.__main__ import main as heads
     from explorer.studies.patching.__main__ import main as patch
 
@@ -96,6 +97,9 @@ def test_a_missing_or_unknown_language_is_refused_in_one_line(folders, tmp_path,
     one_line(capsys, "choose the target language (--tgt-lang)")
     assert patch([str(paired), "--clean", "la", "--corrupt", "el", "--tgt-lang", "zz"] + out) == 2
     one_line(capsys, "unknown language 'zz'")
+    for action in ("train", "evaluate"):                    # the dictionaries' command binds the pair too
+        assert features([action, str(paired), "--src-lang", "zz"] + out) == 2
+        one_line(capsys, "unknown language 'zz'")
     assert not (tmp_path / "x.json").exists()
 
 

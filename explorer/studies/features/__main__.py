@@ -27,9 +27,9 @@ from types import SimpleNamespace
 from explorer.data import load_corpus
 from explorer.files.names import FEATURES_OUT
 from explorer.files.user_files import UserFileError
-from explorer.store.checkpoint import CheckpointError, load_checkpoint
-from explorer.studies.common.command import add_out_and_device, checkpoint_and_held_out, finish, parse_checked, \
-    refuse, setting, settings_from, study_parser
+from explorer.store.checkpoint import CheckpointError
+from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, checkpoint_and_held_out, \
+    finish, open_checkpoint, parse_checked, refuse, setting, settings_from, study_parser
 from explorer.studies.common.source_file import read_sentences
 from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import EVALUATE, RANGES, TRAIN, FeatureSettings, load_all
@@ -64,6 +64,7 @@ def build_parser(action: str):
         setting(parser, FeatureSettings, "sentences", "the first N pairs", ranges=RANGES, flag="--first")
         setting(parser, FeatureSettings, "held_rows", "rows per site scored", ranges=RANGES)
     add_out_and_device(parser, FEATURES_OUT)
+    add_checkpoint_languages(parser)
     return parser
 
 
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(str(err))
     if action == "train":
         try:
-            ckpt = load_checkpoint(args.checkpoint, args.device)
+            ckpt = open_checkpoint(args)
             train, held = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
         except (CheckpointError, NoTrainingData, ValueError, OSError) as err:
             return refuse(str(err))
@@ -109,11 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         forced = "reference" if refs is not None else "output"
         pairs = [SimpleNamespace(src=s, tgt=t) for s, t in zip(sources, refs or [""] * len(sources))]
         try:
-            ckpt = load_checkpoint(args.checkpoint, args.device)
-        except CheckpointError as err:
+            ckpt = open_checkpoint(args)
+        except (CheckpointError, ValueError) as err:
             return refuse(str(err))
     else:
-        loaded = checkpoint_and_held_out(args.checkpoint, args.device)
+        loaded = checkpoint_and_held_out(args.checkpoint, args.device, args.src_lang, args.tgt_lang)
         if loaded is None:
             return 2
         ckpt, pairs = loaded
