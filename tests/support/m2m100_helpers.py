@@ -87,3 +87,13 @@ def random_m2m100(directory: Path, *, kind: str = "m2m100", d_model: int = 32, h
         model.model.decoder.layer_norm.bias += eos_bias * eos_row / eos_row.norm() ** 2
     model.save_pretrained(directory)
     return model
+
+
+def imported_es_en(root: Path) -> Path:
+    """A small random M2M100 (random_m2m100's 32-wide, 2-layer model, seed 0, ends at varied lengths) saved
+    under root/hf and imported as es -> en into root/ours, one thread: the analyses' and commands' model."""
+    from explorer.interop.hf_import import import_from_hf
+
+    torch.set_num_threads(1)
+    random_m2m100(root / "hf", kind="m2m100", d_model=32, heads=4, ffn=64, layers=2, seed=0, eos_bias=4.0)
+    return import_from_hf(str(root / "hf"), root / "ours", dtype=torch.float32, src_lang="es", tgt_lang="en")

@@ -20,7 +20,7 @@ from explorer.decoding.translate import translate
 from explorer.model.rounding import model_atol
 from explorer.studies.common.sentences import GREEDY, build_sentences, greedy_texts
 from explorer.text.encoding import output_ids, source_ids
-from support.m2m100_helpers import TEST_SOURCES, random_m2m100
+from support.m2m100_helpers import TEST_SOURCES, imported_es_en
 from support.numerics import score_atol
 
 pytest.importorskip("transformers")
@@ -36,14 +36,10 @@ class Pair:
 @pytest.fixture(scope="module")
 def m2m(tmp_path_factory):
     """(the imported checkpoint, its tokenizer bound to es -> fr, the fr tag, the import's folder)."""
-    from explorer.interop.hf_import import import_from_hf
     from explorer.store.checkpoint import load_checkpoint
 
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("m2m100-analyses")
-    random_m2m100(root / "hf", kind="m2m100", d_model=32, heads=4, ffn=64, layers=2, seed=0, eos_bias=4.0)
-    out = import_from_hf(str(root / "hf"), root / "ours", dtype=torch.float32, src_lang="es", tgt_lang="en")
-    ck = load_checkpoint(out)
+    ck = load_checkpoint(imported_es_en(root))
     tok = ck.tokenizer.with_languages(SRC, TGT)
     return ck, tok, tok.forced_target[0], root
 

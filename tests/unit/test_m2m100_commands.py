@@ -11,14 +11,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from explorer.decoding.translate import translate
 from explorer.files.names import MULTILINGUAL_LANGUAGES, TEST_SPLIT
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.sentences import GREEDY
 from support.app_support import ROOT
-from support.m2m100_helpers import TEST_SOURCES, random_m2m100
+from support.m2m100_helpers import TEST_SOURCES, imported_es_en
 
 pytest.importorskip("transformers")
 NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
@@ -27,12 +26,8 @@ NUMBERS = ROOT / "checkpoints" / "numbers-en-de"
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     """(a checkpoint imported with es -> en, one imported without a pair), each with a test split."""
-    from explorer.interop.hf_import import import_from_hf
-
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("m2m100-commands")
-    random_m2m100(root / "hf", kind="m2m100", d_model=32, heads=4, ffn=64, layers=2, seed=0, eos_bias=4.0)
-    paired = import_from_hf(str(root / "hf"), root / "paired", dtype=torch.float32, src_lang="es", tgt_lang="en")
+    paired = imported_es_en(root)
     unpaired = Path(shutil.copytree(paired, root / "unpaired"))       # the same model, its pair left open
     languages = json.loads((unpaired / MULTILINGUAL_LANGUAGES).read_text(encoding="utf-8"))
     (unpaired / MULTILINGUAL_LANGUAGES).write_text(json.dumps({**languages, "default": [None, None]}), encoding="utf-8")
