@@ -79,13 +79,19 @@ def render() -> None:
 
 
 def _listing() -> list[CheckpointInfo]:
-    """The checkpoints to offer. The listing is cached for 30 s, so a link opened just after its
-    checkpoint was made (imported, or saved by a run) would land on another model: a fresh session
-    whose link names a checkpoint the cached listing lacks re-reads the folders once before choosing."""
+    """The checkpoints to offer. The listing is cached for 30 s (state.available_checkpoints), so it can lack
+    a checkpoint made since (imported, or saved by a run) and, computed in another session just before a
+    refresh, can even be older than one: when it lacks the checkpoint this session uses (or, on a fresh
+    session, the one its link names), the folders are read again once before anything is chosen, so a stale
+    listing never switches the model nor lands a link on another one."""
     infos = state.available_checkpoints()
-    wanted = url_keys.raw(url_keys.CKPT)
-    fresh = st.session_state.get(PICK) is None and st.session_state.get("checkpoint_path") is None
-    if fresh and wanted and not any(i.name == wanted for i in infos):
+    chosen = st.session_state.get(PICK) or st.session_state.get("checkpoint_path")
+    if chosen:
+        missing = not any(str(i.path) == chosen for i in infos)
+    else:
+        wanted = url_keys.raw(url_keys.CKPT)
+        missing = bool(wanted) and not any(i.name == wanted for i in infos)
+    if missing:
         state.refresh_checkpoints()
         infos = state.available_checkpoints()
     return infos

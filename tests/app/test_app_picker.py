@@ -157,6 +157,22 @@ def test_a_link_to_a_checkpoint_made_since_the_last_listing_opens_it(root):
     assert not at.sidebar.warning
 
 
+def test_a_stale_listing_that_lacks_the_checkpoint_in_use_is_read_again_not_obeyed(root, monkeypatch):
+    """A listing computed by another session just before a checkpoint was saved can be cached after it: the
+    sidebar reads the folders again rather than call the checkpoint in use vanished and switch model."""
+    add(root, "run-b", 200)
+    chosen = add(root, "run-c", 300)
+    at = pick(open_app("run-b", text="three hundred"), "run-c")
+    assert_in_use(at, chosen, 300)
+    real, forget = state.available_checkpoints, state.refresh_checkpoints
+    stale = [i for i in real() if i.name != "run-c"]           # what a listing made before run-c existed says
+    read_again = []
+    monkeypatch.setattr(state, "refresh_checkpoints", lambda: read_again.append(1) or forget())
+    monkeypatch.setattr(state, "available_checkpoints", lambda: real() if read_again else stale)
+    assert_in_use(at.run(), chosen, 300)
+    assert read_again and not at.sidebar.warning
+
+
 def test_picking_one_that_just_vanished_keeps_the_one_in_use(root):
     add(root, "run-b", 200)
     late = add(root, "run-c", 300)
