@@ -32,19 +32,17 @@ run: setup
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
 # Unit tests and AppTests run on up to 4 cores at once (pytest-xdist; one torch thread per worker, so the
-# workers do not fight over the cores), then the trainer subprocesses and the browser (everything outside
-# tests/unit and tests/app: they start processes of their own) on two workers, the browser tests one at a
-# time in one and the integration tests one at a time in the other (tests/conftest.py's SERIAL_GROUPS), the
-# 15 slowest listed. Spread freely over two workers they were slower (1,066 s against 919 s): the poison
-# demonstration and the fine-tune recipe, each training on two threads, then ran side by side at half speed.
-# `pytest` alone runs everything in one process.
+# workers do not fight over the cores), then the trainer subprocesses and the browser, one test at a time
+# (they start processes of their own: everything outside tests/unit and tests/app), the 15 slowest listed.
+# Two workers there were slower (1,066 s against 919 s): the poison demonstration and the fine-tune recipe,
+# each training on two threads, then ran side by side at half speed. `pytest` alone runs everything in one
+# process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
-PHASE2_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? 1 : 2 )))
 PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS)
 
 test: setup system-deps
 	$(PARALLEL) tests/unit tests/app
-	$(PY) -m pytest -q -n $(PHASE2_WORKERS) --dist loadgroup --durations=15 tests --ignore=tests/unit --ignore=tests/app
+	$(PY) -m pytest -q --durations=15 tests --ignore=tests/unit --ignore=tests/app
 
 # `make test` on a busy processor: two processes spin beside it (BUSY_SPINNERS, BUSY_MAX_S), started by
 # scripts/busy.sh before the tests and stopped when they end, fail or are interrupted, and after BUSY_MAX_S

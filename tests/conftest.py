@@ -17,20 +17,6 @@ os.environ.setdefault("EXPLORER_DATA_DIR", tempfile.mkdtemp(prefix="explorer-tes
 from support.model_helpers import BOS, EOS, PAD, SEED, VOCAB, FakeTokenizer, Transformer, make_model  # noqa: F401
 
 
-# The suite's second phase (Makefile `test`: the browser and the trainer subprocesses) runs on two workers
-# with `--dist loadgroup`: every browser test in one (one app server, one Chromium), every integration test
-# in the other, one at a time each, so the trainers that use two threads (the poison demonstration, the
-# fine-tune recipe) never run side by side. Without xdist the mark does nothing.
-SERIAL_GROUPS = ("browser", "integration")
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        parts = item.path.relative_to(config.rootpath).parts
-        if len(parts) > 2 and parts[0] == "tests" and parts[1] in SERIAL_GROUPS:
-            item.add_marker(pytest.mark.xdist_group(parts[1]))
-
-
 @pytest.fixture
 def seed() -> int:
     torch.manual_seed(SEED)
