@@ -19,7 +19,7 @@ from typing import Sequence
 
 import streamlit as st
 
-from explorer.plots.style import scale_text
+from explorer.plots.style import scale_text, state_theme_sizes
 from webapp import url_keys
 
 URL_KEY = url_keys.PRESENT.key  # ?present=1 (1, true, yes or on; anything else is off)
@@ -42,6 +42,8 @@ ROOT_PX = 22                   # the root type size: Streamlit's 16 px x 1.375
 SCALE = ROOT_PX / 16           # one factor for every figure's stated font sizes (figure())
 MIN_PX = 16                    # no text smaller, plot text included
 STACK_BELOW_PX = 1200          # side-by-side columns that hold a figure are stacked below this width
+# The sizes Streamlit's plotly theme gives the text a figure leaves unset (0.75, 0.875 and 1 rem), at ROOT_PX.
+THEME_PX = {"text": 0.75 * ROOT_PX, "axis_title": 0.875 * ROOT_PX, "title": 1.0 * ROOT_PX}
 # Streamlit sizes its type in rem, so a larger root size enlarges all of it (offline: no web fonts); plotly
 # figures take their unstated sizes from Streamlit's theme, which follows it too, and figure() scales the
 # sizes a figure states. The sidebar starts collapsed (app.py), the page uses the whole width, and below
@@ -86,9 +88,11 @@ def sidebar_state() -> str:
 
 def figure(fig):
     """`fig` as this mode draws it: in presenter mode every font size it states times SCALE, at least
-    MIN_PX (explorer.plots.style.scale_text); unchanged otherwise. Called where figures are drawn
-    (webapp.downloads.chart), so a page never sizes text for a projector itself."""
-    return scale_text(fig, SCALE, MIN_PX) if on() else fig
+    MIN_PX (explorer.plots.style.scale_text), and every size it leaves to the theme stated at the theme's
+    presenter size (THEME_PX; explorer.plots.style.state_theme_sizes), so no figure's text depends on
+    whether the larger type size applied before the chart first drew; unchanged otherwise. Called where
+    figures are drawn (webapp.downloads.chart), so a page never sizes text for a projector itself."""
+    return state_theme_sizes(scale_text(fig, SCALE, MIN_PX), THEME_PX) if on() else fig
 
 
 def areas(lecture: Sequence[str], study: Sequence[str]) -> dict:

@@ -159,3 +159,49 @@ def scale_text(fig: go.Figure, factor: float, minimum: float = 0.0) -> go.Figure
         if walk(parts):
             trace.update(parts)
     return fig
+
+
+# The parts of a figure whose text size the app's theme fills in when the figure leaves it unset, and which
+# of three sizes each takes (Streamlit's plotly theme: text 0.75 rem, axis titles 0.875 rem, the title 1 rem).
+THEMED_FONTS = {"font": "text", "legend.font": "text", "legend.title.font": "axis_title",
+                "hoverlabel.font": "text", "title.font": "title",
+                "coloraxis.colorbar.tickfont": "text", "coloraxis.colorbar.title.font": "axis_title"}
+AXIS_FONTS = {"tickfont": "text", "title.font": "axis_title"}
+
+
+def state_theme_sizes(fig: go.Figure, sizes: dict[str, float]) -> go.Figure:
+    """Every text size the figure leaves to the theme, stated: `sizes` maps "text", "axis_title" and "title"
+    to px (in place; returned). Sizes the figure states are kept.
+
+    Why: Streamlit turns its theme's sizes (in rem) into px when a chart first draws, from the page's type
+    size at that moment. Presenter mode enlarges the type size with a style sheet, and a chart drawn from a
+    cache can reach the browser before that style sheet applies: its ticks then stay at the laptop's 12 px
+    on the projector. A size the figure states does not depend on that order."""
+    layout = fig.layout.to_plotly_json()
+
+    def fill(node: dict, dotted: str, size: float) -> bool:
+        *parents, last = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                return False
+        font = node.setdefault(last, {})
+        if not isinstance(font, dict) or isinstance(font.get("size"), (int, float, list, tuple)):
+            return False
+        font["size"] = sizes[size]
+        return True
+
+    changed = {}
+    for dotted, size in THEMED_FONTS.items():
+        top = dotted.split(".")[0]
+        part = {top: changed.get(top, layout.get(top, {}))}
+        if fill(part, dotted, size):
+            changed[top] = part[top]
+    axes = [key for key in layout if key.startswith(("xaxis", "yaxis"))] or ["xaxis", "yaxis"]
+    for key in axes:
+        part = {key: layout.get(key, {})}
+        if any([fill(part[key], dotted, size) for dotted, size in AXIS_FONTS.items()]):
+            changed[key] = part[key]
+    if changed:
+        fig.update_layout(changed)
+    return fig

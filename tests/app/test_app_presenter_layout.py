@@ -111,3 +111,22 @@ def test_the_attention_pages_controls_on_a_projector():
     laptop = open_page("attention", False)
     mask = [t for t in laptop.toggle if t.key == "attn_mask"]
     assert mask and mask[0].proto.disabled                                       # greyed out beside the others
+
+
+def axes_tick_sizes(at) -> list:
+    """Each chart's axes' tick sizes as the script sends them (None: left to the theme)."""
+    sizes = []
+    for chart in at.get("plotly_chart"):
+        layout = json.loads(chart.proto.spec)["layout"]
+        axes = [v for k, v in layout.items() if k.startswith(("xaxis", "yaxis"))]
+        sizes += [(ax.get("tickfont") or {}).get("size") for ax in axes]
+    return sizes
+
+
+@pytest.mark.parametrize("page", ["attention", "layers"])
+def test_presenter_charts_state_their_text_sizes(page):
+    """A chart the browser draws before presenter mode's style sheet applies would take the laptop's 12 px
+    ticks from the theme: in presenter mode every axis's ticks are stated, at least MIN_PX."""
+    shown = axes_tick_sizes(open_page(page, True))
+    assert shown and all(isinstance(s, (int, float)) and s >= presenter.MIN_PX for s in shown), shown
+    assert None in axes_tick_sizes(open_page(page, False))                       # on a laptop: the theme's

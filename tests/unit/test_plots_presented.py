@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from explorer.plots.architecture import bars_figure
-from explorer.plots.style import PROBABILITY_SCALE, head_grid, scale_text
+from explorer.plots.style import PROBABILITY_SCALE, head_grid, scale_text, state_theme_sizes
 from explorer.plots.training import schedule_figure
 from explorer.plots.translation import token_probs_figure
 
@@ -51,6 +51,34 @@ def test_the_head_grid_and_bars_have_their_stated_sizes_found():
     assert len(grid.data) == 6 and grid.layout.height == round((70 + 140 * 2) * 22 / 16)
     bars = scale_text(bars_figure(["a"], [1.0], "t", "y"), 2.0)
     assert bars.layout.height == 760
+
+
+SIZES = {"text": 16.5, "axis_title": 19.25, "title": 22.0}
+
+
+def test_every_size_left_to_the_theme_is_stated_and_stated_ones_kept():
+    """A chart drawn before presenter mode's style sheet applies takes the theme's sizes at the laptop's type
+    size: every text size the theme would fill in is stated instead, on every axis of every subplot."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=3)
+    for col in (1, 2, 3):
+        fig.add_trace(go.Heatmap(z=[[0, 1], [1, 0]]), row=1, col=col)
+    fig.update_layout(xaxis2=dict(tickfont=dict(size=30)), showlegend=True)
+    state_theme_sizes(fig, SIZES)
+    axes = [fig.layout[f"{a}axis{n}"] for a in "xy" for n in ("", "2", "3")]
+    assert [ax.tickfont.size for ax in axes] == [16.5, 30, 16.5, 16.5, 16.5, 16.5]
+    assert {ax.title.font.size for ax in axes} == {19.25}
+    assert fig.layout.font.size == 16.5 and fig.layout.legend.font.size == 16.5
+    assert fig.layout.hoverlabel.font.size == 16.5 and fig.layout.title.font.size == 22
+    assert fig.layout.coloraxis.colorbar.tickfont.size == 16.5
+    before = fig.to_plotly_json()
+    assert state_theme_sizes(fig, SIZES).to_plotly_json() == before            # stated now: kept
+
+
+def test_a_figure_with_one_default_axis_gets_its_axes_stated():
+    fig = state_theme_sizes(go.Figure(go.Bar(x=["a"], y=[1])), SIZES)
+    assert fig.layout.xaxis.tickfont.size == 16.5 and fig.layout.yaxis.title.font.size == 19.25
 
 
 def test_token_probability_bars_carry_the_scales_colours():
