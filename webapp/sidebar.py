@@ -40,8 +40,13 @@ def render() -> None:
     by_path = {str(i.path): i for i in infos}
     labels = _labels(infos)
     _keep_choice(by_path, labels)
-    path = st.sidebar.selectbox("Checkpoint", list(by_path), key=PICK, format_func=lambda p: labels.get(p, str(p)),
-                                on_change=_picked, args=(by_path,), help=PICKER_HELP)
+    paths = list(by_path)
+    # The default index is the choice too: a browser that has not taken the value set above (a page switched
+    # to just after the first run) sends back its default, and index 0 (the first listed) then switched a
+    # session's model under it.
+    path = st.sidebar.selectbox("Checkpoint", paths, index=paths.index(st.session_state[PICK]), key=PICK,
+                                format_func=lambda p: labels.get(p, str(p)), on_change=_picked, args=(by_path,),
+                                help=PICKER_HELP)
     info = by_path[path]
     st.session_state["checkpoint_path"] = path
     st.session_state[LISTED] = {p: (i.name, labels[p]) for p, i in by_path.items()}

@@ -97,6 +97,22 @@ def test_the_chosen_checkpoint_stays_chosen_when_others_come_and_go(root):
     assert not at.sidebar.warning
 
 
+def test_the_pickers_default_is_the_checkpoint_in_use(root):
+    """A browser that has not yet taken the value the script set sends back the picker's default on the next
+    page switch: that default must be the checkpoint in use, not the first listed (which switched a session
+    opened by link onto another model in a real browser)."""
+    for name, step in (("run-a", 100), ("run-b", 200), ("run-c", 300)):
+        add(root, name, step)
+
+    def default_label(at) -> str:
+        box = picker(at)
+        return box.options[box.proto.default]
+    at = open_app("run-c", text="three hundred")
+    assert_in_use(at, root / "run-c", 300)
+    assert default_label(at).startswith("run-c ")
+    assert default_label(pick(at, "run-b")).startswith("run-b ")
+
+
 def test_a_vanished_checkpoint_is_reported_not_silently_replaced(root):
     add(root, "run-b", 200)
     chosen = add(root, "run-c", 300)
