@@ -31,8 +31,9 @@ def render(ckpt) -> None:
     tok = ckpt.tokenizer
     for spec, widget, label, default in ((url_keys.SRC_LANG, SRC, "Source language", tok.src_lang or codes[0]),
                                          (url_keys.TGT_LANG, TGT, "Target language", tok.tgt_lang or codes[0])):
-        url_keys.seed(spec, widget, default, options=codes)
-        value = st.sidebar.selectbox(label, codes, key=widget,
+        chosen = url_keys.seed(spec, widget, default, options=codes)
+        value = st.sidebar.selectbox(label, codes, index=codes.index(chosen), key=widget,   # default: the choice
+                                     # (as the checkpoint picker's, webapp.sidebar: a browser's fallback keeps it)
                                      help="This model translates between many languages: the source is read "
                                           "with this tag in front, and the output is forced to start with the "
                                           "target's tag.")

@@ -78,3 +78,5 @@ def test_the_sidebar_picks_the_language_pair_and_a_link_keeps_it(app_env):
     no_exception(linked)
     shown = " ".join(str(e.value) for kind in ("markdown", "caption", "code", "text") for e in linked.get(kind))
     assert "deu_Latn \u2581la" in shown and "</s> ita_Latn" in shown
+    defaults = {s.label: s.options[s.proto.default] for s in linked.sidebar.selectbox}      # a browser's fallback
+    assert defaults["Source language"] == "deu_Latn" and defaults["Target language"] == "ita_Latn"
