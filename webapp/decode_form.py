@@ -17,6 +17,12 @@ from webapp.decode_url import ALPHA_CAP, BEAM_CAP, PENALTIES  # noqa: F401 - the
 STRATEGIES = {"greedy": "Greedy", "beam": "Beam search", "sample": "Sampling"}
 
 
+# The settings drawn with each strategy (the others are not drawn, so Streamlit forgets them and they start
+# again from the URL's or the defaults when shown again: a link then says what the session uses).
+DRAWN_WITH = {"beam": ("dec_beam", "dec_nbest", "dec_lp", "dec_alpha"),
+              "sample": ("dec_temp", "dec_topk", "dec_topp", "dec_seed", "dec_samples")}
+
+
 def _default(key: str, value) -> None:
     if key not in st.session_state:
         st.session_state[key] = value
@@ -33,6 +39,11 @@ def render() -> tuple[dict, int]:
     _default("dec_samples", st.session_state.get("_dec_samples_url", decode_url.DEFAULT_SAMPLES))
     st.session_state["dec_beam"] = min(max(int(st.session_state["dec_beam"]), 1), BEAM_CAP)
     st.session_state["dec_nbest"] = min(max(int(st.session_state["dec_nbest"]), 1), BEAM_CAP)
+    # Each value the run draws is set again before it is drawn: a value set only once reaches the browser
+    # once, and a browser that missed it (a page switched to at once) shows, and later sends back, the
+    # widget's own default (as webapp.sidebar's checkpoint picker did).
+    for key in ("dec_strategy", "dec_minlen", "dec_maxlen", *DRAWN_WITH.get(st.session_state["dec_strategy"], ())):
+        st.session_state[key] = st.session_state[key]
     with st.expander("Decoding settings", expanded=False):
         strategy = st.radio("Strategy", list(STRATEGIES), format_func=STRATEGIES.get, key="dec_strategy",
                             horizontal=True, help="Greedy takes the most probable token at each step; beam "

@@ -39,7 +39,7 @@ def render() -> None:
         return
     by_path = {str(i.path): i for i in infos}
     labels = _labels(infos)
-    _keep_choice(by_path, labels)
+    _keep_choice(by_path)
     paths = list(by_path)
     # The default index is the choice too: a browser that has not taken the value set above (a page switched
     # to just after the first run) sends back its default, and index 0 (the first listed) then switched a
@@ -139,12 +139,14 @@ def _labels(infos: list[CheckpointInfo]) -> dict[str, str]:
     return {p: f"{label} · {p}" if count[label] > 1 else label for p, label in labels.items()}
 
 
-def _keep_choice(by_path: dict[str, CheckpointInfo], labels: dict[str, str]) -> None:
+def _keep_choice(by_path: dict[str, CheckpointInfo]) -> None:
     """Set the picker's value (a path) before it is drawn.
 
     The listing changes under the app: a training run saves checkpoints that may sort before the
     chosen one and prunes old ones (keep_last). The choice is kept by path, so what sorts around it
-    does not matter. When the chosen folder is gone, another is used and GONE makes the sidebar say
+    does not matter. It is set on every run, so the browser is sent the label it must show every time
+    (its label can change, and a browser that missed a run's value would otherwise show, and send back,
+    the picker's default). When the chosen folder is gone, another is used and GONE makes the sidebar say
     so, naming both, instead of switching model silently. A fresh session starts on the URL's
     checkpoint (a shared link), else the default one, else the first listed.
     """
@@ -152,8 +154,7 @@ def _keep_choice(by_path: dict[str, CheckpointInfo], labels: dict[str, str]) -> 
     listed = st.session_state.get(LISTED) or {}
     chosen = picked if picked is not None else in_use
     if chosen in by_path:
-        if chosen != picked or listed.get(chosen, ("", ""))[1] != labels[chosen]:
-            st.session_state[PICK] = chosen      # the browser shows a label: send it the current one
+        st.session_state[PICK] = chosen          # handed to the browser on every run (as sentence.sentence_box's)
         return
     if chosen is None:                           # a fresh session
         wanted, why = url_keys.raw(url_keys.CKPT), "link"

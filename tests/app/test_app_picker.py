@@ -111,6 +111,8 @@ def test_the_pickers_default_is_the_checkpoint_in_use(root):
     assert_in_use(at, root / "run-c", 300)
     assert default_label(at).startswith("run-c ")
     assert default_label(pick(at, "run-b")).startswith("run-b ")
+    box = picker(at.run()).proto                  # a run that changed nothing still sends the value
+    assert box.set_value and box.raw_value.startswith("run-b ")
 
 
 def test_a_vanished_checkpoint_is_reported_not_silently_replaced(root):

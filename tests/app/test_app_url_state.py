@@ -37,6 +37,16 @@ def test_a_greedy_link_reopens_as_greedy(numbers):
     assert at.query_params["dec"] == "greedy" and "beam" not in at.query_params      # a greedy link stays short
 
 
+def test_linked_settings_are_sent_to_the_browser_on_every_run(numbers):
+    """A browser that missed the first run's value (a page switched to at once) shows the widget's own
+    default and sends it back on the next run: the linked value must reach it on later runs too."""
+    info, _ = numbers
+    at = open_app(info.name, text=TEXT, query={"dec": "greedy", "minlen": 2})
+    at.run()                                                     # a second run, nothing changed
+    for box in (at.radio(key="dec_strategy"), at.number_input(key="dec_minlen")):
+        assert box.proto.set_value, box.key
+
+
 def test_every_setting_round_trips_through_the_url(numbers):
     info, _ = numbers
     at = open_app(info.name, text=TEXT)

@@ -223,6 +223,8 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
     if st.session_state.get("_attn_reference_for") != text or "attn_reference" not in st.session_state:
         st.session_state["attn_reference"] = reference or ""          # a new sentence: its own reference
         st.session_state["_attn_reference_for"] = text
+    else:                                                               # to the browser on every run
+        st.session_state["attn_reference"] = st.session_state["attn_reference"]
     st.text_input("Reference translation (teacher-forced)", key="attn_reference",
                   placeholder="Type the translation to force through the decoder")
     ref = st.session_state.get("attn_reference", "").strip()
