@@ -128,9 +128,11 @@ def table_columns(widths: dict[str, int], config: dict | None = None) -> dict:
 
 
 def toggle() -> bool:
-    """The sidebar toggle (its start value from the URL), the URL kept in step, the CSS when on."""
-    if not isinstance(st.session_state.get(KEY), bool):
-        st.session_state[KEY] = _from_url()
+    """The sidebar toggle (its start value from the URL), the URL kept in step, the CSS when on. Its value
+    is set before it is drawn on every run: set once, a browser that missed that run's value (a page
+    switched to at once) would show the toggle's own default, off, and send it back."""
+    value = st.session_state.get(KEY)
+    st.session_state[KEY] = value if isinstance(value, bool) else _from_url()     # sent to the browser every run
     present = st.sidebar.toggle("Presenter mode", key=KEY, help=HELP)
     url_keys.put(**{URL_KEY: "1" if present else None})
     if present:

@@ -130,3 +130,12 @@ def test_presenter_charts_state_their_text_sizes(page):
     shown = axes_tick_sizes(open_page(page, True))
     assert shown and all(isinstance(s, (int, float)) and s >= presenter.MIN_PX for s in shown), shown
     assert None in axes_tick_sizes(open_page(page, False))                       # on a laptop: the theme's
+
+
+def test_the_presenter_toggle_is_sent_on_every_run():
+    """A link's presenter mode reaches the browser on every run, not only the first: a browser that missed
+    the first (a page switched to at once) would show the toggle's default, off, and send that back."""
+    at = open_page("layers", True)
+    at.run()                                                     # a run that changed nothing
+    toggle = at.sidebar.toggle(key=presenter.KEY)
+    assert toggle.value is True and toggle.proto.set_value

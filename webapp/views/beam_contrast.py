@@ -145,6 +145,8 @@ def _seed_word() -> None:
         st.session_state[WORD] = str(raw)[:TYPED_CHARS]
     elif not isinstance(st.session_state.get(WORD), str):
         st.session_state[WORD] = st.session_state.get("_" + WORD, "")
+    else:                                                    # to the browser on every run (webapp.presenter.toggle)
+        st.session_state[WORD] = st.session_state[WORD]
 
 
 def _foil(ckpt, chosen: int, typed: str, token):

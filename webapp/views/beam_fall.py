@@ -85,6 +85,8 @@ def reference_box(ckpt, text: str) -> str:
     if st.session_state.get("_beam_reference_for") != text:           # another sentence: its own reference
         st.session_state["_beam_reference_for"] = text
         st.session_state[REFERENCE] = known
+    else:                                                             # to the browser on every run
+        st.session_state[REFERENCE] = st.session_state.get(REFERENCE, known)
     typed = st.text_input("Reference translation to follow through the search", key=REFERENCE,
                           help="The test verse's reference when the sentence is one; type your own otherwise.")
     clipped, cut = sentence.clip_text(typed)
