@@ -6,8 +6,9 @@ The job (webapp.background: one per result file, capped per kind and per user) l
 the checkpoint: the analyses gate heads, zero W^O columns and hook activations, which must never touch
 the shared model interactive users decode with. It runs the library's Study (explorer.studies.common.
 result) with a RunContext carrying the job's progress and cancel event, so the file under the runs
-directory is written once, whole, or not at all. The pairs the page already read are handed to the job
-as they are (plain data), never read again.
+directory is written once, whole, or not at all, and its folder is then kept within its bound (the oldest
+results deleted: explorer.store.run_paths.prune_analysis_folder). The pairs the page already read are
+handed to the job as they are (plain data), never read again.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import streamlit as st
 
 from explorer.data.types import DataError
 from explorer.studies.common.context import RunContext
+from explorer.store.run_paths import prune_analysis_folder
 from explorer.studies.common.result import Study
 from webapp import background, models
 from webapp.text_safety import md_escape
@@ -57,6 +59,7 @@ def start(study: Study, out: Path, label: str, ckpt_path: str, inputs: Callable[
         ckpt.model.eval()
         study.to_file(job.path, ckpt.model, ckpt.tokenizer, *inputs(ckpt), settings,
                       context=RunContext(meta=ckpt.meta, progress=job.progress, cancel=job.cancel), **more)
+        prune_analysis_folder(job.path)                           # the folder kept within its bound
 
     return background.start(out, stages or study.stages, label, work)
 

@@ -13,6 +13,8 @@
     runs/heads/<sha>-<hash>.json    the head lab's results (not a run): one per weights + settings
     runs/align/<sha>-<hash>.json    the alignment scorecard's, named the same way
     runs/search/<sha>-<hash>.json   the beam-size curve's (the Search page), named the same way
+    runs/graphs/<sha>-<hash>.json   the Graphs page's attribution graphs, named the same way (each of
+                                    these four folders kept within ANALYSIS_KEEP_FILES / _BYTES)
 
 runs/ is the repository's unless $EXPLORER_RUNS_DIR names another folder (tests, another disk);
 shipped checkpoints are in the repository's checkpoints/. The names themselves are explorer.files.names'.
@@ -63,6 +65,25 @@ def analysis_file(folder: str, weights_sha: str, settings: dict) -> Path:
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9]", "", str(weights_sha))[:32] or "unknown"
     return runs_root() / folder / f"{safe}-{digest}.json"
+
+
+# Each analysis folder (HEADS, ALIGN, SEARCH, GRAPHS) is kept within this many result files and bytes, the
+# oldest written first (a result deleted is computed again when asked for). A bible-es-en graph's file is
+# ~0.1-2 MB, a head lab's or a scorecard's a few KB.
+ANALYSIS_KEEP_FILES = 300
+ANALYSIS_KEEP_BYTES = 256 * 1024 * 1024
+
+
+def prune_analysis_folder(written: str | os.PathLike) -> list[Path]:
+    """After the app wrote `written` (an analysis_file), the oldest other results in its folder deleted
+    until the folder is within ANALYSIS_KEEP_FILES / ANALYSIS_KEEP_BYTES; nothing for a file elsewhere (a
+    command's --out is the user's). Returns what was deleted."""
+    from explorer.files.pruning import prune_oldest
+
+    path = Path(written).resolve()
+    if path.parent not in {runs_root() / folder for folder in (HEADS, ALIGN, SEARCH, GRAPHS)}:
+        return []
+    return prune_oldest(path.parent.glob("*.json"), ANALYSIS_KEEP_FILES, ANALYSIS_KEEP_BYTES, spare=[path])
 
 
 def head_lab_file(weights_sha: str, settings: dict) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 from explorer.data.files import validate_tsv
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import UPLOAD_SUFFIX
+from explorer.files.pruning import prune_oldest
 from explorer.store import run_paths as rp
 from explorer.training import jobs
 
@@ -49,19 +50,6 @@ def _prune_uploads(folder: Path, keep: Path) -> None:
     Never `keep` (just uploaded) and never a file a run trains on (its train_config.json's
     dataset): resuming that run needs it.
     """
-    in_use = {str(Path(str(j.config.get("dataset", ""))).resolve()) for j in jobs.list_jobs()} | {str(keep.resolve())}
-    files = []
-    for f in folder.glob(f"*{UPLOAD_SUFFIX}"):
-        with contextlib.suppress(OSError):
-            files.append((f.stat().st_mtime, f.stat().st_size, f))
-    files.sort(key=lambda entry: entry[0])                      # oldest first
-    count, total = len(files), sum(size for _, size, _ in files)
-    for _, size, f in files:
-        if count <= UPLOADS_KEEP_FILES and total <= UPLOADS_KEEP_BYTES:
-            break
-        if str(f.resolve()) in in_use:
-            continue
-        with contextlib.suppress(OSError):
-            f.unlink()
-            count, total = count - 1, total - size
-            rp.upload_name_file(f).unlink(missing_ok=True)
+    in_use = [Path(str(j.config.get("dataset", ""))) for j in jobs.list_jobs()] + [keep]
+    prune_oldest(folder.glob(f"*{UPLOAD_SUFFIX}"), UPLOADS_KEEP_FILES, UPLOADS_KEEP_BYTES, spare=in_use,
+                 on_delete=lambda f: rp.upload_name_file(f).unlink(missing_ok=True))

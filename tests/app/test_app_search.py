@@ -56,9 +56,14 @@ def test_the_new_url_keys_are_not_the_lectures_shared_ones():
         assert not {k.key for k in PAGE_KEYS[page]} & set(CARRIED), page
 
 
-def test_a_job_started_from_the_page_draws_the_curve(runs):
+def test_a_job_started_from_the_page_draws_the_curve(runs, monkeypatch):
+    from explorer.store import run_paths
     from webapp import background
 
+    stale = runs / "search" / "an-older-result.json"               # the folder is kept within its bound
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("{}")
+    monkeypatch.setattr(run_paths, "ANALYSIS_KEEP_FILES", 1)
     at = open_page(n=4, beams="1,2", penalties="none", exact=1)
     at.number_input(key="search_exact_n").set_value(2).run()
     at.button(key="search_start").click().run()
@@ -68,7 +73,7 @@ def test_a_job_started_from_the_page_draws_the_curve(runs):
     assert job.state == "finished", job.error
     at.run()
     target = job.path
-    assert target.parent == runs / "search" and target.is_file()
+    assert target.parent == runs / "search" and target.is_file() and not stale.exists()
     no_exception(at)
     saved = json.loads(target.read_text())
     table = at.dataframe[0].value
