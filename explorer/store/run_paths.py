@@ -68,8 +68,8 @@ def analysis_file(folder: str, weights_sha: str, settings: dict) -> Path:
 
 
 # Each analysis folder (HEADS, ALIGN, SEARCH, GRAPHS) is kept within this many result files and bytes, the
-# oldest written first (a result deleted is computed again when asked for). A bible-es-en graph's file is
-# ~0.1-2 MB, a head lab's or a scorecard's a few KB.
+# oldest written first (a result deleted is computed again when asked for). The graphs' files, a pruned graph
+# at six thresholds each, are the largest; the bytes bound is what holds those.
 ANALYSIS_KEEP_FILES = 300
 ANALYSIS_KEEP_BYTES = 256 * 1024 * 1024
 
