@@ -40,25 +40,30 @@ ENC_X, DEC_X = 2.4, 7.4             # the two columns' centres
 
 
 def _layout(n_enc: int, n_dec: int, activation: str, norm_first: bool) -> list[tuple[str, str, str, float, float]]:
-    """(block key, text, fill, x, y) of every box, bottom to top as in Figure 1."""
-    norm = "Norm & Add" if norm_first else "Add & Norm"
+    """(block key, text, fill, x, y) of every box, bottom to top as in Figure 1. A pre-norm model's
+    LayerNorm is drawn below the sublayer it feeds (its branch starts with it; the residual adds after),
+    the paper's post-norm "Add & Norm" above the sublayer whose output it takes."""
+    norm = "LayerNorm" if norm_first else "Add & Norm"
     ffn = f"Feed Forward ({activation})"
-    return [
-        ("src_embed", "Input Embedding", FILL["embed"], ENC_X, 1.2),
-        ("enc_attn", "Multi-Head Attention", FILL["attn"], ENC_X, 3.8),
-        ("enc_norm", norm, FILL["norm"], ENC_X, 4.8),
-        ("enc_ffn", ffn, FILL["ffn"], ENC_X, 5.9),
-        ("enc_norm", norm, FILL["norm"], ENC_X, 6.9),
-        ("tgt_embed", "Output Embedding", FILL["embed"], DEC_X, 1.2),
-        ("dec_attn", "Masked Multi-Head Attention", FILL["attn"], DEC_X, 3.8),
-        ("dec_norm", norm, FILL["norm"], DEC_X, 4.8),
-        ("cross_attn", "Multi-Head Attention", FILL["attn"], DEC_X, 5.9),
-        ("dec_norm", norm, FILL["norm"], DEC_X, 6.9),
-        ("dec_ffn", ffn, FILL["ffn"], DEC_X, 8.0),
-        ("dec_norm", norm, FILL["norm"], DEC_X, 9.0),
-        ("generator", "Linear", FILL["linear"], DEC_X, 10.9),
-        ("generator", "Softmax", FILL["softmax"], DEC_X, 11.9),
-    ]
+
+    def stack(key_norm: str, x: float, sublayers: list[tuple[str, str, str]]) -> list:
+        boxes, y = [], 3.8
+        for key, text, fill in sublayers:
+            pair = [(key_norm, norm, FILL["norm"]), (key, text, fill)]
+            for first, (k, t, f) in zip((True, False), pair if norm_first else pair[::-1]):
+                boxes.append((k, t, f, x, round(y, 2)))
+                y += 1.0 if first else 1.1
+        return boxes
+
+    return [("src_embed", "Input Embedding", FILL["embed"], ENC_X, 1.2),
+            *stack("enc_norm", ENC_X, [("enc_attn", "Multi-Head Attention", FILL["attn"]),
+                                       ("enc_ffn", ffn, FILL["ffn"])]),
+            ("tgt_embed", "Output Embedding", FILL["embed"], DEC_X, 1.2),
+            *stack("dec_norm", DEC_X, [("dec_attn", "Masked Multi-Head Attention", FILL["attn"]),
+                                       ("cross_attn", "Multi-Head Attention", FILL["attn"]),
+                                       ("dec_ffn", ffn, FILL["ffn"])]),
+            ("generator", "Linear", FILL["linear"], DEC_X, 10.9),
+            ("generator", "Softmax", FILL["softmax"], DEC_X, 11.9)]
 
 
 def _arrow(x0: float, y0: float, x1: float, y1: float) -> dict:
@@ -112,9 +117,13 @@ def architecture_figure(selected: str | None = None, n_enc: int = 6, n_dec: int 
             notes.append(_arrow(x, a, x, b))
     notes += [_arrow(DEC_X, 9.36, DEC_X, 10.54), _arrow(DEC_X, 11.26, DEC_X, 11.54), _arrow(DEC_X, 12.26, DEC_X, 12.7)]
     # the encoder's output feeds every decoder layer's cross-attention (keys and values)
+    cross = next(y for key, _, _, _, y in boxes if key == "cross_attn")
     shapes.append(dict(type="path", path=f"M {ENC_X},7.27 L {ENC_X},8.2 L {(ENC_X + DEC_X) / 2},8.2 "
-                                         f"L {(ENC_X + DEC_X) / 2},5.9", line=dict(color="#444", width=1.4)))
-    notes.append(_arrow((ENC_X + DEC_X) / 2, 5.9, DEC_X - WIDTH / 2, 5.9))
+                                         f"L {(ENC_X + DEC_X) / 2},{cross}", line=dict(color="#444", width=1.4)))
+    notes.append(_arrow((ENC_X + DEC_X) / 2, cross, DEC_X - WIDTH / 2, cross))
+    if norm_first:                                   # pre-norm stacks end in one more LayerNorm each
+        for x, y in ((ENC_X - 0.9, 7.85), (DEC_X + 0.9, 10.1)):               # beside the stack's way out
+            notes.append(dict(x=x, y=y, text="+ final LayerNorm", showarrow=False, font=dict(size=11)))
     notes += [dict(x=ENC_X, y=13.4, text="<b>Encoder</b>", showarrow=False, font=dict(size=14)),
               dict(x=DEC_X, y=13.4, text="<b>Decoder</b>", showarrow=False, font=dict(size=14))]
     marker = go.Scatter(x=xs, y=ys, mode="markers", customdata=keys, text=texts, hovertemplate="%{text}<extra></extra>",

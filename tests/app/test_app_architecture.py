@@ -166,7 +166,8 @@ def test_a_tiny_model_with_marians_options(checkpoint, tmp_path, monkeypatch):
     clean(at)
     every_block_shows_its_own_figures(at)
     notes = " ".join(a["text"] for a in chart(at, "arch_diagram")["layout"]["annotations"])
-    assert "1×" in notes and "2×" in notes and "Feed Forward (swish)" in notes and "Norm & Add" in notes
+    assert "1×" in notes and "2×" in notes and "Feed Forward (swish)" in notes and "final LayerNorm" in notes
+    assert "**pre-norm**" in texts(at.markdown)                    # the Learn panel says this model's order
     at.radio(key="arch_block").set_value("dec_ffn").run()
     assert "swish" in texts(at.markdown) and "near 0" in texts(at.markdown)
     at.radio(key="arch_block").set_value("src_embed").run()

@@ -231,6 +231,29 @@ def test_the_papers_models():
     assert isinstance(base, ModelConfig)
 
 
+def box_heights(fig, text: str) -> list[float]:
+    """The heights of the diagram's boxes labelled `text`, bottom to top."""
+    return sorted(a.y for a in fig.layout.annotations if a.text.replace("<b>", "").replace("</b>", "") == text)
+
+
+def test_a_pre_norm_model_is_drawn_with_its_norms_before_the_sublayers():
+    """Post-norm (the paper): each Add & Norm above the sublayer it follows. Pre-norm (M2M100, NLLB): each
+    LayerNorm below the sublayer it feeds, a final one per stack, and the encoder's output entering the
+    cross-attention box wherever it is."""
+    post = plots.architecture_figure(None, 2, 2, "relu", False)
+    pre = plots.architecture_figure(None, 2, 2, "relu", True)
+    attention = box_heights(post, "Multi-Head Attention")                     # encoder's, then cross
+    assert all(any(0 < n - a < 1.2 for n in box_heights(post, "Add & Norm")) for a in attention)
+    assert all(any(0 < a - n < 1.2 for n in box_heights(pre, "LayerNorm")) for a in box_heights(pre, "Multi-Head Attention"))
+    assert not box_heights(post, "LayerNorm") and not box_heights(pre, "Add & Norm")
+    assert "final LayerNorm" in " ".join(a.text for a in pre.layout.annotations)
+    assert "final LayerNorm" not in " ".join(a.text for a in post.layout.annotations)
+    for fig in (post, pre):
+        cross = max(box_heights(fig, "Multi-Head Attention"))
+        arrows = [a for a in fig.layout.annotations if a.showarrow and a.ay == a.y and a.y == cross]
+        assert len(arrows) == 1, "the encoder's output does not enter the cross-attention"
+
+
 def test_the_diagram_holds_every_block_and_a_click_names_it():
     fig = plots.architecture_figure("cross_attn", 3, 2, "swish", True, {"enc_ffn": "123 parameters"})
     keys = list(fig.data[0].customdata)
@@ -238,7 +261,7 @@ def test_the_diagram_holds_every_block_and_a_click_names_it():
     red = [s for s in fig.layout.shapes if s.line.color == plots.SELECTED]
     assert len(red) == 1
     texts = " ".join(a.text for a in fig.layout.annotations)
-    assert "3×" in texts and "2×" in texts and "Feed Forward (swish)" in texts and "Norm & Add" in texts
+    assert "3×" in texts and "2×" in texts and "Feed Forward (swish)" in texts and "final LayerNorm" in texts
     assert any("123 parameters" in t for t in fig.data[0].text)
     event = {"selection": {"points": [{"customdata": "generator", "x": 1, "y": 2}]}}
     assert plots.selected_block(event) == "generator"

@@ -15,18 +15,26 @@ from webapp import url_keys as url
 from webapp.views import architecture as views
 
 st.title("Architecture")
+ckpt = models.current_checkpoint()
+cfg = ckpt.config if ckpt is not None else paper_config("base")
+if cfg.norm_first:        # M2M100 / NLLB-200 and other pre-norm models: the LayerNorm comes first, and ends each stack
+    wrapped = ("each wrapped in a residual connection whose branch starts with a LayerNorm (**pre-norm**, as in "
+               "M2M100 and NLLB-200: this model's order; the paper normalises after the addition), and a final "
+               "LayerNorm ends each stack")
+    layer = (r"\text{layer}(x) = h + \mathrm{FFN}\big(\mathrm{LN}(h)\big)",
+             r"h = x + \mathrm{MultiHead}\big(\mathrm{LN}(x)\big)")
+else:
+    wrapped = "each wrapped in a residual connection and a LayerNorm"
+    layer = (r"\text{layer}(x) = \mathrm{LN}\big(h + \mathrm{FFN}(h)\big)",
+             r"h = \mathrm{LN}\big(x + \mathrm{MultiHead}(x, x, x)\big)")
 state.learn(
     "The Transformer of “Attention Is All You Need” (its Figure 1), drawn for the model picked in the sidebar. "
     "The encoder reads the source: embeddings plus positions, then N identical layers of self-attention and a "
-    "feed-forward network, each wrapped in a residual connection and a LayerNorm. The decoder does the same for "
+    f"feed-forward network, {wrapped}. The decoder does the same for "
     "the output so far (masked, so a position never sees later ones), with a cross-attention over the encoder's "
     "output in between, and ends in a linear layer and a softmax over the vocabulary. **Click a block** (or pick "
     "it on the right) to see its real numbers for the sentence below.",
-    state.equations(r"\text{layer}(x) = \mathrm{LN}\big(h + \mathrm{FFN}(h)\big)",
-                    r"h = \mathrm{LN}\big(x + \mathrm{MultiHead}(x, x, x)\big)"))
-
-ckpt = models.current_checkpoint()
-cfg = ckpt.config if ckpt is not None else paper_config("base")
+    state.equations(*layer))
 
 
 def choose_block(event_key: str) -> None:
