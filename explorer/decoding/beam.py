@@ -88,37 +88,6 @@ def init_state(batch: int, k: int, prefix_score: torch.Tensor, limit: torch.Tens
                      stop_reason=torch.zeros(batch, dtype=torch.long, device=device))
 
 
-TOPK_BLOCK = 128          # row_topk's block width (64-128 about equally fast at a 58k vocabulary)
-
-
-def row_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`x.topk(k, dim=1)` of a [N, V] tensor, the same values and ids, faster for a long V.
-
-    torch's CPU top-k walks every element of a row with its index (~75 us a row of 58,101 on this
-    project's machine); a block maximum is a vectorised pass. Each of the k + 1 best values lies in
-    one of the k + 1 blocks of TOPK_BLOCK columns with the highest maxima (a value outside them would
-    have k + 1 block maxima at least as high), so the top k + 1 of those blocks' columns (and the
-    tail past the last whole block) are the row's. Where those k + 1 values are strictly decreasing the
-    top k and their order are unique, hence torch.topk's; where any two are equal (a tie, whose order
-    torch.topk leaves to its algorithm) or not comparable (NaN), the whole rows go to torch.topk.
-    """
-    rows, width = x.shape
-    blocks = width // TOPK_BLOCK
-    if blocks < 8 * (k + 1) or x.device.type != "cpu":       # a short row, or a GPU's own top-k
-        return x.topk(k, dim=1)
-    whole = blocks * TOPK_BLOCK
-    block_max = x[:, :whole].reshape(rows, blocks, TOPK_BLOCK).amax(dim=2)    # [N, blocks]
-    top_blocks = block_max.topk(k + 1, dim=1).indices                          # [N, k+1]
-    offsets = torch.arange(TOPK_BLOCK, device=x.device)
-    cols = (top_blocks.unsqueeze(2) * TOPK_BLOCK + offsets).view(rows, -1)     # [N, (k+1)*block]
-    if whole < width:
-        cols = torch.cat([cols, torch.arange(whole, width, device=x.device).expand(rows, -1)], dim=1)
-    values, at = x.gather(1, cols).topk(k + 1, dim=1)                          # [N, k+1] best first
-    if not bool((values[:, :-1] > values[:, 1:]).all()):                      # a tie or a NaN
-        return x.topk(k, dim=1)
-    return values[:, :k].contiguous(), cols.gather(1, at[:, :k])               # [N, k] each
-
-
 def expand(state: BeamState, log_probs: torch.Tensor, eos: int = EOS_ID, width: int = 0) -> Candidates:
     """The 2K best (hypothesis, next token) pairs by cumulative score. log_probs [B*K, V] (constrained);
     `eos` is the model's EOS id; `width`: keep at least this many best tokens per hypothesis in
@@ -132,7 +101,7 @@ def expand(state: BeamState, log_probs: torch.Tensor, eos: int = EOS_ID, width: 
     """
     batch, k = state.scores.shape
     width = min(max(2 * k, width), log_probs.shape[-1])
-    best_lp, best_token = row_topk(log_probs, width)                          # [B*K, M] best first
+    best_lp, best_token = log_probs.topk(width, dim=1)                        # [B*K, M] best first
     total = (state.scores.view(-1, 1) + best_lp).view(batch, k * width)       # [B, K*M]
     score, flat = total.sort(dim=1, descending=True, stable=True)             # [B, K*M]; ties: lower slot first
     score, flat = score[:, :2 * k], flat[:, :2 * k]                           # [B, 2K]
