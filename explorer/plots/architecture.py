@@ -29,6 +29,16 @@ BLOCKS = {
     "dec_ffn": ("Decoder feed-forward", "decoder"),
     "generator": ("Linear + softmax: the next token", "decoder"),
 }
+# A pre-norm model's norm blocks (M2M100, NLLB): the LayerNorm at the start of each sublayer's branch.
+PRE_NORM_NAMES = {"enc_norm": "Encoder LayerNorm (before each sublayer; + a final one)",
+                  "dec_norm": "Decoder LayerNorm (before each sublayer; + a final one)"}
+
+
+def block_name(key: str, norm_first: bool = False) -> str:
+    """A block's name in the UI, for this model's norm order."""
+    return PRE_NORM_NAMES.get(key, BLOCKS[key][0]) if norm_first else BLOCKS[key][0]
+
+
 # The attention kind (explorer.inspection.trace) each attention block shows.
 ATTENTION_BLOCKS = {"enc_attn": "encoder", "dec_attn": "decoder", "cross_attn": "cross"}
 
@@ -91,7 +101,7 @@ def architecture_figure(selected: str | None = None, n_enc: int = 6, n_dec: int 
         shapes.append(dict(type="rect", x0=x - WIDTH / 2, x1=x + WIDTH / 2, y0=y - HEIGHT / 2, y1=y + HEIGHT / 2,
                            fillcolor=fill, line=dict(color=SELECTED if chosen else "#555", width=4 if chosen else 1)))
         notes.append(dict(x=x, y=y, text=f"<b>{text}</b>" if chosen else text, showarrow=False, font=dict(size=12)))
-        info = BLOCKS[key][0] + (f"<br>{label(hover[key])}" if key in hover else "") + "<br>click to show its numbers"
+        info = block_name(key, norm_first) + (f"<br>{label(hover[key])}" if key in hover else "") + "<br>click to show its numbers"
         for dx in np.linspace(-WIDTH / 2 + 0.2, WIDTH / 2 - 0.2, 6):         # a row of click targets per box
             xs.append(x + dx)
             ys.append(y)

@@ -19,7 +19,7 @@ from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, translate
 from explorer.inspection.trace import attention_kind
 from explorer.model import Transformer
-from explorer.plots.architecture import BLOCKS, SELECTED
+from explorer.plots.architecture import SELECTED, block_name
 from explorer.store.checkpoint import load_checkpoint, save_checkpoint
 from support.app_support import (chart, checkpoint, checkpoint_params, has_chart, info_for, no_exception,  # noqa: F401
                                  only_a_broken_checkpoint, open_app, texts)
@@ -52,7 +52,7 @@ def clean(at) -> None:
     assert not at.error, texts(at.error)
 
 
-def every_block_shows_its_own_figures(at) -> None:
+def every_block_shows_its_own_figures(at, norm_first: bool = False) -> None:
     for block, keys in FIGURES.items():
         at.radio(key="arch_block").set_value(block).run()
         clean(at)
@@ -64,7 +64,7 @@ def every_block_shows_its_own_figures(at) -> None:
         diagram = chart(at, "arch_diagram")
         outlined = [s for s in diagram["layout"]["shapes"] if s.get("line", {}).get("color") == SELECTED]
         assert outlined, block
-        assert BLOCKS[block][0] in texts(at.subheader)
+        assert block_name(block, norm_first) in texts(at.subheader)
 
 
 @pytest.mark.parametrize("ckpt_path", checkpoint_params())
@@ -164,10 +164,11 @@ def test_a_tiny_model_with_marians_options(checkpoint, tmp_path, monkeypatch):
     monkeypatch.setenv("EXPLORER_CHECKPOINT_ROOTS", str(tmp_path / "runs"))
     at = open_app("tiny-marian", PAGE, text=text)
     clean(at)
-    every_block_shows_its_own_figures(at)
+    every_block_shows_its_own_figures(at, norm_first=True)
     notes = " ".join(a["text"] for a in chart(at, "arch_diagram")["layout"]["annotations"])
     assert "1×" in notes and "2×" in notes and "Feed Forward (swish)" in notes and "final LayerNorm" in notes
     assert "**pre-norm**" in texts(at.markdown)                    # the Learn panel says this model's order
+    assert "Decoder LayerNorm (before each sublayer; + a final one)" in at.radio(key="arch_block").options
     at.radio(key="arch_block").set_value("dec_ffn").run()
     assert "swish" in texts(at.markdown) and "near 0" in texts(at.markdown)
     at.radio(key="arch_block").set_value("src_embed").run()

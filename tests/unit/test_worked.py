@@ -248,6 +248,9 @@ def test_a_pre_norm_model_is_drawn_with_its_norms_before_the_sublayers():
     assert not box_heights(post, "LayerNorm") and not box_heights(pre, "Add & Norm")
     assert "final LayerNorm" in " ".join(a.text for a in pre.layout.annotations)
     assert "final LayerNorm" not in " ".join(a.text for a in post.layout.annotations)
+    hover = " ".join(pre.data[0].text)                                        # the blocks' names say it too
+    assert "Encoder LayerNorm (before each sublayer" in hover and "add & norm" not in hover
+    assert "Encoder add & norm" in " ".join(post.data[0].text)
     for fig in (post, pre):
         cross = max(box_heights(fig, "Multi-Head Attention"))
         arrows = [a for a in fig.layout.annotations if a.showarrow and a.ay == a.y and a.y == cross]

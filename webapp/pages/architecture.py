@@ -47,7 +47,8 @@ def choose_block(event_key: str) -> None:
 url.seed(url.ARCH_BLOCK, "arch_block", "enc_attn", options=list(plots.BLOCKS))
 left, right = st.columns([3, 2])
 with right:
-    block = st.radio("Block", list(plots.BLOCKS), format_func=lambda k: plots.BLOCKS[k][0], key="arch_block")
+    block = st.radio("Block", list(plots.BLOCKS), format_func=lambda k: plots.block_name(k, cfg.norm_first),
+                     key="arch_block")
     url.write(url.ARCH_BLOCK, "arch_block", block)
 hover = {}
 if ckpt is not None:
@@ -88,7 +89,7 @@ def block_numbers() -> None:
     stack = plots.BLOCKS[block][1]
     tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
     n_layers = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
-    st.subheader(plots.BLOCKS[block][0])
+    st.subheader(plots.block_name(block, cfg.norm_first))
     cols = st.columns([2, 3, 3])
     url.seed(url.ARCH_TOKEN, "arch_token", 1, high=len(tokens))
     token = cols[0].selectbox("Token" if block != "generator" else "Decoder position", range(1, len(tokens) + 1),
