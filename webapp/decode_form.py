@@ -25,7 +25,7 @@ DRAWN_WITH = {"beam": ("dec_beam", "dec_nbest", "dec_lp", "dec_alpha"),
 
 def _default(key: str, value) -> None:
     if key not in st.session_state:
-        st.session_state[key] = value
+        url_keys.hold(key, value)
 
 
 def render() -> tuple[dict, int]:
@@ -37,13 +37,10 @@ def render() -> tuple[dict, int]:
                        ("dec_minlen", "min_len"), ("dec_maxlen", "max_len_b")):
         _default(key, stored[field])
     _default("dec_samples", st.session_state.get("_dec_samples_url", decode_url.DEFAULT_SAMPLES))
-    st.session_state["dec_beam"] = min(max(int(st.session_state["dec_beam"]), 1), BEAM_CAP)
-    st.session_state["dec_nbest"] = min(max(int(st.session_state["dec_nbest"]), 1), BEAM_CAP)
-    # Each value the run draws is set again before it is drawn: a value set only once reaches the browser
-    # once, and a browser that missed it (a page switched to at once) shows, and later sends back, the
-    # widget's own default (as webapp.sidebar's checkpoint picker did).
+    url_keys.hold("dec_beam", min(max(int(st.session_state["dec_beam"]), 1), BEAM_CAP))
+    url_keys.hold("dec_nbest", min(max(int(st.session_state["dec_nbest"]), 1), BEAM_CAP))
     for key in ("dec_strategy", "dec_minlen", "dec_maxlen", *DRAWN_WITH.get(st.session_state["dec_strategy"], ())):
-        st.session_state[key] = st.session_state[key]
+        url_keys.hold(key, st.session_state[key])          # each value this run draws, set on every run
     with st.expander("Decoding settings", expanded=False):
         strategy = st.radio("Strategy", list(STRATEGIES), format_func=STRATEGIES.get, key="dec_strategy",
                             horizontal=True, help="Greedy takes the most probable token at each step; beam "

@@ -132,7 +132,7 @@ def toggle() -> bool:
     is set before it is drawn on every run: set once, a browser that missed that run's value (a page
     switched to at once) would show the toggle's own default, off, and send it back."""
     value = st.session_state.get(KEY)
-    st.session_state[KEY] = value if isinstance(value, bool) else _from_url()     # sent to the browser every run
+    url_keys.hold(KEY, value if isinstance(value, bool) else _from_url())
     present = st.sidebar.toggle("Presenter mode", key=KEY, help=HELP)
     url_keys.put(**{URL_KEY: "1" if present else None})
     if present:

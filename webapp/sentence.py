@@ -97,8 +97,7 @@ def sentence_box(key: str, label: str, widget: Callable = st.text_area, **kwargs
     skips Streamlit's end-of-run bookkeeping, so its copy of the box keeps the old value while the
     browser drops the box; drawn again, the browser would show it empty and send that back.
     """
-    text = current_text()
-    st.session_state[key] = text
+    url_keys.hold(key, current_text())
     widget(label, key=key, on_change=lambda: set_text(st.session_state[key]), **kwargs)
     return current_text()
 

@@ -14,7 +14,7 @@ from explorer.store.errors import CheckpointError
 from webapp import languages, models, presenter, sentence, state, url_keys
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
-LISTED = "_ckpt_listed"   # the last run's listing, {path: (name, label)}
+LISTED = "_ckpt_listed"   # the last run's listing, {path: name}
 GONE = "_ckpt_gone"       # (name asked for, path used instead, why): said until the user picks another
 PICKER_HELP = (
     "Listed from, in this order: **checkpoints/** (the models shipped with the app); the folder named by "
@@ -49,7 +49,7 @@ def render() -> None:
                                 help=PICKER_HELP)
     info = by_path[path]
     st.session_state["checkpoint_path"] = path
-    st.session_state[LISTED] = {p: (i.name, labels[p]) for p, i in by_path.items()}
+    st.session_state[LISTED] = {p: i.name for p, i in by_path.items()}
     url_keys.put(ckpt=info.name)
     gone = st.session_state.get(GONE)
     if gone and gone[1] == path:
@@ -154,20 +154,20 @@ def _keep_choice(by_path: dict[str, CheckpointInfo]) -> None:
     listed = st.session_state.get(LISTED) or {}
     chosen = picked if picked is not None else in_use
     if chosen in by_path:
-        st.session_state[PICK] = chosen          # handed to the browser on every run (as sentence.sentence_box's)
+        url_keys.hold(PICK, chosen)
         return
     if chosen is None:                           # a fresh session
         wanted, why = url_keys.raw(url_keys.CKPT), "link"
         named = [p for p, i in by_path.items() if i.name == wanted]
         if named:
-            st.session_state[PICK] = named[0]
+            url_keys.hold(PICK, named[0])
             return
     else:                                        # deleted, or pruned, since the last run
-        wanted, why = listed.get(chosen, (Path(chosen).name,))[0], "vanished"
+        wanted, why = listed.get(chosen, Path(chosen).name), "vanished"
         if any(i.name == wanted for i in by_path.values()):     # another folder holds a model of that name
             wanted = f"{wanted} (folder {chosen})"
     default = [p for p, i in by_path.items() if i.name == state.DEFAULT_CHECKPOINT]
     fallback = in_use if in_use in by_path else default[0] if default else next(iter(by_path))
-    st.session_state[PICK] = fallback
+    url_keys.hold(PICK, fallback)
     if wanted:
         st.session_state[GONE] = (wanted, fallback, why)

@@ -13,7 +13,8 @@ the control is drawn again.
 
 A page uses it in two calls around each widget: seed() before the widget is drawn (its starting value:
 a link just followed, else the value it has or had on this page, else the default), write() after
-(the value shown, back into the URL). A value that is no one widget's (the sentence, the checkpoint,
+(the value shown, back into the URL). A widget whose value is no URL key's is set with hold(), on every
+run that draws it (why: hold's docstring). A value that is no one widget's (the sentence, the checkpoint,
 a list kept as one text) is read with raw() (or linked(): only a link's, not what this page wrote) and
 written with put(). PAGE_KEYS lists each page's keys by url_path, and the keys every page shares
 (lecture.CARRIED) sit beside it; the decoding settings' keys (webapp.decode_url) are UrlKeys too.
@@ -287,10 +288,23 @@ def seed(spec: UrlKey, widget: str, default: Any, *, low: float | None = None, h
     for candidate in (from_url, st.session_state.get(widget), st.session_state.get("_" + widget)):
         value = _allowed(spec, candidate, low, high, options)
         if value is not None:
-            st.session_state[widget] = value
-            return value
-    st.session_state[widget] = default
-    return default
+            return hold(widget, value)
+    return hold(widget, default)
+
+
+def hold(widget: str, value: Any) -> Any:
+    """Set widget `widget`'s value before it is drawn, and return it; called on every run that draws it.
+
+    Why every run: Streamlit sends a widget's value to the browser only on a run that sets it through
+    session state. Set once (when it changes), it reaches the browser once, and a browser that missed that
+    run (a page switched to at once, a run stopped before the widget) shows the widget's own default and
+    later sends it back, which the session takes for the user's choice (the sidebar's checkpoint picker
+    once switched a linked session's model so). seed() sets every URL-seeded widget through here; a widget
+    whose value is no URL key's is set here too. The one other place a widget's value may be set is a
+    callback (on_change, on_click, on_select), which runs before the script and so before the widget is
+    drawn; tests/unit/test_widget_values.py holds the app to both."""
+    st.session_state[widget] = value
+    return value
 
 
 _ALWAYS = object()

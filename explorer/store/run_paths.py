@@ -38,6 +38,7 @@ from explorer.files.names import RUN_METRICS as METRICS
 from explorer.files.names import RUN_STATUS as STATUS
 from explorer.files.names import RUN_TOKENIZER as TOKENIZER
 from explorer.files.places import REPO_ROOT
+from explorer.files.pruning import prune_oldest
 from explorer.files.user_files import read_user_file
 
 
@@ -78,8 +79,6 @@ def prune_analysis_folder(written: str | os.PathLike) -> list[Path]:
     """After the app wrote `written` (an analysis_file), the oldest other results in its folder deleted
     until the folder is within ANALYSIS_KEEP_FILES / ANALYSIS_KEEP_BYTES; nothing for a file elsewhere (a
     command's --out is the user's). Returns what was deleted."""
-    from explorer.files.pruning import prune_oldest
-
     path = Path(written).resolve()
     if path.parent not in {runs_root() / folder for folder in (HEADS, ALIGN, SEARCH, GRAPHS)}:
         return []

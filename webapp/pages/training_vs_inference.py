@@ -8,7 +8,7 @@ import streamlit as st
 
 from explorer.model.rounding import model_atol
 from explorer.plots.forcing import causal_mask_figure, rows_figure
-from webapp import downloads, models, numbering, presenter, sentence, state
+from webapp import downloads, models, numbering, presenter, sentence, state, url_keys
 
 PREFIX_SHOWN = 8               # pieces of the step-by-step input shown per step (the rest as …)
 
@@ -45,8 +45,8 @@ with area["inputs"]:
                                           "compare training and inference on it.", "used")
     reference = sentence.current_reference(path, text)
     options = list(FORCED) if reference else ["own"]
-    if st.session_state.get("tvi_forced") not in options:
-        st.session_state["tvi_forced"] = options[0]
+    forced_now = st.session_state.get("tvi_forced")
+    url_keys.hold("tvi_forced", forced_now if forced_now in options else options[0])
     forced_kind = st.radio("Teacher forcing is given", options, format_func=FORCED.get, key="tvi_forced",
                            horizontal=True,
                            help="A test sentence (or one with a reference typed on the Translate page) can force its "

@@ -9,7 +9,7 @@ import streamlit as st
 from explorer.plots.translation import token_probs_figure
 from explorer.store.card import model_card
 from explorer.text.word_pieces import HEAVY_SPLIT, heavily_split
-from webapp import decode_form, downloads, models, presenter, sentence, state
+from webapp import decode_form, downloads, models, presenter, sentence, state, url_keys
 from webapp.views import graph_links, grounding, learned
 
 st.title("Translate")
@@ -52,7 +52,9 @@ def _picked() -> None:
 with area["picker"]:
     chosen = st.session_state.get(PICK_KEY) if examples else None
     if isinstance(chosen, int) and not (0 <= chosen < len(examples) and examples[chosen][1] == sentence.current_text()):
-        st.session_state[PICK_KEY] = None          # the sentence was typed since: the picker shows no verse
+        chosen = None                              # the sentence was typed since: the picker shows no verse
+    if examples:
+        url_keys.hold(PICK_KEY, chosen)
     if examples:
         # the picker offers at most MAX_EXAMPLES pairs: "(300)" alone would read as the test set's size
         shown = f"its first {len(examples)}" if len(examples) >= sentence.MAX_EXAMPLES else str(len(examples))
@@ -72,8 +74,8 @@ with area["settings"]:
     int8 = decode_form.int8_choice()
     # Widgets not drawn are forgotten (hence the "_" copy); and after a run that stopped before this
     # box (a checkpoint that fails to load) the browser draws it anew, so it is handed its value each run.
-    st.session_state["manual_reference"] = st.session_state.get("manual_reference",
-                                                                st.session_state.get("_manual_reference", ""))
+    url_keys.hold("manual_reference", st.session_state.get("manual_reference",
+                                                           st.session_state.get("_manual_reference", "")))
     with st.expander("Reference translation (optional)", expanded=False):
         typed = st.text_input("Your reference, for BLEU/chrF when the sentence is not a test example",
                               key="manual_reference")

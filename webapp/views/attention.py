@@ -21,7 +21,7 @@ from explorer.plots import attention as plots
 from explorer.plots.style import head_grid
 from explorer.text.encoding import output_ids
 from explorer.text.special import EOS_ID
-from webapp import bertviz_offline, downloads, models, presenter, state
+from webapp import bertviz_offline, downloads, models, presenter, state, url_keys
 
 QUANTITIES = {"weights": "Weights (after softmax)", "scores": "Scores QKᵀ/√dₖ (before softmax)",
               "unscaled": "Unscaled scores QKᵀ", "unscaled_softmax": "Softmax without the 1/√dₖ"}
@@ -221,10 +221,10 @@ def compare_tab(ckpt, trace, view: View, reference: str | None, text: str, name:
                 "Pick decoder or cross-attention above to compare.")
         return
     if st.session_state.get("_attn_reference_for") != text or "attn_reference" not in st.session_state:
-        st.session_state["attn_reference"] = reference or ""          # a new sentence: its own reference
         st.session_state["_attn_reference_for"] = text
-    else:                                                               # to the browser on every run
-        st.session_state["attn_reference"] = st.session_state["attn_reference"]
+        url_keys.hold("attn_reference", reference or "")              # a new sentence: its own reference
+    else:
+        url_keys.hold("attn_reference", st.session_state["attn_reference"])
     st.text_input("Reference translation (teacher-forced)", key="attn_reference",
                   placeholder="Type the translation to force through the decoder")
     ref = st.session_state.get("attn_reference", "").strip()

@@ -37,11 +37,11 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
     c = ckpt.config
     options = [(kind, layer, head) for kind in KINDS for layer in range(attention_kind(kind).n_layers(c))
                for head in range(c.n_heads)]
-    if "ablate_pick" not in st.session_state:                 # not drawn last run: its copy, else the link's
+    picked = st.session_state.get("ablate_pick")
+    if picked is None:                                         # not drawn last run: its copy, else the link's
         kept = st.session_state.get("_ablate_pick")
-        st.session_state["ablate_pick"] = kept if kept is not None else ablation_from_url(
-            url.raw(url.ATTN_ABLATE), options)
-    st.session_state["ablate_pick"] = [o for o in st.session_state["ablate_pick"] if o in options]  # another checkpoint
+        picked = kept if kept is not None else ablation_from_url(url.raw(url.ATTN_ABLATE), options)
+    url.hold("ablate_pick", [o for o in picked if o in options])                       # another checkpoint's dropped
     picked = st.multiselect("Heads to switch off (their output set to zero)", options, key="ablate_pick",
                             format_func=lambda o: f"{o[0]} L{o[1] + 1} H{o[2] + 1}",
                             placeholder="Tick one or more heads…")

@@ -140,13 +140,11 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
 def _seed_word() -> None:
     """The typed foil's start value: a link's word (cut to TYPED_CHARS), else what the box held. Not
     url.seed: it strips text, and a blank word must reach the foil check to be refused with a message."""
-    raw = url.linked(url.FOIL_WORD)
+    raw, held = url.linked(url.FOIL_WORD), st.session_state.get(WORD)
     if raw is not None:
-        st.session_state[WORD] = str(raw)[:TYPED_CHARS]
-    elif not isinstance(st.session_state.get(WORD), str):
-        st.session_state[WORD] = st.session_state.get("_" + WORD, "")
-    else:                                                    # to the browser on every run (webapp.presenter.toggle)
-        st.session_state[WORD] = st.session_state[WORD]
+        url.hold(WORD, str(raw)[:TYPED_CHARS])
+    else:
+        url.hold(WORD, held if isinstance(held, str) else st.session_state.get("_" + WORD, ""))
 
 
 def _foil(ckpt, chosen: int, typed: str, token):

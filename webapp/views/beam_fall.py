@@ -38,8 +38,7 @@ def verse_picker(ckpt, text: str) -> str:
     if not verses:
         return text
     if st.session_state.get(VERSE) != _verse_of(verses, text):        # the sentence is the fact shown
-        st.session_state[VERSE] = _verse_of(verses, text)
-        st.session_state["_" + VERSE] = st.session_state[VERSE]
+        st.session_state["_" + VERSE] = url.hold(VERSE, _verse_of(verses, text))
     missing_verse(len(verses))
     picked = url.seed(url.VERSE, VERSE, 0, high=len(verses))
     if picked and verses[picked - 1][1].strip() != text.strip():      # a link's verse: its sentence is shown
@@ -84,9 +83,9 @@ def reference_box(ckpt, text: str) -> str:
     known = sentence.current_reference(ckpt.path, text) or ""
     if st.session_state.get("_beam_reference_for") != text:           # another sentence: its own reference
         st.session_state["_beam_reference_for"] = text
-        st.session_state[REFERENCE] = known
-    else:                                                             # to the browser on every run
-        st.session_state[REFERENCE] = st.session_state.get(REFERENCE, known)
+        url.hold(REFERENCE, known)
+    else:
+        url.hold(REFERENCE, st.session_state.get(REFERENCE, known))
     typed = st.text_input("Reference translation to follow through the search", key=REFERENCE,
                           help="The test verse's reference when the sentence is one; type your own otherwise.")
     clipped, cut = sentence.clip_text(typed)

@@ -49,7 +49,7 @@ def corrupted_text(ckpt, clean: str) -> str | None:
         url.put(swap=None)
         seeded = url.seed(url.PATCH_CORRUPT, "causes_corrupt", clean)
         if len(seeded) > URL_CHARS:
-            st.session_state["causes_corrupt"] = seeded[:URL_CHARS]
+            url.hold("causes_corrupt", seeded[:URL_CHARS])
         own = st.text_input("Your corrupted sentence: the same sentence with one word changed", key="causes_corrupt",
                             max_chars=URL_CHARS)
         url.write(url.PATCH_CORRUPT, "causes_corrupt", own)

@@ -209,10 +209,10 @@ def steering_section(ckpt, site: str, feature: int, index, found, labels: list[s
         fired = [t for t in range(len(labels)) if feature in found.features[t]]
         if "features_at" not in st.session_state or st.session_state.get("_features_at_for") != (site, feature):
             linked = [int(p) - 1 for p in str(url.raw(url.FEAT_AT) or "").split(",") if p.strip().isdigit()]
-            st.session_state["features_at"] = [p for p in linked if 0 <= p < len(labels)] or fired
+            url.hold("features_at", [p for p in linked if 0 <= p < len(labels)] or fired)
             st.session_state["_features_at_for"] = (site, feature)
-        else:                                                           # to the browser on every run
-            st.session_state["features_at"] = st.session_state["features_at"]
+        else:
+            url.hold("features_at", st.session_state["features_at"])
         picked = st.multiselect("At these source positions", range(len(labels)), key="features_at",
                                 format_func=lambda t: labels[t])
         url.put(**{url.FEAT_AT.key: ",".join(str(p + 1) for p in picked) or None})

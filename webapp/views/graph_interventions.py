@@ -25,10 +25,10 @@ def picked_nodes(ids: list[str], labels: dict[str, str]) -> list[str]:
     kept; else the most influential node), written back to the URL."""
     linked = url.linked(url.GRAPH_CHANGE)
     if linked is not None:
-        st.session_state[WIDGET] = [i for i in str(linked).split(",") if i in ids]
+        url.hold(WIDGET, [i for i in str(linked).split(",") if i in ids])
     else:
         before = st.session_state.get(WIDGET, st.session_state.get("_" + WIDGET))
-        st.session_state[WIDGET] = [i for i in before if i in ids] if isinstance(before, list) else ids[:1]
+        url.hold(WIDGET, [i for i in before if i in ids] if isinstance(before, list) else ids[:1])
     picked = st.multiselect("Feature nodes to change", ids, key=WIDGET, format_func=labels.get)
     url.put(**{url.GRAPH_CHANGE.key: ",".join(picked) or None})
     st.session_state["_" + WIDGET] = list(picked)

@@ -70,12 +70,14 @@ def list_control(spec: url.UrlKey, widget: str, label: str, choices: tuple, defa
     """A multiselect whose picks are in the URL as comma-separated text: a link's unknown parts are dropped,
     an empty or wholly unknown list falls back to `default`; the picks shown are written back."""
     raw = url.linked(spec)
+    held = st.session_state.get(widget)
     if raw is not None:
         wanted = {part.strip() for part in str(raw).split(",")}
-        st.session_state[widget] = [c for c in choices if str(c) in wanted] or list(default)
-    elif not isinstance(st.session_state.get(widget), list):
-        st.session_state[widget] = [c for c in st.session_state.get("_" + widget, default) if c in choices] \
-            or list(default)
+        url.hold(widget, [c for c in choices if str(c) in wanted] or list(default))
+    elif isinstance(held, list):
+        url.hold(widget, held)
+    else:
+        url.hold(widget, [c for c in st.session_state.get("_" + widget, default) if c in choices] or list(default))
     picked = column.multiselect(label, choices, key=widget)
     url.put(**{spec.key: ",".join(map(str, picked)) or None})
     st.session_state["_" + widget] = list(picked)

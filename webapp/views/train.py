@@ -26,7 +26,7 @@ from explorer.training.args import planned_model_config
 from explorer.training.notes import warmup_note, zero_bleu_note
 from explorer.training.schedule import (UNRECORDED_CEILING, UNRECORDED_PEAK, FineTune, fine_tune_schedule,
                                         noam_curve, noam_rate)
-from webapp import downloads, presenter, state
+from webapp import downloads, presenter, state, url_keys
 from webapp.text_safety import md_cells
 
 DATASETS = {"numbers": "Number words, English → German (learns in minutes)",
@@ -122,8 +122,7 @@ def new_job_form() -> None:
         dataset = _dataset(choice)
         k = f"tr_{choice}_"
         c1, c2 = st.columns(2)
-        if not st.session_state.get(k + "name"):
-            st.session_state[k + "name"] = f"{choice}-{time.strftime('%m%d-%H%M%S')}"
+        url_keys.hold(k + "name", st.session_state.get(k + "name") or f"{choice}-{time.strftime('%m%d-%H%M%S')}")
         name = c1.text_input("Run name (folder under runs/)", key=k + "name", max_chars=64,
                              help=f"A new folder directly under runs/: {jobs.NAME_RULE}.")
         start_from = c2.radio("Start from", ["scratch", "checkpoint"], horizontal=True, key=k + "from",
@@ -200,7 +199,7 @@ def new_job_form() -> None:
             except jobs.JobError as err:
                 st.error(f"Not started: {state.md_escape(err)}")
                 return
-            st.session_state["tr_pick"] = job.name               # the page's job picker shows it (and the URL's run)
+            url_keys.hold("tr_pick", job.name)                   # the page's job picker shows it (and the URL's run)
             del st.session_state[k + "name"]
             st.success(f"Started **{state.md_escape(job.name)}**. Its progress and curves are on this page.")
 
