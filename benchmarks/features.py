@@ -26,7 +26,8 @@ app keep theirs), each encoder site's and its random baseline's;
 --detect: asked which single feature best detects each of the --words most frequent word pairs the
 training data ties both ways (explorer.studies.grounding.links.mutual_pairs; --frequent: the most
 frequent source words, which include the glue words the links leave out), over the source pieces of
-the first --pairs development pairs (explorer.studies.features.detection): the median best F1 of each,
+the first --pairs development pairs (--by word: over its word occurrences, a word found where its feature
+fires on any of its pieces; explorer.studies.features.detection): the median best F1 of each,
 and the words each detects best and worst.
 """
 from __future__ import annotations
@@ -72,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frequent", action="store_true", help="--detect: the most frequent source words instead "
                         "(glue words included, which the links leave out)")
     parser.add_argument("--words", type=int, default=50, help="--detect: word pairs asked about")
+    parser.add_argument("--by", choices=("piece", "word"), default="piece",
+                        help="--detect: count pieces, or word occurrences (a word found when its feature fires on "
+                             "any of its pieces)")
     parser.add_argument("--numbers", type=int, default=0, help="the numbers model's unit words: detection, then "
                         "clamping on this many numbers per unit (e.g. 23: about 200 in all)")
     args = parser.parse_args(argv)
@@ -150,11 +154,11 @@ def detect(args) -> int:
     print(f"{ckpt.name}: {len(word_pairs)} word pairs tied both ways, the most frequent first: "
           + ", ".join(f"{s}-{t} ({n})" for s, t, n in word_pairs[:8]) + f" ...; {len(held)} development pairs")
     for site in [s for s in dictionaries if s.startswith("encoder.")]:
-        found = {kind: run(ckpt.model, ckpt.tokenizer, held, site, tc, [s for s, _, _ in word_pairs])
+        found = {kind: run(ckpt.model, ckpt.tokenizer, held, site, tc, [s for s, _, _ in word_pairs], by=args.by)
                  for kind, tc in dictionaries[site].items()}
         got, base = found["trained"], found["random"]
         order = np.argsort(-got.best_f1)
-        print(f"{site:22s} median best F1 {got.median:.3f} (random {base.median:.3f}, {got.median - base.median:+.3f}) "
+        print(f"{site:22s} median best F1 by {args.by} {got.median:.3f} (random {base.median:.3f}, {got.median - base.median:+.3f}) "
               f"over {len(got.words)} words; best: " + ", ".join(f"{got.words[i]} {got.best_f1[i]:.2f}" for i in order[:4])
               + "; worst: " + ", ".join(f"{got.words[i]} {got.best_f1[i]:.2f}" for i in order[-3:]), flush=True)
     return 0

@@ -240,6 +240,69 @@ def test_word_detection_equals_a_count_by_hand(numbers):
         detect(ckpt.model, ckpt.tokenizer, pairs, SITES[1], made[SITES[1]], words)
 
 
+class _AndJoined:
+    """The numbers tokenizer with "▁and" read as "and": a piece that continues the word before it, so
+    "hundred and" is one word of two pieces ("hundredand"), as a bible word of several pieces is."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
+
+    def id_to_piece(self, i, side):
+        piece = self._tokenizer.id_to_piece(i, side)
+        return "and" if piece == "▁and" else piece
+
+
+def test_word_detection_by_occurrence_equals_a_count_by_hand(numbers):
+    """by="word": a word occurrence (its span of pieces) is one unit, found when the feature fires on any of
+    its pieces, counted once however many of them it fires on."""
+    from explorer.inspection.attention_stats import piece_words as groups_of
+    from explorer.studies.common.words import span_word
+    from explorer.studies.features.detection import detect
+
+    ckpt, train, made = numbers
+    site, pairs, tok = SITES[0], train[:120], _AndJoined(ckpt.tokenizer)
+    fires, labels, sizes = [], [], []
+    for pair in pairs:
+        src = ckpt.tokenizer.encode(pair.src, side="src") + [ckpt.model.cfg.special.eos]
+        fired = _activations(ckpt, made[site], site, src, src[:1]).numpy() > 0                 # [L, m]
+        pieces = [tok.id_to_piece(i, "src") for i in src]
+        for group in groups_of(pieces):
+            fires.append(fired[group].any(0))                                                   # [m]
+            labels.append(span_word(pieces, group[0]))
+            sizes.append(len(group))
+    fired, labels, sizes = np.stack(fires), np.array(labels), np.array(sizes)                   # [U, m], [U], [U]
+    joined = [w for w in dict.fromkeys(labels[sizes == 2]) if w][:2]                            # "hundredand", ...
+    words = [*joined, "twenty", "seven"]
+    assert len(joined) == 2
+    found = detect(ckpt.model, tok, pairs, site, made[site], words, by="word")
+    by_piece = detect(ckpt.model, tok, pairs, site, made[site], words)
+    assert found.by == "word" and by_piece.by == "piece" and found.words == words
+    for i, word in enumerate(words):
+        here = labels == word
+        f1 = 2 * (fired & here[:, None]).sum(0) / (fired.sum(0) + here.sum())                  # [m]
+        assert found.positions[i] == here.sum()
+        assert found.best_f1[i] == pytest.approx(f1.max(), abs=0.01)
+        hits = (fired[:, found.best_feature[i]] & here).sum()
+        assert found.recall[i] == pytest.approx(hits / here.sum(), abs=0.01)
+        assert found.precision[i] == pytest.approx(hits / fired[:, found.best_feature[i]].sum(), abs=0.01)
+    assert (by_piece.positions[:2] == 2 * found.positions[:2]).all()        # two pieces each, one occurrence
+
+    class Everywhere:                   # a dictionary whose feature 0 fires on every piece: each unit counted once
+        width = 3
+
+        def encode(self, x):
+            return torch.nn.functional.one_hot(torch.zeros(len(x), dtype=torch.long), 3).float()    # [c, 3]
+
+    everywhere = detect(ckpt.model, tok, pairs, site, Everywhere(), words, by="word")
+    assert (everywhere.best_feature == 0).all() and np.allclose(everywhere.recall, 1.0)
+    assert np.allclose(everywhere.precision, [(labels == w).sum() / len(labels) for w in words])
+    with pytest.raises(ValueError, match="piece"):
+        detect(ckpt.model, tok, pairs, site, made[site], words, by="sentence")
+
+
 def test_mutual_pairs_keep_the_pairs_tied_both_ways():
     from explorer.studies.grounding.links import mutual_pairs
 
