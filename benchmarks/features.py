@@ -25,7 +25,9 @@ without one is trained here first, with --steps, --rows and the sizes, and kept 
 app keep theirs), each encoder site's and its random baseline's;
 --detect: asked which single feature best detects each of the --words most frequent word pairs the
 training data ties both ways (explorer.studies.grounding.links.mutual_pairs; --frequent: the most
-frequent source words, which include the glue words the links leave out), over the source pieces of
+frequent source words, which include the glue words the links leave out; --aligned: the word pairs eflomal
+links most often over the training pairs, explorer.studies.align.statistical.frequent_pairs, whose source
+words are asked about, each once), over the source pieces of
 the first --pairs development pairs (--by word: over its word occurrences, a word found where its feature
 fires on any of its pieces; explorer.studies.features.detection): the median best F1 of each,
 and the words each detects best and worst.
@@ -70,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--text", default="En el principio creó Dios los cielos y la tierra.",
                         help="--page: the sentence")
     parser.add_argument("--pairs", type=int, default=1000, help="--detect: development pairs read")
+    parser.add_argument("--aligned", action="store_true",
+                        help="--detect: the source words of the --words word pairs eflomal links most often over "
+                             "the training pairs instead (glue words included)")
     parser.add_argument("--frequent", action="store_true", help="--detect: the most frequent source words instead "
                         "(glue words included, which the links leave out)")
     parser.add_argument("--words", type=int, default=50, help="--detect: word pairs asked about")
@@ -150,8 +155,13 @@ def detect(args) -> int:
     word_pairs = mutual_pairs(index.links, args.words)
     if args.frequent:
         word_pairs = [(w, "", n) for w, n in sorted(index.src_words.items(), key=lambda kv: -kv[1])[:args.words]]
+    if args.aligned:
+        from explorer.studies.align.statistical import frequent_pairs
+        word_pairs = frequent_pairs(load_corpus(dataset_of(ckpt.meta)).train, args.words)
     held = load_corpus(dataset_of(ckpt.meta)).dev[:args.pairs]
-    print(f"{ckpt.name}: {len(word_pairs)} word pairs tied both ways, the most frequent first: "
+    which = "linked by eflomal" if args.aligned else "of the most frequent source words" if args.frequent else \
+        "tied both ways"
+    print(f"{ckpt.name}: {len(word_pairs)} word pairs {which}, the most frequent first: "
           + ", ".join(f"{s}-{t} ({n})" for s, t, n in word_pairs[:8]) + f" ...; {len(held)} development pairs")
     for site in [s for s in dictionaries if s.startswith("encoder.")]:
         found = {kind: run(ckpt.model, ckpt.tokenizer, held, site, tc, [s for s, _, _ in word_pairs], by=args.by)

@@ -181,3 +181,28 @@ def test_the_command_says_what_is_wrong_instead_of_a_traceback(tmp_path, capsys)
     for argv, message in cases:
         assert main(argv) == 2, argv
         assert message in capsys.readouterr().err
+
+
+def test_frequent_pairs_are_the_translations_counted():
+    """eflomal over a corpus whose words translate one for one: the most frequent linked pairs are the
+    translations, each counted about as often as it occurs, the most frequent first."""
+    import random
+    from types import SimpleNamespace
+
+    from explorer.studies.align.statistical import frequent_pairs
+
+    lexicon = {"casa": "house", "perro": "dog", "rojo": "red", "grande": "big", "agua": "water", "pan": "bread"}
+    rng, pairs, seen = random.Random(0), [], {}
+    for i in range(600):
+        chosen = list(dict.fromkeys((["casa"] if i % 3 == 0 else []) + rng.sample(sorted(lexicon), rng.randint(2, 4))))
+        pairs.append(SimpleNamespace(src=" ".join(chosen).capitalize() + ".",
+                                     tgt=" ".join(lexicon[w] for w in chosen) + "."))
+        for w in chosen:
+            seen[w] = seen.get(w, 0) + 1
+    found = frequent_pairs(pairs, 6)
+    assert {(s, t) for s, t, _ in found} == set(lexicon.items())
+    assert [n for *_, n in found] == sorted((n for *_, n in found), reverse=True)
+    for s, _, n in found:
+        assert 0.9 * seen[s] <= n <= seen[s]
+    assert found[0][:2] == ("casa", "house")                         # in every third pair besides its draws
+    assert frequent_pairs([], 5) == []
