@@ -13,9 +13,13 @@ same k, width and skip, decoder directions random and frozen); printed for both:
 explained on the held-out rows (and a least-squares linear map's, the skip's share alone), the mean
 active latents, the dead latents' share, the busiest latent's density; and the seconds spent collecting and training (the machine's load beside them: these machines are noisy).
 
---aux-loss-coefficient, --dead-feature-window: AuxK, the dead latents' auxiliary loss (transcoder.py), for
+--aux-loss-coefficient, --dead-feature-window (the transcoders), --sae-aux-loss-coefficient,
+--sae-dead-feature-window (the stream SAEs): AuxK, the dead latents' auxiliary loss (transcoder.py), for
 the dictionaries trained here (a kept dictionary is used as it is: give a runs folder of its own,
 EXPLORER_RUNS_DIR=..., to compare).
+
+--no-skip: the FFN sites' transcoders (and their baselines) without the linear skip, to see what the skip
+the baseline shares takes from the trained-minus-random gap (docs/FEATURES.md).
 
 --sites resid: the residual-stream SAEs ("encoder.layers.i.resid") instead of the FFNs' transcoders, for
 --detect and --numbers as for the quality figures.
@@ -60,9 +64,15 @@ def main(argv: list[str] | None = None) -> int:
                         "(0: twice the model's width)")
     parser.add_argument("--sae-k", type=int, default=FeatureSettings.sae_k)
     parser.add_argument("--aux-loss-coefficient", type=float, default=FeatureSettings.aux_loss_coefficient,
-                        help="AuxK's weight (0: off; the paper's 1/32 is 0.03125)")
+                        help="AuxK's weight, the transcoders (0: off; the paper's 1/32 is 0.03125)")
     parser.add_argument("--dead-feature-window", type=int, default=FeatureSettings.dead_feature_window,
-                        help="AuxK: steps without firing before a latent counts as dead")
+                        help="AuxK, the transcoders: steps without firing before a latent counts as dead")
+    parser.add_argument("--sae-aux-loss-coefficient", type=float, default=FeatureSettings.sae_aux_loss_coefficient,
+                        help="AuxK's weight, the stream SAEs (0: off)")
+    parser.add_argument("--sae-dead-feature-window", type=int, default=FeatureSettings.sae_dead_feature_window,
+                        help="AuxK, the stream SAEs: steps without firing before a latent counts as dead")
+    parser.add_argument("--no-skip", dest="skip", action="store_false", help="the FFNs' transcoders without their "
+                        "linear skip (and so their random baselines too)")
     parser.add_argument("--sites", choices=("ffn", "resid"), default="ffn", help="the FFNs' transcoders or the "
                         "residual streams' SAEs")
     parser.add_argument("--detect", action="store_true", help="word detection by the saved dictionaries")
@@ -96,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = _settings(args)
     print(f"{ckpt.name}: width {settings.width}, k {settings.k} (SAEs: {settings.sae_width or 'twice d'}, "
           f"{settings.sae_k}), {settings.steps} steps of {settings.batch} rows, AuxK weight "
-          f"{settings.aux_loss_coefficient:g} (window {settings.dead_feature_window} steps)")
+          f"{settings.aux_loss_coefficient:g} (window {settings.dead_feature_window} steps; SAEs "
+          f"{settings.sae_aux_loss_coefficient:g}, window {settings.sae_dead_feature_window})")
     for site in args.site or sites.all_sites(ckpt.model, args.sites):
         row, _, seconds = train_site(ckpt.model, ckpt.tokenizer, train_pairs, dev, site, settings)
         print(f"{site:22s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}, +{row['fve'] - row['fve_random']:.3f}; "
@@ -111,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 def _settings(args) -> FeatureSettings:
     return FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows, sae_width=args.sae_width,
                            sae_k=args.sae_k, aux_loss_coefficient=args.aux_loss_coefficient,
-                           dead_feature_window=args.dead_feature_window)
+                           dead_feature_window=args.dead_feature_window,
+                           sae_aux_loss_coefficient=args.sae_aux_loss_coefficient,
+                           sae_dead_feature_window=args.sae_dead_feature_window, skip=args.skip)
 
 
 def encoder_dictionaries(args, ckpt) -> dict:

@@ -1,7 +1,7 @@
 """AuxK, the dead latents' auxiliary loss of TopK dictionaries (explorer.studies.features.transcoder; Gao et
 al. 2024, A.2): its loss equals a plain per-row computation written here; in training, latents that never
 fire get no gradient without it and do with it; it adds nothing while no latent is dead; the same seed gives
-the same weights with it on; the settings carry it to every site. Small synthetic rows, no checkpoint."""
+the same weights with it on; the settings carry each kind's (transcoders, stream SAEs) to its sites. Small synthetic rows, no checkpoint."""
 from __future__ import annotations
 
 import numpy as np
@@ -89,15 +89,30 @@ def test_auxk_adds_nothing_while_no_latent_is_dead_and_is_deterministic():
     assert torch.equal(rnd.W_dec, rnd_start.W_dec)
 
 
-def test_the_settings_carry_auxk_to_every_site():
-    settings = FeatureSettings(aux_loss_coefficient=0.25, dead_feature_window=7)
-    for site in ("encoder.layers.0.ffn", "encoder.layers.0.resid"):
-        made = settings.train_settings(site, 128, random_decoder=site.endswith("resid"))
-        assert (made.aux_loss_coefficient, made.dead_feature_window) == (0.25, 7)
-    with pytest.raises(ValueError, match="aux_loss_coefficient"):
-        FeatureSettings(aux_loss_coefficient=-1.0)
-    with pytest.raises(ValueError, match="dead_feature_window"):
-        FeatureSettings(dead_feature_window=0)
+def test_the_settings_carry_each_kinds_auxk_to_its_sites():
+    settings = FeatureSettings(aux_loss_coefficient=0.25, dead_feature_window=7, sae_aux_loss_coefficient=0.5,
+                               sae_dead_feature_window=9)
+    for site, want in (("encoder.layers.0.ffn", (0.25, 7)), ("decoder.layers.1.ffn", (0.25, 7)),
+                       ("encoder.layers.0.resid", (0.5, 9)), ("decoder.layers.1.resid", (0.5, 9))):
+        for random_decoder in (False, True):
+            made = settings.train_settings(site, 128, random_decoder=random_decoder)
+            assert (made.aux_loss_coefficient, made.dead_feature_window) == want, site
+    for name in ("aux_loss_coefficient", "sae_aux_loss_coefficient"):
+        with pytest.raises(ValueError, match=name):
+            FeatureSettings(**{name: -1.0})
+    for name in ("dead_feature_window", "sae_dead_feature_window"):
+        with pytest.raises(ValueError, match=name):
+            FeatureSettings(**{name: 0})
+
+
+def test_by_default_auxk_is_on_for_the_stream_saes_only():
+    """The measured defaults (job.py, docs/FEATURES.md): transcoders without AuxK, stream SAEs at weight 1, a
+    25-step window."""
+    default = FeatureSettings()
+    ffn = default.train_settings("encoder.layers.0.ffn", 128)
+    resid = default.train_settings("encoder.layers.0.resid", 128)
+    assert ffn.aux_loss_coefficient == 0.0
+    assert (resid.aux_loss_coefficient, resid.dead_feature_window) == (1.0, 25)
 
 
 def test_the_command_takes_auxk_and_refuses_a_negative_weight_in_one_line(tmp_path, capsys):
@@ -106,6 +121,11 @@ def test_the_command_takes_auxk_and_refuses_a_negative_weight_in_one_line(tmp_pa
     args = command.build_parser("train").parse_args(["some/checkpoint", "--aux-loss-coefficient", "0.03125",
                                                      "--dead-feature-window", "50", "--out", str(tmp_path / "f.json")])
     assert (args.aux_loss_coefficient, args.dead_feature_window) == (0.03125, 50)
+    assert (args.sae_aux_loss_coefficient, args.sae_dead_feature_window) == (1.0, 25)      # the defaults
+    args = command.build_parser("train").parse_args(["some/checkpoint", "--sae-aux-loss-coefficient", "0",
+                                                     "--sae-dead-feature-window", "40", "--out", str(tmp_path / "f.json")])
+    assert (args.sae_aux_loss_coefficient, args.sae_dead_feature_window) == (0.0, 40)
+    assert args.aux_loss_coefficient == 0.0
     rc = command.main(["train", "no/such/checkpoint", "--aux-loss-coefficient", "-1", "--out", str(tmp_path / "f.json")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "aux_loss_coefficient" in err, err

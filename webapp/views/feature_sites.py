@@ -31,8 +31,10 @@ CAPTION = ("An **FFN** site's dictionary is a transcoder: its features say what 
            "autoencoder of everything the layer's output holds (the attention's and every earlier layer's writes "
            "too): at the last encoder layer, all the decoder can read of a source word. Both kinds are kept because "
            "they answer different questions: how a layer computes, and what the stream carries. Single words "
-           "show in the stream: on the numbers model, the first encoder layer's stream has a feature for 7 of "
-           "the 9 English unit words (the FFNs' transcoders: 4), and setting one changes the German unit.")
+           "show in the stream: on the numbers model, the first encoder layer's stream has a feature for each "
+           "of the 9 English unit words when trained by `python -m explorer features train --sites resid` (7 of "
+           "the 9 at this page's quicker training; the FFNs' transcoders: 4), and setting one changes the "
+           "German unit.")
 
 
 def site_names(model) -> list[str]:

@@ -29,7 +29,7 @@ from explorer.files.names import FEATURES_OUT
 from explorer.files.user_files import UserFileError
 from explorer.store.checkpoint import CheckpointError
 from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, checkpoint_and_held_out, \
-    finish, open_checkpoint, parse_checked, refuse, setting, settings_from, study_parser
+    finish, open_checkpoint, parse_checked, refuse, setting, settings_from, study_parser, switch
 from explorer.studies.common.source_file import read_sentences
 from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import EVALUATE, RANGES, TRAIN, FeatureSettings, load_all
@@ -53,10 +53,14 @@ def build_parser(action: str):
                            ("rows", "training rows per site"), ("held_rows", "held-out rows per site"),
                            ("seed", "the random seed")):
             setting(parser, FeatureSettings, name, said, ranges=RANGES)
-        setting(parser, FeatureSettings, "aux_loss_coefficient", "AuxK: the weight of the dead latents' auxiliary "
-                "loss (Gao et al. 2024; 0: off; the paper's 1/32 is 0.03125)", ranges=RANGES, type=float)
-        setting(parser, FeatureSettings, "dead_feature_window", "AuxK: steps without firing before a latent counts "
-                "as dead", ranges=RANGES)
+        for kind, site in (("", "transcoders"), ("sae_", "SAEs")):
+            setting(parser, FeatureSettings, kind + "aux_loss_coefficient", f"AuxK ({site}): the weight of the dead "
+                    "latents' auxiliary loss (Gao et al. 2024; 0: off; the paper's 1/32 is 0.03125)", ranges=RANGES,
+                    type=float)
+            setting(parser, FeatureSettings, kind + "dead_feature_window", f"AuxK ({site}): steps without firing "
+                    "before a latent counts as dead", ranges=RANGES)
+        switch(parser, FeatureSettings, "skip", "the FFNs' transcoders (and their random baselines) without the "
+               "linear skip: plain TopK transcoders (docs/FEATURES.md)")
     else:
         parser.add_argument("--sentences", dest="sentences_file", metavar="FILE",
                             help="one source sentence per line, or a TSV with a 'source' (and 'target') column "

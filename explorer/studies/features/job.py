@@ -33,7 +33,8 @@ from explorer.studies.features import transcoder as tcm
 RANGES = {"width": (16, 16_384), "k": (1, 512), "sae_width": (0, 16_384), "sae_k": (1, 512),
           "steps": (1, 100_000), "batch": (16, 65_536),
           "rows": (1_000, 500_000), "held_rows": (100, 100_000), "sentences": (1, MAX_HELD_OUT),
-          "seed": (0, 2 ** 31 - 1), "aux_loss_coefficient": (0.0, 100.0), "dead_feature_window": (1, 100_000)}
+          "seed": (0, 2 ** 31 - 1), "aux_loss_coefficient": (0.0, 100.0), "dead_feature_window": (1, 100_000),
+          "sae_aux_loss_coefficient": (0.0, 100.0), "sae_dead_feature_window": (1, 100_000)}
 TRAIN_KEYS = ("settings", "layers")
 EVALUATE_KEYS = ("settings", "layers", "ce", "ce_recovered", "ce_recovered_random", "bleu")
 SITE_KEYS = ("settings", "layer")
@@ -49,9 +50,15 @@ EVALUATE_STAGES = ("rows", "cross-entropy", "translations")
 # numbers, is what a stream of a few hundred dimensions about a vocabulary of words needs.
 SAE_WIDTH_PER_D = 2       # sae_width 0: this many latents per number of the stream
 SAE_K = 8
-# AuxK (transcoder.py; Gao et al. 2024, A.2): the weight of the dead latents' auxiliary loss, for every site and
-# its random baseline alike (docs/FEATURES.md, "Dead latents and AuxK").
+# AuxK (transcoder.py; Gao et al. 2024, A.2): the weight of the dead latents' auxiliary loss and the steps unfired
+# before a latent counts as dead, for a site's dictionary and its random baseline alike, apart by kind because
+# measured apart (docs/FEATURES.md, "Dead latents and AuxK"). The transcoders: off (1/32 left bible-es-en's
+# FFN figures where they were). The stream SAEs: SAELens's weight 1, a 25-step window: on numbers-en-de's
+# first encoder stream it took the unit words detected from 7 of 9 to 9 of 9 and the dead latents from 17.6%
+# to 6.6%, and on bible-es-en's width-512 streams it left FVE and the aligned-pairs gap about where they were.
 AUX_LOSS_COEFFICIENT = 0.0
+SAE_AUX_LOSS_COEFFICIENT = 1.0
+SAE_DEAD_FEATURE_WINDOW = 25
 
 
 @dataclass(frozen=True)
@@ -66,8 +73,11 @@ class FeatureSettings:
     held_rows: int = 20_000                       # held-out rows per site (from the development pairs)
     sentences: int = 200                          # evaluate: the first N pairs
     seed: int = 0
-    aux_loss_coefficient: float = AUX_LOSS_COEFFICIENT   # AuxK's weight, every site (0: off); SAELens's name
+    aux_loss_coefficient: float = AUX_LOSS_COEFFICIENT   # AuxK's weight, an FFN site (0: off); SAELens's name
     dead_feature_window: int = tcm.TrainSettings.dead_feature_window   # AuxK: steps unfired before a latent is dead
+    sae_aux_loss_coefficient: float = SAE_AUX_LOSS_COEFFICIENT   # AuxK's weight, a residual-stream site (0: off)
+    sae_dead_feature_window: int = SAE_DEAD_FEATURE_WINDOW      # AuxK's window, a residual-stream site
+    skip: bool = True             # an FFN site's linear skip (False: a plain transcoder, measured in FEATURES.md)
 
     def __post_init__(self) -> None:
         check_ranges(self, RANGES)
@@ -81,12 +91,13 @@ class FeatureSettings:
         stream = sites.is_stream(site)
         width = (self.sae_width or SAE_WIDTH_PER_D * d_model) if stream else self.width
         k = self.sae_k if stream else self.k
+        aux, window = ((self.sae_aux_loss_coefficient, self.sae_dead_feature_window) if stream
+                       else (self.aux_loss_coefficient, self.dead_feature_window))
         if k > width:
             raise ValueError(f"k ({k}) must not exceed the {site} dictionary's width ({width})")
         return tcm.TrainSettings(width=width, k=k, steps=self.steps, batch=self.batch, seed=self.seed,
-                                 random_decoder=random_decoder, skip=not stream,
-                                 aux_loss_coefficient=self.aux_loss_coefficient,
-                                 dead_feature_window=self.dead_feature_window)
+                                 random_decoder=random_decoder, skip=self.skip and not stream,
+                                 aux_loss_coefficient=aux, dead_feature_window=window)
 
 
 def dictionary_folder(weights_sha256: str, site: str, kind: str, root: Path | None = None) -> Path:
