@@ -52,8 +52,8 @@ SAE_WIDTH_PER_D = 2       # sae_width 0: this many latents per number of the str
 SAE_K = 8
 # AuxK (transcoder.py; Gao et al. 2024, A.2): the weight of the dead latents' auxiliary loss and the steps unfired
 # before a latent counts as dead, for a site's dictionary and its random baseline alike, apart by kind because
-# measured apart (docs/FEATURES.md, "Dead latents and AuxK"). The transcoders: off (1/32 left bible-es-en's
-# FFN figures where they were). The stream SAEs: SAELens's weight 1, a 25-step window: on numbers-en-de's
+# measured apart (docs/FEATURES.md, "Dead latents and AuxK"). The transcoders: off (no latent of bible-es-en's
+# six FFN transcoders is dead without it). The stream SAEs: SAELens's weight 1, a 25-step window: on numbers-en-de's
 # first encoder stream it took the unit words detected from 7 of 9 to 9 of 9 and the dead latents from 17.6%
 # to 6.6%, and on bible-es-en's width-512 streams it left FVE and the aligned-pairs gap about where they were.
 AUX_LOSS_COEFFICIENT = 0.0
