@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import numpy as np
 import torch
@@ -145,6 +146,7 @@ def encoder_dictionaries(args, ckpt) -> dict:
         try:
             found[site] = loaded()
         except files.DictionaryUnusable:
+            started = time.perf_counter()
             result = SITE.to_file(site_result_path(sha, site), model, ckpt.tokenizer, training_pairs(ckpt.meta),
                                   load_corpus(dataset_of(ckpt.meta)).dev, _settings(args), site=site,
                                   context=RunContext(meta=ckpt.meta))
@@ -152,7 +154,8 @@ def encoder_dictionaries(args, ckpt) -> dict:
             print(f"{site:22s} trained: width {row.get('width')}, k {row.get('k')}, FVE {row['fve']:.3f} (random "
                   f"{row['fve_random']:.3f}), dead {row['dead_fraction']:.1%} "
                   f"(random {row['dead_fraction_random']:.1%}), "
-                  f"busiest {row['max_density']:.1%}, rows {row['rows']:,}", flush=True)
+                  f"busiest {row['max_density']:.1%}, rows {row['rows']:,}, steps {args.steps:,}; the job took "
+                  f"{time.perf_counter() - started:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
             found[site] = loaded()
     return found
 

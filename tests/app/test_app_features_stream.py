@@ -44,7 +44,7 @@ def test_the_picker_lists_the_streams_after_the_ffns_and_offers_the_job(env):
     assert picker.value == "encoder.layers.0.resid" and at.query_params["site"] == "enc1r"
     assert "residual stream (SAE)** site's is a sparse autoencoder" in shown(at)
     assert "Encoder layer 1: residual stream (SAE) has no dictionary yet" in shown(at)
-    assert "sparse autoencoder" in shown(at) and "residual-stream vectors" in shown(at)
+    assert "sparse autoencoder" in shown(at) and "Training one reads 200,000 residual-stream vectors" in shown(at)
     assert any(b.label == "Train Encoder layer 1: residual stream (SAE)'s dictionary" for b in at.button)
 
 
@@ -60,3 +60,13 @@ def test_a_stream_sites_page_draws_and_steers(env):
     assert f"Feature #{feature} of Encoder layer 2: residual stream (SAE)" in shown(at)
     assert all("⟦" in c for c in at.dataframe[0].value["context"])
     assert "With feature" in shown(at) and chart(at, "features_steer")["data"]
+
+
+def test_the_app_trains_a_stream_at_the_commands_steps_and_rows_and_a_transcoder_quicker():
+    from explorer.studies.features.job import FeatureSettings
+    from webapp.views.feature_sites import app_settings
+
+    stream, ffn = app_settings(STREAM), app_settings("encoder.layers.1.ffn")
+    assert (stream.steps, stream.rows) == (FeatureSettings.steps, FeatureSettings.rows)
+    assert (ffn.steps, ffn.rows) == (1_000, 100_000)
+    assert stream.held_rows == ffn.held_rows == 10_000

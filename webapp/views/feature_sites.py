@@ -6,9 +6,12 @@ from what it reads; the Graphs page replaces the FFNs by these), and each layer'
 stream, with a sparse autoencoder (what the stream holds after that layer: at the last encoder layer,
 all the decoder's cross-attention can read of a source word). The FFN sites are listed first, then the
 streams, labelled "Encoder layer 2: residual stream (SAE)". Both are trained by the same one-site job on
-first use, with APP_SETTINGS (each kind at its own sizes: explorer.studies.features.job).
+first use, with app_settings(site) (each kind at its own sizes: explorer.studies.features.job; a stream at
+the command's steps and rows).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import streamlit as st
 
@@ -20,21 +23,30 @@ from explorer.studies.features.sites import all_sites, is_stream
 from webapp import analyses, feature_analyses, study_job
 from webapp.text_safety import md_escape
 
-# The app's dictionaries: a third of the command's steps and half its rows, so that a layer is ready while a
+# The app's transcoders: a third of the command's steps and half its rows, so that a layer is ready while a
 # class waits: on bible-es-en 217-236 s per layer on 2 cores, held-out FVE 0.908 at encoder layer 2 and
 # 0.803 at decoder layer 3 (the command's 0.963 and 0.897), each still well above its random baseline's
 # (0.776, 0.642); docs/FEATURES.md.
 APP_SETTINGS = FeatureSettings(steps=1_000, rows=100_000, held_rows=10_000)
 APP_MINUTES = "4"            # measured per layer on 2 cores (docs/FEATURES.md)
+# A stream's SAE (2 x d latents, no skip) costs a fraction of a transcoder's step, so the app trains it at the
+# command's steps and rows, the settings its bounds were met at: numbers-en-de's first encoder stream then
+# detects 9 of the 9 unit words, 7 at the transcoders' quicker settings (docs/FEATURES.md, "The stream SAEs'
+# defaults").
+APP_STREAM_SETTINGS = replace(APP_SETTINGS, steps=FeatureSettings.steps, rows=FeatureSettings.rows)
+APP_STREAM_MINUTES = "2"     # bible-es-en's last encoder stream: 113 s on 2 cores (docs/FEATURES.md)
+
+
+def app_settings(site: str) -> FeatureSettings:
+    """The settings the app trains a site's dictionary at: a stream's SAE, or an FFN's transcoder."""
+    return APP_STREAM_SETTINGS if is_stream(site) else APP_SETTINGS
 CAPTION = ("An **FFN** site's dictionary is a transcoder: its features say what the FFN writes from what it reads, "
            "and the Graphs page chains them into circuits. A **residual stream (SAE)** site's is a sparse "
            "autoencoder of everything the layer's output holds (the attention's and every earlier layer's writes "
            "too): at the last encoder layer, all the decoder can read of a source word. Both kinds are kept because "
            "they answer different questions: how a layer computes, and what the stream carries. Single words "
            "show in the stream: on the numbers model, the first encoder layer's stream has a feature for each "
-           "of the 9 English unit words when trained by `python -m explorer features train --sites resid` (7 of "
-           "the 9 at this page's quicker training; the FFNs' transcoders: 4), and setting one changes the "
-           "German unit.")
+           "of the 9 English unit words (the FFNs' transcoders: 4), and setting one changes the German unit.")
 
 
 def site_names(model) -> list[str]:
@@ -80,18 +92,19 @@ def dictionaries_or_stop(ckpt, site: str, pairs: list):
     if dictionary_folder(sha, site, "trained").exists():
         st.warning(f"{label}'s dictionary cannot be used: {md_escape(problem)}. Training it again replaces it.")
     else:
-        made = APP_SETTINGS.train_settings(site, ckpt.model.cfg.d_model)
-        what = ("residual-stream vectors (the layer's output)", "sparse autoencoder") if is_stream(site) \
-            else ("FFN activations", "transcoder")
-        st.info(f"{label} has no dictionary yet. Training one reads {APP_SETTINGS.rows:,} {what[0]} of the "
+        settings = app_settings(site)
+        made = settings.train_settings(site, ckpt.model.cfg.d_model)
+        what = ("residual-stream vectors (the layer's output)", "sparse autoencoder", APP_STREAM_MINUTES) \
+            if is_stream(site) else ("FFN activations", "transcoder", APP_MINUTES)
+        st.info(f"{label} has no dictionary yet. Training one reads {settings.rows:,} {what[0]} of the "
                 f"training pairs and fits a {made.width:,}-feature {what[1]} and its random baseline: "
-                f"about {APP_MINUTES} minutes on two cores, in the background (other pages stay usable). "
+                f"about {what[2]} minutes on two cores, in the background (other pages stay usable). "
                 f"`python -m explorer features train --sites all` trains every site at once.")
     held = study_job.held_out_or_stop(ckpt, "A dictionary is scored")
     out = site_result_path(sha, site)
     study_job.tail(out, f"Train {label}'s dictionary", f"features_{site_key(site)}",
                    lambda: study_job.start(SITE, out, f"Features: {label}", ckpt.path, lambda _: (pairs, held),
-                                           APP_SETTINGS, site=site))
+                                           app_settings(site), site=site))
     st.stop()
 
 

@@ -6,8 +6,9 @@ fires, what removing it does where it fires most); steering (the feature clamped
 translated again).
 
 Dictionaries are not shipped (a site's two weigh ~1.2 MB in float16, a model's twelve ~15 MB, as much
-again as the checkpoint): the app trains the layer a user opens (APP_SETTINGS, a few minutes on two
-cores, progress and Cancel as on every page's job); `python -m explorer features train` makes every
+again as the checkpoint): the app trains the layer a user opens (feature_sites.app_settings: a transcoder at a third
+of the command's steps, a stream's SAE at the command's settings; a few minutes on two cores, progress and
+Cancel as on every page's job); `python -m explorer features train` makes every
 layer's at the command's fuller settings, and the page then uses those. The aligned word beside each
 training context is the target word of that pair the training data links most often to the context's
 word (the grounding index's links, explorer.studies.grounding.links).
