@@ -50,6 +50,7 @@ from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.features import sites
 from explorer.studies.features.job import FeatureSettings, train_site
+from explorer.studies.common.command import settings_from
 from explorer.studies.common.training_data import dataset_of, training_pairs
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,11 +122,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _settings(args) -> FeatureSettings:
-    return FeatureSettings(width=args.width, k=args.k, steps=args.steps, rows=args.rows, sae_width=args.sae_width,
-                           sae_k=args.sae_k, aux_loss_coefficient=args.aux_loss_coefficient,
-                           dead_feature_window=args.dead_feature_window,
-                           sae_aux_loss_coefficient=args.sae_aux_loss_coefficient,
-                           sae_dead_feature_window=args.sae_dead_feature_window, skip=args.skip)
+    """The settings the flags name (each flag's dest is a FeatureSettings field), the others at their default."""
+    return settings_from(args, FeatureSettings)
 
 
 def encoder_dictionaries(args, ckpt) -> dict:
