@@ -8,8 +8,8 @@ rows, beside the random-decoder baseline, and what training costs.
     python -m benchmarks features --page [--checkpoint ...] [--text SENTENCE]
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
-development split (held out); a TopK skip transcoder trained on the first, and the random baseline (the
-same k, width and skip, decoder directions random and frozen); printed for both: the fraction of variance
+development split (held out); a TopK transcoder trained on the first (its linear skip as --skip says), and
+the random baseline (the same k, width and skip, decoder directions random and frozen); printed for both: the fraction of variance
 explained on the held-out rows (and a least-squares linear map's, the skip's share alone), the mean
 active latents, the dead latents' share, the busiest latent's density; and the seconds spent collecting and training (the machine's load beside them: these machines are noisy).
 
@@ -18,8 +18,8 @@ active latents, the dead latents' share, the busiest latent's density; and the s
 the dictionaries trained here (a kept dictionary is used as it is: give a runs folder of its own,
 EXPLORER_RUNS_DIR=..., to compare).
 
---no-skip: the FFN sites' transcoders (and their baselines) without the linear skip, to see what the skip
-the baseline shares takes from the trained-minus-random gap (docs/FEATURES.md).
+--skip always|never|auto: the FFN sites' transcoders (and their baselines) with the linear skip, without it,
+or (the command's default) without it unless a latent of the plain one turns dense (docs/FEATURES.md).
 
 --sites resid: the residual-stream SAEs ("encoder.layers.i.resid") instead of the FFNs' transcoders, for
 --detect and --numbers as for the quality figures.
@@ -49,7 +49,7 @@ from explorer.data import load_corpus
 from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.features import sites
-from explorer.studies.features.job import FeatureSettings, train_site
+from explorer.studies.features.job import SKIP_MODES, FeatureSettings, train_site
 from explorer.studies.common.command import settings_from
 from explorer.studies.common.training_data import dataset_of, training_pairs
 
@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="AuxK's weight, the stream SAEs (0: off)")
     parser.add_argument("--sae-dead-feature-window", type=int, default=FeatureSettings.sae_dead_feature_window,
                         help="AuxK, the stream SAEs: steps without firing before a latent counts as dead")
-    parser.add_argument("--no-skip", dest="skip", action="store_false", help="the FFNs' transcoders without their "
-                        "linear skip (and so their random baselines too)")
+    parser.add_argument("--skip", choices=SKIP_MODES, default=FeatureSettings.skip, help="the FFNs' transcoders' "
+                        "linear skip (and so their random baselines'): always, never, or auto (the command's)")
     parser.add_argument("--sites", choices=("ffn", "resid"), default="ffn", help="the FFNs' transcoders or the "
                         "residual streams' SAEs")
     parser.add_argument("--detect", action="store_true", help="word detection by the saved dictionaries")
@@ -115,10 +115,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{site:22s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}, +{row['fve'] - row['fve_random']:.3f}; "
               f"linear map {row.get('fve_linear', float('nan')):.3f})  L0 {row['l0']:.1f}  "
               f"dead {row['dead_fraction']:.1%} (random "
-              f"{row['dead_fraction_random']:.1%})  busiest {row['max_density']:.1%}  rows {row['rows']:,}/"
+              f"{row['dead_fraction_random']:.1%})  busiest {row['max_density']:.1%}{_form(row)}  rows {row['rows']:,}/"
               f"{row['held_rows']:,}  collect {seconds['collect']:.0f} s  train {seconds['train']:.0f} s  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
     return 0
+
+
+def _form(row: dict) -> str:
+    """Which transcoder a site got: with its skip or not, and how dense the plain one was when it was refused."""
+    if "skip" not in row:
+        return ""
+    dense = row.get("max_density_without_skip")
+    return (" skip" if row["skip"] else " no skip") + ("" if dense is None else f" (plain: busiest {dense:.1%})")
 
 
 def _settings(args) -> FeatureSettings:

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from explorer.studies.features.job import dictionary_folder, site_result_path
+from webapp.views.feature_sites import form_said
 from support.feature_runs import SMALL, needs_numbers, numbers_dictionaries, point_app_at
 from support.app_support import array, chart, no_exception, open_app
 
@@ -65,6 +66,9 @@ def test_the_page_draws_a_features_page_and_steers(env):
     assert values.shape[0] == 5 and values.shape[1] == len(heat["x"]) >= 5
     assert (values[0] >= values[1]).all() and values[0].max() > 0
     assert "Held-out fraction of variance explained" in shown(at) and "random-decoder baseline" in shown(at)
+    root, sha = env
+    row = json.loads(site_result_path(sha, SITES[0], root / "features").read_text())["layer"]
+    assert form_said(row) and form_said(row) in shown(at)              # which transcoder the job kept
     feature = at.selectbox(key="features_feature").value
     assert f"Feature #{feature} of Encoder layer 1" in shown(at)
     contexts = at.dataframe[0].value
@@ -120,3 +124,11 @@ def test_a_hostile_link_falls_back_and_a_damaged_dictionary_is_named(env, tmp_pa
     warning = " ".join(str(w.value) for w in at.warning)
     assert "dictionary cannot be used" in warning and "damaged" in warning and "\n" not in warning
     assert any(b.label == "Train Encoder layer 1's dictionary" for b in at.button)
+
+
+def test_the_caption_says_which_transcoder_and_why():
+    assert form_said({"skip": False}) == "A plain TopK transcoder (no linear skip). "
+    said = form_said({"skip": True, "max_density_without_skip": 0.8412})
+    assert "with a linear skip" in said and "84%" in said
+    assert form_said({"skip": True}) == "A TopK transcoder with a linear skip. "        # trained with --skip always
+    assert form_said({}) == ""                          # an SAE's row, or a transcoder's kept before the rule

@@ -192,18 +192,8 @@ def test_the_sizes_of_each_kind_come_from_one_place():
     stream = settings.train_settings("encoder.layers.0.resid", 128)
     ffn = settings.train_settings("encoder.layers.0.ffn", 128)
     assert (stream.width, stream.k, stream.skip) == (256, 8, False)
-    assert (ffn.width, ffn.k, ffn.skip) == (settings.width, settings.k, True)
-    plain = FeatureSettings(skip=False)
-    assert not plain.train_settings("encoder.layers.0.ffn", 128).skip          # a transcoder without its skip
-    assert not plain.train_settings("encoder.layers.0.resid", 128).skip        # an SAE never has one
-
-
-def test_the_command_trains_transcoders_without_their_skip_when_asked(tmp_path):
-    from explorer.studies.features import __main__ as command
-    from explorer.studies.common.command import settings_from
-
-    out = str(tmp_path / "f.json")
-    assert settings_from(command.build_parser("train").parse_args(["ckpt", "--out", out]), FeatureSettings).skip
-    plain = settings_from(command.build_parser("train").parse_args(["ckpt", "--no-skip", "--out", out]),
-                          FeatureSettings)
-    assert not plain.skip and not plain.train_settings("decoder.layers.0.ffn", 128).skip
+    assert (ffn.width, ffn.k) == (settings.width, settings.k)
+    for mode in ("auto", "always", "never"):                                  # an SAE never has a skip
+        assert not FeatureSettings(skip=mode).train_settings("encoder.layers.0.resid", 128).skip, mode
+    with pytest.raises(ValueError, match="no skip"):
+        settings.train_settings("encoder.layers.0.resid", 128, skip=True)

@@ -95,7 +95,8 @@ def dictionaries_or_stop(ckpt, site: str, pairs: list):
         settings = app_settings(site)
         made = settings.train_settings(site, ckpt.model.cfg.d_model)
         what = ("residual-stream vectors (the layer's output)", "sparse autoencoder", APP_STREAM_MINUTES) \
-            if is_stream(site) else ("FFN activations", "transcoder", APP_MINUTES)
+            if is_stream(site) else ("FFN activations", "transcoder (with a linear skip if the plain one's busiest "
+                                     "feature fires on more than half the tokens)", APP_MINUTES)
         st.info(f"{label} has no dictionary yet. Training one reads {settings.rows:,} {what[0]} of the "
                 f"training pairs and fits a {made.width:,}-feature {what[1]} and its random baseline: "
                 f"about {what[2]} minutes on two cores, in the background (other pages stay usable). "
@@ -108,6 +109,18 @@ def dictionaries_or_stop(ckpt, site: str, pairs: list):
     st.stop()
 
 
+def form_said(row: dict) -> str:
+    """Which transcoder the job kept ("skip" in its row; an SAE's row has none), and why."""
+    if not isinstance(row.get("skip"), bool):
+        return ""
+    if not row["skip"]:
+        return "A plain TopK transcoder (no linear skip). "
+    dense = row.get("max_density_without_skip")
+    why = (f": without it one feature fired on {dense:.0%} of tokens, carrying the FFN's linear part"
+           if isinstance(dense, float) else "")
+    return f"A TopK transcoder with a linear skip{why}. "
+
+
 def quality_caption(ckpt, site: str) -> None:
     """The dictionary's held-out figures beside its random baseline's (the training job's result)."""
     result = SITE.read(site_result_path(str(ckpt.meta.get("weights_sha256") or ""), site))
@@ -116,7 +129,7 @@ def quality_caption(ckpt, site: str) -> None:
     row, settings = result["layer"], result.get("settings", {})
     linear = (f", least-squares linear map {row['fve_linear']:.3f}" if isinstance(row.get("fve_linear"), float)
               else "")
-    st.caption(f"Held-out fraction of variance explained {row.get('fve', float('nan')):.3f} (random-decoder baseline "
+    st.caption(form_said(row) + f"Held-out fraction of variance explained {row.get('fve', float('nan')):.3f} (random-decoder baseline "
                f"{row.get('fve_random', float('nan')):.3f}{linear}); {row.get('l0', 0):.0f} features active per "
                f"token; the busiest fires on {row.get('max_density', 0):.0%} of tokens; dead "
                f"{row.get('dead_fraction', 0):.0%}. Trained {md_escape(settings.get('steps', '?'))} steps on "

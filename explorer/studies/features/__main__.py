@@ -1,5 +1,6 @@
 """`python -m explorer features train|evaluate CHECKPOINT [--sites ffn|resid|all] [--sentences FILE] --out
-FILE.json`: learned features for every FFN of a checkpoint (TopK skip transcoders), or for every layer's
+FILE.json`: learned features for every FFN of a checkpoint (TopK transcoders, with a linear skip where
+the plain one turns dense: --skip), or for every layer's
 residual stream (TopK sparse autoencoders: --sites resid), or both (all), and how much of the model they
 carry.
 
@@ -29,10 +30,10 @@ from explorer.files.names import FEATURES_OUT
 from explorer.files.user_files import UserFileError
 from explorer.store.checkpoint import CheckpointError
 from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, checkpoint_and_held_out, \
-    finish, open_checkpoint, parse_checked, refuse, setting, settings_from, study_parser, switch
+    finish, open_checkpoint, parse_checked, refuse, setting, settings_from, study_parser
 from explorer.studies.common.source_file import read_sentences
 from explorer.studies.features.files import DictionaryUnusable
-from explorer.studies.features.job import EVALUATE, RANGES, TRAIN, FeatureSettings, load_all
+from explorer.studies.features.job import EVALUATE, RANGES, SKIP_MODES, TRAIN, FeatureSettings, load_all
 from explorer.studies.features.sites import KINDS
 from explorer.studies.common.training_data import NoTrainingData, dataset_of, training_pairs
 
@@ -59,8 +60,9 @@ def build_parser(action: str):
                     type=float)
             setting(parser, FeatureSettings, kind + "dead_feature_window", f"AuxK ({site}): steps without firing "
                     "before a latent counts as dead", ranges=RANGES)
-        switch(parser, FeatureSettings, "skip", "the FFNs' transcoders (and their random baselines) without the "
-               "linear skip: plain TopK transcoders (docs/FEATURES.md)")
+        setting(parser, FeatureSettings, "skip", "the FFNs' transcoders' linear skip (and so their random "
+                "baselines'): always, never, or auto: a plain TopK transcoder unless one of its features fires on "
+                "more than half the held-out tokens, then the skip transcoder (docs/FEATURES.md)", choices=SKIP_MODES)
     else:
         parser.add_argument("--sentences", dest="sentences_file", metavar="FILE",
                             help="one source sentence per line, or a TSV with a 'source' (and 'target') column "

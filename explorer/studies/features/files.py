@@ -4,7 +4,8 @@ other tools read our dictionaries (tests load both kinds with SAELens and compar
 An FFN site's transcoder: SAELens 6.54 has skip transcoders with ReLU and JumpReLU latents but no TopK
 one, so cfg.json names the architecture "topk_skip_transcoder" with its `k`; SAELens reads it once that
 name is registered with its SkipTranscoder whose activation is its own TopK (tests/unit/test_features.py
-shows how). A residual-stream site's SAE: SAELens's own plain "topk" SAE (no W_skip, no d_out,
+shows how); a plain transcoder (no skip: job.FeatureSettings.skip) is saved the same way with W_skip 0,
+which computes the same. A residual-stream site's SAE: SAELens's own plain "topk" SAE (no W_skip, no d_out,
 apply_b_dec_to_input false, hook_name the layer's output), which SAE.load_from_disk reads as it is. The metadata says
 which checkpoint (weights hash), which site and whether it is the random baseline; load() checks them
 against the model and site it is asked for (the architecture against the site's kind) before it reads a

@@ -2,8 +2,9 @@
 checkpoint (train), and how much of the model they carry (evaluate).
 
 train: for each site (encoder layers first), rows collected from the checkpoint's training pairs and
-held-out rows from its development pairs (sites.collect), a TopK skip transcoder and its random-decoder
-baseline trained on the first (transcoder.train), both saved in SAELens's format under
+held-out rows from its development pairs (sites.collect), a TopK transcoder (with its linear skip where the
+plain one's latents turn dense: FeatureSettings.skip) and its random-decoder baseline trained on the first
+(transcoder.train), both saved in SAELens's format under
 runs/features/<weights sha>/<site>/{trained,random}/ (files.save), and scored on the second beside a
 least-squares linear map (metrics). The folders are written as each site ends, so a cancelled run keeps
 the sites it finished; the result file only when all are done.
@@ -59,6 +60,17 @@ SAE_K = 8
 AUX_LOSS_COEFFICIENT = 0.0
 SAE_AUX_LOSS_COEFFICIENT = 1.0
 SAE_DEAD_FEATURE_WINDOW = 25
+# An FFN transcoder's linear skip (transcoder.py): "always", "never", or "auto": the plain TopK transcoder
+# (the form Dunefsky et al. 2024 name), unless one of its latents fires on more than DENSE_SHARE of the held-out
+# rows; then the skip transcoder is trained instead (Paulo et al. 2025), and the random baseline takes the form
+# the dictionary took. Why: on bible-es-en (docs/FEATURES.md, "Which transcoder, per site") a plain transcoder's
+# busiest latent fired on 61-93% of tokens at the three encoder FFNs, carrying the FFN's linear part, and on
+# 16-26% at the decoder's; with the skip no latent passes 33% anywhere, but at the decoder's first FFN, which
+# a linear map explains to 0.891, the skip its baseline shares leaves the latents only 1 - 0.923 of the
+# variance to beat random on (+0.057), where the plain one beats its baseline by +0.559. A dense latent is
+# what makes a dictionary unreadable, so it decides; a site's form is in its row ("skip").
+SKIP_MODES = ("auto", "always", "never")
+DENSE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -77,7 +89,7 @@ class FeatureSettings:
     dead_feature_window: int = tcm.TrainSettings.dead_feature_window   # AuxK: steps unfired before a latent is dead
     sae_aux_loss_coefficient: float = SAE_AUX_LOSS_COEFFICIENT   # AuxK's weight, a residual-stream site (0: off)
     sae_dead_feature_window: int = SAE_DEAD_FEATURE_WINDOW      # AuxK's window, a residual-stream site
-    skip: bool = True             # an FFN site's linear skip (False: a plain transcoder, measured in FEATURES.md)
+    skip: str = "auto"            # an FFN site's linear skip: one of SKIP_MODES (above)
 
     def __post_init__(self) -> None:
         check_ranges(self, RANGES)
@@ -85,10 +97,28 @@ class FeatureSettings:
             raise ValueError(f"k ({self.k}) must not exceed width ({self.width})")
         if self.sae_width and self.sae_k > self.sae_width:
             raise ValueError(f"sae_k ({self.sae_k}) must not exceed sae_width ({self.sae_width})")
+        if self.skip not in SKIP_MODES:
+            raise ValueError(f"skip must be one of {', '.join(SKIP_MODES)}, not {self.skip!r}")
 
-    def train_settings(self, site: str, d_model: int, random_decoder: bool = False) -> tcm.TrainSettings:
-        """A site's training: a transcoder with its skip (an FFN site), or an SAE of its own sizes (a stream)."""
+    def forms(self, site: str) -> tuple[bool, ...]:
+        """The skip forms a site's dictionary may take, in the order tried: a stream's SAE never has a skip;
+        an FFN's transcoder has it always, never, or ("auto") only when the plain one turns dense."""
+        if sites.is_stream(site) or self.skip == "never":
+            return (False,)
+        return (True,) if self.skip == "always" else (False, True)
+
+    def trainings(self, site: str) -> int:
+        """How many dictionaries a site may train: each form tried, then the random baseline."""
+        return len(self.forms(site)) + 1
+
+    def train_settings(self, site: str, d_model: int, random_decoder: bool = False,
+                       skip: bool | None = None) -> tcm.TrainSettings:
+        """A site's training: a transcoder (an FFN site; with its skip or not, by default the first form tried),
+        or an SAE of its own sizes (a stream)."""
         stream = sites.is_stream(site)
+        skip = self.forms(site)[0] if skip is None else skip
+        if skip and stream:
+            raise ValueError(f"{site} is a residual-stream site: its SAE has no skip")
         width = (self.sae_width or SAE_WIDTH_PER_D * d_model) if stream else self.width
         k = self.sae_k if stream else self.k
         aux, window = ((self.sae_aux_loss_coefficient, self.sae_dead_feature_window) if stream
@@ -96,7 +126,7 @@ class FeatureSettings:
         if k > width:
             raise ValueError(f"k ({k}) must not exceed the {site} dictionary's width ({width})")
         return tcm.TrainSettings(width=width, k=k, steps=self.steps, batch=self.batch, seed=self.seed,
-                                 random_decoder=random_decoder, skip=self.skip and not stream,
+                                 random_decoder=random_decoder, skip=skip,
                                  aux_loss_coefficient=aux, dead_feature_window=window)
 
 
@@ -113,10 +143,11 @@ def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettin
     sha, name = context.meta.get("weights_sha256", ""), context.meta.get("name", "")
     names = sites.all_sites(model, kinds)
     ticker = context.ticker()
-    tick = ticker.stage("dictionaries", 2 * len(names) * settings.steps)
+    steps = [settings.trainings(site) * settings.steps for site in names]
+    tick = ticker.stage("dictionaries", sum(steps))
     layers = []
     for i, site in enumerate(names):
-        done = 2 * i * settings.steps
+        done = sum(steps[:i])
         row, made, seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
                                         on_step=lambda step, done=done: ticker.check(tick, done + step))
         _keep(made, train_pairs, model, tokenizer, site, settings, sha, name, root)
@@ -149,7 +180,7 @@ def run_site(model, tokenizer, train_pairs, held_pairs, settings: FeatureSetting
     sha, name = context.meta.get("weights_sha256", ""), context.meta.get("name", "")
     sites.module(model, site)                                 # an unknown site is refused before any work
     ticker = context.ticker()
-    tick = ticker.stage("dictionaries", 2 * settings.steps)
+    tick = ticker.stage("dictionaries", settings.trainings(site) * settings.steps)
     row, made, _seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
                                      on_step=lambda step: ticker.check(tick, step))
     tick = ticker.stage("contexts", 1)
@@ -172,24 +203,38 @@ def load_site(model, weights_sha256: str, site: str, n_pairs: int, root: Path | 
 def train_site(model, tokenizer, train_pairs, held_pairs, site: str, settings: FeatureSettings,
                on_step=None) -> tuple[dict, dict[str, tcm.TopKTranscoder], dict[str, float]]:
     """One site's dictionary and baseline: (its JSON-ready row of held-out figures, {kind: transcoder},
-    the seconds spent collecting and training). on_step(n) counts both trainings' steps (a cancel may raise)."""
+    the seconds spent collecting and training). With skip "auto" an FFN's plain transcoder is trained first
+    and, when one of its latents fires on more than DENSE_SHARE of the held-out rows, the skip transcoder in
+    its place; the baseline then takes the form kept. on_step(n) counts the steps of every training the site
+    may need (settings.trainings(site) of them; the baseline's are the last, so a form kept at once jumps
+    ahead; a cancel may raise)."""
     t0 = time.perf_counter()
     rows = sites.collect(model, tokenizer, train_pairs, site, settings.rows, settings.seed)
     held = sites.collect(model, tokenizer, held_pairs, site, settings.held_rows, settings.seed + 1)
     t1 = time.perf_counter()
-    made, quality = {}, {}
-    for n, kind in enumerate(FEATURES_KINDS):
-        step_done = None if on_step is None else (lambda step, _loss, n=n: on_step(n * settings.steps + step))
-        made[kind] = tcm.train(rows.inputs, rows.outputs, settings.train_settings(site, model.cfg.d_model,
-                                                                                   kind == "random"), on_step=step_done)
-        quality[kind] = metrics.quality(made[kind], held.inputs, held.outputs)
-    got, base = quality["trained"], quality["random"]
-    linear = {} if sites.is_stream(site) else {      # an SAE's identity map would explain everything
+    forms = settings.forms(site)
+
+    def fit(n: int, skip: bool, random_decoder: bool) -> tuple[tcm.TopKTranscoder, metrics.Quality]:
+        step_done = None if on_step is None else (lambda step, _loss: on_step(n * settings.steps + step))
+        made = tcm.train(rows.inputs, rows.outputs, settings.train_settings(site, model.cfg.d_model, random_decoder,
+                                                                            skip), on_step=step_done)
+        return made, metrics.quality(made, held.inputs, held.outputs)
+
+    skip, dense = forms[0], {}
+    trained, got = fit(0, skip, False)
+    if len(forms) > 1 and got.max_density > DENSE_SHARE:         # the plain form turned dense: the skip instead
+        skip, dense = forms[1], {"max_density_without_skip": got.max_density}
+        trained, got = fit(1, skip, False)
+    baseline, base = fit(len(forms), skip, True)
+    made = dict(zip(FEATURES_KINDS, (trained, baseline)))
+    stream = sites.is_stream(site)
+    linear = {} if stream else {      # an SAE's identity map would explain everything
         "fve_linear": metrics.linear_fve(rows.inputs, rows.outputs, held.inputs, held.outputs)}
     row = {"site": site, "fve": got.fve, "fve_random": base.fve, **linear,
            "dead_fraction": got.dead_fraction, "dead_fraction_random": base.dead_fraction, "l0": got.l0,
-           "max_density": got.max_density, "max_density_random": base.max_density, "width": made["trained"].width,
-           "k": made["trained"].k, "rows": len(rows.inputs), "held_rows": len(held.inputs)}
+           "max_density": got.max_density, "max_density_random": base.max_density, "width": trained.width,
+           "k": trained.k, **({} if stream else {"skip": skip}), **dense, "rows": len(rows.inputs),
+           "held_rows": len(held.inputs)}
     row = {k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()}
     return row, made, {"collect": t1 - t0, "train": time.perf_counter() - t1}
 
@@ -267,6 +312,10 @@ def _layer_line(row: dict) -> str:
     line = (f"{row['site']:24s} FVE {row['fve']:.3f} (random {row['fve_random']:.3f}"
             + (f", linear map {row['fve_linear']:.3f}" if "fve_linear" in row else "") + ")"
             f"  L0 {row['l0']:.1f}  dead {row['dead_fraction']:.1%}  busiest {row['max_density']:.1%}")
+    if "skip" in row:
+        line += "  skip" if row["skip"] else "  no skip"
+    if "max_density_without_skip" in row:
+        line += f" (without it the busiest {row['max_density_without_skip']:.1%})"
     return line
 
 
