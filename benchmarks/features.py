@@ -126,7 +126,8 @@ def _form(row: dict) -> str:
     if "skip" not in row:
         return ""
     dense = row.get("max_density_without_skip")
-    return (" skip" if row["skip"] else " no skip") + ("" if dense is None else f" (plain: busiest {dense:.1%})")
+    return (" skip" if row["skip"] else " no skip") + ("" if dense is None else f" (plain: busiest {dense:.1%} after "
+                                                                                f"{row.get('without_skip_steps')} steps)")
 
 
 def _settings(args) -> FeatureSettings:
@@ -160,7 +161,7 @@ def encoder_dictionaries(args, ckpt) -> dict:
             print(f"{site:22s} trained: width {row.get('width')}, k {row.get('k')}, FVE {row['fve']:.3f} (random "
                   f"{row['fve_random']:.3f}), dead {row['dead_fraction']:.1%} "
                   f"(random {row['dead_fraction_random']:.1%}), "
-                  f"busiest {row['max_density']:.1%}, rows {row['rows']:,}, steps {args.steps:,}; the job took "
+                  f"busiest {row['max_density']:.1%}{_form(row)}, rows {row['rows']:,}, steps {args.steps:,}; the job took "
                   f"{time.perf_counter() - started:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
             found[site] = loaded()
     return found

@@ -1,10 +1,10 @@
 """Which transcoder an FFN site gets (FeatureSettings.skip): "always" the skip transcoder, "never" the plain
 one, "auto" the plain one unless one of its latents fires on more than job.DENSE_SHARE of the held-out rows,
 then the skip transcoder in its place, and the random baseline in the form kept. Checked on the shipped
-numbers model with small settings: each mode's forms and its flag on the command; auto's two outcomes forced
-by the threshold (0: every plain transcoder is dense; 1: none is) and each equal, bit for bit, to the
-dictionaries "always" and "never" train with the seed; the progress counted over every training the site
-may need."""
+numbers model with small settings: each mode's forms and its flag on the command; auto's outcomes forced
+by the threshold (0: every plain transcoder is dense, seen at the probe a third of the way or, the probe
+moved past the end, at its end; 1: none is), each equal, bit for bit, to the dictionaries "always" and
+"never" train with the seed; the progress counted over every training the site may need."""
 from __future__ import annotations
 
 import pytest
@@ -56,12 +56,12 @@ def numbers():
     return ckpt, corpus.train[:400], corpus.dev[:80]
 
 
-def _site(numbers, skip: str, monkeypatch=None, dense_share: float | None = None):
+def _site(numbers, skip: str, monkeypatch=None, dense_share: float | None = None, steps: int = STEPS):
     """(row, {kind: dictionary}, the step counts on_step saw) of SITE trained with `skip`."""
     ckpt, train, dev = numbers
     if dense_share is not None:
         monkeypatch.setattr(job, "DENSE_SHARE", dense_share)
-    settings = FeatureSettings(width=32, k=4, steps=STEPS, batch=128, rows=1000, held_rows=200, skip=skip)
+    settings = FeatureSettings(width=32, k=4, steps=steps, batch=128, rows=1000, held_rows=200, skip=skip)
     seen = []
     row, made, _ = job.train_site(ckpt.model, ckpt.tokenizer, train, dev, SITE, settings, on_step=seen.append)
     return row, made, seen
@@ -82,13 +82,29 @@ def test_auto_keeps_the_plain_transcoder_when_none_of_its_latents_is_dense(numbe
     assert plain_seen == [*range(1, 2 * STEPS + 1)]
 
 
-def test_auto_trains_the_skip_transcoder_when_the_plain_one_is_dense(numbers, monkeypatch):
+def test_auto_trains_the_skip_transcoder_when_the_plain_one_is_dense_part_way(numbers, monkeypatch):
+    """Dense at the probe (a third of its steps): the plain training ends there, the skip one takes its place."""
     row, made, seen = _site(numbers, "auto", monkeypatch, dense_share=0.0)
-    plain, _, _ = _site(numbers, "never")
-    assert row["skip"] is True and row["max_density_without_skip"] == plain["max_density"] > 0
+    probe = job.probe_step(STEPS)
+    assert 1 <= probe < STEPS and row["skip"] is True and row["without_skip_steps"] == probe
+    early, _, _ = _site(numbers, "never", steps=probe)          # the plain form as it stood at the probe
+    assert abs(row["max_density_without_skip"] - early["max_density"]) <= 2 / early["held_rows"]
     assert made["trained"].W_skip.any() and made["random"].W_skip.any()               # both with the skip
     always, always_made, _ = _site(numbers, "always")
-    assert {k: v for k, v in row.items() if k != "max_density_without_skip"} == always
+    assert {k: v for k, v in row.items() if k not in ("max_density_without_skip", "without_skip_steps")} == always
+    assert all(_same(made[kind], always_made[kind]) for kind in made)
+    assert seen == [*range(1, probe + 1), *range(STEPS + 1, 3 * STEPS + 1)]
+
+
+def test_auto_trains_the_skip_transcoder_when_the_plain_one_ends_dense(numbers, monkeypatch):
+    """Not dense at the probe (none here: it lies past the last step) but at its end: the whole plain training,
+    then the skip one."""
+    monkeypatch.setattr(job, "probe_step", lambda steps: steps + 1)
+    row, made, seen = _site(numbers, "auto", monkeypatch, dense_share=0.0)
+    plain, _, _ = _site(numbers, "never")
+    assert row["skip"] is True and row["without_skip_steps"] == STEPS
+    assert row["max_density_without_skip"] == plain["max_density"] > 0
+    always, always_made, _ = _site(numbers, "always")
     assert all(_same(made[kind], always_made[kind]) for kind in made)
     assert seen == [*range(1, 3 * STEPS + 1)]
 
@@ -98,6 +114,7 @@ def test_at_the_real_threshold_a_kept_plain_transcoder_is_never_dense(numbers):
     more than DENSE_SHARE of the held-out rows, and a skip one kept says how dense the plain one was."""
     row, _, _ = _site(numbers, "auto")
     if row["skip"]:
-        assert row["max_density_without_skip"] > job.DENSE_SHARE
+        assert row["max_density_without_skip"] > job.DENSE_SHARE and row["without_skip_steps"] in (
+            job.probe_step(STEPS), STEPS)
     else:
         assert row["max_density"] <= job.DENSE_SHARE and "max_density_without_skip" not in row

@@ -116,7 +116,9 @@ def form_said(row: dict) -> str:
     if not row["skip"]:
         return "A plain TopK transcoder (no linear skip). "
     dense = row.get("max_density_without_skip")
-    why = (f": without it one feature fired on {dense:.0%} of tokens, carrying the FFN's linear part"
+    steps = row.get("without_skip_steps")
+    when = f" after {steps:,} training steps" if isinstance(steps, int) else ""
+    why = (f": without it one feature fired on {dense:.0%} of tokens{when}, carrying the FFN's linear part"
            if isinstance(dense, float) else "")
     return f"A TopK transcoder with a linear skip{why}. "
 

@@ -47,6 +47,17 @@ def quality(tc: TopKTranscoder, inputs: np.ndarray, outputs: np.ndarray) -> Qual
                    max_density=float(active.max()) / n, rows=len(x))
 
 
+def busiest_share(encode, inputs: np.ndarray) -> float:
+    """The largest share of rows [N, d_in] one latent of encode (rows -> latents [n, m]) is active on."""
+    x = torch.from_numpy(inputs).float()                                                # [N, d_in]
+    active = None
+    with torch.no_grad():
+        for start in range(0, len(x), CHUNK):
+            on = (encode(x[start:start + CHUNK]) > 0).sum(0)                            # [m]
+            active = on if active is None else active + on
+    return float(active.max()) / max(len(x), 1) if active is not None else 0.0
+
+
 def linear_fve(inputs: np.ndarray, outputs: np.ndarray, held_inputs: np.ndarray, held_outputs: np.ndarray) -> float:
     """The held-out FVE of the least-squares affine map fitted on (inputs, outputs)."""
     design = np.c_[inputs, np.ones(len(inputs), dtype=inputs.dtype)]                     # [N, d_in + 1]

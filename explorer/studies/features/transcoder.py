@@ -132,10 +132,12 @@ def _unit_rows(w: torch.Tensor) -> torch.Tensor:
 
 
 def train(inputs: np.ndarray, outputs: np.ndarray, settings: TrainSettings = TrainSettings(),
-          on_step=None) -> TopKTranscoder:
+          on_step=None, give_up=None) -> TopKTranscoder | None:
     """A transcoder of inputs [N, d_in] -> outputs [N, d_out] (float32 rows of one site; an SAE: outputs is
     inputs and settings.skip False); on_step(step, loss) after each step (a progress bar, a cancel: it may
-    raise). Deterministic for one seed."""
+    raise); give_up(step, encode) after each step, encode(x) the latents [N, m] of rows x [N, d_in] as they
+    stand (the centring applied): True ends the training there and returns None (a form refused before its
+    end). Deterministic for one seed."""
     gen = torch.Generator().manual_seed(settings.seed)
     x_all, y_all = torch.from_numpy(inputs).float(), torch.from_numpy(outputs).float()   # [N, d_in], [N, d_out]
     mean_in = x_all.mean(0)                                                               # [d_in]
@@ -174,6 +176,8 @@ def train(inputs: np.ndarray, outputs: np.ndarray, settings: TrainSettings = Tra
                 tc.W_dec.copy_(_unit_rows(tc.W_dec))
         if on_step is not None:
             on_step(step + 1, float(loss.detach()))
+        if give_up is not None and give_up(step + 1, lambda x: tc.encode(x - mean_in)):
+            return None
     with torch.no_grad():                                           # the centring folded into the biases:
         tc.b_enc.sub_(mean_in @ tc.W_enc)                           # tc(x) now reads x itself
         tc.b_dec.sub_(tc.W_skip @ mean_in)
