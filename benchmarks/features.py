@@ -6,6 +6,7 @@ rows, beside the random-decoder baseline, and what training costs.
     python -m benchmarks features --detect [--checkpoint ...] [--pairs 1000] [--words 50] [--sites resid]
     python -m benchmarks features --numbers 23 --checkpoint checkpoints/numbers-en-de --pairs 500 [--sites resid]
     python -m benchmarks features --page [--checkpoint ...] [--text SENTENCE]
+    python -m benchmarks features --busiest-at 300 500 1000 3000 [--checkpoint ...] [--site SITE ...]
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
 development split (held out); a TopK transcoder trained on the first (its linear skip as --skip says), and
@@ -20,6 +21,9 @@ EXPLORER_RUNS_DIR=..., to compare).
 
 --skip always|never|auto: the FFN sites' transcoders (and their baselines) with the linear skip, without it,
 or (the command's default) without it unless a latent of the plain one turns dense (docs/FEATURES.md).
+
+--busiest-at STEP ...: one plain transcoder per site (--site, else every FFN), and its busiest latent's share
+of the held-out rows at each of those steps: what `--skip auto` looks at, a third of the way and at the end.
 
 --sites resid: the residual-stream SAEs ("encoder.layers.i.resid") instead of the FFNs' transcoders, for
 --detect and --numbers as for the quality figures.
@@ -41,6 +45,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -81,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, nargs="+", default=[1.0], help="--numbers: the next unit's feature is "
                         "set to this many times its typical value (several: each in turn)")
     parser.add_argument("--page", action="store_true", help="the time of a feature's page's computations")
+    parser.add_argument("--busiest-at", type=int, nargs="+", metavar="STEP", help="the plain transcoder's busiest "
+                        "latent on the held-out rows at these steps of one training (what auto looks at)")
     parser.add_argument("--text", default="En el principio creó Dios los cielos y la tierra.",
                         help="--page: the sentence")
     parser.add_argument("--pairs", type=int, default=1000, help="--detect: development pairs read")
@@ -103,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         return numbers(args)
     if args.page:
         return page(args)
+    if args.busiest_at:
+        return busiest(args)
     ckpt = load_checkpoint(args.checkpoint)
     train_pairs, dev = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
     settings = _settings(args)
@@ -291,6 +300,36 @@ def clamp_units(model, tok, held, site: str, tc, feature: dict, scale: float, pe
         changed, became, total = changed + got_u, became + got_v, total + len(cases)
     print(f"{site} at {scale:g} x typical: changed in {changed}/{total} ({changed / max(total, 1):.0%}), became the "
           f"next unit's in {became}/{total} ({became / max(total, 1):.0%})", flush=True)
+
+
+def busiest(args) -> int:
+    """--busiest-at: at each site, one plain training (--steps, or the last step asked, whichever is more),
+    and the largest share of held-out rows one latent fires on at each step asked (transcoder.train's
+    give_up, which sees the latents as they stand, never giving up): how early a plain transcoder shows it
+    will be dense (job.probe_step)."""
+    from explorer.studies.features import metrics
+    from explorer.studies.features import transcoder as tcm
+
+    ckpt = load_checkpoint(args.checkpoint)
+    train_pairs, dev = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
+    settings = replace(_settings(args), steps=max(args.steps, *args.busiest_at))
+    asked = set(args.busiest_at)
+    for site in args.site or sites.all_sites(ckpt.model, "ffn"):
+        rows = sites.collect(ckpt.model, ckpt.tokenizer, train_pairs, site, settings.rows, settings.seed)
+        held = sites.collect(ckpt.model, ckpt.tokenizer, dev, site, settings.held_rows, settings.seed + 1)
+        seen = {}
+
+        def look(step, encode):
+            if step in asked:
+                seen[step] = metrics.busiest_share(encode, held.inputs)
+            return False
+
+        started = time.perf_counter()
+        tcm.train(rows.inputs, rows.outputs, settings.train_settings(site, ckpt.model.cfg.d_model, skip=False),
+                  give_up=look)
+        print(f"{site:22s} busiest " + "  ".join(f"{step}: {share:.3f}" for step, share in sorted(seen.items()))
+              + f"  ({time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
+    return 0
 
 
 def page(args) -> int:

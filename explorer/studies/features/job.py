@@ -72,8 +72,9 @@ SAE_DEAD_FEATURE_WINDOW = 25
 # The plain form is looked at a third of the way through its steps as well as at its end, so that a site whose
 # plain transcoder is plainly dense does not pay for all of it: on bible-es-en's first encoder FFN its busiest
 # latent grew 0.46, 0.50, 0.53, 0.58, 0.61 at steps 500, 750, 1,000, 2,000, 3,000, and at the decoder's first it
-# peaked at 0.30 (step 750) and ended at 0.26; with the whole plain training the encoder FFNs' sites took
-# 554-621 s, over the 10 minutes a layer is allowed.
+# peaked at 0.30 (step 750) and ended at 0.26 (python -m benchmarks features --busiest-at ...); with the
+# whole plain training first, the second encoder FFN's site took 621 s, the machine idle, over the 10 minutes
+# a layer is allowed (docs/FEATURES.md, "Which transcoder, per site").
 SKIP_MODES = ("auto", "always", "never")
 DENSE_SHARE = 0.5
 

@@ -12,7 +12,10 @@ interpretable LLM feature circuits") predicts the FFN's output from its input; t
 SkipTranscoder, W_skip [d_out, d_in]) takes the linear part. Why the skip: without it, on bible-es-en's
 encoder layer 2 (120,000 rows, 1,500 steps) four latents fired on more than 90% of tokens, carrying
 that linear part (a least-squares map alone explains 0.72 of the variance); with the skip and the
-inputs centred while training, the busiest latent fires on 23% (python -m benchmarks features).
+inputs centred while training, the busiest latent fires on 23% (python -m benchmarks features). Not every FFN
+needs it, and where one is nearly linear the skip leaves its latents little to do: the job trains the plain
+form (TrainSettings.skip False, W_skip 0) first and the skip form only where a plain latent turns dense
+(job.FeatureSettings.skip, "auto").
 
 Training: Adam on the squared error of y against the FFN's own output, in shares of its variance, the
 inputs centred on their mean (folded into b_enc and b_dec at the end, so the saved form is SAELens's),
