@@ -24,11 +24,12 @@ from webapp import analyses, feature_analyses, study_job
 from webapp.text_safety import md_escape
 
 # The app's transcoders: a third of the command's steps and half its rows, so that a layer is ready while a
-# class waits: on bible-es-en 217-236 s per layer on 2 cores, held-out FVE 0.908 at encoder layer 2 and
-# 0.803 at decoder layer 3 (the command's 0.963 and 0.897), each still well above its random baseline's
-# (0.776, 0.642); docs/FEATURES.md.
+# class waits: on bible-es-en 128-152 s per layer on 2 cores, the machine idle (an encoder layer trains a
+# plain transcoder, refuses it as dense and trains the skip one: three dictionaries), held-out FVE 0.908 at
+# encoder layer 2 and 0.790 at decoder layer 3 (the command's 0.963 and 0.890), each well above its random
+# baseline's (0.776, 0.350); docs/FEATURES.md.
 APP_SETTINGS = FeatureSettings(steps=1_000, rows=100_000, held_rows=10_000)
-APP_MINUTES = "4"            # measured per layer on 2 cores (docs/FEATURES.md)
+APP_MINUTES = "4"            # per layer on 2 cores, with room for a busy server (docs/FEATURES.md)
 # A stream's SAE (2 x d latents, no skip) costs a fraction of a transcoder's step, so the app trains it at the
 # command's steps and rows, the settings its bounds were met at: numbers-en-de's first encoder stream then
 # detects 9 of the 9 unit words, 7 at the transcoders' quicker settings (docs/FEATURES.md, "The stream SAEs'
@@ -46,7 +47,7 @@ CAPTION = ("An **FFN** site's dictionary is a transcoder: its features say what 
            "too): at the last encoder layer, all the decoder can read of a source word. Both kinds are kept because "
            "they answer different questions: how a layer computes, and what the stream carries. Single words "
            "show in the stream: on the numbers model, the first encoder layer's stream has a feature for each "
-           "of the 9 English unit words (the FFNs' transcoders: 4), and setting one changes the German unit.")
+           "of the 9 English unit words (the first FFN's transcoder: 7), and setting one changes the German unit.")
 
 
 def site_names(model) -> list[str]:

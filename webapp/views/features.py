@@ -1,4 +1,4 @@
-"""The Features page's parts: one site's dictionary (a TopK skip transcoder of an FFN, or a TopK SAE of a
+"""The Features page's parts: one site's dictionary (a TopK transcoder of an FFN, or a TopK SAE of a
 layer's residual stream: explorer.studies.features), trained in the background the first time it is asked
 for (webapp.views.feature_sites); the strongest features at each position of the sentence; one feature's
 page (its training contexts, how often and how strongly it

@@ -1,6 +1,6 @@
-"""A TopK skip transcoder: an FFN's input mapped to its output through a wide, sparse layer of latents,
+"""A TopK (skip) transcoder: an FFN's input mapped to its output through a wide, sparse layer of latents,
 each a "feature" with one encoder direction (when it fires) and one decoder direction (what it writes),
-beside a dense linear map for the part of the FFN that is linear in its input.
+beside, in the skip form, a dense linear map for the part of the FFN that is linear in its input.
 
     z = TopK_k(x W_enc + b_enc)      the k largest pre-activations kept, negatives set to 0   [m]
     y = z W_dec + x W_skip^T + b_dec                                                         [d_out]
