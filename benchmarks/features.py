@@ -54,7 +54,8 @@ from explorer.data import load_corpus
 from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.features import sites
-from explorer.studies.features.job import SKIP_MODES, FeatureSettings, train_site
+from explorer.studies.features.job import SKIP_MODES, FeatureSettings
+from explorer.studies.features.site_training import train_site
 from explorer.studies.common.command import settings_from
 from explorer.studies.common.training_data import dataset_of, training_pairs
 
@@ -306,7 +307,7 @@ def busiest(args) -> int:
     """--busiest-at: at each site, one plain training (--steps, or the last step asked, whichever is more),
     and the largest share of held-out rows one latent fires on at each step asked (transcoder.train's
     give_up, which sees the latents as they stand, never giving up): how early a plain transcoder shows it
-    will be dense (job.probe_step)."""
+    will be dense (site_training.probe_step)."""
     from explorer.studies.features import metrics
     from explorer.studies.features import transcoder as tcm
 

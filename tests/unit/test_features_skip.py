@@ -1,5 +1,5 @@
 """Which transcoder an FFN site gets (FeatureSettings.skip): "always" the skip transcoder, "never" the plain
-one, "auto" the plain one unless one of its latents fires on more than job.DENSE_SHARE of the held-out rows,
+one, "auto" the plain one unless one of its latents fires on more than site_training.DENSE_SHARE of the held-out rows,
 then the skip transcoder in its place, and the random baseline in the form kept. Checked on the shipped
 numbers model with small settings: each mode's forms and its flag on the command; auto's outcomes forced
 by the threshold (0: every plain transcoder is dense, seen at the probe a third of the way or, the probe
@@ -14,7 +14,7 @@ from explorer.data import load_corpus
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.command import settings_from
 from explorer.studies.features import __main__ as command
-from explorer.studies.features import job
+from explorer.studies.features import site_training as job
 from explorer.studies.features.job import FeatureSettings
 from support.app_support import ROOT
 

@@ -1,12 +1,10 @@
 """Dictionaries for every FFN (and, with sites="resid" or "all", every layer's residual stream) of a
 checkpoint (train), and how much of the model they carry (evaluate).
 
-train: for each site (encoder layers first), rows collected from the checkpoint's training pairs and
-held-out rows from its development pairs (sites.collect), a TopK transcoder (with its linear skip where the
-plain one's latents turn dense: FeatureSettings.skip) and its random-decoder baseline trained on the first
-(transcoder.train), both saved in SAELens's format under
-runs/features/<weights sha>/<site>/{trained,random}/ (files.save), and scored on the second beside a
-least-squares linear map (metrics). The folders are written as each site ends, so a cancelled run keeps
+train: for each site (encoder layers first), a TopK transcoder (with its linear skip where the plain one's
+latents turn dense: FeatureSettings.skip) and its random-decoder baseline trained and scored on the site's
+rows (site_training.train_site), both saved in SAELens's format under
+runs/features/<weights sha>/<site>/{trained,random}/ (files.save). The folders are written as each site ends, so a cancelled run keeps
 the sites it finished; the result file only when all are done.
 
 evaluate: the saved dictionaries of every site, refused in one line when one is missing or not made for
@@ -16,7 +14,6 @@ the dictionaries spliced in beside the model's own.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -29,6 +26,7 @@ from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
 from explorer.studies.common.sentences import build_sentences, greedy_texts
 from explorer.studies.features import contexts, files, metrics, sites, splice
+from explorer.studies.features.site_training import train_site
 from explorer.studies.features import transcoder as tcm
 
 RANGES = {"width": (16, 16_384), "k": (1, 512), "sae_width": (0, 16_384), "sae_k": (1, 512),
@@ -60,28 +58,9 @@ SAE_K = 8
 AUX_LOSS_COEFFICIENT = 0.0
 SAE_AUX_LOSS_COEFFICIENT = 1.0
 SAE_DEAD_FEATURE_WINDOW = 25
-# An FFN transcoder's linear skip (transcoder.py): "always", "never", or "auto": the plain TopK transcoder
-# (the form Dunefsky et al. 2024 name), unless one of its latents fires on more than DENSE_SHARE of the held-out
-# rows; then the skip transcoder is trained instead (Paulo et al. 2025), and the random baseline takes the form
-# the dictionary took. Why: on bible-es-en (docs/FEATURES.md, "Which transcoder, per site") a plain transcoder's
-# busiest latent fired on 61-93% of tokens at the three encoder FFNs, carrying the FFN's linear part, and on
-# 16-26% at the decoder's; with the skip no latent passes 33% anywhere, but at the decoder's first FFN, which
-# a linear map explains to 0.891, the skip its baseline shares leaves the latents only 1 - 0.923 of the
-# variance to beat random on (+0.057), where the plain one beats its baseline by +0.559. A dense latent is
-# what makes a dictionary unreadable, so it decides; a site's form is in its row ("skip").
-# The plain form is looked at a third of the way through its steps as well as at its end, so that a site whose
-# plain transcoder is plainly dense does not pay for all of it: on bible-es-en's first encoder FFN its busiest
-# latent grew 0.46, 0.50, 0.53, 0.58, 0.61 at steps 500, 750, 1,000, 2,000, 3,000, and at the decoder's first it
-# peaked at 0.30 (step 750) and ended at 0.26 (python -m benchmarks features --busiest-at ...); with the
-# whole plain training first, the second encoder FFN's site took 621 s, the machine idle, over the 10 minutes
-# a layer is allowed (docs/FEATURES.md, "Which transcoder, per site").
+# An FFN transcoder's linear skip: "always", "never", or "auto", the plain transcoder unless one of its latents
+# turns dense (site_training.py says the rule, and why).
 SKIP_MODES = ("auto", "always", "never")
-DENSE_SHARE = 0.5
-
-
-def probe_step(steps: int) -> int:
-    """The step at which auto first looks at the plain transcoder's busiest latent (then again at its end)."""
-    return max(1, steps // 3)
 
 
 @dataclass(frozen=True)
@@ -209,55 +188,6 @@ def load_site(model, weights_sha256: str, site: str, n_pairs: int, root: Path | 
     index = contexts.load(dictionary_folder(weights_sha256, site, "trained", root), site=site, width=trained.width,
                           n_pairs=n_pairs)
     return trained, baseline, index
-
-
-def train_site(model, tokenizer, train_pairs, held_pairs, site: str, settings: FeatureSettings,
-               on_step=None) -> tuple[dict, dict[str, tcm.TopKTranscoder], dict[str, float]]:
-    """One site's dictionary and baseline: (its JSON-ready row of held-out figures, {kind: transcoder},
-    the seconds spent collecting and training). With skip "auto" an FFN's plain transcoder is trained first
-    and, when one of its latents fires on more than DENSE_SHARE of the held-out rows at probe_step or at its
-    end, the skip transcoder in its place; the baseline then takes the form kept. on_step(n) counts the steps of every training the site
-    may need (settings.trainings(site) of them; the baseline's are the last, so a form kept at once jumps
-    ahead; a cancel may raise)."""
-    t0 = time.perf_counter()
-    rows = sites.collect(model, tokenizer, train_pairs, site, settings.rows, settings.seed)
-    held = sites.collect(model, tokenizer, held_pairs, site, settings.held_rows, settings.seed + 1)
-    t1 = time.perf_counter()
-    forms = settings.forms(site)
-
-    probe, seen = probe_step(settings.steps), {}
-
-    def dense_early(step: int, encode) -> bool:                  # auto's look at the plain form, part way
-        if len(forms) < 2 or step != probe:
-            return False
-        seen.update(max_density_without_skip=metrics.busiest_share(encode, held.inputs), without_skip_steps=step)
-        return seen["max_density_without_skip"] > DENSE_SHARE
-
-    def fit(n: int, skip: bool, random_decoder: bool, give_up=None):
-        step_done = None if on_step is None else (lambda step, _loss: on_step(n * settings.steps + step))
-        made = tcm.train(rows.inputs, rows.outputs, settings.train_settings(site, model.cfg.d_model, random_decoder,
-                                                                            skip), on_step=step_done, give_up=give_up)
-        return made, None if made is None else metrics.quality(made, held.inputs, held.outputs)
-
-    skip, dense = forms[0], {}
-    trained, got = fit(0, skip, False, dense_early)
-    if trained is None or (len(forms) > 1 and got.max_density > DENSE_SHARE):   # the plain form turned dense:
-        dense = seen if trained is None else {"max_density_without_skip": got.max_density,   # the skip instead
-                                              "without_skip_steps": settings.steps}
-        skip = forms[1]
-        trained, got = fit(1, skip, False)
-    baseline, base = fit(len(forms), skip, True)
-    made = dict(zip(FEATURES_KINDS, (trained, baseline)))
-    stream = sites.is_stream(site)
-    linear = {} if stream else {      # an SAE's identity map would explain everything
-        "fve_linear": metrics.linear_fve(rows.inputs, rows.outputs, held.inputs, held.outputs)}
-    row = {"site": site, "fve": got.fve, "fve_random": base.fve, **linear,
-           "dead_fraction": got.dead_fraction, "dead_fraction_random": base.dead_fraction, "l0": got.l0,
-           "max_density": got.max_density, "max_density_random": base.max_density, "width": trained.width,
-           "k": trained.k, **({} if stream else {"skip": skip}), **dense, "rows": len(rows.inputs),
-           "held_rows": len(held.inputs)}
-    row = {k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()}
-    return row, made, {"collect": t1 - t0, "train": time.perf_counter() - t1}
 
 
 def load_all(model, weights_sha256: str, root: Path | None = None,

@@ -15,7 +15,7 @@ that linear part (a least-squares map alone explains 0.72 of the variance); with
 inputs centred while training, the busiest latent fires on 23% (python -m benchmarks features). Not every FFN
 needs it, and where one is nearly linear the skip leaves its latents little to do: the job trains the plain
 form (TrainSettings.skip False, W_skip 0) first and the skip form only where a plain latent turns dense
-(job.FeatureSettings.skip, "auto").
+(job.FeatureSettings.skip, "auto"; site_training.py).
 
 Training: Adam on the squared error of y against the FFN's own output, in shares of its variance, the
 inputs centred on their mean (folded into b_enc and b_dec at the end, so the saved form is SAELens's),
