@@ -54,8 +54,9 @@ from explorer.data import load_corpus
 from explorer.files.places import REPO_ROOT
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.features import sites
-from explorer.studies.features.job import SKIP_MODES, FeatureSettings
+from explorer.studies.features.job import RANGES, SKIP_MODES, FeatureSettings
 from explorer.studies.features.site_training import train_site
+from explorer.evaluation.arguments import count
 from explorer.studies.common.command import settings_from
 from explorer.studies.common.training_data import dataset_of, training_pairs
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, nargs="+", default=[1.0], help="--numbers: the next unit's feature is "
                         "set to this many times its typical value (several: each in turn)")
     parser.add_argument("--page", action="store_true", help="the time of a feature's page's computations")
-    parser.add_argument("--busiest-at", type=int, nargs="+", metavar="STEP", help="the plain transcoder's busiest "
+    parser.add_argument("--busiest-at", type=count("busiest-at", 1, RANGES["steps"][1]), nargs="+", metavar="STEP", help="the plain transcoder's busiest "
                         "latent on the held-out rows at these steps of one training (what auto looks at)")
     parser.add_argument("--text", default="En el principio creó Dios los cielos y la tierra.",
                         help="--page: the sentence")

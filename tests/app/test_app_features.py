@@ -129,6 +129,6 @@ def test_a_hostile_link_falls_back_and_a_damaged_dictionary_is_named(env, tmp_pa
 def test_the_caption_says_which_transcoder_and_why():
     assert form_said({"skip": False}) == "A plain TopK transcoder (no linear skip). "
     said = form_said({"skip": True, "max_density_without_skip": 0.8412, "without_skip_steps": 1000})
-    assert "with a linear skip" in said and "84% of tokens after 1,000 training steps" in said
+    assert "with a linear skip" in said and "84.1% of tokens after 1,000 training steps" in said
     assert form_said({"skip": True}) == "A TopK transcoder with a linear skip. "        # trained with --skip always
     assert form_said({}) == ""                          # an SAE's row, or a transcoder's kept before the rule

@@ -1,10 +1,11 @@
 """Which transcoder an FFN site gets (FeatureSettings.skip): "always" the skip transcoder, "never" the plain
-one, "auto" the plain one unless one of its latents fires on more than site_training.DENSE_SHARE of the held-out rows,
-then the skip transcoder in its place, and the random baseline in the form kept. Checked on the shipped
+one, "auto" the plain one unless one of its latents fires on more than site_training.DENSE_SHARE of the
+held-out rows, then the skip transcoder in its place, and the random baseline in the form kept. Checked on the shipped
 numbers model with small settings: each mode's forms and its flag on the command; auto's outcomes forced
 by the threshold (0: every plain transcoder is dense, seen at the probe a third of the way or, the probe
 moved past the end, at its end; 1: none is), each equal, bit for bit, to the dictionaries "always" and
-"never" train with the seed; the progress counted over every training the site may need."""
+"never" train with the seed; the progress counted over every training the site may need, up to the job's
+total."""
 from __future__ import annotations
 
 import pytest
@@ -14,7 +15,7 @@ from explorer.data import load_corpus
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.command import settings_from
 from explorer.studies.features import __main__ as command
-from explorer.studies.features import site_training as job
+from explorer.studies.features import job, site_training
 from explorer.studies.features.job import FeatureSettings
 from support.app_support import ROOT
 
@@ -60,10 +61,10 @@ def _site(numbers, skip: str, monkeypatch=None, dense_share: float | None = None
     """(row, {kind: dictionary}, the step counts on_step saw) of SITE trained with `skip`."""
     ckpt, train, dev = numbers
     if dense_share is not None:
-        monkeypatch.setattr(job, "DENSE_SHARE", dense_share)
+        monkeypatch.setattr(site_training, "DENSE_SHARE", dense_share)
     settings = FeatureSettings(width=32, k=4, steps=steps, batch=128, rows=1000, held_rows=200, skip=skip)
     seen = []
-    row, made, _ = job.train_site(ckpt.model, ckpt.tokenizer, train, dev, SITE, settings, on_step=seen.append)
+    row, made, _ = site_training.train_site(ckpt.model, ckpt.tokenizer, train, dev, SITE, settings, on_step=seen.append)
     return row, made, seen
 
 
@@ -85,7 +86,7 @@ def test_auto_keeps_the_plain_transcoder_when_none_of_its_latents_is_dense(numbe
 def test_auto_trains_the_skip_transcoder_when_the_plain_one_is_dense_part_way(numbers, monkeypatch):
     """Dense at the probe (a third of its steps): the plain training ends there, the skip one takes its place."""
     row, made, seen = _site(numbers, "auto", monkeypatch, dense_share=0.0)
-    probe = job.probe_step(STEPS)
+    probe = site_training.probe_step(STEPS)
     assert 1 <= probe < STEPS and row["skip"] is True and row["without_skip_steps"] == probe
     early, _, _ = _site(numbers, "never", steps=probe)          # the plain form as it stood at the probe
     assert abs(row["max_density_without_skip"] - early["max_density"]) <= 2 / early["held_rows"]
@@ -99,7 +100,7 @@ def test_auto_trains_the_skip_transcoder_when_the_plain_one_is_dense_part_way(nu
 def test_auto_trains_the_skip_transcoder_when_the_plain_one_ends_dense(numbers, monkeypatch):
     """Not dense at the probe (none here: it lies past the last step) but at its end: the whole plain training,
     then the skip one."""
-    monkeypatch.setattr(job, "probe_step", lambda steps: steps + 1)
+    monkeypatch.setattr(site_training, "probe_step", lambda steps: steps + 1)
     row, made, seen = _site(numbers, "auto", monkeypatch, dense_share=0.0)
     plain, _, _ = _site(numbers, "never")
     assert row["skip"] is True and row["without_skip_steps"] == STEPS
@@ -109,12 +110,19 @@ def test_auto_trains_the_skip_transcoder_when_the_plain_one_ends_dense(numbers, 
     assert seen == [*range(1, 3 * STEPS + 1)]
 
 
-def test_at_the_real_threshold_a_kept_plain_transcoder_is_never_dense(numbers):
-    """Whichever form auto keeps at the numbers model's first decoder FFN, a plain one kept has no latent on
-    more than DENSE_SHARE of the held-out rows, and a skip one kept says how dense the plain one was."""
-    row, _, _ = _site(numbers, "auto")
-    if row["skip"]:
-        assert row["max_density_without_skip"] > job.DENSE_SHARE and row["without_skip_steps"] in (
-            job.probe_step(STEPS), STEPS)
-    else:
-        assert row["max_density"] <= job.DENSE_SHARE and "max_density_without_skip" not in row
+def test_the_jobs_progress_counts_what_the_site_trains_and_ends_at_its_total(numbers, monkeypatch, tmp_path):
+    """run_site's progress bar: its total is every training the site may need (job.FeatureSettings.trainings),
+    and whichever form auto keeps, the count rises, never passes the total, and reaches it."""
+    from explorer.studies.common.context import RunContext
+
+    ckpt, train, dev = numbers
+    settings = FeatureSettings(width=32, k=4, steps=STEPS, batch=128, rows=1000, held_rows=200)
+    for share in (0.0, 1.0):                                      # refused at the probe; kept
+        monkeypatch.setattr(site_training, "DENSE_SHARE", share)
+        seen = []
+        job.run_site(ckpt.model, ckpt.tokenizer, train, dev, settings, site=SITE, root=tmp_path / str(share),
+                     context=RunContext(meta=ckpt.meta, progress=lambda kind, done, total: seen.append(
+                         (kind, done, total)) or True))
+        counts = [(done, total) for kind, done, total in seen if kind == "dictionaries"]
+        assert {total for _, total in counts} == {3 * STEPS}, share
+        assert [done for done, _ in counts] == sorted(done for done, _ in counts) and counts[-1][0] == 3 * STEPS

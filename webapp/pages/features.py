@@ -1,4 +1,4 @@
-"""Features: what a layer's numbers mean. A sparse dictionary of each FFN (a TopK skip transcoder) or of
+"""Features: what a layer's numbers mean. A sparse dictionary of each FFN (a TopK transcoder) or of
 each layer's residual stream (a TopK sparse autoencoder; explorer.studies.features) names the features
 active at each position of the sentence; one feature's
 page shows where it fires in the training pairs and what removing it does; steering sets it and
@@ -22,16 +22,18 @@ with area["learn"]:
         "**transcoder** (Dunefsky et al. "
         "2024) learns to stand in for a layer's FFN with many more **features** than numbers, of which only a "
         "few (*k*) are active for any word: each feature reads one direction of what the FFN reads and writes "
-        "one direction of what it writes, so a feature can be named from where it fires. Ours are TopK skip "
-        "transcoders (Gao et al. 2024; Paulo et al. 2025), trained on the FFN's activations over the model's own "
-        "training pairs; each layer's output, the residual stream, has a sparse autoencoder (**SAE**) too, "
+        "one direction of what it writes, so a feature can be named from where it fires. Ours are TopK "
+        "transcoders (Gao et al. 2024), trained on the FFN's activations over the model's own training pairs, "
+        "with a linear **skip** map beside the features (Paulo et al. 2025) where without it one feature would "
+        "fire on most words, carrying the FFN's linear part (the layer's caption says which); each layer's output, the residual stream, has a sparse autoencoder (**SAE**) too, "
         "whose features say what the stream holds rather than what the FFN computes. Each is trained beside a "
         "**random baseline** with frozen random directions: a feature claim means "
         "little unless the trained dictionary beats it. Pick a layer, then a feature: its page shows the "
         "training sentences where it fires most, and **steering** sets it to a value of your choosing and "
         "translates again.",
         state.equations(r"z = \mathrm{TopK}_k\big(\mathrm{ReLU}(x W_{\mathrm{enc}} + b_{\mathrm{enc}})\big)",
-                        r"\widehat{\mathrm{FFN}}(x) = z W_{\mathrm{dec}} + x W_{\mathrm{skip}}^\top + b_{\mathrm{dec}}",
+                        r"\widehat{\mathrm{FFN}}(x) = z W_{\mathrm{dec}} + x W_{\mathrm{skip}}^\top + b_{\mathrm{dec}}"
+                        r"\quad (W_{\mathrm{skip}} = 0 \text{ without the skip})",
                         r"\text{steer feature } f \text{ to } v:\ \ \mathrm{FFN}(x) + (v - z_f)\, W_{\mathrm{dec},f}"))
 
 with area["sentence"]:

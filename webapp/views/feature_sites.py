@@ -119,7 +119,7 @@ def form_said(row: dict) -> str:
     dense = row.get("max_density_without_skip")
     steps = row.get("without_skip_steps")
     when = f" after {steps:,} training steps" if isinstance(steps, int) else ""
-    why = (f": without it one feature fired on {dense:.0%} of tokens{when}, carrying the FFN's linear part"
+    why = (f": without it one feature fired on {dense:.1%} of tokens{when}, carrying the FFN's linear part"
            if isinstance(dense, float) else "")
     return f"A TopK transcoder with a linear skip{why}. "
 

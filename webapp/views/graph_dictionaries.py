@@ -63,7 +63,8 @@ def ready_or_offer(ckpt) -> dict:
     st.info(f"A graph replaces every FFN of the model by its dictionary (a transcoder), and "
             f"{count(len(names), 'layer')} of {every} {'has' if len(names) == 1 else 'have'} none yet: "
             f"{', '.join(site_label(s) for s in names)}. Training them reads {APP_SETTINGS.rows:,} FFN activations "
-            f"of the training pairs per layer and fits a {APP_SETTINGS.width:,}-feature transcoder and its random "
+            f"of the training pairs per layer and fits a {APP_SETTINGS.width:,}-feature transcoder (with a linear "
+            f"skip where the plain one's busiest feature fires on more than half the tokens) and its random "
             f"baseline, one layer after another: about {int(APP_MINUTES) * len(names)} minutes on two cores "
             f"({APP_MINUTES} per layer, measured on bible-es-en; the time goes to the training steps, so a small "
             "model takes about as long), in the background (other pages stay usable). `python -m explorer features "
@@ -83,15 +84,15 @@ def start(out, ckpt_path, names: list[str], pairs: list, held: list) -> backgrou
     checkpoint; the progress bar has one stage per site."""
     device = models.app_device()
     stages = tuple(site_label(s) for s in names)
-    steps = 2 * APP_SETTINGS.steps + 1            # both dictionaries' steps, then the contexts
-
     def work(job: background.Job) -> None:
         from explorer.store.checkpoint import load_checkpoint
         ckpt = load_checkpoint(ckpt_path, device=device)         # the shared model is never hooked
         ckpt.model.eval()
         sha = str(ckpt.meta.get("weights_sha256") or "")
         for stage, site in zip(stages, names):
-            def progress(kind: str, done: int, _total: int, stage=stage) -> bool:
+            steps = APP_SETTINGS.trainings(site) * APP_SETTINGS.steps + 1     # every training it may need, contexts
+
+            def progress(kind: str, done: int, _total: int, stage=stage, steps=steps) -> bool:
                 return job.progress(stage, done if kind == "dictionaries" else steps - 1 + done, steps)
             SITE.to_file(site_result_path(sha, site), ckpt.model, ckpt.tokenizer, pairs, held, APP_SETTINGS,
                          site=site, context=RunContext(meta=ckpt.meta, progress=progress, cancel=job.cancel))

@@ -57,7 +57,7 @@ class TrainSettings:
     lr: float = 1e-3
     seed: int = 0
     random_decoder: bool = False   # the random baseline: frozen random decoder directions
-    skip: bool = True              # a transcoder's linear skip; False: a sparse autoencoder (W_skip stays 0)
+    skip: bool = True              # a transcoder's linear skip; False: W_skip stays 0 (a plain transcoder, an SAE)
     aux_loss_coefficient: float = 0.0   # AuxK's weight (0: off; the paper's 1/32); SAELens's name
     dead_feature_window: int = 100      # steps without firing after which a latent is dead (AuxK); SAELens's name
 
@@ -154,7 +154,7 @@ def train(inputs: np.ndarray, outputs: np.ndarray, settings: TrainSettings = Tra
     if settings.random_decoder:
         tc.W_dec.requires_grad_(False)
     if not settings.skip:
-        tc.W_skip.requires_grad_(False)                             # an SAE: no skip, W_skip stays 0
+        tc.W_skip.requires_grad_(False)                             # no skip (a plain transcoder, an SAE): W_skip stays 0
     params = [p for p in tc.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=settings.lr)
     scale = y_all.var(0).sum().clamp_min(1e-12)                     # the loss in shares of the outputs' variance
