@@ -11,14 +11,10 @@ rows at probe_step or at its end.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from explorer.files.names import FEATURES_KINDS
 from explorer.studies.features import metrics, sites
 from explorer.studies.features import transcoder as tcm
-
-if TYPE_CHECKING:
-    from explorer.studies.features.job import FeatureSettings
 
 # "auto" (job.SKIP_MODES): the plain TopK transcoder (the form Dunefsky et al. 2024 name), unless one of its
 # latents fires on more than DENSE_SHARE of the held-out rows; then the skip transcoder is trained instead
@@ -42,9 +38,10 @@ def probe_step(steps: int) -> int:
     return max(1, steps // 3)
 
 
-def train_site(model, tokenizer, train_pairs, held_pairs, site: str, settings: FeatureSettings,
+def train_site(model, tokenizer, train_pairs, held_pairs, site: str, settings,
                on_step=None) -> tuple[dict, dict[str, tcm.TopKTranscoder], dict[str, float]]:
-    """One site's dictionary and baseline: (its JSON-ready row of held-out figures, {kind: transcoder},
+    """One site's dictionary and baseline, at `settings` (a job.FeatureSettings; not imported, since job
+    imports this module): (its JSON-ready row of held-out figures, {kind: transcoder},
     the seconds spent collecting and training), the forms tried as settings.forms(site) lists them.
     on_step(n) counts the steps of every training the site may need (settings.trainings(site) of them; the
     baseline's are the last, so a form kept at once jumps ahead; a cancel may raise)."""
