@@ -32,8 +32,8 @@ with area["learn"]:
         "training sentences where it fires most, and **steering** sets it to a value of your choosing and "
         "translates again.",
         state.equations(r"z = \mathrm{TopK}_k\big(\mathrm{ReLU}(x W_{\mathrm{enc}} + b_{\mathrm{enc}})\big)",
-                        r"\widehat{\mathrm{FFN}}(x) = z W_{\mathrm{dec}} + x W_{\mathrm{skip}}^\top + b_{\mathrm{dec}}"
-                        r"\quad (W_{\mathrm{skip}} = 0 \text{ without the skip})",
+                        r"\widehat{\mathrm{FFN}}(x) = z W_{\mathrm{dec}} + x W_{\mathrm{skip}}^\top + b_{\mathrm{dec}}",
+                        r"W_{\mathrm{skip}} = 0 \text{ in a plain transcoder}",
                         r"\text{steer feature } f \text{ to } v:\ \ \mathrm{FFN}(x) + (v - z_f)\, W_{\mathrm{dec},f}"))
 
 with area["sentence"]:
