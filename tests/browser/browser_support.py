@@ -78,6 +78,22 @@ def idle(page, timeout: float = 120.0) -> None:
     driver.wait_idle(page, timeout)
 
 
+# The open tab's panel holds something, or the run that fills it has begun. A lazy tab (drawn only while
+# open) shows an empty panel for a moment after the click, while the script state still reads notRunning
+# (seen: a few tens of ms); idle() alone would pass in that moment and the page be read before the tab ran.
+TAB_STARTED = """tab => tab.getAttribute('aria-selected') === 'true' && (
+  document.querySelector("[data-testid='stApp']").getAttribute('data-test-script-state') === 'running' ||
+  [...document.querySelectorAll("[data-testid='stMain'] [role='tabpanel']")].some(p =>
+      p.id === tab.getAttribute('aria-controls') && p.querySelector("[data-testid='stElementContainer']")))"""
+
+
+def open_tab(page, tab) -> None:
+    """Click a tab (a locator) and wait until its contents are drawn and the script run they need ended."""
+    tab.click()
+    page.wait_for_function(TAB_STARTED, arg=tab.element_handle(), timeout=LONG)
+    idle(page)
+
+
 def open_app(visit, path: str = "", **query):
     """Go to /path?query and wait until the page's title is drawn and its script run ended."""
     page = visit.page

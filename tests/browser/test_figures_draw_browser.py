@@ -44,7 +44,7 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, learn_formula_problems,
+from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, idle, learn_formula_problems, open_tab,
                              reopen_in_a_fresh_session, timed)
 from webapp import lecture
 
@@ -104,8 +104,7 @@ def figures(page) -> dict[str, dict]:
         tab = tabs.nth(i)
         if tab.get_attribute("aria-selected") == "true":
             continue
-        tab.click()
-        idle(page)                             # a tab bound to the URL reruns the script
+        open_tab(page, tab)                    # a lazy tab runs its part of the script once open
         wait_drawn(page)
         for f in page.evaluate(REPORT, MARKS):
             if f["visible"]:

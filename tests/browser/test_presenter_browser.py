@@ -41,7 +41,7 @@ from urllib.parse import quote
 import pytest
 
 from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, ROOT, _heading, fold_learn, idle, learn_formula_problems,
-                             no_exception, open_app, timed, url_param)
+                             no_exception, open_app, open_tab, timed, url_param)
 from test_figures_draw_browser import EXPECTED, problems_on, wait_drawn, watch_console
 from webapp import lecture, presenter
 
@@ -108,8 +108,7 @@ def text_sizes(page) -> list[dict]:
     sizes = []
     for i in [*range(1, tabs.count()), 0]:
         if tabs.count():
-            tabs.nth(i).click()
-            idle(page)
+            open_tab(page, tabs.nth(i))
             wait_drawn(page)
         sizes += page.evaluate(TEXT_SIZES)
     return sorted(sizes, key=lambda s: s["px"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_support import (BIBLE, LONG, NUMBERS, ROOT, _model, app_settings, idle, no_exception, open_app,
+from browser_support import (BIBLE, LONG, NUMBERS, ROOT, _model, app_settings, idle, no_exception, open_app, open_tab,
                              pick_checkpoint, sidebar_to, squash, timed, translation_on_screen, type_sentence,
                              url_param)
 from test_presenter_browser import next_page, title
@@ -116,7 +116,7 @@ def test_the_readme_tour_does_what_it_says(visit, context):
     next_page(page, "Attention")
     page.locator(".st-key-attn_kind label", has_text="Cross-attention").click()
     idle(page)
-    page.locator("[data-testid='stMain'] [role='tab']", has_text="Head ablation").click()
+    open_tab(page, page.locator("[data-testid='stMain'] [role='tab']", has_text="Head ablation"))
     picker = page.locator(".st-key-ablate_pick input")
     picker.click()
     page.keyboard.type("cross L3 H3")
