@@ -63,6 +63,28 @@ def test_training_beats_the_random_decoder_baseline_and_repeats_with_its_seed(nu
     assert all(torch.equal(a, b) for a, b in zip(again.parameters(), tc.parameters()))
 
 
+def test_the_quality_figures_counted_in_chunks_are_a_plain_count_over_every_row(numbers, monkeypatch):
+    """FVE, L0, dead and busiest shares against numpy over the whole held-out set at once, with chunks of
+    1,000 rows so that the sums cross chunk edges (the last chunk a part one); the busiest share that the
+    training looks at part way is the same count."""
+    _, _, held, tc = numbers
+    monkeypatch.setattr(metrics, "CHUNK", 1000)
+    assert len(held.inputs) % 1000
+    got = metrics.quality(tc, held.inputs, held.outputs)
+    with torch.no_grad():
+        x = torch.from_numpy(held.inputs)
+        z = tc.encode(x).numpy().astype(np.float64)                                   # [N, m]
+        guess = (tc.decode(torch.from_numpy(z).float()) + tc.skip(x)).numpy().astype(np.float64)
+    y = held.outputs.astype(np.float64)
+    active = (z > 0).sum(0)                                                            # [m]
+    assert got.fve == pytest.approx(1 - ((guess - y) ** 2).sum() / ((y - y.mean(0)) ** 2).sum(), abs=1e-5)
+    assert got.l0 == pytest.approx((z > 0).sum(1).mean())
+    assert got.dead_fraction == pytest.approx((active == 0).mean())
+    assert got.max_density == pytest.approx(active.max() / len(z)) == metrics.busiest_share(tc.encode, held.inputs)
+    assert 0 < got.max_density < 1 and got.rows == len(z)
+    assert metrics.busiest_share(tc.encode, held.inputs[:0]) == 0.0
+
+
 def test_the_plain_form_beats_its_random_baseline_by_far_more(numbers):
     """Without the skip (what --skip auto keeps where no latent is dense) the random baseline has no linear map
     to lean on: here 0.975 against 0.285, the busiest latent on 22% of tokens."""

@@ -30,14 +30,19 @@ class Quality:
         return asdict(self)
 
 
+def _chunks(x: torch.Tensor):
+    """(start, rows [n, d_in]) CHUNK rows at a time: latents [CHUNK, m] are the largest tensor held."""
+    for start in range(0, len(x), CHUNK):
+        yield start, x[start:start + CHUNK]
+
+
 def quality(tc: TopKTranscoder, inputs: np.ndarray, outputs: np.ndarray) -> Quality:
     x, y = torch.from_numpy(inputs).float(), torch.from_numpy(outputs).float()      # [N, d_in], [N, d_out]
     sse, active, l0 = 0.0, torch.zeros(tc.width), 0.0
     with torch.no_grad():
-        for start in range(0, len(x), CHUNK):
-            rows = x[start:start + CHUNK]                                              # [n, d_in]
+        for start, rows in _chunks(x):                                                  # [n, d_in]
             z = tc.encode(rows)                                                        # [n, m]
-            sse += float(((tc.decode(z) + tc.skip(rows) - y[start:start + CHUNK]) ** 2).sum())
+            sse += float(((tc.decode(z) + tc.skip(rows) - y[start:start + len(rows)]) ** 2).sum())
             on = z > 0
             active += on.sum(0)
             l0 += float(on.sum())
@@ -48,14 +53,12 @@ def quality(tc: TopKTranscoder, inputs: np.ndarray, outputs: np.ndarray) -> Qual
 
 
 def busiest_share(encode, inputs: np.ndarray) -> float:
-    """The largest share of rows [N, d_in] one latent of encode (rows -> latents [n, m]) is active on."""
+    """The largest share of rows [N, d_in] one latent of encode (rows -> latents [n, m]) is active on:
+    quality's max_density without the decoding (what the transcoder's training looks at part way)."""
     x = torch.from_numpy(inputs).float()                                                # [N, d_in]
-    active = None
     with torch.no_grad():
-        for start in range(0, len(x), CHUNK):
-            on = (encode(x[start:start + CHUNK]) > 0).sum(0)                            # [m]
-            active = on if active is None else active + on
-    return float(active.max()) / max(len(x), 1) if active is not None else 0.0
+        active = sum((encode(rows) > 0).sum(0) for _, rows in _chunks(x))               # [m], or 0 for no rows
+    return float(torch.as_tensor(active).max()) / max(len(x), 1)
 
 
 def linear_fve(inputs: np.ndarray, outputs: np.ndarray, held_inputs: np.ndarray, held_outputs: np.ndarray) -> float:
