@@ -157,3 +157,24 @@ def block_external(target, record: list[str]) -> None:
 def wait_idle(page, timeout: float = 60.0) -> None:
     """Until the script run has ended (call after the expected new content is on screen)."""
     page.wait_for_selector(APP_IDLE, timeout=timeout * 1000, state="attached")
+
+
+# Set window.__ranAgain once the app's script state reads "running" (or did, between two looks: the
+# observer's records keep each old value). Armed before the act, so a run that starts and ends at once
+# is seen too.
+WATCH_RUN = """() => { window.__ranAgain = false; const app = document.querySelector("[data-testid='stApp']");
+  const seen = () => app.getAttribute('data-test-script-state') === 'running';
+  const watch = new MutationObserver(records => {
+    if (seen() || records.some(r => r.oldValue === 'running')) { window.__ranAgain = true; watch.disconnect(); } });
+  watch.observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']}); }"""
+
+
+def rerun(page, act, timeout: float = 60.0) -> None:
+    """Do `act()` (a click, a typed value and Enter), which makes the app run its script again, and wait
+    until that run has ended. wait_idle alone right after an act can pass in the moment before the run
+    begins (the state still reads notRunning for some tens of ms). Only for acts that do cause a run:
+    one that changes nothing waits out `timeout`."""
+    page.evaluate(WATCH_RUN)
+    act()
+    page.wait_for_function("() => window.__ranAgain === true", timeout=timeout * 1000)
+    wait_idle(page, timeout)

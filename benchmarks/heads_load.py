@@ -65,9 +65,7 @@ def start_lab(page, url: str, sentences: int, during: str, timeout: float = 300)
     box = page.locator(".st-key-heads_n input")
     if int(box.input_value()) != sentences:
         box.fill(str(sentences))
-        box.press("Enter")
-        page.wait_for_function("n => document.querySelector('.st-key-heads_n input')?.value == n", arg=str(sentences))
-        driver.wait_idle(page, timeout)
+        driver.rerun(page, lambda: box.press("Enter"), timeout)                # the Start button drawn anew
     start.click()
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:

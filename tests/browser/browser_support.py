@@ -78,6 +78,11 @@ def idle(page, timeout: float = 120.0) -> None:
     driver.wait_idle(page, timeout)
 
 
+def rerun(page, act) -> None:
+    """`act()`, which makes the app run its script again, and the end of that run (driver.rerun)."""
+    driver.rerun(page, act, LONG / 1000)
+
+
 # The open tab's panel holds something, or the run that fills it has begun. A lazy tab (drawn only while
 # open) shows an empty panel for a moment after the click, while the script state still reads notRunning
 # (seen: a few tens of ms); idle() alone would pass in that moment and the page be read before the tab ran.

@@ -210,12 +210,12 @@ def test_the_alignment_scorecard_draws(visit, context):
     page.goto(f"{visit.url}/alignment?ckpt={NUMBERS}")
     page.wait_for_selector("h1", timeout=LONG)
     idle(page)
-    for key, value in (("align_n", "4"), ("align_attr", "0")):
+    for key, param, value in (("align_n", "pairs", "4"), ("align_attr", "grad", "0")):  # neither the default
         box = page.locator(f".st-key-{key} input")
         box.fill(value)
         box.press("Enter")
-        page.wait_for_function("([k, v]) => document.querySelector(`.st-key-${k} input`).value === v",
-                               arg=[key, value], timeout=LONG)
+        page.wait_for_function("([k, v]) => new URLSearchParams(location.search).get(k) === v",   # the server's
+                               arg=[param, value], timeout=LONG)                             # run wrote it
         idle(page)
     with timed("alignment scorecard: 4 pairs, no gradients"):
         start_until_scored(page, "Scored on 4 gold pairs")
