@@ -207,3 +207,14 @@ def test_translate_and_beam_search_link_a_word_to_its_graph(env):
     no_exception(graphs)
     assert graphs.selectbox(key="graphs_word").value == 1
     assert graphs.query_params["beam"] == "3"
+
+
+def test_the_page_benchmark_opens_a_new_word_cold_then_from_its_link(env, capsys):
+    """benchmarks/graphs_page.py drives this page as the docs' page figures were measured: a word no other
+    test asks about, so its graph job runs, then the link in a fresh session reads the kept graph."""
+    from benchmarks import graphs_page
+
+    assert graphs_page.main(["--text", TEXT, "--word", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "word 5 (5. ▁neunzig): cold (the graph job ran)" in out, out
+    assert "from its link in a fresh session" in out and "a job ran again" not in out, out
