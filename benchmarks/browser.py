@@ -160,8 +160,8 @@ def wait_idle(page, timeout: float = 60.0) -> None:
 
 
 # Set window.__ranAgain once the app's script state reads "running" (or did, between two looks: the
-# observer's records keep each old value). Armed before the act, so a run that starts and ends at once
-# is seen too.
+# observer's records keep each old value). Armed before the act, once the run before it has ended, so
+# that only a run after the act sets it.
 WATCH_RUN = """() => { window.__ranAgain = false; const app = document.querySelector("[data-testid='stApp']");
   const seen = () => app.getAttribute('data-test-script-state') === 'running';
   const watch = new MutationObserver(records => {
@@ -174,6 +174,7 @@ def rerun(page, act, timeout: float = 60.0) -> None:
     until that run has ended. wait_idle alone right after an act can pass in the moment before the run
     begins (the state still reads notRunning for some tens of ms). Only for acts that do cause a run:
     one that changes nothing waits out `timeout`."""
+    wait_idle(page, timeout)
     page.evaluate(WATCH_RUN)
     act()
     page.wait_for_function("() => window.__ranAgain === true", timeout=timeout * 1000)

@@ -20,27 +20,27 @@ from explorer.files.places import REPO_ROOT
 from explorer.studies.graphs.job import NODE_THRESHOLDS
 
 PAGE = "webapp/pages/graphs.py"
-ROUNDS = 6                 # page runs while waiting for a graph: each ends when the page's jobs have
+ROUNDS = 6                 # page runs to wait through: a missing graph's job, then the run that draws it
 
 
 def said(at) -> list[str]:
+    """What the page tells the user in boxes (the estimate, a refusal, a missing dictionary)."""
     return [str(e.value) for kind in ("info", "warning", "error") for e in at.get(kind)]
 
 
 def figure(at):
+    """The graph's plotly chart, or None while the page has drawn none."""
     return next((c for c in at.get("plotly_chart") if c.proto.id.endswith("-graphs_figure")), None)
 
 
 def until_drawn(at, timeout: float) -> tuple[object, bool]:
     """Run the page until its graph is drawn, each background job it started waited for; (the AppTest,
     whether a graph job ran). RuntimeError with what the page said when it draws none."""
-    from webapp import background
-
     ran = False
     for _ in range(ROUNDS):
         if at.exception:
             raise RuntimeError(f"the page failed: {at.exception[0].value}")
-        jobs = [j for j in list(background._JOBS.values()) if j.active]
+        jobs = [j for j in _jobs() if j.active]
         if not jobs and figure(at) is not None:
             return at, ran
         for job in jobs:
@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _jobs():
+def _jobs() -> list:
+    """The app's background jobs (imported late: the app's modules load Streamlit)."""
     from webapp import background
 
     return list(background._JOBS.values())

@@ -19,7 +19,7 @@ from explorer.studies.graphs.__main__ import trained_dictionaries
 from explorer.studies.graphs.job import GraphSettings, run_graph
 from support.feature_runs import NUMBERS, SMALL, needs_numbers, numbers_dictionaries, point_app_at
 from support.app_support import chart, no_exception, open_app
-from support.waiting import wait_for_job
+from support.waiting import STALL_S, wait_for_job
 from webapp import background
 
 PAGE = "webapp/pages/graphs.py"
@@ -214,7 +214,7 @@ def test_the_page_benchmark_opens_a_new_word_cold_then_from_its_link(env, capsys
     test asks about, so its graph job runs, then the link in a fresh session reads the kept graph."""
     from benchmarks import graphs_page
 
-    assert graphs_page.main(["--text", TEXT, "--word", "5"]) == 0
+    assert graphs_page.main(["--text", TEXT, "--word", "5", "--timeout", str(STALL_S)]) == 0
     out = capsys.readouterr().out
     assert "word 5 (5. ▁neunzig): cold (the graph job ran)" in out, out
     assert "from its link in a fresh session" in out and "a job ran again" not in out, out

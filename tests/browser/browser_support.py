@@ -74,7 +74,7 @@ def squash(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def idle(page, timeout: float = 120.0) -> None:
+def idle(page, timeout: float = LONG / 1000) -> None:
     driver.wait_idle(page, timeout)
 
 
@@ -83,17 +83,20 @@ def rerun(page, act) -> None:
     driver.rerun(page, act, LONG / 1000)
 
 
-# The open tab's panel holds something, or the run that fills it has begun. A lazy tab (drawn only while
-# open) shows an empty panel for a moment after the click, while the script state still reads notRunning
-# (seen: a few tens of ms); idle() alone would pass in that moment and the page be read before the tab ran.
-TAB_STARTED = """tab => tab.getAttribute('aria-selected') === 'true' && (
-  document.querySelector("[data-testid='stApp']").getAttribute('data-test-script-state') === 'running' ||
+# The open tab's panel holds something, or a run began after the click (driver.WATCH_RUN, armed before it).
+# A lazy tab (drawn only while open) shows an empty panel for a moment after the click, while the script
+# state still reads notRunning (seen: a few tens of ms); idle() alone would pass in that moment and the
+# page be read before the tab ran. (An eager tab bound to the URL holds its contents at once: its rerun
+# draws the same.)
+TAB_STARTED = """tab => tab.getAttribute('aria-selected') === 'true' && (window.__ranAgain === true ||
   [...document.querySelectorAll("[data-testid='stMain'] [role='tabpanel']")].some(p =>
       p.id === tab.getAttribute('aria-controls') && p.querySelector("[data-testid='stElementContainer']")))"""
 
 
 def open_tab(page, tab) -> None:
     """Click a tab (a locator) and wait until its contents are drawn and the script run they need ended."""
+    idle(page)
+    page.evaluate(driver.WATCH_RUN)
     tab.click()
     page.wait_for_function(TAB_STARTED, arg=tab.element_handle(), timeout=LONG)
     idle(page)
