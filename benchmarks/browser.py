@@ -169,13 +169,14 @@ WATCH_RUN = """() => { window.__ranAgain = false; const app = document.querySele
   watch.observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']}); }"""
 
 
-def rerun(page, act, timeout: float = 60.0) -> None:
+def rerun(page, act, timeout: float = 60.0, started: str = "() => window.__ranAgain === true", arg=None) -> None:
     """Do `act()` (a click, a typed value and Enter), which makes the app run its script again, and wait
     until that run has ended. wait_idle alone right after an act can pass in the moment before the run
-    begins (the state still reads notRunning for some tens of ms). Only for acts that do cause a run:
-    one that changes nothing waits out `timeout`."""
+    begins (the state still reads notRunning for some tens of ms). `started`: a JS function (of `arg`) true
+    once the act's run has begun or its result is on screen; by default the watched run. An act that
+    starts no run and meets no `started` waits out `timeout`."""
     wait_idle(page, timeout)
     page.evaluate(WATCH_RUN)
     act()
-    page.wait_for_function("() => window.__ranAgain === true", timeout=timeout * 1000)
+    page.wait_for_function(started, arg=arg, timeout=timeout * 1000)
     wait_idle(page, timeout)

@@ -78,9 +78,9 @@ def idle(page, timeout: float = LONG / 1000) -> None:
     driver.wait_idle(page, timeout)
 
 
-def rerun(page, act) -> None:
+def rerun(page, act, **started) -> None:
     """`act()`, which makes the app run its script again, and the end of that run (driver.rerun)."""
-    driver.rerun(page, act, LONG / 1000)
+    driver.rerun(page, act, LONG / 1000, **started)
 
 
 # The open tab's panel holds something, or a run began after the click (driver.WATCH_RUN, armed before it).
@@ -95,11 +95,7 @@ TAB_STARTED = """tab => tab.getAttribute('aria-selected') === 'true' && (window.
 
 def open_tab(page, tab) -> None:
     """Click a tab (a locator) and wait until its contents are drawn and the script run they need ended."""
-    idle(page)
-    page.evaluate(driver.WATCH_RUN)
-    tab.click()
-    page.wait_for_function(TAB_STARTED, arg=tab.element_handle(), timeout=LONG)
-    idle(page)
+    rerun(page, tab.click, started=TAB_STARTED, arg=tab.element_handle())
 
 
 def open_app(visit, path: str = "", **query):
