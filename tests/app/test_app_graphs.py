@@ -48,17 +48,11 @@ def shown(at) -> str:
 
 
 def drawn(at):
-    """The page run again until its graph is drawn: each background job it started waited for first."""
-    for _ in range(4):
-        no_exception(at)
-        jobs = [j for j in list(background._JOBS.values()) if j.active]
-        if not jobs and any(c.proto.id.endswith("-graphs_figure") for c in at.get("plotly_chart")):
-            return at
-        for job in jobs:
-            wait_for_job(job, f"the {job.label} job")
-            assert job.state == "finished", job.error
-        at.run()
-    raise AssertionError(f"no graph drawn: {shown(at)}")
+    """The page run again until its graph is drawn, each background job it started waited for first
+    (the page benchmark's loop)."""
+    from benchmarks.graphs_page import until_drawn
+
+    return until_drawn(at, STALL_S)[0]
 
 
 def node_ids(at) -> set[str]:
