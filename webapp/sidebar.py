@@ -12,6 +12,7 @@ from explorer.files.names import MULTILINGUAL_LANGUAGES
 from explorer.store.catalog import CheckpointInfo
 from explorer.store.errors import CheckpointError
 from webapp import languages, models, presenter, sentence, state, url_keys
+from webapp.text_safety import shortened
 
 PICK = "ckpt_pick"        # the picker's value: the chosen checkpoint's path, its identity on disk
 LISTED = "_ckpt_listed"   # the last run's listing, {path: name}
@@ -55,7 +56,7 @@ def render() -> None:
     if gone and gone[1] == path:
         why = ("is not on disk any more (deleted, or pruned by a training run)" if gone[2] == "vanished"
                else "named by the link is not here")
-        st.sidebar.warning(f"The checkpoint **{state.md_escape(gone[0])}** {why}, so "
+        st.sidebar.warning(f"The checkpoint **{state.md_escape(shortened(gone[0]))}** {why}, so "
                            f"**{state.md_escape(info.name)}** is in use now. Pick another one above if you like.")
     else:
         st.session_state.pop(GONE, None)

@@ -29,6 +29,13 @@ _PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
 _SHORTCODE_START = re.compile(r":(?=[A-Za-z0-9_+\-])")
 
 
+def shortened(text: object, limit: int = 80) -> str:
+    """`text` cut to `limit` characters with an ellipsis: a value a link brings is echoed back in a message,
+    and a link may carry 100,000 characters."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def md_escape(text: object) -> str:
     """`text` as Markdown that Streamlit shows character for character.
 

@@ -31,6 +31,7 @@ cannot anyway: st.query_params may neither set nor delete a bound key (put() wou
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -228,6 +229,18 @@ def texts(specs: Iterable[UrlKey]) -> dict[str, str]:
     return {key: text for key, text in found.items() if text is not None}
 
 
+def listed(text: str | None, allowed: Sequence[str]) -> list[str]:
+    """The entries of a comma-separated URL list (`text`, "2,5" or "3_29_8,1_4_2") that are among
+    `allowed`, each once, in the link's order: a malformed, unknown or repeated entry is dropped, never an
+    error, and never counted twice (a node listed twice would be changed twice)."""
+    known, found = set(allowed), []
+    for part in str(text or "").split(","):
+        part = part.strip()
+        if part in known and part not in found:
+            found.append(part)
+    return found
+
+
 def linked(spec: UrlKey) -> str | None:
     """The URL's text for `spec` when it is new to this page (a link just followed or typed, a fresh
     session), None when the URL lacks it or holds the text this page last wrote (put)."""
@@ -252,8 +265,9 @@ def _options(options: Mapping[str, Any] | Sequence | None) -> Mapping[str, Any] 
 def _nearest(raw: str, options: Mapping[str, Any]) -> Any:
     """A number among choices that also hold words (a layer: "mean", "1".."6"): the nearest numbered
     choice, so `layer=99` is the last layer as it is on a page whose layer is a number; None when
-    `raw` is not a whole number or no choice is one."""
-    numbered = {int(k): v for k, v in options.items() if k.lstrip("-").isdigit()}
+    `raw` is not a whole number or no choice is one. A switch's 0 and 1 are no numbers: `int8=2` is an
+    unknown choice, which falls back to the default."""
+    numbered = {int(k): v for k, v in options.items() if re.fullmatch(r"-?[0-9]+", k) and not isinstance(v, bool)}
     try:
         wanted = int(str(raw).strip())
     except ValueError:

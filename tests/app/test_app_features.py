@@ -93,9 +93,28 @@ def test_the_page_draws_a_features_page_and_steers(env):
     assert at.query_params["at"]
 
 
+def lines(at, start: str) -> list[str]:
+    return [str(m.value) for m in at.markdown if str(m.value).startswith(start)]
+
+
+def test_steering_compares_greedy_with_greedy_whatever_the_page_decodes(env):
+    """The steered sentence is decoded greedily, so its "Original" is the greedy translation too: under
+    sampling the page's own translation differs, and that difference is not the feature's."""
+    greedy = open_app("numbers-en-de", PAGE, TEXT, query={"feature": "1", "clamp": "0", "at": "1"})
+    sampled = open_app("numbers-en-de", PAGE, TEXT, query={"feature": "1", "clamp": "0", "at": "1",
+                                                            "dec": "sample", "temp": "2", "seed": "3"})
+    for at in (greedy, sampled):
+        no_exception(at)
+    assert lines(sampled, "**Original:**") == lines(greedy, "**Original:**") != []
+    assert lines(sampled, "**With feature") == lines(greedy, "**With feature")
+    assert "Both translated greedily" not in shown(greedy)
+    assert "Both translated greedily" in shown(sampled)
+
+
 def test_a_decoder_layer_and_a_link_that_names_its_feature(env):
-    at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "dec2", "feature": "3", "clamp": "1.5"})
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "dec2", "feature": "3", "clamp": "1.5", "at": "1,2"})
     no_exception(at)
+    assert "at" not in at.query_params                          # no position picker on a decoder layer
     assert at.selectbox(key="features_site").value == "decoder.layers.1.ffn"
     assert at.selectbox(key="features_feature").value == 3
     assert at.number_input(key="features_value").value == 1.5
@@ -107,10 +126,11 @@ def test_a_decoder_layer_and_a_link_that_names_its_feature(env):
 
 def test_a_hostile_link_falls_back_and_a_damaged_dictionary_is_named(env, tmp_path, monkeypatch):
     at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "<script>", "feature": "999999", "clamp": "nan",
-                                                        "at": "x,,-3,99"})
+                                                        "at": "x,,-3,99,\u00b2,2,2," + "9" * 5000})
     no_exception(at)
     assert at.selectbox(key="features_site").value == "encoder.layers.0.ffn"
     assert at.number_input(key="features_value").value == 0.0
+    assert at.multiselect(key="features_at").value == [1] and at.query_params["at"] == "2"   # once, 1-based
     # a copy of the runs folder whose dictionary weights are cut short
     import shutil
     root, sha = env

@@ -175,6 +175,29 @@ def test_an_intervention_sets_the_picked_nodes_and_compares_the_model_with_the_g
     no_exception(at)
     assert at.query_params["set"] == "5"
     assert float({m.label: m for m in at.metric}["The model does"].value) != model_does
+    # a link naming the node twice changes it once
+    twice = drawn(open_app("numbers-en-de", PAGE, TEXT, query={"word": "3", "change": f"{picked[0]},{picked[0]}"}))
+    assert twice.multiselect(key="graphs_change").value == picked and twice.query_params["change"] == picked[0]
+    assert float({m.label: m for m in twice.metric}["The model does"].value) == model_does
+
+
+def test_a_failed_graph_says_so_without_saying_it_is_still_drawing(env, monkeypatch):
+    from dataclasses import replace
+
+    from webapp.views import graphs as views
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("no graph today")
+
+    monkeypatch.setattr(views, "GRAPH_THRESHOLDS", replace(views.GRAPH_THRESHOLDS, run=fails))
+    at = open_app("numbers-en-de", PAGE, "nine thousand and nine", query={"word": "2"})
+    job = max((j for j in background._JOBS.values() if j.label == "Graph"), key=lambda j: j.arrival)   # this one
+    wait_for_job(job, "the failing graph job")
+    at.run()
+    no_exception(at)
+    assert job.state == "failed" and "no graph today" in shown(at)
+    assert "Drawing the graph in the background" not in shown(at)
+    assert any(b.label == "Draw the graph again" for b in at.button)
 
 
 def _link_query(at) -> dict[str, str]:

@@ -49,6 +49,10 @@ def test_the_server_default_from_the_environment(monkeypatch):
     assert at.toggle(key="dec_int8").value is True and _caption(at) and "int8" not in at.query_params
     at = open_app(info.name, text=text, query={"int8": "0"})                # a link asks for float32
     assert at.toggle(key="dec_int8").value is False and not _caption(at)
+    monkeypatch.setenv("EXPLORER_INT8", "0")
+    for unknown in ("2", "10000", "-1"):                                      # no switch's value: the default
+        at = open_app(info.name, text=text, query={"int8": unknown})
+        assert at.toggle(key="dec_int8").value is False and "int8" not in at.query_params
 
 
 def test_not_offered_where_int8_cannot_run(monkeypatch):

@@ -101,7 +101,7 @@ def test_steering_to_its_own_value_keeps_the_translation_and_every_log_p(numbers
     z = _activations(ckpt, made[site], site, src, out)
     position, feature = divmod(int(z.argmax()), z.shape[1])
     same = steering.steer(ckpt.model, made[site], site, feature, float(z[position, feature]), src, out, [position])
-    assert same.out_ids == out[:-1] and np.array_equal(same.before, same.after)
+    assert same.out_ids == same.plain_ids == out[:-1] and np.array_equal(same.before, same.after)
     with pytest.raises(ValueError, match="every target position"):
         steering.steer(ckpt.model, made[SITES[1]], SITES[1], 0, 0.0, src, out, [0])
     with pytest.raises(ValueError, match="outside"):

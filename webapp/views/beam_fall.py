@@ -20,6 +20,7 @@ import streamlit as st
 
 from webapp import analyses, sentence, state
 from webapp import url_keys as url
+from webapp.text_safety import shortened
 
 VERSE, REFERENCE = "beam_verse", "beam_reference"
 TYPED = "(the sentence above, as typed)"
@@ -72,8 +73,8 @@ def missing_verse(n_verses: int) -> None:
         number = None
     if number is not None and 0 <= number <= n_verses:
         return
-    st.warning(f"The link asks for test verse {state.md_escape(asked.strip()[:12])}"
-               f"{'…' if len(asked.strip()) > 12 else ''}, which does not exist: this checkpoint has "
+    st.warning(f"The link asks for test verse {state.md_escape(shortened(asked.strip(), 12))}, which does not "
+               f"exist: this checkpoint has "
                f"{n_verses:,} test verses. The sentence is shown as the link gives it.")
     url.put(**{url.VERSE.key: None})
 

@@ -209,8 +209,8 @@ def steering_section(ckpt, site: str, feature: int, index, found, labels: list[s
     if site.startswith("encoder."):
         fired = [t for t in range(len(labels)) if feature in found.features[t]]
         if "features_at" not in st.session_state or st.session_state.get("_features_at_for") != (site, feature):
-            linked = [int(p) - 1 for p in str(url.raw(url.FEAT_AT) or "").split(",") if p.strip().isdigit()]
-            url.hold("features_at", [p for p in linked if 0 <= p < len(labels)] or fired)
+            linked = url.listed(url.raw(url.FEAT_AT), [str(t + 1) for t in range(len(labels))])   # 1-based
+            url.hold("features_at", [int(p) - 1 for p in linked] or fired)
             st.session_state["_features_at_for"] = (site, feature)
         else:
             url.hold("features_at", st.session_state["features_at"])
@@ -222,16 +222,21 @@ def steering_section(ckpt, site: str, feature: int, index, found, labels: list[s
             return
         positions = tuple(sorted(picked))
     else:
+        url.put(**{url.FEAT_AT.key: None})            # no position picker drawn: no positions in the link
         st.caption("A decoder feature is set at every target position (decoding reads one position at a time).")
     steered = state.friendly(feature_analyses.steer, ckpt, site, stamp, n_pairs, feature, float(value),
                              tuple(result.src_ids), tuple(result.best.ids), positions, what="Translating again")
     if steered is None:
         return
     text = ckpt.tokenizer.decode(steered.out_ids, side="tgt")
+    plain = ckpt.tokenizer.decode(steered.plain_ids, side="tgt")
     c1, c2 = st.columns(2)
-    c1.markdown("**Original:** " + md_escape(result.text or "(empty)"))
+    c1.markdown("**Original:** " + md_escape(plain or "(empty)"))
     c2.markdown(f"**With feature #{feature} at {value:g}:** " + md_escape(text or "(empty)"))
-    if text == result.text:
+    if plain != result.text:                  # sampling, a beam or length limits above: both lines here are greedy
+        st.caption("Both translated greedily, so that only the feature differs between them; the translation "
+                   "above used the page's decoding settings.")
+    if text == plain:
         st.success("Same translation (how sure the model stays of it may still change: see below).")
     else:
         st.warning("The translation changed.")

@@ -25,7 +25,7 @@ def picked_nodes(ids: list[str], labels: dict[str, str]) -> list[str]:
     kept; else the most influential node), written back to the URL."""
     linked = url.linked(url.GRAPH_CHANGE)
     if linked is not None:
-        url.hold(WIDGET, [i for i in str(linked).split(",") if i in ids])
+        url.hold(WIDGET, url.listed(linked, ids))
     else:
         before = st.session_state.get(WIDGET, st.session_state.get("_" + WIDGET))
         url.hold(WIDGET, [i for i in before if i in ids] if isinstance(before, list) else ids[:1])

@@ -21,6 +21,7 @@ import streamlit as st
 from explorer.files.names import GRAPHS
 from explorer.plots import graphs as plots
 from explorer.store import run_paths as rp
+from explorer.studies.contrastive.foils import MAX_FOIL_CHARS
 from explorer.studies.graphs.job import GRAPH_THRESHOLDS, NODE_THRESHOLDS, GraphSettings
 from explorer.studies.graphs.rows import layer_count, node_rows, source_words
 from explorer.studies.graphs.step import question
@@ -67,8 +68,10 @@ def question_controls(ckpt, text: str, target: str) -> tuple[int, str | None] | 
     position = left.selectbox("Output word to explain", range(len(labels)), key="graphs_word",
                               format_func=lambda k: labels[k])
     url.write(url.GRAPH_WORD, "graphs_word", position, options=options)
-    url.seed(url.FOIL_WORD, "graphs_foil", "")
-    foil = right.text_input("…rather than (a foil word, optional)", key="graphs_foil", max_chars=60,
+    linked_foil = url.seed(url.FOIL_WORD, "graphs_foil", "")
+    if len(linked_foil) > MAX_FOIL_CHARS:                      # a link's: cut to what the box takes
+        url.hold("graphs_foil", linked_foil[:MAX_FOIL_CHARS])
+    foil = right.text_input("…rather than (a foil word, optional)", key="graphs_foil", max_chars=MAX_FOIL_CHARS,
                             help="Explain logit(this word) − logit(the foil's first piece): why this word and "
                                  "not that one.")
     url.write(url.FOIL_WORD, "graphs_foil", foil.strip(), default="")
@@ -104,10 +107,12 @@ def computed_or_started(ckpt, out: Path, text: str, target: str, position: int, 
         st.session_state["_graphs_estimate"] = (str(out), estimate)
         begin()
     said = st.session_state.get("_graphs_estimate", ("", ""))
-    st.info("Drawing the graph in the background, one backward pass through the replacement model per 64 feature "
-            "nodes" + (f". {said[1]}." if said[0] == str(out) else ": a few seconds on the numbers models, one to "
-                       "three minutes on bible-es-en on two cores.")
-            + " It is kept: this word's graph opens at once next time, also from a shared link.")
+    job = background.job_for(out)
+    if job is not None and job.active:               # not beside a cancelled or failed job's own message
+        st.info("Drawing the graph in the background, one backward pass through the replacement model per 64 "
+                "feature nodes" + (f". {said[1]}." if said[0] == str(out) else ": a few seconds on the numbers "
+                                   "models, one to three minutes on bible-es-en on two cores.")
+                + " It is kept: this word's graph opens at once next time, also from a shared link.")
     study_job.tail(out, "Draw the graph again", "graphs", begin)
     return None
 

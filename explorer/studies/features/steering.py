@@ -84,6 +84,7 @@ class Steered:
     value: float
     positions: list[int] | None          # the clamped positions (None: every position)
     out_ids: list[int]                   # the greedy translation with the clamp (no EOS)
+    plain_ids: list[int]                 # the greedy translation without it: what out_ids is compared with
     before: np.ndarray                   # [T] log p of the original output's tokens, unchanged model
     after: np.ndarray                    # [T] the same with the clamp
 
@@ -91,8 +92,9 @@ class Steered:
 @torch.no_grad()
 def steer(model, tc, site: str, feature: int, value: float, src_ids: Sequence[int], out_ids: Sequence[int],
           positions: Sequence[int] | None = None, *, given: Sequence[int] = ()) -> Steered:
-    """Translate src_ids greedily with the feature clamped, and score the original output out_ids (EOS
-    included) with and without it. Encoder sites: `positions` are source positions (None: all); decoder
+    """Translate src_ids greedily with the feature clamped and without it (a page decoding by sampling or beam
+    search would otherwise credit its own decoding's difference to the feature), and score the original
+    output out_ids (EOS included) with and without the clamp. Encoder sites: `positions` are source positions (None: all); decoder
     sites clamp at every target position (cached decoding reads one position at a time).
 
     `given`: the tokens every output starts with (a multilingual model's target tag:
@@ -103,8 +105,9 @@ def steer(model, tc, site: str, feature: int, value: float, src_ids: Sequence[in
     index = torch.tensor(list(out_ids))                                           # [T]
     before = forced_logprobs(model, src_ids, out_ids).gather(1, index[:, None])[:, 0]
     mask = positions_mask(len(src_ids), positions) if encoder and positions is not None else None
+    plain = greedy_ids(model, [list(src_ids)], given=given)[0]
     with clamped(model, site, tc, feature, value, mask):
         after = forced_logprobs(model, src_ids, out_ids).gather(1, index[:, None])[:, 0]
         steered = greedy_ids(model, [list(src_ids)], given=given)[0]
-    return Steered(site, feature, float(value), None if positions is None else list(positions), steered,
+    return Steered(site, feature, float(value), None if positions is None else list(positions), steered, plain,
                    before.numpy(), after.numpy())
