@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+from explorer.files.limits import whole_number
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SpecialIds
 
 
@@ -134,8 +135,8 @@ MAX_MODEL_BYTES_ENV = "EXPLORER_MAX_MODEL_BYTES"
 
 def max_model_bytes() -> int:
     """MAX_MODEL_BYTES, or $EXPLORER_MAX_MODEL_BYTES when it holds a positive whole number."""
-    given = os.environ.get(MAX_MODEL_BYTES_ENV, "").strip()
-    return int(given) if given.isascii() and given.isdigit() and int(given) > 0 else MAX_MODEL_BYTES
+    given = whole_number(os.environ.get(MAX_MODEL_BYTES_ENV, ""))
+    return given if given else MAX_MODEL_BYTES
 # The choices of ModelConfig.activation, .pe_layout and .pe_frequencies, named here so reading a config needs no torch;
 # model/functional.py holds their formulas (ACTIVATIONS, sinusoidal_table) and checks it has them all.
 ACTIVATION_NAMES = ("relu", "swish", "gelu")

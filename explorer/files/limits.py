@@ -8,6 +8,8 @@ read (explorer.files.user_files), and the checkpoint is listed as damaged with t
 """
 from __future__ import annotations
 
+import re
+
 JSON_BYTES = 1 << 20                # config.json, card.json, status.json, train_config.json, a --config
                                     # (the shipped ones: 1-2 KB; an import's card: under 10 KB)
 TOKENIZER_BYTES = 64 << 20          # a sentencepiece model or Marian's vocab.json (ours: 0.4 MB;
@@ -23,3 +25,11 @@ GRADIENT_BYTES = 512 << 20         # a training-data attribution store: pairs x 
                                    # 512 MB holds 524,288 training pairs)
 CONTEXTS_BYTES = 64 << 20         # a dictionary's training contexts (1,024 latents x 20: about 0.3 MB)
 DICTIONARY_BYTES = 256 << 20       # one site's transcoder weights (d=256, 1,024 latents in float32: 2.1 MB)
+
+
+def whole_number(text: object, digits: int = 18) -> int | None:
+    """`text` as a whole number when it is 1 to `digits` ASCII digits (spaces around allowed), else None.
+    Why not str.isdigit(): it is True for "²" and other Unicode digits, which int() refuses, and for a
+    run of 5,000 digits, which int() refuses too (and which no bound here needs)."""
+    found = re.fullmatch(rf"\s*([0-9]{{1,{int(digits)}}})\s*", str(text))
+    return int(found.group(1)) if found else None

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from explorer.files import names
-from explorer.files.limits import TOKENIZER_BYTES
+from explorer.files.limits import TOKENIZER_BYTES, whole_number
 from explorer.interop.hf_source import SourceError, read_json, read_optional_json
 from explorer.text.language_codes import M2M100_SETS, NLLB_CODES
 from explorer.text.multilingual import (FAIRSEQ_SPECIAL, LANGUAGES_FILE, NLLB_OFFSET, SPM_FILE, VOCAB_FILE,
@@ -110,6 +110,6 @@ def _added_tokens(directory: Path, config: dict) -> dict[str, int]:
                     if isinstance(t, dict) and isinstance(t.get("content"), str) and type(t.get("id")) is int}
     decoder = config.get("added_tokens_decoder")
     if isinstance(decoder, dict):
-        return {v["content"]: int(k) for k, v in decoder.items()
-                if isinstance(v, dict) and isinstance(v.get("content"), str) and str(k).isdigit()}
+        return {v["content"]: whole_number(k, digits=9) for k, v in decoder.items()
+                if isinstance(v, dict) and isinstance(v.get("content"), str) and whole_number(k, digits=9) is not None}
     return {}

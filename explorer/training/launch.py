@@ -25,6 +25,7 @@ import torch
 from explorer.config import TrainConfig
 from explorer.data import DataError
 from explorer.data.files import validate_tsv
+from explorer.files.limits import whole_number
 from explorer.files.names import LAUNCH_LOCK
 from explorer.model import parameter_count
 from explorer.runtime.priority import lower_priority
@@ -44,8 +45,8 @@ def gpu_count() -> int:
 
 def max_jobs() -> int:
     """EXPLORER_MAX_JOBS, else 1 on CPU and one per GPU."""
-    value = os.environ.get("EXPLORER_MAX_JOBS", "")
-    return max(1, int(value)) if value.strip().isdigit() else max(1, gpu_count())
+    value = whole_number(os.environ.get("EXPLORER_MAX_JOBS", ""), digits=6)
+    return max(1, value) if value is not None else max(1, gpu_count())
 
 
 # ---- checks before launch -----------------------------------------------------------------------

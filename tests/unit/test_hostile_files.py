@@ -191,3 +191,18 @@ def test_a_hugging_face_cache_snapshot_whose_files_link_out_still_imports(tmp_pa
         (snapshot / f.name).symlink_to(f)
     assert cli.main(["from-hf", str(snapshot), str(tmp_path / "imported")]) == 0
     assert (tmp_path / "imported" / "config.json").is_file()
+
+
+def test_a_whole_number_read_from_a_file_or_the_environment_is_ascii_and_bounded(monkeypatch):
+    """str.isdigit() takes "²" and 5,000 digits, both of which int() refuses with a traceback."""
+    assert [limits.whole_number(t) for t in ("12", " 7 ", "0")] == [12, 7, 0]
+    for bad in ("\u00b2", "\u0663", "9" * 5000, "-3", "", "1e3", "2.5", "0x10"):
+        assert limits.whole_number(bad) is None, bad
+    from explorer.config import MAX_MODEL_BYTES, MAX_MODEL_BYTES_ENV, max_model_bytes
+    from explorer.training.launch import max_jobs
+    for bad in ("\u00b2", "9" * 5000):
+        monkeypatch.setenv(MAX_MODEL_BYTES_ENV, bad)
+        monkeypatch.setenv("EXPLORER_MAX_JOBS", bad)
+        assert max_model_bytes() == MAX_MODEL_BYTES and max_jobs() >= 1
+    monkeypatch.setenv(MAX_MODEL_BYTES_ENV, "1024")
+    assert max_model_bytes() == 1024
