@@ -122,6 +122,11 @@ SC_RUN, RUN = UrlKey("run"), UrlKey("run")
 CK_TAB, CK_A, CK_B = UrlKey("tab"), UrlKey("a"), UrlKey("b")
 CK_RUN, CK_KIND = UrlKey("run"), UrlKey("kind", str, choices=("encoder", "decoder", "cross"))
 CK_STEP = UrlKey("at")                          # the scrubber's checkpoint: its training step, or its name
+CK_OVER = UrlKey("over", str, choices=("A", "B"))                # Compare two: attention over whose output
+CK_ATTN = UrlKey("attn", str, choices=("encoder", "decoder", "cross"))   # ... of which kind
+CK_SHOW = UrlKey("show", str, choices=("A", "B", "diff"))        # ... A's, B's, or B - A
+CK_N = UrlKey("n", integer, 10, 500)                             # ... the test sample's size
+CK_TESTSET = UrlKey("testset", str, choices=("A", "B"))          # ... drawn from whose test set
 LENS_BEAM = UrlKey("lens_beam", integer, 1, 8)  # the DecoderLens' decoding: 1 = greedy, else the beam size
 LENS_FORCED = UrlKey("forced", str, choices=("output", "reference"))
 LENS_SHOW = UrlKey("show", str, choices=("top", "final"))
@@ -178,7 +183,8 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "training_vs_inference": (),
     "schedule": (SC_D, SC_WARMUP, SC_FACTOR, SC_STEPS, SC_OVERLAY, SC_EPS, SC_VOCAB, SC_TARGET, SC_RUN),
     "train": (RUN,),
-    "checkpoints": (CK_TAB, CK_A, CK_B, CK_RUN, CK_KIND, LAYER, HEAD, CK_STEP),
+    "checkpoints": (CK_TAB, CK_A, CK_B, CK_OVER, CK_ATTN, CK_SHOW, CK_N, CK_TESTSET, CK_RUN, CK_KIND, LAYER, HEAD,
+                    CK_STEP),
 }
 PAGE_KEYS[""] = PAGE_KEYS["home"] = PAGE_KEYS["translate"]     # the landing page's other paths
 
@@ -263,8 +269,9 @@ def _options(options: Mapping[str, Any] | Sequence | None) -> Mapping[str, Any] 
 
 
 def _nearest(raw: str, options: Mapping[str, Any]) -> Any:
-    """A number among choices that also hold words (a layer: "mean", "1".."6"): the nearest numbered
-    choice, so `layer=99` is the last layer as it is on a page whose layer is a number; None when
+    """A number among choices that also hold words (a layer: "mean", "1".."6"), or numbers with gaps (a
+    run's steps: 150, 300, 900): the nearest numbered choice, so `layer=99` is the last layer as it is on a
+    page whose layer is a number, and `at=200` the step 150; None when
     `raw` is not a whole number or no choice is one. A switch's 0 and 1 are no numbers: `int8=2` is an
     unknown choice, which falls back to the default."""
     numbered = {int(k): v for k, v in options.items() if re.fullmatch(r"-?[0-9]+", k) and not isinstance(v, bool)}
@@ -272,7 +279,7 @@ def _nearest(raw: str, options: Mapping[str, Any]) -> Any:
         wanted = int(str(raw).strip())
     except ValueError:
         return None
-    return numbered[min(max(wanted, min(numbered)), max(numbered))] if numbered else None
+    return numbered[min(numbered, key=lambda k: (abs(k - wanted), k))] if numbered else None   # a gap: the nearer
 
 
 def _allowed(spec: UrlKey, value: Any, low, high, options: Mapping[str, Any] | None) -> Any:

@@ -242,7 +242,7 @@ def test_checkpoints_page_keeps_its_tab_pair_and_scrubber_in_the_url(runs):
     a layer or head beyond the model's is its last, and the URL says so; decoder rows are labelled by the
     token they write, as on the Attention page."""
     at = open_page("checkpoints", tab="Compare two", a="finished@10", b="killed@10", kind="decoder", layer=99,
-                   head=-5, at="10", stray="x")
+                   head=-5, at="14", stray="x", over="B", attn="decoder", show="A", n="75", testset="B")
     names = at.selectbox(key="ck_a").options
     assert "finished@10" in names[int(at.selectbox(key="ck_a").index)]
     assert "killed@10" in names[int(at.selectbox(key="ck_b").index)]
@@ -254,6 +254,15 @@ def test_checkpoints_page_keeps_its_tab_pair_and_scrubber_in_the_url(runs):
     assert "stray" not in at.query_params
     at.text_input(key="ck_scrub_text").set_value(SENTENCE).run()
     assert "**Step 10:**" in texts(at.markdown)
+    assert at.query_params["text"] == SENTENCE and at.text_input(key="ck_text").value == SENTENCE   # one sentence
+    # Compare two's controls, drawn once there is a sentence: a sample size between two offered is the
+    # nearer (75: 70), as a step between two saved ones was (14: 10, written back above)
+    assert (at.radio(key="ck_whose").value, at.radio(key="ck_kind").value, at.radio(key="ck_view").value,
+            at.select_slider(key="ck_n").value, at.radio(key="ck_testset").value) == ("B", "decoder", "A", 70, "B")
+    assert {k: at.query_params[k] for k in ("over", "attn", "show", "n", "testset")} == {
+        "over": "B", "attn": "decoder", "show": "A", "n": "70", "testset": "B"}
+    at.radio(key="ck_view").set_value("B − A").run()
+    assert "show" not in at.query_params                                      # the default, left out
     fig = next(c for c in at.get("plotly_chart") if c.proto.id.endswith("-ck_s_fig"))
     assert "writes" in fig.proto.spec and "query (step that writes)" in fig.proto.spec
 

@@ -19,6 +19,8 @@ from webapp import url_keys as url
 from webapp.text_safety import plot_escape
 
 GREEDY = DecodeConfig(strategy="greedy").to_dict()
+SHOW = {"A": "A", "B": "B", "diff": "B − A"}          # URL text -> the attention grid shown
+SAMPLE_SIZES = list(range(10, 501, 10))                # the test sample's sizes offered
 
 def _load(info):
     try:
@@ -96,8 +98,8 @@ def compare(healthy) -> None:
     if ia == ib:                         # a link or a slip of the picker: say so before drawing zeros
         st.info("A and B are the same checkpoint: the two translations are identical and every difference "
                 "below is zero. Pick another checkpoint for B (e.g. an earlier step of the same run).")
-    text = st.text_input("Sentence", value=sentence.current_text() or "", key="ck_text",
-                         placeholder="Type a sentence in the source language")
+    text = sentence.sentence_box("ck_text", "Sentence", st.text_input,
+                                 placeholder="Type a sentence in the source language")
     text, _ = sentence.clip_text(text)
     if not text.strip():
         st.info("Type a sentence to compare the two checkpoints on it.")
@@ -135,9 +137,15 @@ def compare(healthy) -> None:
                 "cannot be subtracted. Pick two checkpoints of the same run, or a fine-tune and its parent.")
     else:
         c1, c2, c3 = st.columns(3)
+        url.seed(url.CK_OVER, "ck_whose", "A", options=["A", "B"])
+        url.seed(url.CK_ATTN, "ck_kind", list(KIND_LABELS)[0], options=list(KIND_LABELS))
+        url.seed(url.CK_SHOW, "ck_view", "B − A", options=SHOW)
         whose = c1.radio("Over the output of", ["A", "B"], horizontal=True, key="ck_whose")
         kind = c2.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, key="ck_kind")
-        view = c3.radio("Show", ["A", "B", "B − A"], index=2, horizontal=True, key="ck_view")
+        view = c3.radio("Show", list(SHOW.values()), horizontal=True, key="ck_view")
+        url.write(url.CK_OVER, "ck_whose", whose, ["A", "B"], default="A")
+        url.write(url.CK_ATTN, "ck_kind", kind, list(KIND_LABELS), default=list(KIND_LABELS)[0])
+        url.write(url.CK_SHOW, "ck_view", view, SHOW, default="B − A")
         out = (ta if whose == "A" else tb).best.ids
         src = ta.src_ids
         tr_a = state.friendly(models.attention, a, tuple(src), tuple(out), what="Tracing A")
@@ -158,8 +166,12 @@ def compare(healthy) -> None:
 
     st.subheader("BLEU / chrF on a sample of the test set")
     c1, c2 = st.columns(2)
-    n = c1.slider("Test sentences", 10, 500, 50, step=10, key="ck_n")
+    url.seed(url.CK_N, "ck_n", 50, options=SAMPLE_SIZES)                # a link's 55: the nearest offered, 50
+    url.seed(url.CK_TESTSET, "ck_testset", "A", options=["A", "B"])
+    n = c1.select_slider("Test sentences", SAMPLE_SIZES, key="ck_n")
     source = c2.radio("Test set of", ["A", "B"], horizontal=True, key="ck_testset")
+    url.write(url.CK_N, "ck_n", n, SAMPLE_SIZES, default=50)
+    url.write(url.CK_TESTSET, "ck_testset", source, ["A", "B"], default="A")
     if st.button("Score both on the test sample", key="ck_score") or st.session_state.get("ck_scored"):
         st.session_state["ck_scored"] = True
         ref = a if source == "A" else b
@@ -196,7 +208,7 @@ def scrubber(healthy) -> None:
                        "shipped checkpoints whose config.json names the same run.")
     url.write(url.CK_RUN, "ck_run", run, {str(n): n for n in runs})
     ckpts = list(runs[run].checkpoints)
-    text = st.text_input("Sentence", value=sentence.current_text() or "", key="ck_scrub_text")
+    text = sentence.sentence_box("ck_scrub_text", "Sentence", st.text_input)
     text, _ = sentence.clip_text(text)
     first = _load(ckpts[0])
     if first is None:
