@@ -175,6 +175,19 @@ def examples(ckpt_path: str | Path) -> list[tuple[str, str, str]]:
     return _examples(str(ckpt_path), mtime)
 
 
+def linked_reference() -> str | None:
+    """A reference translation a link just brought (ref=, cut to URL_CHARS), or None."""
+    text = url_keys.linked(url_keys.REF)
+    return None if text is None else text[:URL_CHARS]
+
+
+def put_reference(typed: str, known: str | None) -> None:
+    """A reference typed for the sentence into the URL (ref=), so a shared link scores and follows the same
+    one; none when it is empty or the test set's own (`known`), which the sentence brings back by itself."""
+    typed = typed.strip()
+    url_keys.put(ref=typed[:URL_CHARS] if typed and typed != (known or "").strip() else None)
+
+
 def current_reference(ckpt_path: str | Path, text: str) -> str | None:
     """The reference for `text`: the test set's, else one the user typed for this same sentence."""
     found = reference_for(ckpt_path, text)

@@ -56,7 +56,8 @@ def render() -> None:
     if gone and gone[1] == path:
         why = ("is not on disk any more (deleted, or pruned by a training run)" if gone[2] == "vanished"
                else "named by the link is not here")
-        st.sidebar.warning(f"The checkpoint **{state.md_escape(shortened(gone[0]))}** {why}, so "
+        name = gone[0] if gone[2] == "vanished" else shortened(gone[0])      # a link's name may be 100 KB
+        st.sidebar.warning(f"The checkpoint **{state.md_escape(name)}** {why}, so "
                            f"**{state.md_escape(info.name)}** is in use now. Pick another one above if you like.")
     else:
         st.session_state.pop(GONE, None)

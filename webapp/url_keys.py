@@ -103,6 +103,8 @@ TEXT = UrlKey("text")                           # the sentence, cut to sentence.
 PRESENT = UrlKey("present", _switch)            # presenter mode: ?present=1 (webapp.presenter)
 SRC_LANG, TGT_LANG = UrlKey("src_lang"), UrlKey("tgt_lang")   # a multilingual model's pair (webapp.languages)
 
+REF = UrlKey("ref")                             # a reference typed for the sentence (Translate, Beam search)
+
 # ---- the table: each page's keys, by url_path (webapp.lecture.PAGES_TABLE) --------------------------
 LAYER, HEAD = UrlKey("layer", integer, 1, 1000), UrlKey("head", integer, 1, 1000)     # 1-based; a model's count narrows
 STEP = UrlKey("step", integer, 1, 100_000)
@@ -166,7 +168,7 @@ GRAPH_VALUE = UrlKey("set", float, 0.0, 100.0)  # the value they are set to (0 r
 INT8 = UrlKey("int8", _flag)                    # the Translate page on int8 weights: 1, or 0 against a server default
 
 PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
-    "translate": (LEARN, INT8),
+    "translate": (LEARN, INT8, REF),
     "architecture": (ARCH_BLOCK, ARCH_TOKEN, LAYER, HEAD),
     "positions": (PE_D, PE_BASE, PE_LEN, PE_SIDE),
     "attention": (ATTN_KIND, LAYER, HEAD, ATTN_SHOW, ATTN_ABLATE, ATTN_VIEW),
@@ -179,7 +181,7 @@ PAGE_KEYS: dict[str, tuple[UrlKey, ...]] = {
     "causes": (PATCH_PAIR, PATCH_SWAP, PATCH_CORRUPT, PATCH_DIR, PATCH_GRID, PATCH_ROW, PATCH_COL),
     "search": (SEARCH_N, SEARCH_BEAMS, SEARCH_LP, SEARCH_EXACT, SEARCH_EXACT_N, SEARCH_EXACT_S),
     "beam": (STEP, BEAM_SIZE, BEAM_LP, BEAM_ALPHA, BEAM_RANK, BEAM_MARK, LAYER, CONTRAST, FOIL, FOIL_WORD,
-             CONTRAST_METHOD, IG_POINTS, VERSE, LEARN),
+             CONTRAST_METHOD, IG_POINTS, VERSE, LEARN, REF),
     "training_vs_inference": (),
     "schedule": (SC_D, SC_WARMUP, SC_FACTOR, SC_STEPS, SC_OVERLAY, SC_EPS, SC_VOCAB, SC_TARGET, SC_RUN),
     "train": (RUN,),

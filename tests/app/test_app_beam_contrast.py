@@ -142,6 +142,20 @@ def test_a_test_verse_shows_where_its_reference_left_the_beam():
     assert at.selectbox(key="beam_verse").value == 0 and "verse" not in at.query_params
     at.text_input(key="beam_reference").input("").run()
     assert "type a reference" in texts(at.info)
+    assert "ref" not in at.query_params                                     # the verse's own reference is not either
+
+
+def test_a_typed_reference_is_in_the_link_and_followed_again_from_it():
+    at = open_page()
+    at.text_input(key="beam_reference").input("In the beginning God made the heavens").run()
+    no_exception(at)
+    assert at.query_params["ref"] == "In the beginning God made the heavens"
+    metrics = {m.label: m.value for m in at.metric}
+    assert "Left the beam at step" in metrics
+    again = open_app("bible-es-en", PAGE, query=dict(at.query_params))
+    no_exception(again)
+    assert again.text_input(key="beam_reference").value == at.query_params["ref"]
+    assert {m.label: m.value for m in again.metric} == metrics
 
 
 def test_absurd_url_values_are_clamped_and_written_back():

@@ -127,6 +127,9 @@ def test_a_hostile_link_falls_back_and_a_bad_foil_is_one_line(env):
     no_exception(at)
     errors = [str(e.value) for e in at.error]
     assert errors and "one word" in errors[0] and "\n" not in errors[0]
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"vs": "A" * 100_000})          # cut to what the box takes
+    no_exception(at)
+    assert len(at.text_input(key="graphs_foil").value) == 60 and len(at.query_params["vs"]) == 60
 
 
 def test_a_missing_dictionary_is_offered_as_one_job_that_makes_the_graph(env, tmp_path, monkeypatch):

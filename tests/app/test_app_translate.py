@@ -105,6 +105,14 @@ def test_typed_reference_gives_scores(ckpt_path):
     at.text_input(key="manual_reference").set_value("a reference").run()
     no_exception(at)
     assert {m.label for m in at.metric} == {"BLEU", "chrF"}
+    scores = {m.label: m.value for m in at.metric}
+    assert at.query_params["ref"] == "a reference"                         # a shared link scores the same
+    again = open_app(info.name, query=dict(at.query_params))
+    no_exception(again)
+    assert again.text_input(key="manual_reference").value == "a reference"
+    assert {m.label: m.value for m in again.metric} == scores
+    again.text_input(key="manual_reference").set_value("").run()
+    assert "ref" not in again.query_params and not again.metric
 
 
 def test_url_restores_the_sentence(ckpt_path):

@@ -139,6 +139,14 @@ def test_hostile_attention_values_fall_back_to_the_defaults(numbers):
     assert "ablate" not in at.query_params and at.query_params["show"] == "weights"
 
 
+def test_a_links_100_kb_checkpoint_name_is_not_echoed_whole(numbers):
+    at = open_app("A" * 100_000, text=TEXT)
+    no_exception(at)
+    said = " ".join(str(w.value) for w in at.sidebar.warning)
+    assert "named by the link is not here" in said and len(said) < 1_000
+    assert at.query_params["ckpt"] != "A" * 100_000
+
+
 def test_the_translate_page_answers_at_its_own_path_too(numbers):
     """Streamlit gives the default page the path "" only: a second, hidden entry answers /translate."""
     info, _ = numbers

@@ -74,15 +74,17 @@ with area["settings"]:
     int8 = decode_form.int8_choice()
     # Widgets not drawn are forgotten (hence the "_" copy); and after a run that stopped before this
     # box (a checkpoint that fails to load) the browser draws it anew, so it is handed its value each run.
-    url_keys.hold("manual_reference", st.session_state.get("manual_reference",
-                                                           st.session_state.get("_manual_reference", "")))
-    with st.expander("Reference translation (optional)", expanded=False):
+    linked_reference = sentence.linked_reference()
+    url_keys.hold("manual_reference", linked_reference if linked_reference is not None else st.session_state.get(
+        "manual_reference", st.session_state.get("_manual_reference", "")))
+    with st.expander("Reference translation (optional)", expanded=bool(linked_reference)):
         typed = st.text_input("Your reference, for BLEU/chrF when the sentence is not a test example",
                               key="manual_reference")
 
 text = sentence.current_text()
 st.session_state["typed_reference"] = (text, typed)
-st.session_state["_manual_reference"] = typed                  # the copy read above (no URL key)
+st.session_state["_manual_reference"] = typed                  # the copy read above
+sentence.put_reference(typed, sentence.reference_for(ckpt.path, text))
 with area["result"]:
     clipped = sentence.require_text(text, "Type a sentence above (or pick an example) to see its translation.",
                                     "translated")

@@ -82,13 +82,18 @@ def missing_verse(n_verses: int) -> None:
 def reference_box(ckpt, text: str) -> str:
     """The reference to follow: the test verse's translation, else one typed here (or on Translate)."""
     known = sentence.current_reference(ckpt.path, text) or ""
-    if st.session_state.get("_beam_reference_for") != text:           # another sentence: its own reference
+    linked = sentence.linked_reference()
+    if linked is not None:                                            # a link's (shared with the sentence)
+        st.session_state["_beam_reference_for"] = text
+        url.hold(REFERENCE, linked)
+    elif st.session_state.get("_beam_reference_for") != text:         # another sentence: its own reference
         st.session_state["_beam_reference_for"] = text
         url.hold(REFERENCE, known)
     else:
         url.hold(REFERENCE, st.session_state.get(REFERENCE, known))
     typed = st.text_input("Reference translation to follow through the search", key=REFERENCE,
                           help="The test verse's reference when the sentence is one; type your own otherwise.")
+    sentence.put_reference(typed, sentence.reference_for(ckpt.path, text))
     clipped, cut = sentence.clip_text(typed)
     if cut:
         st.warning(f"The reference is longer than {sentence.MAX_CHARS} characters: only the start is followed.")
