@@ -112,6 +112,12 @@ def require_text(text: str, empty_hint: str, verb: str = "used") -> str:
     if not text.strip():
         st.info(empty_hint)
         st.stop()
+    return cut_with_notice(text, verb)
+
+
+def cut_with_notice(text: str, verb: str = "used") -> str:
+    """`text` cut to MAX_CHARS, with a notice when it was: cut here, or cut as a link's longer text was
+    read (current_text), which only the notice still tells."""
     clipped, was_cut = clip_text(text)
     cut_from_url = st.session_state.get("_text_cut", ("", 0))
     length = len(text) if was_cut else cut_from_url[1] if cut_from_url[0] == text else 0

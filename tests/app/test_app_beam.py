@@ -165,7 +165,14 @@ def test_odd_input_never_raises(checkpoint, text):
     assert not re.search(r"(?<!\\)<img", texts(at.markdown))                  # escaped wherever shown
     assert at.text_input(key="beam_text").value == text                        # shown literally
     if len(text) > 2000:
-        assert "only the start is used" in texts(at.warning)
+        assert "only the first 2,000 are used" in texts(at.warning)
+
+
+def test_a_links_text_cut_on_reading_is_said_to_be_cut(checkpoint):
+    info, _ = checkpoint
+    at = open_app(info.name, PAGE, query={"text": "x " * 2600})
+    no_exception(at)
+    assert "The text is 5,200 characters long; only the first 2,000 are used" in texts(at.warning)
 
 
 def test_greedy_settings_say_beam_search_is_needed(checkpoint):

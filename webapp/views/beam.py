@@ -22,10 +22,7 @@ TREE_BEAM_CAP = min(12, decode_form.BEAM_CAP)
 def sentence_input() -> str:
     """The shared sentence, editable here too; cut to sentence.MAX_CHARS with a notice."""
     current = sentence.sentence_box("beam_text", "Sentence (shared with the Translate page)", widget=st.text_input)
-    text, cut = sentence.clip_text(current)
-    if cut:
-        st.warning(f"The sentence is longer than {sentence.MAX_CHARS} characters: only the start is used.")
-    return text
+    return sentence.cut_with_notice(current)
 
 
 def settings() -> dict:
