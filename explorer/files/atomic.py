@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ def replacing(path: str | os.PathLike, mode: str = "w", **open_args: Any) -> Ite
     sweep_temp_files(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))             # mkstemp's 0600 would make a shared result private
         with os.fdopen(fd, mode, **open_args) as f:
             yield f
             f.flush()
@@ -48,6 +50,22 @@ def replacing(path: str | os.PathLike, mode: str = "w", **open_args: Any) -> Ite
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions the file written over `path` gets: the old file's when there is one (a read-only
+    card stays read-only), else what open() gives a new file, 0666 less the umask. The umask is read from
+    /proc: os.umask() can only be read by setting it, which races with the app's other threads."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            umask = next((int(line.split()[1], 8) for line in f if line.startswith("Umask:")), 0o022)
+    except (OSError, ValueError, IndexError):
+        umask = 0o022
+    return 0o666 & ~umask
 
 
 def temp_file_pid(name: str, target: str) -> int | None:

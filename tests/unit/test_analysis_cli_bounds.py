@@ -100,6 +100,30 @@ def test_an_unwritable_out_is_refused_before_the_run(tmp_path, capsys, no_loadin
     assert "not writable" in refused("align", ["--out", str(readonly)], capsys)
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_out_in_a_model_folder_or_naming_an_input_is_refused_and_nothing_is_touched(command, tmp_path, capsys,
+                                                                                       no_loading):
+    import shutil
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(NUMBERS, ckpt)
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in ckpt.iterdir()}
+    folder_time = ckpt.stat().st_mtime_ns
+    for name in ("config.json", "model.safetensors", "result.json"):     # its own files, or a new one beside them
+        assert "inside the model folder" in refused(command, ["--out", str(ckpt / name)], capsys)
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in ckpt.iterdir()} == before
+    assert ckpt.stat().st_mtime_ns == folder_time                     # not even a probe file came and went
+
+
+def test_grounding_refuses_an_out_that_is_its_input(tmp_path, capsys):
+    from explorer.studies.grounding.__main__ import main as grounding_main
+    given = tmp_path / "sentences.txt"
+    given.write_text("one\n")
+    assert grounding_main([NUMBERS, "--input", str(given), "--out", str(given)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "reads it too (--input)" in err[0]
+    assert given.read_text() == "one\n"
+
+
 def test_check_output_file_takes_a_regular_file_or_a_new_name(tmp_path):
     existing = tmp_path / "old.json"
     existing.write_text("{}")

@@ -129,3 +129,23 @@ def test_dev_bleu_of_a_run_checkpoint_comes_from_its_curves(tmp_path):
     assert _short(rp.checkpoint_dir(tmp_path / "numbers", 300)) == "numbers@300"
     assert _short(rp.shipped_root() / "numbers-en-de") == "numbers-en-de"
     assert np.isfinite(rf.read_curves(tmp_path).bleu[0])
+
+
+def test_a_file_written_whole_keeps_the_old_files_permissions_or_gets_a_new_files(tmp_path):
+    """mkstemp makes its temp file 0600, which the rename would hand to a user's shared result."""
+    import stat
+    old = tmp_path / "shared.json"
+    old.write_text("{}")
+    old.chmod(0o644)
+    write_json_atomic(old, {"a": 1})
+    assert stat.S_IMODE(old.stat().st_mode) == 0o644 and json.loads(old.read_text()) == {"a": 1}
+    old.chmod(0o444)                                   # read-only: replaced (the folder is writable), still read-only
+    write_json_atomic(old, {"a": 2})
+    assert stat.S_IMODE(old.stat().st_mode) == 0o444
+    mask = os.umask(0o027)
+    try:
+        write_json_atomic(tmp_path / "new.json", {})
+    finally:
+        os.umask(mask)
+    umask_read = os.path.exists("/proc/self/status")        # elsewhere the usual 022 is assumed
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == (0o640 if umask_read else 0o644)

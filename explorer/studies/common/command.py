@@ -18,10 +18,13 @@ is refused in one line before anything is computed.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import MISSING, fields, replace
+from pathlib import Path
 
 from explorer.evaluation.arguments import ArgumentsError, CommandParser, add_languages, count, device, with_languages
+from explorer.files import names
 from explorer.files.user_files import UserFileError, check_output_file
 from explorer.runtime.progress import printer
 from explorer.runtime.split import ONE, Split, finish as leave_group
@@ -93,6 +96,7 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
     is loaded; None after printing `error: ...` (the command then returns 2)."""
     try:
         args = parser.parse_args(argv)
+        keep_inputs(args)
         check_output_file(args.out)
     except ArgumentsError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -101,6 +105,23 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
         print(f"error: --out {err}", file=sys.stderr)
         return None
     return args
+
+
+def keep_inputs(args: argparse.Namespace) -> None:
+    """UserFileError when --out would replace what a command reads: a file another argument names (grounding's
+    --input given as --out too), or anything in a model folder (config.json beside model.safetensors: the
+    checkpoint's own files, or a result file mixed into a shipped model, which a run's pruning and the
+    catalog take for a damaged checkpoint). Checked before anything is written, a probe file included."""
+    out = Path(args.out)
+    folder = Path(os.path.realpath(out.parent))
+    if (folder / names.CONFIG).is_file() and (folder / names.WEIGHTS).is_file():
+        raise UserFileError(f"{args.out}: inside the model folder {folder}; write results outside it")
+    if not out.is_file():
+        return
+    for name, value in vars(args).items():
+        if name != "out" and isinstance(value, str) and value and os.path.isfile(value) and os.path.samefile(value, out):
+            raise UserFileError(f"{args.out}: this command reads it too (--{name.replace('_', '-')}); name another "
+                                "file to write")
 
 
 def open_checkpoint(args: argparse.Namespace) -> Checkpoint:
