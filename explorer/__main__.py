@@ -47,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     sys.argv = [f"python -m explorer {name}", *rest]          # for a parser that does not name its program
-    result = module.main(rest)
+    try:
+        result = module.main(rest)
+    except KeyboardInterrupt:                  # Ctrl-C: one line, not a traceback (every file is written whole)
+        print(f"stopped: {name} was interrupted before it finished; no file is left half-written", file=sys.stderr)
+        return 130
     return int(result or 0)
 
 

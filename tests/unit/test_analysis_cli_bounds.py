@@ -280,3 +280,14 @@ def test_both_commands_still_write_a_new_file_and_replace_a_regular_one(tmp_path
     assert heads_main([NUMBERS, "--out", str(new), *COMMANDS["heads"][1]]) == 0
     assert json.loads(new.read_text())["settings"]["sentences"] == 2
     assert "written:" in capsys.readouterr().out
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_status_130(monkeypatch, capsys):
+    from explorer.__main__ import main as explorer
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("explorer.studies.heads.__main__.main", interrupted)
+    assert explorer(["heads", NUMBERS]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("stopped: heads was interrupted")
