@@ -35,7 +35,7 @@ from explorer.decoding.translate import encode_source, forced_target
 from explorer.evaluation.scores import translate_ids
 from explorer.files.names import TEST_SPLIT
 from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
-from explorer.store.checkpoint import read_card, write_card
+from explorer.store.checkpoint import CheckpointError, read_card, write_card
 
 SHOWCASE_PAIRS = 24                  # test pairs looked at: enough to find a good one, cheap on a CPU
 SHOWCASE_DECODING = DecodeConfig(strategy="beam", beam_size=5, n_best=1)
@@ -133,7 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)                         # as the app decodes (webapp.state._limit_threads)
     for path in args.checkpoints:
-        section = record(path, args.device)
+        try:
+            section = record(path, args.device)
+        except (CheckpointError, ValueError, OSError) as err:   # ValueError: a damaged test.tsv (DataError) too
+            said = str(err)
+            print(f"error: {said if path in said else f'{path}: {said}'}", file=sys.stderr)
+            return 2
         print(f"{path}: " + ("no test.tsv" if section is None else f"pair {section['index']} (chrF {section['chrf']})"))
     return 0
 

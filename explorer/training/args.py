@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import fields
 from pathlib import Path
 
 from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
-from explorer.files import limits
+from explorer.files import limits, names
 from explorer.files.user_files import UserFileError, read_user_json
 from explorer.runtime.device import check_device
 from explorer.store import run_paths as rp
@@ -99,6 +100,7 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
     cfg = TrainConfig.from_dict(data)
     validate(cfg)
     check_device(cfg.device)     # one this machine has: one line now, not a traceback from inside the trainer
+    check_run_folder(Path(cfg.run_dir), args.resume)
     if args.overwrite and Path(cfg.run_dir).exists():
         clearing_plan(Path(cfg.run_dir))        # RunRefused now, before anything is touched, not after setup
     if not (args.resume or args.overwrite) and rp.holds_run(cfg.run_dir):
@@ -110,6 +112,25 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
         raise ValueError(f"{cfg.run_dir} already holds a run; use --resume to continue it "
                          "or --overwrite to start over")
     return cfg, args.resume, args.overwrite
+
+
+# What a trainer, or the app's launch of one, writes in a run folder: a folder holding anything else is a user's
+RUN_ENTRIES = {names.RUN_LOG, names.RUN_LOCK, names.RUN_MARKER, names.RUN_CONFIG, names.RUN_STATUS, names.RUN_METRICS,
+               names.RUN_TOKENIZER, names.RUN_CHECKPOINTS}
+
+
+def check_run_folder(run_dir: Path, resume: bool) -> None:
+    """ValueError when --run-dir is a file, or a folder of the user's own files (no mark of a run, and
+    entries no trainer writes): a run there would mix its files with theirs. --resume keeps to its own check."""
+    if os.path.lexists(run_dir) and not run_dir.is_dir():
+        raise ValueError(f"--run-dir {run_dir}: not a folder; name a new folder for the run")
+    if resume or not run_dir.is_dir() or is_marked(run_dir):
+        return
+    others = sorted(e.name for e in run_dir.iterdir() if e.name not in RUN_ENTRIES)
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise ValueError(f"--run-dir {run_dir} holds files that are not a training run's ({shown}); "
+                         "name a new folder for the run")
 
 
 def _check_types(cfg: TrainConfig) -> None:

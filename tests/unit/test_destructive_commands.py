@@ -79,6 +79,20 @@ def test_the_refusal_without_overwrite_does_not_recommend_it_for_a_users_folder(
     assert "choose a new --run-dir" in err and "--overwrite" not in err
 
 
+def test_train_refuses_a_file_or_a_folder_of_the_users_own_files_as_its_run_dir(tmp_path, capsys):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    assert train.main([*TRAIN, "--run-dir", str(afile)]) == 2
+    assert "not a folder" in capsys.readouterr().err and afile.read_text() == "mine\n"
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "a.txt").write_text("mine\n")
+    assert train.main([*TRAIN, "--run-dir", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a training run's (a.txt)" in err[0]
+    assert [p.name for p in folder.iterdir()] == ["a.txt"]
+
+
 def fake_run(run_dir: Path) -> Path:
     """A run as the trainer leaves it: its mark, step checkpoints, the tokenizer, status, metrics, config."""
     mark_run(run_dir)

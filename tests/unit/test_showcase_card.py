@@ -36,3 +36,19 @@ def test_shipped_records_match_the_rule(name):
     pairs = [(p.src, p.tgt) for p in read_tsv(str(ckpt.path / TEST_SPLIT))[:RECORD_PAIRS]]
     found = best_translated(ckpt.model, ckpt.tokenizer, pairs)
     assert from_card(ckpt.card, pairs, ckpt.sha256) == (True, found.index if found else None)
+
+
+def test_the_command_refuses_what_is_no_checkpoint_or_has_a_damaged_test_file_in_one_line(tmp_path, capsys):
+    import shutil
+
+    from explorer.evaluation.showcase import main
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("x")
+    copy = tmp_path / "copy"
+    shutil.copytree(shipped_root() / "numbers-en-de", copy)
+    (copy / TEST_SPLIT).write_bytes(bytes(range(128, 256)) * 8)          # not UTF-8
+    for path, said in ((tmp_path / "empty", "file missing"), (tmp_path / "afile", "not found"),
+                       (copy, "not valid UTF-8")):
+        assert main([str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and said in err[0], err
