@@ -107,17 +107,28 @@ def read_user_file(path: str | os.PathLike, limit_bytes: int, *, inside: str | o
     return data
 
 
+def parse_json(data: bytes | str) -> Any:
+    """json.loads, with one more refusal as a ValueError: text nested deeper than Python's recursion limit
+    ('[' * 100000), on which json.loads raises RecursionError, which no `except ValueError` catches."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("not valid JSON (nested too deeply)") from None
+
+
 def read_user_json(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> Any:
     """A JSON file read as read_user_file reads it; UserFileError for the file, ValueError (with the
-    line and column) for text that is not JSON in UTF-8."""
+    line and column) for text that is not JSON in UTF-8, or nested too deeply."""
     data = read_user_file(path, limit_bytes, inside=inside)
     try:
-        return json.loads(data.decode("utf-8-sig"))
+        return parse_json(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise ValueError(f"{os.fspath(path)}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{os.fspath(path)}: not valid JSON ({exc.msg} at line {exc.lineno}, "
                          f"column {exc.colno})") from None
+    except ValueError as exc:
+        raise ValueError(f"{os.fspath(path)}: {exc}") from None
 
 
 def tail_of_file(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> bytes:

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from explorer.files.atomic import recover, write_directory
+from explorer.files.limits import JSON_BYTES
 from explorer.files.names import OUTPUT_MARKER, PARTIAL
+from explorer.files.user_files import read_user_json
 from explorer.files.places import REPO_ROOT
 from explorer.store.weights import sha256
 
@@ -67,7 +69,7 @@ def mark_output(directory: Path, tool: str) -> None:
 
 def _read_marker(directory: Path) -> dict | None:
     try:
-        record = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+        record = read_user_json(directory / MARKER, JSON_BYTES, inside=directory)
     except (OSError, ValueError):
         return None
     ok = isinstance(record, dict) and isinstance(record.get("tool"), str) and isinstance(record.get("files"), dict)

@@ -19,7 +19,7 @@ from typing import Any
 
 from explorer.files import limits
 from explorer.files.atomic import DISK_FULL, replacing, rewrite_json_in_place, write_json_atomic
-from explorer.files.user_files import open_regular, read_user_json, tail_of_file
+from explorer.files.user_files import open_regular, parse_json, read_user_json, tail_of_file
 from explorer.store.metrics import Curves, curves_from_records
 from explorer.store.run_paths import CONFIG, LOCK, LOG, METRICS, STATUS
 
@@ -57,7 +57,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
         return records
     for line in data.decode("utf-8", errors="replace").splitlines():
         try:
-            rec = json.loads(line)
+            rec = parse_json(line)
         except ValueError:
             continue
         if isinstance(rec, dict):
@@ -84,7 +84,7 @@ def drop_metrics_after(run_dir: Path, step: int) -> None:
     with os.fdopen(open_regular(path, inside=run_dir), "rb") as src, replacing(path, "wb") as out:
         for line in src:
             try:
-                rec = json.loads(line)
+                rec = parse_json(line)
             except ValueError:
                 continue
             if isinstance(rec, dict) and (not isinstance(rec.get("step"), int) or rec["step"] <= step):

@@ -8,7 +8,6 @@ stored once) and sha256 with loading.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import struct
@@ -19,7 +18,7 @@ from typing import BinaryIO, Iterable, Iterator
 import numpy as np
 import torch
 
-from explorer.files.user_files import UserFileError, open_regular
+from explorer.files.user_files import UserFileError, open_regular, parse_json
 from explorer.config import MAX_MODEL_BYTES_ENV, ModelConfig, max_model_bytes
 from explorer.model import Transformer, parameter_count
 from explorer.store.errors import CheckpointError
@@ -45,8 +44,8 @@ def read_header(path: Path) -> dict[str, dict]:
             if n > size - 8:
                 raise CheckpointError(f"{path}: truncated or not a safetensors file (header of {n} bytes "
                                       f"in a {size}-byte file)")
-            header = json.loads(f.read(n))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+            header = parse_json(f.read(n))
+    except (UnicodeDecodeError, ValueError):                 # json's errors, and a header nested too deeply
         raise CheckpointError(f"{path}: corrupt safetensors header (not JSON)") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: corrupt safetensors header")

@@ -154,6 +154,9 @@ def test_a_folder_for_other_weights_another_site_or_damaged_is_refused(numbers, 
     (folder / files.CFG).write_text(json.dumps({"architecture": "topk"}))
     with pytest.raises(files.DictionaryUnusable, match="not a TopK transcoder"):
         files.load(folder, site=SITE, weights_sha256=sha, d_model=d)
+    (folder / files.CFG).write_text("[" * 100_000 + "]" * 100_000)             # a RecursionError in json.loads
+    with pytest.raises(files.DictionaryUnusable, match="nested too deeply"):
+        files.load(folder, site=SITE, weights_sha256=sha, d_model=d)
 
 
 def test_the_sparse_forward_equals_decode_of_encode_plus_the_skip(numbers):

@@ -206,3 +206,31 @@ def test_a_whole_number_read_from_a_file_or_the_environment_is_ascii_and_bounded
         assert max_model_bytes() == MAX_MODEL_BYTES and max_jobs() >= 1
     monkeypatch.setenv(MAX_MODEL_BYTES_ENV, "1024")
     assert max_model_bytes() == 1024
+
+
+def test_json_nested_deeper_than_the_recursion_limit_is_refused_where_it_is_read(tmp_path):
+    """json.loads raises RecursionError on '[' * 100000, which no `except ValueError` catches: a metrics
+    line, a safetensors header and an export's marker so nested were tracebacks (the app's Train page's)."""
+    import struct
+
+    from explorer.store import run_files
+    from explorer.store.checkpoint import CheckpointError, load_checkpoint
+    nested = "[" * 100_000 + "]" * 100_000
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(nested + "\n" + json.dumps({"kind": "train", "step": 1}) + "\n")
+    assert run_files.read_metrics(run) == [{"kind": "train", "step": 1}]          # the line skipped, as a torn one
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(NUMBERS, ckpt)
+    header = nested.encode()
+    (ckpt / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(CheckpointError, match="corrupt safetensors header"):
+        load_checkpoint(ckpt)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        read_user_json_text(tmp_path, nested)
+
+
+def read_user_json_text(folder, text):
+    from explorer.files.user_files import read_user_json
+    (folder / "x.json").write_text(text)
+    return read_user_json(folder / "x.json", limits.JSON_BYTES, inside=folder)

@@ -24,7 +24,7 @@ from safetensors.numpy import save as save_tensors
 from explorer.files import limits
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import SAE_CFG, SAE_WEIGHTS
-from explorer.files.user_files import UserFileError, read_user_file
+from explorer.files.user_files import UserFileError, read_user_json
 from explorer.studies.features.sites import is_stream
 from explorer.studies.features.transcoder import TopKTranscoder
 
@@ -68,7 +68,7 @@ def load(folder: Path, *, site: str, weights_sha256: str, d_model: int) -> TopKT
     of these weights; DictionaryUnusable else."""
     folder = Path(folder)
     try:
-        cfg = json.loads(read_user_file(folder / CFG, limits.JSON_BYTES, inside=folder))
+        cfg = read_user_json(folder / CFG, limits.JSON_BYTES, inside=folder)
     except (UserFileError, ValueError) as err:
         raise DictionaryUnusable(f"{folder}: no readable {CFG} ({err})") from None
     meta = cfg.get("metadata") if isinstance(cfg, dict) else None
