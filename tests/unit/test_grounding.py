@@ -127,3 +127,13 @@ def test_the_command_writes_the_verdict_the_app_shows(tmp_path, capsys):
     assert rows[0]["output"] and {"source", "output", "guessing", "score", "words", "summary"} <= set(rows[0])
     assert result["index"]["calibration"]["rule"].startswith("highest held-out score")
     assert "1 of 2 sentences called guesses" in capsys.readouterr().out
+
+
+def test_the_report_names_the_threshold_the_verdict_used():
+    from explorer.studies.grounding.job import report
+    rows = [{"guessing": True}, {"guessing": False}]
+    words_only = {"index": {"threshold": 3.25}, "states": None, "sentences": rows}
+    assert report(words_only) == "1 of 2 sentences called guesses (threshold 3.25)"
+    both = {**words_only, "states": {"threshold": 10.48, "score_mean": 1.0}}
+    said = report(both)
+    assert "threshold 10.48 on the training words and the encoder states combined" in said and "3.25" in said

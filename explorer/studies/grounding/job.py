@@ -56,6 +56,10 @@ def run_grounding(model, tokenizer, sources: list[str], settings: GroundingSetti
 def report(result: dict) -> str:
     rows = result["sentences"]
     guesses = sum(bool(r["guessing"]) for r in rows)
+    both = result.get("states") or {}
+    if "threshold" in both:            # the verdict combined both signals: its threshold is the map's
+        return (f"{guesses} of {len(rows)} sentences called guesses (threshold {both['threshold']} on the training "
+                f"words and the encoder states combined; the words alone: {result['index']['threshold']})")
     return f"{guesses} of {len(rows)} sentences called guesses (threshold {result['index']['threshold']})"
 
 

@@ -232,6 +232,21 @@ def save(smap: StateMap, path: Path) -> Path:
     return Path(path)
 
 
+CALIBRATED = ("score_mean", "score_std", "distance_mean", "distance_std", "threshold")   # what the verdict reads
+
+
+def _calibration_ok(calibration) -> bool:
+    """A map's calibration: none yet ({}, an output map's), or every number the verdict combines, finite, with
+    spreads above 0 (a map edited by hand once raised KeyError and ZeroDivisionError in the verdict)."""
+    if not isinstance(calibration, dict):
+        return False
+    if "threshold" not in calibration:
+        return True
+    values = [calibration.get(k) for k in CALIBRATED]
+    return (all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in values)
+            and calibration["score_std"] > 0 and calibration["distance_std"] > 0)
+
+
 def load(path: Path, dataset: str, weights_sha256: str, d_model: int, pairs: int, side: str = "source") -> StateMap:
     """A kept map, checked against what it must be (this corpus, these weights, this side, the model's width,
     at most SAMPLE states from `pairs` training pairs) before its arrays are read; MapUnusable (one line) else.
@@ -262,7 +277,7 @@ def load(path: Path, dataset: str, weights_sha256: str, d_model: int, pairs: int
         raise
     except Exception as exc:            # safetensors' and json's own errors for a damaged file
         raise MapUnusable(f"{name}: damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
-    if not all(np.isfinite(arrays[k]).all() for k in ("mean", "basis", "states")) or not isinstance(calibration, dict):
+    if not all(np.isfinite(arrays[k]).all() for k in ("mean", "basis", "states")) or not _calibration_ok(calibration):
         raise MapUnusable(f"{name}: holds NaN, infinity or a malformed calibration")
     if (arrays["pair"] < 0).any() or (arrays["pair"] >= pairs).any() or (arrays["position"] < 0).any():
         raise MapUnusable(f"{name}: names training pairs outside the {pairs:,} of its split")
