@@ -1,7 +1,8 @@
 """`python -m explorer convert`: from-hf (import a Marian, M2M100 or NLLB model), to-hf and to-ct2 (export a checkpoint).
 
 Every failure the user can fix (no such directory, offline with a hub id, an option one side lacks,
-a damaged file) ends in one line on stderr and exit status 2, never a traceback.
+a damaged file, an output inside the source) ends in one line on stderr, `error: ...` naming the file
+at fault, and exit status 2, never a traceback.
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out = export_ct2(args.checkpoint, args.out, quantization=args.quantization, overwrite=args.overwrite)
     except (ValueError, CheckpointError, OSError, RuntimeError) as exc:   # ConversionError/SourceError are ValueErrors
-        print(f"explorer.convert {args.command}: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).splitlines())}", file=sys.stderr)   # one line, whatever a library said
         return 2
     print(f"wrote {out} in {time.perf_counter() - started:.1f} s")
     return 0

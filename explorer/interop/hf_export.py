@@ -26,6 +26,7 @@ from explorer.interop.marian import check_exportable, hf_config, hf_generation_c
 from explorer.store.card import ModelCard, model_card
 from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
 from explorer.store.output_dirs import check_output_dir, write_output_dir
+from explorer.store.ship import check_apart
 
 
 def marian_tokenizer_files(tokenizer) -> dict[str, bytes]:
@@ -54,7 +55,7 @@ TO_HF, TO_CT2 = "explorer.convert to-hf", "explorer.convert to-ct2"
 def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype = torch.float32,
                   overwrite: bool = False) -> Path:
     """Write checkpoint `checkpoint` as a Hugging Face Marian directory at `out`; returns its path."""
-    check_output_dir(out, TO_HF, overwrite=overwrite, inputs=[checkpoint])   # before anything is read
+    _check_out(checkpoint, out, TO_HF, overwrite)                        # before anything is read
     loaded = checkpoint_store.load_checkpoint(checkpoint)
     check_exportable(loaded.config)                       # before anything is written
     files = marian_tokenizer_files(loaded.tokenizer)
@@ -82,7 +83,7 @@ def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | N
                overwrite: bool = False) -> Path:
     """A CTranslate2 model of `checkpoint` at `out` (quantization: None keeps float32; "int8", ...),
     built by explorer.interop.ct2 from the loaded model."""
-    check_output_dir(out, TO_CT2, overwrite=overwrite, inputs=[checkpoint])
+    _check_out(checkpoint, out, TO_CT2, overwrite)
     try:
         import ctranslate2  # noqa: F401  (fail before loading anything; an optional extra, so imported here)
     except ImportError:
@@ -90,6 +91,11 @@ def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | N
     loaded = checkpoint_store.load_checkpoint(checkpoint)
     return _write_whole(Path(out), TO_CT2, lambda tmp: ct2.convert(loaded.model, loaded.tokenizer, tmp, quantization),
                         overwrite, checkpoint)
+
+
+def _check_out(checkpoint, out, tool: str, overwrite: bool) -> None:
+    check_apart(checkpoint, out)
+    check_output_dir(out, tool, overwrite=overwrite, inputs=[checkpoint])
 
 
 def _write_whole(target: Path, tool: str, write, overwrite: bool, checkpoint) -> Path:

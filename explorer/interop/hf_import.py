@@ -8,6 +8,7 @@ licence if the source states one, languages, parameter count, domain).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import torch
 from explorer.files import names
 from explorer.interop import hf_source as src
 from explorer.interop import m2m100
+from explorer.interop.config_fields import SIZES, FieldError, check_field_types
 from explorer.interop.m2m100_tokenizer import tokenizer_from_hf
 from explorer.interop.marian import LOGITS_BIAS, ConversionError, model_config_from_hf, state_from_hf
 from explorer.model import Transformer
@@ -23,9 +25,9 @@ from explorer.model.skeleton import model_skeleton
 from explorer.store.card import ModelCard, with_model_card
 from explorer.store.checkpoint import save_checkpoint
 from explorer.store.output_dirs import check_output_dir
+from explorer.store.ship import check_apart
 from explorer.store.errors import CheckpointError
 from explorer.store.weights import check_memory, load_bytes, read_header
-from explorer.config import MODEL_LIMITS
 from explorer.text.multilingual import MultilingualTokenizer
 from explorer.text.vocab_tokenizer import VocabTokenizer
 
@@ -45,7 +47,7 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     (explorer.store.checkpoint.save_checkpoint).
     """
     directory, provenance = src.locate(source)
-    check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
+    _check_out(directory, out, overwrite)
     hf = src.read_json(directory / names.HF_CONFIG)
     try:
         tokenizer = VocabTokenizer.load(directory, confined=False)   # a user's folder: a cache snapshot links out
@@ -55,7 +57,8 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     bias = get(LOGITS_BIAS)
     # all zeros (as Marian's exports often are) need no bias; NaN != 0, so a damaged one is kept and refused
     logits_bias = bias is not None and bias.numel() < (1 << 24) and bool((bias != 0).any())
-    cfg = model_config_from_hf(hf, tokenizer.special, logits_bias=logits_bias)
+    with _config_at(directory):
+        cfg = model_config_from_hf(hf, tokenizer.special, logits_bias=logits_bias)
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise ConversionError(f"{directory}: the vocabulary has {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size} "
                               f"entries, config.json says {cfg.src_vocab_size}/{cfg.tgt_vocab_size}")
@@ -75,6 +78,21 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
                            overwrite=overwrite, inputs=(directory,))
 
 
+def _check_out(directory: Path, out: str | Path, overwrite: bool) -> None:
+    """`out` may be written: apart from the source, and new, empty or an earlier import (before anything is read)."""
+    check_apart(directory, out)
+    check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])
+
+
+@contextmanager
+def _config_at(directory: Path):
+    """A refusal of config.json's contents, naming the file."""
+    try:
+        yield
+    except (ConversionError, FieldError) as exc:
+        raise ConversionError(f"{directory / names.HF_CONFIG}: {exc}") from None
+
+
 def _model_from(get, cfg, weights_file, names=None) -> Transformer:
     """Our model (eval mode) from a Hugging Face file's tensors (`get(hf_name)`), every shape checked against
     the config's before a tensor is used; `names`: the family's map of our names to its (Marian's when None)."""
@@ -92,14 +110,17 @@ def _model_from(get, cfg, weights_file, names=None) -> Transformer:
 def import_from_hf(source: str, out: str | Path, **options) -> Path:
     """import_marian or import_m2m100, as the source's config.json's model_type says."""
     directory, _ = src.locate(source)
-    hf = src.read_json(directory / names.HF_CONFIG)
-    kind = hf.get("model_type") if isinstance(hf, dict) else None
+    config = directory / names.HF_CONFIG
+    hf = src.read_json(config)
+    if not isinstance(hf, dict):
+        raise ConversionError(f"{config}: not a JSON object")
+    kind = hf.get("model_type")
     if kind == "marian":
         return import_marian(source, out, **options)
     if m2m100.is_m2m100(hf):
         return import_m2m100(source, out, **options)
-    named = m2m100.OTHER_TYPES.get(str(kind), repr(kind))
-    raise ConversionError(f"model_type is {named}: only Marian (OPUS-MT) and M2M100 / NLLB-200 models import")
+    raise ConversionError(f"{config}: model_type is {m2m100.named_type(kind)}: only Marian (OPUS-MT) and "
+                          "M2M100 / NLLB-200 models import")
 
 
 def import_m2m100(source: str, out: str | Path, *, dtype: torch.dtype = torch.float16, name: str | None = None,
@@ -115,18 +136,17 @@ def import_m2m100(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     given --src-lang and --tgt-lang.
     """
     directory, provenance = src.locate(source)
-    check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
+    _check_out(directory, out, overwrite)
     hf = src.read_json(directory / names.HF_CONFIG)
-    if not m2m100.is_m2m100(hf):
-        m2m100.model_config_from_hf(hf, MultilingualTokenizer.special)     # refuses, naming the model type
-    vocab = hf.get("vocab_size")
-    if not isinstance(vocab, int) or isinstance(vocab, bool) or not 1 <= vocab <= MODEL_LIMITS["src_vocab_size"]:
-        raise ConversionError(f"config.json: vocab_size must be an integer in [1, {MODEL_LIMITS['src_vocab_size']:,}], "
-                              f"not {vocab!r}")
-    tokenizer = tokenizer_from_hf(directory, vocab)
+    with _config_at(directory):
+        if not m2m100.is_m2m100(hf):
+            m2m100.model_config_from_hf(hf, MultilingualTokenizer.special)     # refuses, naming the model type
+        check_field_types(hf, SIZES)                                # vocab_size first: the tokenizer is made for it
+    tokenizer = tokenizer_from_hf(directory, hf["vocab_size"])
     if src_lang or tgt_lang:
         tokenizer = tokenizer.with_languages(src_lang, tgt_lang)
-    cfg = m2m100.model_config_from_hf(hf, tokenizer.special)
+    with _config_at(directory):
+        cfg = m2m100.model_config_from_hf(hf, tokenizer.special)
     get, weights_file = src.tensor_reader(directory)
     header = None
     if weights_file.name == names.HF_WEIGHTS[0]:

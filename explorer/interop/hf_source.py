@@ -22,6 +22,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from explorer.files import names as n
+from explorer.files.user_files import UserFileError, read_user_file
 
 HUB_HOST = "huggingface.co"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -91,15 +92,29 @@ def _reachable(host: str, port: int, timeout: float) -> bool:
 
 
 def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
-    """A small JSON file, refusing one larger than `limit` bytes before reading it."""
-    if not path.is_file():
+    """A small JSON file, read as explorer.files.user_files reads a user's file (a regular file of at most
+    `limit` bytes, refused before it is read; a FIFO or /dev/zero never blocks or fills memory). Symbolic
+    links are followed: a Hugging Face cache snapshot is made of links to its blobs."""
+    if not os.path.lexists(path):
         raise SourceError(f"{path}: file missing")
-    if path.stat().st_size > limit:
-        raise SourceError(f"{path}: {path.stat().st_size:,} bytes, more than a {limit:,}-byte JSON file may hold here")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{path}: not valid JSON ({exc})") from None
+        return parse_json(read_user_file(path, limit), path)
+    except UserFileError as exc:
+        raise SourceError(str(exc)) from None
+
+
+def parse_json(data: bytes, path: Path) -> Any:
+    """The JSON value of `data`, the bytes of the file `path`; SourceError naming the file otherwise."""
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise SourceError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise SourceError(f"{path}: not valid JSON (nested too deeply)") from None
+    except ValueError:                                        # int(): a number of more than 4,300 digits
+        raise SourceError(f"{path}: not valid JSON (a number too long to read)") from None
 
 
 def read_optional_json(path: Path) -> dict:
@@ -130,8 +145,8 @@ def tensor_reader(directory: Path) -> tuple[Callable[[str], torch.Tensor | None]
             state = torch.load(binary, map_location="cpu", weights_only=True, mmap=True)
         except RuntimeError:                                  # the legacy (non-zip) format cannot be mmapped
             state = _load_bin(binary, mmap=False)
-        except Exception as exc:                              # noqa: BLE001 - an untrusted file: any failure
-            raise SourceError(f"{binary}: cannot be read without unpickling code ({exc})") from None
+        except Exception:                                     # noqa: BLE001 - an untrusted file: any failure
+            raise _unreadable_bin(binary) from None
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise SourceError(f"{binary}: expected a mapping of names to tensors")
         return state.get, binary
@@ -141,8 +156,14 @@ def tensor_reader(directory: Path) -> tuple[Callable[[str], torch.Tensor | None]
 def _load_bin(path: Path, mmap: bool) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except Exception as exc:                                  # noqa: BLE001
-        raise SourceError(f"{path}: cannot be read without unpickling code ({exc})") from None
+    except Exception:                                         # noqa: BLE001
+        raise _unreadable_bin(path) from None
+
+
+def _unreadable_bin(path: Path) -> SourceError:
+    """PyTorch's own message is many lines and advises weights_only=False, which runs the file's code: never."""
+    return SourceError(f"{path}: not a readable PyTorch weights file (damaged, or holding more than tensors, "
+                       "which cannot be loaded without unpickling code; that is never done here)")
 
 
 def readme_facts(directory: Path) -> dict[str, str]:

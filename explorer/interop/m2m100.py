@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from explorer.config import ModelConfig
-from explorer.interop.marian import ACTIVATION_FROM_HF, ConversionError, name_map
+from explorer.interop.config_fields import SIZES, FieldError, brief, check_field_types
+from explorer.interop.marian import ACTIVATION_FROM_HF, ConversionError, check_one_value_serves_both, name_map
 from explorer.text.special import SpecialIds
 
 MODEL_TYPE = "m2m_100"
@@ -33,43 +34,49 @@ def is_m2m100(hf: Mapping[str, Any]) -> bool:
     return isinstance(hf, Mapping) and hf.get("model_type") == MODEL_TYPE
 
 
+def named_type(kind: Any) -> str:
+    """A config.json's model_type in words: a known family's name, else the value as written (cut short)."""
+    return OTHER_TYPES.get(kind, brief(kind)) if isinstance(kind, str) else brief(kind)
+
+
 def model_config_from_hf(hf: Mapping[str, Any], special: SpecialIds) -> ModelConfig:
     """The ModelConfig of an M2M100 / NLLB config.json (`special`: the tokenizer's ids). Refuses what it
     cannot represent, in one line naming it; ModelConfig then checks every size against its limits."""
     if not isinstance(hf, Mapping):
-        raise ConversionError("config.json must be a JSON object")
+        raise ConversionError("not a JSON object")
     kind = hf.get("model_type")
     if kind != MODEL_TYPE:
-        named = OTHER_TYPES.get(str(kind), repr(kind))
-        raise ConversionError(f"model_type is {named}, not 'm2m_100' (M2M100 and NLLB-200 import this way)")
-    for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf.get(enc) != hf.get(dec):
-            raise ConversionError(f"{enc} ({hf.get(enc)}) differs from {dec} ({hf.get(dec)}): one value serves both here")
-    activation = ACTIVATION_FROM_HF.get(str(hf.get("activation_function", "relu")))
+        raise ConversionError(f"model_type is {named_type(kind)}, not 'm2m_100' (M2M100 and NLLB-200 import this way)")
+    try:
+        check_field_types(hf, SIZES)
+    except FieldError as exc:
+        raise ConversionError(str(exc)) from None
+    check_one_value_serves_both(hf)
+    activation = ACTIVATION_FROM_HF.get(hf.get("activation_function", "relu"))
     if activation is None:
-        raise ConversionError(f"activation_function {hf.get('activation_function')!r} is not one of "
+        raise ConversionError(f"activation_function {brief(hf.get('activation_function'))} is not one of "
                               f"{', '.join(ACTIVATION_FROM_HF)}")
     pad, eos = hf.get("pad_token_id", 1), hf.get("eos_token_id", 2)
     start = hf.get("decoder_start_token_id", eos)
     if (pad, eos) != (special.pad, special.eos):
-        raise ConversionError(f"config.json's pad/eos ids ({pad}/{eos}) differ from the tokenizer's "
+        raise ConversionError(f"pad/eos ids ({pad}/{eos}) differ from the tokenizer's "
                               f"<pad>/</s> ({special.pad}/{special.eos})")
     d_model = hf.get("d_model")
-    if isinstance(d_model, int) and not isinstance(d_model, bool) and (d_model % 2 or d_model < 4):
+    if d_model % 2 or d_model < 4:
         raise ConversionError(f"d_model {d_model}: fairseq's sinusoids need an even d_model of at least 4")
     vocab = hf.get("vocab_size")
     try:
         return ModelConfig(
             src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, n_heads=hf.get("encoder_attention_heads"),
             d_ff=hf.get("encoder_ffn_dim"), n_encoder_layers=hf.get("encoder_layers"),
-            n_decoder_layers=hf.get("decoder_layers"), dropout=float(hf.get("dropout", 0.1)),
+            n_decoder_layers=hf.get("decoder_layers"), dropout=hf.get("dropout", 0.1),
             max_len=hf.get("max_position_embeddings"), pe_base=HF_PE_BASE, positions="sinusoidal", norm_first=True,
-            tie_embeddings=True, tie_output=bool(hf.get("tie_word_embeddings", True)), activation=activation,
-            pe_layout="halves", pe_frequencies="fairseq", pe_offset=pad + 1 if isinstance(pad, int) else pad,
-            scale_embeddings=bool(hf.get("scale_embedding", True)), final_logits_bias=False,
+            tie_embeddings=True, tie_output=hf.get("tie_word_embeddings", True), activation=activation,
+            pe_layout="halves", pe_frequencies="fairseq", pe_offset=pad + 1,
+            scale_embeddings=hf.get("scale_embedding", True), final_logits_bias=False,
             pad_id=special.pad, eos_id=special.eos, unk_id=special.unk, decoder_start_id=start)
     except (TypeError, ValueError) as exc:
-        raise ConversionError(f"config.json: {exc}") from None
+        raise ConversionError(str(exc)) from None
 
 
 def m2m100_name_map(cfg: ModelConfig) -> dict[str, str]:

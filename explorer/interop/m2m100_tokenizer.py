@@ -18,7 +18,8 @@ from pathlib import Path
 
 from explorer.files import names
 from explorer.files.limits import TOKENIZER_BYTES, whole_number
-from explorer.interop.hf_source import SourceError, read_json, read_optional_json
+from explorer.interop.config_fields import brief
+from explorer.interop.hf_source import SourceError, parse_json, read_json, read_optional_json
 from explorer.text.language_codes import M2M100_SETS, NLLB_CODES
 from explorer.text.multilingual import (FAIRSEQ_SPECIAL, LANGUAGES_FILE, NLLB_OFFSET, SPM_FILE, VOCAB_FILE,
                                         MultilingualTokenizer)
@@ -40,11 +41,11 @@ def tokenizer_from_hf(directory: Path, vocab_size: int) -> MultilingualTokenizer
     vocab_path = directory / VOCAB_FILE
     if vocab_path.is_file():
         files[VOCAB_FILE] = _read_bytes(vocab_path)
-        languages, others = _m2m100_languages(files[VOCAB_FILE], config)
+        languages, others = _m2m100_languages(files[VOCAB_FILE], vocab_path, config)
         kind = "m2m100"
     else:
         kind = "nllb"
-        languages, others = _nllb_languages(directory, config, _piece_count(files[SPM_FILE]))
+        languages, others = _nllb_languages(directory, config, _piece_count(files[SPM_FILE], spm_path))
     info = {"kind": kind, "vocab_size": vocab_size, "languages": languages, "other_tokens": others,
             "default": [None, None]}
     files[LANGUAGES_FILE] = json.dumps(info, ensure_ascii=False, indent=1).encode()
@@ -60,28 +61,29 @@ def _read_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def _piece_count(model: bytes) -> int:
+def _piece_count(model: bytes, path: Path) -> int:
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(model)
     except Exception as exc:                               # noqa: BLE001 - sentencepiece's own errors
-        raise SourceError(f"{SPM_FILE}: not a sentencepiece model ({exc})") from None
+        raise SourceError(f"{path}: not a sentencepiece model ({' '.join(str(exc).splitlines())})") from None
     return sp.get_piece_size()
 
 
-def _m2m100_languages(vocab_bytes: bytes, config: dict) -> tuple[dict[str, int], dict[str, int]]:
-    try:
-        size = len(json.loads(vocab_bytes.decode("utf-8")))
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
-        raise SourceError(f"{VOCAB_FILE}: not valid UTF-8 JSON ({exc})") from None
+def _m2m100_languages(vocab_bytes: bytes, vocab_path: Path, config: dict) -> tuple[dict[str, int], dict[str, int]]:
+    vocab = parse_json(vocab_bytes, vocab_path)
+    if not isinstance(vocab, dict):
+        raise SourceError(f"{vocab_path}: expected a JSON object of piece -> id")
+    size = len(vocab)
     which = config.get("language_codes", "m2m100")
-    if which not in M2M100_SETS:
-        raise SourceError(f"{names.HF_TOKENIZER_CONFIG}: language_codes {which!r} is not one of {', '.join(M2M100_SETS)}")
+    if not isinstance(which, str) or which not in M2M100_SETS:
+        raise SourceError(f"{vocab_path.parent / names.HF_TOKENIZER_CONFIG}: language_codes {brief(which)} is not one "
+                          f"of {', '.join(M2M100_SETS)}")
     codes = M2M100_SETS[which]
     languages = {code: size + i for i, code in enumerate(codes)}
     made_up = config.get("num_madeup_words", 8)
-    made_up = made_up if isinstance(made_up, int) and 0 <= made_up <= 64 else 8
+    made_up = made_up if type(made_up) is int and 0 <= made_up <= 64 else 8
     others = {MADE_UP.format(j): size + len(codes) + j for j in range(made_up)}
     return languages, others
 

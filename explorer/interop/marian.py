@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from explorer.config import ModelConfig
+from explorer.interop.config_fields import IDS, SIZES, FieldError, brief, check_field_types
 from explorer.text.special import SpecialIds
 
 # HF's activation_function names -> ModelConfig.activation ("swish" and "silu" are one function).
@@ -54,40 +55,51 @@ def model_config_from_hf(hf: Mapping[str, Any], special: SpecialIds, *, logits_b
     `logits_bias`: whether the weights hold a non-zero final_logits_bias). Refuses what it cannot
     represent, naming the option; ModelConfig then checks every size against its limits."""
     if not isinstance(hf, Mapping):
-        raise ConversionError("config.json must be a JSON object")
+        raise ConversionError("not a JSON object")
     if hf.get("model_type") != "marian":
-        raise ConversionError(f"model_type is {hf.get('model_type')!r}, not 'marian' (only Marian models import)")
+        raise ConversionError(f"model_type is {brief(hf.get('model_type'))}, not 'marian' (only Marian models import)")
+    try:
+        check_field_types(hf, SIZES + IDS, flags=UNSUPPORTED_FLAGS)
+    except FieldError as exc:
+        raise ConversionError(str(exc)) from None
     for flag in UNSUPPORTED_FLAGS:
         if hf.get(flag):
-            raise ConversionError(f"config.json sets {flag}: this model has no such option")
+            raise ConversionError(f"{flag} is set: this model has no such option")
     if hf.get("static_position_embeddings") is False:
-        raise ConversionError("config.json asks for learned positions of Marian's kind (static_position_embeddings false)")
-    for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf.get(enc) != hf.get(dec):
-            raise ConversionError(f"{enc} ({hf.get(enc)}) differs from {dec} ({hf.get(dec)}): one value serves both here")
-    activation = ACTIVATION_FROM_HF.get(str(hf.get("activation_function", "gelu")))
+        raise ConversionError("static_position_embeddings is false: learned positions of Marian's kind are not "
+                              "supported")
+    check_one_value_serves_both(hf)
+    activation = ACTIVATION_FROM_HF.get(hf.get("activation_function", "gelu"))
     if activation is None:
-        raise ConversionError(f"activation_function {hf.get('activation_function')!r} is not one of "
+        raise ConversionError(f"activation_function {brief(hf.get('activation_function'))} is not one of "
                               f"{', '.join(ACTIVATION_FROM_HF)}")
     vocab = hf.get("vocab_size")
-    shared = bool(hf.get("share_encoder_decoder_embeddings", True))
+    shared = hf.get("share_encoder_decoder_embeddings", True)
     hf_pad, hf_eos, hf_start = hf.get("pad_token_id"), hf.get("eos_token_id"), hf.get("decoder_start_token_id")
     if (hf_pad, hf_eos) != (special.pad, special.eos):
-        raise ConversionError(f"config.json's pad/eos ids ({hf_pad}/{hf_eos}) differ from the vocabulary's "
+        raise ConversionError(f"pad/eos ids ({hf_pad}/{hf_eos}) differ from the vocabulary's "
                               f"<pad>/</s> ({special.pad}/{special.eos})")
     try:
         return ModelConfig(
             src_vocab_size=vocab, tgt_vocab_size=vocab if shared else (hf.get("decoder_vocab_size") or vocab),
             d_model=hf.get("d_model"), n_heads=hf.get("encoder_attention_heads"), d_ff=hf.get("encoder_ffn_dim"),
             n_encoder_layers=hf.get("encoder_layers"), n_decoder_layers=hf.get("decoder_layers"),
-            dropout=float(hf.get("dropout", 0.1)), max_len=hf.get("max_position_embeddings"), pe_base=HF_PE_BASE,
+            dropout=hf.get("dropout", 0.1), max_len=hf.get("max_position_embeddings"), pe_base=HF_PE_BASE,
             positions="sinusoidal", norm_first=False, tie_embeddings=shared,
-            tie_output=bool(hf.get("tie_word_embeddings", True)), activation=activation, pe_layout="halves",
-            scale_embeddings=bool(hf.get("scale_embedding", False)), final_logits_bias=logits_bias,
+            tie_output=hf.get("tie_word_embeddings", True), activation=activation, pe_layout="halves",
+            scale_embeddings=hf.get("scale_embedding", False), final_logits_bias=logits_bias,
             pad_id=special.pad, eos_id=special.eos, unk_id=special.unk,
             decoder_start_id=special.pad if hf_start is None else hf_start)
     except (TypeError, ValueError) as exc:
-        raise ConversionError(f"config.json: {exc}") from None
+        raise ConversionError(str(exc)) from None
+
+
+def check_one_value_serves_both(hf: Mapping[str, Any]) -> None:
+    """Refuse different encoder and decoder head counts or FFN sizes (after check_field_types: both numbers)."""
+    for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if hf.get(enc) != hf.get(dec):
+            raise ConversionError(f"{enc} ({hf.get(enc)}) differs from {dec} ({hf.get(dec)}): one value serves both "
+                                  "here")
 
 
 def hf_config(cfg: ModelConfig) -> dict[str, Any]:
