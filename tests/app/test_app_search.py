@@ -30,7 +30,7 @@ def test_absurd_url_settings_are_clamped_or_dropped(runs):
     assert at.multiselect(key="search_beams").value == [1, 2] and at.query_params["beams"] == "1,2"
     assert at.multiselect(key="search_lp").value == ["none", "gnmt:0.6"]
     assert at.query_params["penalties"] == "none,gnmt:0.6"
-    assert at.checkbox(key="search_exact").value is True and at.query_params["exact"] == "1"     # clamped to on
+    assert at.checkbox(key="search_exact").value is False and at.query_params["exact"] == "0"    # 7 is no switch's: off
     # beam 32 is wider than numbers-en-de's 62-piece vocabulary allows: not offered
     assert 32 not in at.multiselect(key="search_beams").options
     assert "Not computed yet" in texts(at.info)

@@ -111,7 +111,7 @@ def test_a_foil_makes_the_logit_a_difference(numbers, root, tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, said", [
     (["--text", "seven", "--position", "40"], "--position 40: the output has positions 0.."),
-    (["--text", "seven", "--foil", "two words"], "--foil: one word"),
+    (["--text", "seven", "--foil", "two words"], "foil must be one word"),
     (["--text", "seven", "--node-threshold", "1.5"], "node_threshold >= 0.0 and <= 1.0"),
     (["--text", "   "], "--text: give a source sentence"),
     (["--position", "1"], "the following arguments are required: --text"),

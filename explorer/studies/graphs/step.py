@@ -59,14 +59,14 @@ def foil_token(model, tokenizer, word: str, token: int) -> tuple[int, str]:
     """(the foil's first target piece, a note when the word has several pieces)."""
     word = word.strip()
     if not word or len(word.split()) != 1 or len(word) > MAX_FOIL_CHARS:
-        raise ValueError(f"--foil: one word of at most {MAX_FOIL_CHARS} characters")
+        raise ValueError(f"the foil must be one word of at most {MAX_FOIL_CHARS} characters")
     special = special_ids(model)
     pieces = [p for p in word_ids(tokenizer, word) if tokenizer.id_to_piece(int(p), "tgt") != "\u2581"]
     if not pieces or pieces[0] == special.unk:
-        raise ValueError(f"--foil {word!r}: the target vocabulary does not know it")
+        raise ValueError(f"the foil {word!r}: the target vocabulary does not know it")
     first = int(pieces[0])
     if first in special.never_output or first == int(token):
-        raise ValueError(f"--foil {word!r} starts with {tokenizer.id_to_piece(first, 'tgt')!r}, "
+        raise ValueError(f"the foil {word!r} starts with {tokenizer.id_to_piece(first, 'tgt')!r}, "
                          "the explained token itself or one the model never writes")
     note = "" if len(pieces) == 1 else (f"{word!r} has {len(pieces)} pieces; contrasted with its first, "
                                         f"{tokenizer.id_to_piece(first, 'tgt')!r}")
