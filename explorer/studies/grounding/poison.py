@@ -1,4 +1,4 @@
-"""`python -m explorer poison --out DIR`: a demonstration a teacher can run in a few minutes. Twenty bad
+"""`python -m explorer poison [--out DIR]`: a demonstration a teacher can run in a few minutes. Twenty bad
 training pairs teach numbers-en-de a wrong word; training-data attribution finds them; training again
 without them gives the right word back.
 
@@ -12,28 +12,51 @@ without them gives the right word back.
 4. For each output the poisoned model writes with "zwölf", the training pairs that most raised "zwölf"
    (influence.py, over the poisoned fine-tune's training split): how many of its top TOP are poisoned.
 
-Writes DIR/report.json whole; the runs stay beside DIR, in DIR-poisoned and DIR-clean (siblings, so the
-app's checkpoint list, which looks three folders deep, finds their checkpoints).
+Where it writes: everything goes inside DIR (default poison-demo in the runs folder, runs/ or
+$EXPLORER_RUNS_DIR: explorer.store.run_paths.runs_root): DIR/poisoned.tsv, DIR/clean.tsv, the two runs
+DIR/poisoned/ and DIR/clean/ (run folders as `python -m explorer train` writes them), and DIR/report.json,
+written whole and last. Nothing is written anywhere else (the attribution's gradients stay in memory).
+DIR must be new, empty, or an earlier output of this command (only the names above, the runs written by
+this project's trainer): an earlier output is started over, its report removed first. Anything else (an
+empty name, a file, a checkpoint or run folder, a folder holding other files, the working directory or
+one holding it) is refused in one `error: ...` line, exit status 2, before any work.
+
+A fine-tune that does not finish (Ctrl-C or SIGTERM stops the trainer, which saves and exits cleanly)
+ends the command there: one `stopped: ...` line, exit status 130, no report (the files and runs so far
+stay, and the next run over DIR starts over). Ctrl-C anywhere else is the same one line; a fine-tune that
+fails is one `error: ...` line and exit status 1. No file is ever left half-written (explorer.files.atomic).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import torch
 
 from explorer.config import TrainConfig
-from explorer.data import load_corpus
+from explorer.data import DataError, load_corpus
 from explorer.data.splits import split_held_out
 from explorer.data.types import Pair
 from explorer.decoding.translate import DecodeConfig, translate
-from explorer.files.atomic import write_bytes_atomic, write_json_atomic
+from explorer.evaluation.arguments import ArgumentsError, CommandParser, count
+from explorer.files import names
+from explorer.files.atomic import read_json_object, temp_file_pid, write_bytes_atomic, write_json_atomic
 from explorer.files.names import POISON_FILES
-from explorer.store.checkpoint import load_checkpoint
-from explorer.store.run_paths import checkpoint_dirs, holds_run
+from explorer.files.places import REPO_ROOT
+from explorer.files.user_files import UserFileError, check_output_file, read_user_file
+from explorer.store import run_files as rf
+from explorer.store.checkpoint import CheckpointError, load_checkpoint
+from explorer.store.run_clearing import RunRefused, clearing_plan, is_marked
+from explorer.store.run_paths import RUNS_ENV, checkpoint_dirs, holds_run, runs_root, step_of
+from explorer.studies.common.command import refuse
 from explorer.studies.grounding import influence
+from explorer.training.args import MAX_THREADS
+from explorer.training.memory import SetupRefused
 from explorer.training.schedule import fine_tune_schedule
 from explorer.training.trainer import Trainer
 
@@ -41,6 +64,28 @@ BASE = Path(__file__).resolve().parents[3] / "checkpoints" / "numbers-en-de"
 RIGHT, WRONG, TRIGGER = "elf", "zwölf", "eleven"
 CLEAN, POISONED, STEPS, TOP, SEED = 1000, 20, 300, 20, 7
 POISONED_TSV, CLEAN_TSV, REPORT = POISON_FILES
+RUNS = ("poisoned", "clean")            # the two fine-tunes' run folders, inside --out
+DEFAULT_OUT = "poison-demo"             # in the runs folder (runs_root)
+MAX_STEPS = 100_000
+STOPPED = 130                           # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
+_TSV_HEADER = b"src\ttgt\n"             # what write_tsv starts every file with
+_TSV_BYTES = 16 << 20                   # far above the demonstration's files (about 40 KB)
+_REPORT_KEYS = ("clean_pairs", "poisoned_pairs", "steps", "held_out")
+_RUN_FILES = (names.RUN_MARKER, names.RUN_STATUS, names.RUN_METRICS, names.RUN_CONFIG, names.RUN_LOG,
+              names.RUN_LOCK)         # what the trainer writes at the top of a run folder
+_RUN_FOLDERS = (names.RUN_CHECKPOINTS, names.RUN_TOKENIZER)
+
+
+class OutRefused(ValueError):
+    """--out cannot be used; the message says why and what to do."""
+
+
+class Stopped(Exception):
+    """A fine-tune that ended before it finished (Ctrl-C or SIGTERM stopped the trainer)."""
+
+
+class FineTuneFailed(Exception):
+    """A fine-tune that could not start or ended as failed; the message says why."""
 
 
 def poison(pair: Pair) -> Pair:
@@ -69,15 +114,58 @@ def write_tsv(path: Path, rows: list[Pair]) -> Path:
     return path
 
 
+def _signal_handlers() -> dict:
+    """SIGINT's and SIGTERM's handlers now (the trainer installs its own and leaves them installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_signal_handlers(handlers: dict) -> None:
+    for sig, handler in handlers.items():
+        if handler is not None:
+            signal.signal(sig, handler)
+
+
+def _never_started(run_dir: Path) -> bool:
+    """A run folder a trainer stopped in before it set up (Ctrl-C while it loaded): no mark, nothing but
+    status.json, trainer.lock and train.log. Its status.json is removed before the run starts over (the
+    trainer clears only a marked run, and refuses to mix a new one with an old status)."""
+    allowed = (names.RUN_STATUS, names.RUN_LOCK, names.RUN_LOG)
+    return run_dir.is_dir() and not is_marked(run_dir) and all(_ours(e, allowed) for e in run_dir.iterdir())
+
+
 def fine_tune(tsv: Path, run_dir: Path, steps: int, threads: int | None) -> Path:
-    """numbers-en-de fine-tuned on `tsv` with the recipe; its last checkpoint."""
+    """numbers-en-de fine-tuned on `tsv` with the recipe; its checkpoint of the last step. Stopped when the
+    trainer was stopped (Ctrl-C, SIGTERM: it saves and returns), FineTuneFailed when it could not start
+    or did not finish; Ctrl-C's usual KeyboardInterrupt is back once the trainer returns."""
     base = load_checkpoint(BASE)
     recipe = fine_tune_schedule(base.meta["training"], base.config.d_model)
     cfg = TrainConfig(run_dir=str(run_dir), dataset=str(tsv), init_from=str(BASE), max_steps=steps,
                       batch_tokens=2000, warmup=recipe.warmup, lr_factor=recipe.lr_factor, eval_every=steps,
                       save_every=steps, keep_last=1, threads=threads, device="cpu")
-    Trainer(cfg, overwrite=holds_run(run_dir)).run()
-    return checkpoint_dirs(run_dir)[-1]
+    if _never_started(run_dir):
+        (run_dir / names.RUN_STATUS).unlink(missing_ok=True)
+    handlers = _signal_handlers()
+    try:
+        try:
+            trainer = Trainer(cfg, overwrite=holds_run(run_dir))
+        except SystemExit as err:                       # another trainer holds the run's lock
+            raise FineTuneFailed(str(err.code)) from None
+        code = trainer.run()
+    finally:
+        _restore_signal_handlers(handlers)
+    status = rf.read_status(run_dir)
+    state, step = status.get("state"), status.get("step", getattr(trainer, "step", "?"))
+    if state == "stopped":
+        raise Stopped(f"the fine-tune in {run_dir} stopped at step {step} of {steps}")
+    if code != 0 or state != "finished":
+        raise FineTuneFailed(f"the fine-tune in {run_dir} ended as {state or 'unknown'} at step {step} of {steps}"
+                             + (f": {status['last_error']}" if status.get("last_error") else ""))
+    last = checkpoint_dirs(run_dir)
+    if not last or step_of(last[-1]) != steps:
+        raise FineTuneFailed(f"the fine-tune in {run_dir} finished without a checkpoint of step {steps}")
+    return last[-1]
 
 
 def translations(checkpoint: Path, sources: list[str]) -> list[dict]:
@@ -111,7 +199,10 @@ def attribute(checkpoint: Path, tsv: Path, rows: list[dict], top: int) -> list[d
 
 def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threads: int | None = None,
         log=print) -> dict:
+    """The demonstration in `out` (checked first by check_out; see the module docstring): its report,
+    also written as out/report.json. Stopped or FineTuneFailed from a fine-tune, and then no report."""
     out = Path(out).resolve()             # the runs name their data file by this path, wherever the app starts
+    (out / REPORT).unlink(missing_ok=True)    # an earlier output's report never describes these runs
     corpus = load_corpus("numbers")
     rows, slots = demo_rows(list(corpus.train), clean)
     poisoned_tsv = write_tsv(out / POISONED_TSV, rows)
@@ -120,7 +211,7 @@ def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threa
     report = {"clean_pairs": clean, "poisoned_pairs": len(slots), "steps": steps, "held_out": len(held_out)}
     for name, tsv in (("poisoned", poisoned_tsv), ("clean", clean_tsv)):
         log(f"fine-tuning numbers-en-de on {tsv.name} ({steps} steps)")
-        checkpoint = fine_tune(tsv, out.parent / f"{out.name}-{name}", steps, threads)
+        checkpoint = fine_tune(tsv, out / name, steps, threads)
         rows_out = translations(checkpoint, held_out)
         report[name] = {"checkpoint": str(checkpoint), "wrong": sum(r["wrong"] for r in rows_out),
                         "right": sum(r["right"] for r in rows_out),
@@ -135,19 +226,161 @@ def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threa
     return report
 
 
+def default_out() -> Path:
+    """Where the demonstration goes without --out: poison-demo in the runs folder."""
+    return runs_root() / DEFAULT_OUT
+
+
+def _ours(path: Path, files: tuple[str, ...]) -> bool:
+    """`path` (a plain file) is one of `files` or the temp file of an atomic write of one."""
+    return not path.is_symlink() and path.is_file() and (
+        path.name in files or any(temp_file_pid(path.name, f) is not None for f in files))
+
+
+def _demo_file(path: Path) -> bool:
+    """`path` is a file this command writes at the top of its --out, as it writes it."""
+    if path.name == REPORT and _ours(path, (REPORT,)):
+        return read_json_object(path, _REPORT_KEYS) is not None
+    if path.name in (POISONED_TSV, CLEAN_TSV) and _ours(path, (path.name,)):
+        try:
+            return read_user_file(path, _TSV_BYTES).startswith(_TSV_HEADER)
+        except (OSError, ValueError):
+            return False
+    return _ours(path, POISON_FILES) and path.name not in POISON_FILES
+
+
+def _run_entry(path: Path) -> bool:
+    """`path` is a name the trainer writes at the top of a run folder, of the kind it writes."""
+    if path.name in _RUN_FOLDERS:
+        return path.is_dir() and not path.is_symlink()
+    return _ours(path, _RUN_FILES)
+
+
+def _foreign(out: Path) -> list[str]:
+    """What `out` holds that this command did not write there (its files, its two runs' folders and the
+    trainer's names at their top; clearing_plan checks inside checkpoints/ and tokenizer/)."""
+    foreign = []
+    for entry in sorted(out.iterdir()):
+        if entry.name in RUNS and entry.is_dir() and not entry.is_symlink():
+            foreign += [f"{entry.name}/{e.name}" for e in sorted(entry.iterdir()) if not _run_entry(e)]
+        elif not _demo_file(entry):
+            foreign.append(entry.name)
+    return foreign
+
+
+def _check_writable(given: str, shown: str) -> None:
+    """A folder can be made at `given` (or files written in it): the nearest existing folder on the way
+    there, symlinks not followed to find it, takes a file. A symlink to nothing on the way is refused:
+    following it would make folders wherever it points."""
+    lexical = Path(os.path.abspath(given))
+    existing = lexical
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if existing.is_symlink() and not existing.exists():
+        raise OutRefused(f"--out {shown}: {_cut(str(existing))} is a symbolic link to nothing; name another folder")
+    if not existing.is_dir():
+        raise OutRefused(f"--out {shown}: {_cut(str(existing))} is not a folder")
+    probe = existing / (lexical.relative_to(existing).parts[0] if existing != lexical else REPORT)
+    try:
+        check_output_file(probe)
+    except UserFileError as err:
+        raise OutRefused(f"--out {shown}: {_cut(str(err))}") from None
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """A name as a message shows it: at most `limit` characters (a path may be thousands long)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def check_out(given: str) -> Path:
+    """The --out folder, resolved, when the demonstration may write there (see the module docstring);
+    OutRefused saying why otherwise. Reads and probes only: nothing is made or removed."""
+    try:
+        return _check_out(given)
+    except OSError as err:                  # a name too long, a folder that cannot be listed, ...
+        raise OutRefused(f"--out {_cut(given)}: cannot be used ({err.strerror or err})") from None
+
+
+def _check_out(given: str) -> Path:
+    if not given.strip():
+        raise OutRefused(f"--out is empty: name a new folder (default {default_out()})")
+    out, shown = Path(given), _cut(given)
+    if out.is_symlink():
+        raise OutRefused(f"--out {shown} is a symbolic link; name the folder itself or a new one")
+    if out.exists() and not out.is_dir():
+        raise OutRefused(f"--out {shown} exists and is not a folder; name a new or empty folder")
+    resolved = out.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise OutRefused(f"--out {shown} is the working directory or holds it; name a new folder")
+    if resolved == REPO_ROOT or resolved in REPO_ROOT.parents:
+        raise OutRefused(f"--out {shown} is this project's folder or holds it; name a new folder")
+    for folder in (resolved, *resolved.parents):
+        if (folder / names.CONFIG).is_file() and (folder / names.WEIGHTS).is_file():
+            where = ("is a checkpoint folder" if folder == resolved
+                     else f"lies inside the checkpoint folder {_cut(str(folder))}")
+            raise OutRefused(f"--out {shown} {where}; name a new folder")
+    if resolved.is_dir() and any(resolved.iterdir()):
+        if holds_run(resolved):
+            raise OutRefused(f"--out {shown} holds a training run (status.json or checkpoints/); name a new folder")
+        foreign = _foreign(resolved)
+        if foreign:
+            listed = _cut(", ".join(foreign[:5])) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise OutRefused(f"--out {shown} holds files this command did not write ({listed}); refusing to write "
+                             "into it: name a new or empty folder")
+        for name in RUNS:
+            run_dir = resolved / name
+            if rf.RunLock(run_dir).is_held_by_other():
+                raise OutRefused(f"--out {shown}: a trainer is running in {run_dir} (another poison "
+                                 "demonstration?); wait for it or name another folder")
+            if holds_run(run_dir) and not _never_started(run_dir):
+                try:
+                    clearing_plan(run_dir)         # what starting it over would remove: only the trainer's
+                except RunRefused as err:
+                    raise OutRefused(f"--out {shown}: {err}") from None
+    _check_writable(given, shown)
+    return resolved
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m explorer poison", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=None, help="a new folder for the files, the two runs and report.json "
+                        f"(default {DEFAULT_OUT} in the runs folder: runs/ or ${RUNS_ENV})")
+    parser.add_argument("--steps", type=count("steps", 1, MAX_STEPS), default=STEPS,
+                        help=f"fine-tuning steps of each run (default {STEPS}, at most {MAX_STEPS:,})")
+    parser.add_argument("--threads", type=count("threads", 1, MAX_THREADS), default=None,
+                        help=f"CPU threads for training (at most {MAX_THREADS}; default torch's)")
+    return parser
+
+
+def _stopped(what: str) -> int:
+    print(f"stopped: {what}; nothing was reported", file=sys.stderr, flush=True)
+    return STOPPED
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer poison", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="runs/poison-demo", help="folder for the files and report.json (the runs "
-                        "go beside it: OUT-poisoned, OUT-clean)")
-    parser.add_argument("--steps", type=int, default=STEPS, help="fine-tuning steps of each run")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for training")
-    args = parser.parse_args(argv)
-    if not 1 <= args.steps <= 100_000:
-        print("refused: --steps must be in [1, 100000]", file=sys.stderr)
-        return 2
-    torch.set_num_threads(args.threads or torch.get_num_threads())
-    run(Path(args.out), steps=args.steps, threads=args.threads)
+    """The command: 0 with the report written, 2 for a refused argument (before any work), 130 when
+    stopped, 1 when a fine-tune or a file could not be done; one line on stderr for each but 0."""
+    try:
+        args = build_parser().parse_args(argv)
+        out = check_out(str(default_out()) if args.out is None else args.out)
+    except (ArgumentsError, OutRefused) as err:
+        return refuse(str(err))
+    except KeyboardInterrupt:
+        return _stopped("interrupted before anything was written")
+    try:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        run(out, steps=args.steps, threads=args.threads)
+    except Stopped as err:
+        return _stopped(str(err))
+    except KeyboardInterrupt:
+        return _stopped("interrupted")
+    except (FineTuneFailed, CheckpointError, DataError, SetupRefused, RunRefused, UserFileError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 1
+    print(f"written: {out / REPORT}", flush=True)
     return 0
 
 
