@@ -26,7 +26,6 @@ from explorer.interop.marian import check_exportable, hf_config, hf_generation_c
 from explorer.store.card import ModelCard, model_card
 from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
 from explorer.store.output_dirs import check_output_dir, write_output_dir
-from explorer.store.ship import check_apart
 
 
 def marian_tokenizer_files(tokenizer) -> dict[str, bytes]:
@@ -94,7 +93,6 @@ def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | N
 
 
 def _check_out(checkpoint, out, tool: str, overwrite: bool) -> None:
-    check_apart(checkpoint, out)
     check_output_dir(out, tool, overwrite=overwrite, inputs=[checkpoint])
 
 

@@ -25,7 +25,6 @@ from explorer.model.skeleton import model_skeleton
 from explorer.store.card import ModelCard, with_model_card
 from explorer.store.checkpoint import save_checkpoint
 from explorer.store.output_dirs import check_output_dir
-from explorer.store.ship import check_apart
 from explorer.store.errors import CheckpointError
 from explorer.store.weights import check_memory, load_bytes, read_header
 from explorer.text.multilingual import MultilingualTokenizer
@@ -80,7 +79,6 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
 
 def _check_out(directory: Path, out: str | Path, overwrite: bool) -> None:
     """`out` may be written: apart from the source, and new, empty or an earlier import (before anything is read)."""
-    check_apart(directory, out)
     check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])
 
 

@@ -15,8 +15,9 @@ may replace a directory only when:
   even then.
 
 Whatever the marker says, a command never replaces a symlink, a non-directory, the working directory
-or one of its ancestors, this project's own directory or one of its ancestors, or one of the command's
-inputs (or a directory holding one). The check runs before anything is computed and again just before
+or one of its ancestors, this project's own directory or one of its ancestors, one of the command's
+inputs (or a directory holding one), or a directory inside an input (the source would gain a folder that
+is not its own, which a re-export or the app's listing would then read). The check runs before anything is computed and again just before
 the swap, so a refusal costs nothing and a directory filled meanwhile is not lost either.
 """
 from __future__ import annotations
@@ -94,6 +95,8 @@ def _never(target: Path, resolved: Path, inputs: Iterable[str | os.PathLike]) ->
     for given in inputs:
         if _is_within(resolved, Path(given).resolve()):
             return f"{target} is this command's input ({given}) or holds it"
+        if Path(given).resolve() in resolved.parents:     # the source would gain a folder that is not its own
+            return f"{target} is inside {given}, the source being read; nothing is written inside a source"
     return None
 
 

@@ -7,7 +7,7 @@ references and `python -m explorer evaluate` can score it without rebuilding the
 DST is written as the converter writes its output (explorer.store.output_dirs): a new or empty folder,
 or one this command shipped before (`--overwrite` if it was edited since), never a folder holding
 files it did not write (a user's notes, an older checkpoint shipped by hand: remove it first), and
-never inside SRC (check_apart). The test file is read and checked as pairs before the
+never inside SRC (output_dirs). The test file is read and checked as pairs before the
 destination is touched (a regular file of at most explorer.data.files.DEFAULT_MAX_BYTES: /dev/zero or
 a FIFO is refused, not copied until the disk is full), and it is written inside the new folder, so the
 folder is whole with it or not there at all.
@@ -15,7 +15,6 @@ folder is whole with it or not there at all.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -31,22 +30,9 @@ from explorer.store.output_dirs import OutputRefused, check_output_dir
 TOOL = "explorer ship"
 
 
-def check_apart(source: str | os.PathLike, out: str | os.PathLike) -> None:
-    """Refuse (OutputRefused, one line) an output directory `out` inside `source`, symlinks followed: the
-    source would gain a folder it never had, and a later read of it (a re-export, the app listing
-    checkpoints) would meet files that are not its own. explorer.store.output_dirs refuses the other
-    way round, an output that is the source or holds it. Here for `ship` and `convert` alike (it
-    belongs beside that rule, in output_dirs)."""
-    real_source, real_out = Path(source).resolve(), Path(out).resolve()
-    if real_source in real_out.parents:
-        raise OutputRefused(f"{out} is inside {source}, the source being read; nothing is written inside a "
-                            "source: choose a directory outside it")
-
-
 def ship(src: str | Path, dst: str | Path, name: str | None = None, test_tsv: str | Path | None = None,
          run_name: str | None = None, overwrite: bool = False) -> Path:
     inputs = [src] + ([test_tsv] if test_tsv else [])
-    check_apart(src, dst)
     check_output_dir(dst, TOOL, overwrite=overwrite, inputs=inputs)        # before anything is read
     test = None
     if test_tsv:
