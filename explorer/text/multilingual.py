@@ -31,7 +31,7 @@ from explorer.files import limits
 from explorer.files.atomic import write_files
 from explorer.files.names import MARIAN_VOCAB as VOCAB_FILE
 from explorer.files.names import MULTILINGUAL_LANGUAGES as LANGUAGES_FILE, MULTILINGUAL_SPM as SPM_FILE
-from explorer.files.user_files import read_user_file
+from explorer.files.user_files import parse_json, read_user_file
 from explorer.text.special import SpecialIds
 
 KINDS = ("m2m100", "nllb")
@@ -52,8 +52,8 @@ def _read_json(name: str, data: bytes):
     if len(data) > MAX_FILE_BYTES:
         raise ValueError(f"{name}: {len(data):,} bytes is more than the {MAX_FILE_BYTES:,} allowed")
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return parse_json(data.decode("utf-8"))              # a ValueError when nested too deeply
+    except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{name}: not valid UTF-8 JSON ({exc})") from None
 
 

@@ -18,7 +18,6 @@ special pieces present), each problem a ValueError saying what is wrong.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Iterable
 
@@ -26,7 +25,7 @@ import sentencepiece as spm
 
 from explorer.files import limits
 from explorer.files.atomic import write_files
-from explorer.files.user_files import read_user_file
+from explorer.files.user_files import parse_json, read_user_file
 from explorer.files.names import MARIAN_SRC_SPM as SRC_SPM, MARIAN_TGT_SPM as TGT_SPM
 from explorer.files.names import MARIAN_TGT_VOCAB as TGT_VOCAB_FILE, MARIAN_VOCAB as VOCAB_FILE
 from explorer.text.special import SpecialIds
@@ -46,8 +45,8 @@ def parse_vocab(data: bytes, name: str = VOCAB_FILE) -> dict[str, int]:
     """A vocab.json's bytes -> {piece: id}, refusing anything but a dense, complete Marian vocabulary."""
     _check_size(name, len(data))
     try:
-        vocab = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:    # RecursionError: [[[[...
+        vocab = parse_json(data.decode("utf-8"))              # a ValueError when nested too deeply
+    except (UnicodeDecodeError, ValueError) as exc:    # RecursionError: [[[[...
         raise ValueError(f"{name}: not valid UTF-8 JSON ({exc})") from None
     if not isinstance(vocab, dict):
         raise ValueError(f"{name}: expected a JSON object of piece -> id, got a {type(vocab).__name__}")
