@@ -36,7 +36,8 @@ class CheckpointInfo:
 
 
 def list_checkpoints(*roots: str | os.PathLike) -> list[CheckpointInfo]:
-    """Checkpoint directories (holding config.json) up to 3 levels under each root.
+    """Checkpoint directories (holding config.json) up to 4 levels under each root (runs/<run>/checkpoints/
+    step_N is 3; the poisoned-pairs demonstration keeps its two runs one level further, in its folder).
 
     Cheap: reads config.json, card.json and the safetensors header, never the weights. A damaged
     directory is listed with `error` set instead of raising.
@@ -44,7 +45,7 @@ def list_checkpoints(*roots: str | os.PathLike) -> list[CheckpointInfo]:
     found: list[CheckpointInfo] = []
     for root in roots or ("checkpoints",):
         root = Path(root)
-        for path in _find_dirs(root, depth=3, inside=root.resolve()):
+        for path in _find_dirs(root, depth=4, inside=root.resolve()):
             found.append(_info(root, path))
     return sorted(found, key=lambda i: str(i.path))
 

@@ -33,3 +33,7 @@ def test_attribution_finds_the_poisoned_pairs_and_training_without_them_restores
         assert found["poisoned_in_top"] >= 18, (found["source"], found["top"][:5])
         assert len(found["top"]) == TOP and "zwölf" in found["top"][0]["tgt"].split()
     assert clean["wrong"] == 0 and clean["right"] == report["held_out"], clean["outputs"]
+    # both runs are where the app's checkpoint picker looks, the folder given as a runs root
+    from explorer.store.catalog import list_checkpoints
+    listed = {i.path.relative_to(tmp_path).parts[:2] for i in list_checkpoints(tmp_path) if not i.error}
+    assert {("demo", "poisoned"), ("demo", "clean")} <= listed

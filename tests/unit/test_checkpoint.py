@@ -259,7 +259,8 @@ def test_list_checkpoints_finds_nested_runs_and_reports_damage(tmp_path, fake_to
     save(tmp_path / "checkpoints" / "numbers-en-de", model, card={"exact_match": 0.99})
     save(tmp_path / "runs" / "r1" / "checkpoints" / "step_000500", model)
     save(tmp_path / "runs" / "r1" / "checkpoints" / "step_001000", model, dtype=torch.float16)
-    save(tmp_path / "runs" / "deep" / "a" / "b" / "c", model)                   # 4 levels: too deep
+    save(tmp_path / "runs" / "demo" / "poisoned" / "checkpoints" / "step_000300", model)   # 4 levels: found
+    save(tmp_path / "runs" / "deep" / "a" / "b" / "c" / "d", model)             # 5 levels: too deep
     broken = tmp_path / "checkpoints" / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{")
@@ -267,7 +268,7 @@ def test_list_checkpoints_finds_nested_runs_and_reports_damage(tmp_path, fake_to
     default = list_checkpoints()
     assert [i.path.name for i in default] == ["broken", "numbers-en-de"]
     infos = {i.path.name: i for i in list_checkpoints("checkpoints", "runs", "missing-root")}
-    assert sorted(infos) == ["broken", "numbers-en-de", "step_000500", "step_001000"]
+    assert sorted(infos) == ["broken", "numbers-en-de", "step_000300", "step_000500", "step_001000"]
     assert "config.json" in infos["broken"].error and infos["broken"].n_params is None
     good = infos["numbers-en-de"]
     assert good.error is None and good.name == "tiny-test" and good.card == {"exact_match": 0.99}
