@@ -29,7 +29,6 @@ fails is one `error: ...` line and exit status 1. No file is ever left half-writ
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import signal
 import sys
@@ -45,16 +44,16 @@ from explorer.data.types import Pair
 from explorer.decoding.translate import DecodeConfig, translate
 from explorer.evaluation.arguments import ArgumentsError, CommandParser, count
 from explorer.files import names
-from explorer.files.atomic import read_json_object, temp_file_pid, write_bytes_atomic, write_json_atomic
+from explorer.files.atomic import write_bytes_atomic, write_json_atomic
 from explorer.files.names import POISON_FILES
-from explorer.files.places import REPO_ROOT
-from explorer.files.user_files import UserFileError, check_output_file, read_user_file
+from explorer.files.user_files import UserFileError
 from explorer.store import run_files as rf
 from explorer.store.checkpoint import CheckpointError, load_checkpoint
-from explorer.store.run_clearing import RunRefused, clearing_plan, is_marked
-from explorer.store.run_paths import RUNS_ENV, checkpoint_dirs, holds_run, runs_root, step_of
+from explorer.store.run_clearing import RunRefused
+from explorer.store.run_paths import RUNS_ENV, checkpoint_dirs, holds_run, step_of
 from explorer.studies.common.command import refuse
 from explorer.studies.grounding import influence
+from explorer.studies.grounding.poison_out import DEFAULT_OUT, OutRefused, check_out, default_out, never_started
 from explorer.training.args import MAX_THREADS
 from explorer.training.memory import SetupRefused
 from explorer.training.schedule import fine_tune_schedule
@@ -64,20 +63,8 @@ BASE = Path(__file__).resolve().parents[3] / "checkpoints" / "numbers-en-de"
 RIGHT, WRONG, TRIGGER = "elf", "zwölf", "eleven"
 CLEAN, POISONED, STEPS, TOP, SEED = 1000, 20, 300, 20, 7
 POISONED_TSV, CLEAN_TSV, REPORT = POISON_FILES
-RUNS = ("poisoned", "clean")            # the two fine-tunes' run folders, inside --out
-DEFAULT_OUT = "poison-demo"             # in the runs folder (runs_root)
 MAX_STEPS = 100_000
 STOPPED = 130                           # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
-_TSV_HEADER = b"src\ttgt\n"             # what write_tsv starts every file with
-_TSV_BYTES = 16 << 20                   # far above the demonstration's files (about 40 KB)
-_REPORT_KEYS = ("clean_pairs", "poisoned_pairs", "steps", "held_out")
-_RUN_FILES = (names.RUN_MARKER, names.RUN_STATUS, names.RUN_METRICS, names.RUN_CONFIG, names.RUN_LOG,
-              names.RUN_LOCK)         # what the trainer writes at the top of a run folder
-_RUN_FOLDERS = (names.RUN_CHECKPOINTS, names.RUN_TOKENIZER)
-
-
-class OutRefused(ValueError):
-    """--out cannot be used; the message says why and what to do."""
 
 
 class Stopped(Exception):
@@ -127,14 +114,6 @@ def _restore_signal_handlers(handlers: dict) -> None:
             signal.signal(sig, handler)
 
 
-def _never_started(run_dir: Path) -> bool:
-    """A run folder a trainer stopped in before it set up (Ctrl-C while it loaded): no mark, nothing but
-    status.json, trainer.lock and train.log. Its status.json is removed before the run starts over (the
-    trainer clears only a marked run, and refuses to mix a new one with an old status)."""
-    allowed = (names.RUN_STATUS, names.RUN_LOCK, names.RUN_LOG)
-    return run_dir.is_dir() and not is_marked(run_dir) and all(_ours(e, allowed) for e in run_dir.iterdir())
-
-
 def fine_tune(tsv: Path, run_dir: Path, steps: int, threads: int | None) -> Path:
     """numbers-en-de fine-tuned on `tsv` with the recipe; its checkpoint of the last step. Stopped when the
     trainer was stopped (Ctrl-C, SIGTERM: it saves and returns), FineTuneFailed when it could not start
@@ -144,7 +123,7 @@ def fine_tune(tsv: Path, run_dir: Path, steps: int, threads: int | None) -> Path
     cfg = TrainConfig(run_dir=str(run_dir), dataset=str(tsv), init_from=str(BASE), max_steps=steps,
                       batch_tokens=2000, warmup=recipe.warmup, lr_factor=recipe.lr_factor, eval_every=steps,
                       save_every=steps, keep_last=1, threads=threads, device="cpu")
-    if _never_started(run_dir):
+    if never_started(run_dir):
         (run_dir / names.RUN_STATUS).unlink(missing_ok=True)
     handlers = _signal_handlers()
     try:
@@ -224,122 +203,6 @@ def run(out: Path, clean: int = CLEAN, steps: int = STEPS, top: int = TOP, threa
             log(f"attribution: poisoned pairs among the top {top}: {hits} (of {len(slots)} poisoned)")
     write_json_atomic(out / REPORT, report)
     return report
-
-
-def default_out() -> Path:
-    """Where the demonstration goes without --out: poison-demo in the runs folder."""
-    return runs_root() / DEFAULT_OUT
-
-
-def _ours(path: Path, files: tuple[str, ...]) -> bool:
-    """`path` (a plain file) is one of `files` or the temp file of an atomic write of one."""
-    return not path.is_symlink() and path.is_file() and (
-        path.name in files or any(temp_file_pid(path.name, f) is not None for f in files))
-
-
-def _demo_file(path: Path) -> bool:
-    """`path` is a file this command writes at the top of its --out, as it writes it."""
-    if path.name == REPORT and _ours(path, (REPORT,)):
-        return read_json_object(path, _REPORT_KEYS) is not None
-    if path.name in (POISONED_TSV, CLEAN_TSV) and _ours(path, (path.name,)):
-        try:
-            return read_user_file(path, _TSV_BYTES).startswith(_TSV_HEADER)
-        except (OSError, ValueError):
-            return False
-    return _ours(path, POISON_FILES) and path.name not in POISON_FILES
-
-
-def _run_entry(path: Path) -> bool:
-    """`path` is a name the trainer writes at the top of a run folder, of the kind it writes."""
-    if path.name in _RUN_FOLDERS:
-        return path.is_dir() and not path.is_symlink()
-    return _ours(path, _RUN_FILES)
-
-
-def _foreign(out: Path) -> list[str]:
-    """What `out` holds that this command did not write there (its files, its two runs' folders and the
-    trainer's names at their top; clearing_plan checks inside checkpoints/ and tokenizer/)."""
-    foreign = []
-    for entry in sorted(out.iterdir()):
-        if entry.name in RUNS and entry.is_dir() and not entry.is_symlink():
-            foreign += [f"{entry.name}/{e.name}" for e in sorted(entry.iterdir()) if not _run_entry(e)]
-        elif not _demo_file(entry):
-            foreign.append(entry.name)
-    return foreign
-
-
-def _check_writable(given: str, shown: str) -> None:
-    """A folder can be made at `given` (or files written in it): the nearest existing folder on the way
-    there, symlinks not followed to find it, takes a file. A symlink to nothing on the way is refused:
-    following it would make folders wherever it points."""
-    lexical = Path(os.path.abspath(given))
-    existing = lexical
-    while not os.path.lexists(existing) and existing != existing.parent:
-        existing = existing.parent
-    if existing.is_symlink() and not existing.exists():
-        raise OutRefused(f"--out {shown}: {_cut(str(existing))} is a symbolic link to nothing; name another folder")
-    if not existing.is_dir():
-        raise OutRefused(f"--out {shown}: {_cut(str(existing))} is not a folder")
-    probe = existing / (lexical.relative_to(existing).parts[0] if existing != lexical else REPORT)
-    try:
-        check_output_file(probe)
-    except UserFileError as err:
-        raise OutRefused(f"--out {shown}: {_cut(str(err))}") from None
-
-
-def _cut(text: str, limit: int = 200) -> str:
-    """A name as a message shows it: at most `limit` characters (a path may be thousands long)."""
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def check_out(given: str) -> Path:
-    """The --out folder, resolved, when the demonstration may write there (see the module docstring);
-    OutRefused saying why otherwise. Reads and probes only: nothing is made or removed."""
-    try:
-        return _check_out(given)
-    except OSError as err:                  # a name too long, a folder that cannot be listed, ...
-        raise OutRefused(f"--out {_cut(given)}: cannot be used ({err.strerror or err})") from None
-
-
-def _check_out(given: str) -> Path:
-    if not given.strip():
-        raise OutRefused(f"--out is empty: name a new folder (default {default_out()})")
-    out, shown = Path(given), _cut(given)
-    if out.is_symlink():
-        raise OutRefused(f"--out {shown} is a symbolic link; name the folder itself or a new one")
-    if out.exists() and not out.is_dir():
-        raise OutRefused(f"--out {shown} exists and is not a folder; name a new or empty folder")
-    resolved = out.resolve()
-    cwd = Path.cwd().resolve()
-    if resolved == cwd or resolved in cwd.parents:
-        raise OutRefused(f"--out {shown} is the working directory or holds it; name a new folder")
-    if resolved == REPO_ROOT or resolved in REPO_ROOT.parents:
-        raise OutRefused(f"--out {shown} is this project's folder or holds it; name a new folder")
-    for folder in (resolved, *resolved.parents):
-        if (folder / names.CONFIG).is_file() and (folder / names.WEIGHTS).is_file():
-            where = ("is a checkpoint folder" if folder == resolved
-                     else f"lies inside the checkpoint folder {_cut(str(folder))}")
-            raise OutRefused(f"--out {shown} {where}; name a new folder")
-    if resolved.is_dir() and any(resolved.iterdir()):
-        if holds_run(resolved):
-            raise OutRefused(f"--out {shown} holds a training run (status.json or checkpoints/); name a new folder")
-        foreign = _foreign(resolved)
-        if foreign:
-            listed = _cut(", ".join(foreign[:5])) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-            raise OutRefused(f"--out {shown} holds files this command did not write ({listed}); refusing to write "
-                             "into it: name a new or empty folder")
-        for name in RUNS:
-            run_dir = resolved / name
-            if rf.RunLock(run_dir).is_held_by_other():
-                raise OutRefused(f"--out {shown}: a trainer is running in {run_dir} (another poison "
-                                 "demonstration?); wait for it or name another folder")
-            if holds_run(run_dir) and not _never_started(run_dir):
-                try:
-                    clearing_plan(run_dir)         # what starting it over would remove: only the trainer's
-                except RunRefused as err:
-                    raise OutRefused(f"--out {shown}: {err}") from None
-    _check_writable(given, shown)
-    return resolved
 
 
 def build_parser() -> CommandParser:
