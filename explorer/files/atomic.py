@@ -10,9 +10,9 @@ import glob
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
-import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,9 +39,9 @@ def replacing(path: str | os.PathLike, mode: str = "w", **open_args: Any) -> Ite
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     sweep_temp_files(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+    fd, tmp = _new_temp(path)
     try:
-        os.fchmod(fd, _mode_for(path))             # mkstemp's 0600 would make a shared result private
+        _keep_mode(fd, path)
         with os.fdopen(fd, mode, **open_args) as f:
             yield f
             f.flush()
@@ -52,20 +52,30 @@ def replacing(path: str | os.PathLike, mode: str = "w", **open_args: Any) -> Ite
         raise
 
 
-def _mode_for(path: Path) -> int:
-    """The permissions the file written over `path` gets: the old file's when there is one (a read-only
-    card stays read-only), else what open() gives a new file, 0666 less the umask. The umask is read from
-    /proc: os.umask() can only be read by setting it, which races with the app's other threads."""
+_TEMP_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+
+
+def _new_temp(path: Path) -> tuple[int, str]:
+    """A new hidden temp file beside `path` (`.<name>.<pid>-<8 characters>.tmp`, as temp_file_pid reads
+    it), opened for writing. Made with mode 0666, which the kernel narrows by the umask as for any new
+    file: mkstemp's 0600 would make a result private that the user's umask makes shared."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{os.getpid()}-{''.join(secrets.choice(_TEMP_CHARS) for _ in range(8))}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), str(tmp)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp file name beside {path}")
+
+
+def _keep_mode(fd: int, path: Path) -> None:
+    """The file written over `path` keeps the old file's permissions (a read-only card stays read-only),
+    the special bits aside; where the file system refuses chmod (vfat, some network mounts), it keeps
+    the new file's, and the write goes on."""
     try:
-        return stat.S_IMODE(os.stat(path).st_mode)
+        os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode) & 0o777)
     except OSError:
         pass
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
-            umask = next((int(line.split()[1], 8) for line in f if line.startswith("Umask:")), 0o022)
-    except (OSError, ValueError, IndexError):
-        umask = 0o022
-    return 0o666 & ~umask
 
 
 def temp_file_pid(name: str, target: str) -> int | None:
