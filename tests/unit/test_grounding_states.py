@@ -100,7 +100,8 @@ def test_a_kept_map_reads_back_and_is_refused_for_other_weights_data_width_or_da
         states.load(tmp_path / "inf", "numbers", "ab" * 32, d, pairs)
     good = {"score_mean": 1.0, "score_std": 0.5, "distance_mean": 2.0, "distance_std": 0.3, "threshold": 4.0}
     for calibration in ({"threshold": 5}, {**good, "score_std": 0}, {**good, "distance_mean": "2"},
-                        {**good, "threshold": float("nan")}, "[" * 100_000 + "]" * 100_000):
+                        {**good, "threshold": float("nan")}, {**good, "score_mean": 10 ** 400},
+                        "[" * 100_000 + "]" * 100_000):
         text = calibration if isinstance(calibration, str) else json.dumps(calibration)
         (tmp_path / "cal").write_bytes(save_tensors(
             {"mean": smap.mean, "basis": smap.basis, "states": smap.states, "pair": smap.pair,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,8 +244,12 @@ def _calibration_ok(calibration) -> bool:
     if "threshold" not in calibration:
         return True
     values = [calibration.get(k) for k in CALIBRATED]
-    return (all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in values)
-            and calibration["score_std"] > 0 and calibration["distance_std"] > 0)
+    try:                                 # float(10**400): OverflowError; np.isfinite of it: TypeError
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+                      for v in values)
+    except OverflowError:
+        return False
+    return numbers and calibration["score_std"] > 0 and calibration["distance_std"] > 0
 
 
 def load(path: Path, dataset: str, weights_sha256: str, d_model: int, pairs: int, side: str = "source") -> StateMap:
