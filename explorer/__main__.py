@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"explorer: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
     sys.argv = [f"python -m explorer {name}", *rest]          # for a parser that does not name its program
     try:
+        module = importlib.import_module(COMMANDS[name][0])    # torch loads here: seconds to press Ctrl-C in
         result = module.main(rest)
     except KeyboardInterrupt:                  # Ctrl-C: one line, not a traceback (every file is written whole)
         print(f"stopped: {name} was interrupted before it finished; no file is left half-written", file=sys.stderr)

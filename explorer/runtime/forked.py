@@ -14,6 +14,7 @@ explorer.runtime.workers.
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 from typing import Any, Callable, Iterator, Sequence
 
@@ -37,7 +38,10 @@ def usable_workers(model: torch.nn.Module, items: int, at_most: int) -> int:
 
 
 def _one_thread() -> None:
+    """Each worker: one torch thread, and Ctrl-C left to the parent (which ends the pool): a worker taking
+    the terminal's SIGINT would print a traceback of its own beside the command's one line."""
     torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run(index: int):
