@@ -43,6 +43,28 @@ class RunRefused(ValueError):
     """The run directory holds something the trainer did not write; the message names it."""
 
 
+# What a trainer, or the app's launch of one, writes at the top of a run folder (the one list: train's check of
+# --run-dir, the poisoned-pairs demonstration's check of its runs, never_started)
+TOP_FILES = (names.RUN_MARKER, names.RUN_STATUS, names.RUN_METRICS, names.RUN_CONFIG, names.RUN_LOG, names.RUN_LOCK)
+TOP_FOLDERS = (names.RUN_CHECKPOINTS, names.RUN_TOKENIZER)
+
+
+def trainer_entry(path: Path, files: tuple[str, ...] = TOP_FILES) -> bool:
+    """`path`, at the top of a run folder, is what the trainer writes there: one of its folders, or one of
+    `files` (or the temp file of an atomic write of one, which a killed write leaves) as a plain file."""
+    if path.name in TOP_FOLDERS and files is TOP_FILES:
+        return path.is_dir() and not path.is_symlink()
+    return not path.is_symlink() and path.is_file() and (path.name in files or _temp_of(path.name, set(files)))
+
+
+def never_started(run_dir: Path) -> bool:
+    """A run folder a trainer stopped in before it set up (Ctrl-C, or a refusal, while it loaded): no mark,
+    nothing but status.json, trainer.lock and train.log. Its status.json may go before a run starts there
+    (the trainer clears only a marked run, and refuses to mix a new one with an old status)."""
+    allowed = (names.RUN_STATUS, names.RUN_LOCK, names.RUN_LOG)
+    return run_dir.is_dir() and not is_marked(run_dir) and all(trainer_entry(e, allowed) for e in run_dir.iterdir())
+
+
 def mark_run(run_dir: Path) -> None:
     """Leave the trainer's mark in `run_dir` (once: an existing mark is kept)."""
     marker = Path(run_dir) / names.RUN_MARKER

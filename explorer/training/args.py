@@ -21,7 +21,8 @@ from explorer.files.user_files import UserFileError, read_user_json
 from explorer.runtime.device import check_device
 from explorer.store import run_paths as rp
 from explorer.store.checkpoint import read_config
-from explorer.store.run_clearing import clearing_plan, is_marked
+from explorer.store.run_clearing import clearing_plan, is_marked, never_started, trainer_entry
+from explorer.store.run_files import RunLock
 from explorer.text.tokenizer import MODEL_TYPES
 
 # Upper limits: far above any setting that makes sense here (and above the app form's caps), low
@@ -114,11 +115,6 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
     return cfg, args.resume, args.overwrite
 
 
-# What a trainer, or the app's launch of one, writes in a run folder: a folder holding anything else is a user's
-RUN_ENTRIES = {names.RUN_LOG, names.RUN_LOCK, names.RUN_MARKER, names.RUN_CONFIG, names.RUN_STATUS, names.RUN_METRICS,
-               names.RUN_TOKENIZER, names.RUN_CHECKPOINTS}
-
-
 def check_run_folder(run_dir: Path, resume: bool) -> None:
     """ValueError when --run-dir is a file, or a folder of the user's own files (no mark of a run, and
     entries no trainer writes): a run there would mix its files with theirs. --resume keeps to its own check."""
@@ -126,7 +122,9 @@ def check_run_folder(run_dir: Path, resume: bool) -> None:
         raise ValueError(f"--run-dir {run_dir}: not a folder; name a new folder for the run")
     if resume or not run_dir.is_dir() or is_marked(run_dir):
         return
-    others = sorted(e.name for e in run_dir.iterdir() if e.name not in RUN_ENTRIES)
+    if never_started(run_dir) and not RunLock(run_dir).is_held_by_other():
+        (run_dir / names.RUN_STATUS).unlink(missing_ok=True)     # a setup stopped before the mark: start over
+    others = sorted(e.name for e in run_dir.iterdir() if not trainer_entry(e))
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise ValueError(f"--run-dir {run_dir} holds files that are not a training run's ({shown}); "

@@ -106,12 +106,22 @@ def test_an_out_in_a_model_folder_or_naming_an_input_is_refused_and_nothing_is_t
     import shutil
     ckpt = tmp_path / "ckpt"
     shutil.copytree(NUMBERS, ckpt)
-    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in ckpt.iterdir()}
-    folder_time = ckpt.stat().st_mtime_ns
-    for name in ("config.json", "model.safetensors", "result.json"):     # its own files, or a new one beside them
+    (ckpt / "notes").mkdir()
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in ckpt.iterdir() if p.is_file()}
+    folder_times = ckpt.stat().st_mtime_ns, (ckpt / "notes").stat().st_mtime_ns
+    for name in ("config.json", "model.safetensors", "result.json", "notes/x.json"):   # its files, or new ones in it
         assert "inside the model folder" in refused(command, ["--out", str(ckpt / name)], capsys)
-    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in ckpt.iterdir()} == before
-    assert ckpt.stat().st_mtime_ns == folder_time                     # not even a probe file came and went
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in ckpt.iterdir() if p.is_file()} == before
+    assert (ckpt.stat().st_mtime_ns, (ckpt / "notes").stat().st_mtime_ns) == folder_times   # not even a probe file
+
+
+def test_the_default_out_in_a_model_folder_says_it_is_the_default(tmp_path, capsys, no_loading, monkeypatch):
+    import shutil
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(NUMBERS, ckpt)
+    monkeypatch.chdir(ckpt)                                           # the default --out is in the working folder
+    line = refused("heads", [], capsys)
+    assert "(the default: give --out to write elsewhere)" in line and "inside the model folder" in line
 
 
 def test_grounding_refuses_an_out_that_is_its_input(tmp_path, capsys):
@@ -291,3 +301,14 @@ def test_ctrl_c_in_any_command_is_one_line_and_status_130(monkeypatch, capsys):
     assert explorer(["heads", NUMBERS]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("stopped: heads was interrupted")
+
+
+def test_contributions_refuses_an_out_that_is_one_of_the_files_it_combines(tmp_path, capsys, no_loading):
+    from explorer.studies.contributions.__main__ import main as contributions_main
+    parts = [tmp_path / "a.json", tmp_path / "b.json"]
+    for part in parts:
+        part.write_text("{}")
+    argv = [NUMBERS, "--faithfulness", "--combine", *map(str, parts), "--out", str(parts[0])]
+    assert contributions_main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "reads it too (--combine)" in err[0] and parts[0].read_text() == "{}"

@@ -244,3 +244,20 @@ def test_the_next_write_sweeps_the_temp_file_a_killed_writer_left_and_nothing_el
     write_json_atomic(out, {"a": 1})
     assert json.loads(out.read_text()) == {"a": 1}
     assert not dead.exists() and live.exists() and mine.exists()
+
+
+def test_a_run_stopped_before_its_setup_may_be_started_again_and_a_temp_file_is_the_trainers(tmp_path, capsys):
+    """Ctrl-C while the trainer loads leaves status.json and trainer.lock without the mark; starting there
+    again must not be refused for ever. A temp file of an atomic write a killed trainer left is its own."""
+    from explorer.store import run_files as rf
+    from explorer.training.args import check_run_folder
+    run = tmp_path / "run"
+    run.mkdir()
+    rf.write_status(run, state="failed", last_error="KeyboardInterrupt")
+    (run / "trainer.lock").write_text("")
+    (run / f".status.json.{dead_pid()}-abcdefgh.tmp").write_text("{")
+    check_run_folder(run, resume=False)
+    assert not (run / "status.json").exists()
+    (run / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="notes.txt"):
+        check_run_folder(run, resume=False)

@@ -108,6 +108,9 @@ def test_a_run_folder_is_refused(runs, no_work, capsys, tmp_path):
     rf.write_status(run_dir, state="finished", step=10)
     assert "training run" in refused(capsys, ["--out", str(run_dir)])
     assert tree(run_dir) == ["status.json"] and not no_work
+    mark_run(run_dir)                                   # a folder inside a run: the trainer's --overwrite would refuse it
+    assert "inside the training run" in refused(capsys, ["--out", str(run_dir / "checkpoints" / "demo")])
+    assert not (run_dir / "checkpoints").exists() and not no_work
 
 
 def test_a_users_folder_is_refused(runs, no_work, capsys, tmp_path):

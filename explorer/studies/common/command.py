@@ -96,7 +96,7 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
     is loaded; None after printing `error: ...` (the command then returns 2)."""
     try:
         args = parser.parse_args(argv)
-        keep_inputs(args)
+        keep_inputs(args, parser.get_default("out"))
         check_output_file(args.out)
     except ArgumentsError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -107,21 +107,33 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
     return args
 
 
-def keep_inputs(args: argparse.Namespace) -> None:
+def model_folder_of(path: str | os.PathLike) -> Path | None:
+    """The model folder (config.json beside model.safetensors) that is `path` or holds it, symlinks
+    followed; None when there is none: nothing a command writes may land there."""
+    start = Path(os.path.realpath(path))
+    return next((f for f in (start, *start.parents) if (f / names.CONFIG).is_file() and (f / names.WEIGHTS).is_file()),
+                None)
+
+
+def keep_inputs(args: argparse.Namespace, default_out: str | None = None) -> None:
     """UserFileError when --out would replace what a command reads: a file another argument names (grounding's
-    --input given as --out too), or anything in a model folder (config.json beside model.safetensors: the
-    checkpoint's own files, or a result file mixed into a shipped model, which a run's pruning and the
-    catalog take for a damaged checkpoint). Checked before anything is written, a probe file included."""
+    --input, or one of contributions' --combine files, given as --out too), or anything in a model folder
+    (the checkpoint's own config.json or weights, or a result mixed into a shipped model, which a run's
+    pruning and the catalog take for a damaged checkpoint). Checked before anything is written, a probe
+    file included. `default_out`: the --out the user did not type, said so in the message."""
     out = Path(args.out)
-    folder = Path(os.path.realpath(out.parent))
-    if (folder / names.CONFIG).is_file() and (folder / names.WEIGHTS).is_file():
-        raise UserFileError(f"{args.out}: inside the model folder {folder}; write results outside it")
+    folder = model_folder_of(out.parent)
+    if folder is not None:
+        said = f"{args.out} (the default: give --out to write elsewhere)" if args.out == default_out else args.out
+        raise UserFileError(f"{said}: inside the model folder {folder}; write results outside it")
     if not out.is_file():
         return
     for name, value in vars(args).items():
-        if name != "out" and isinstance(value, str) and value and os.path.isfile(value) and os.path.samefile(value, out):
-            raise UserFileError(f"{args.out}: this command reads it too (--{name.replace('_', '-')}); name another "
-                                "file to write")
+        given = value if isinstance(value, (list, tuple)) else [value]
+        for one in given:
+            if name != "out" and isinstance(one, str) and one and os.path.isfile(one) and os.path.samefile(one, out):
+                raise UserFileError(f"{args.out}: this command reads it too (--{name.replace('_', '-')}); name "
+                                    "another file to write")
 
 
 def open_checkpoint(args: argparse.Namespace) -> Checkpoint:

@@ -49,11 +49,11 @@ from explorer.files.names import POISON_FILES
 from explorer.files.user_files import UserFileError
 from explorer.store import run_files as rf
 from explorer.store.checkpoint import CheckpointError, load_checkpoint
-from explorer.store.run_clearing import RunRefused
+from explorer.store.run_clearing import RunRefused, never_started
 from explorer.store.run_paths import RUNS_ENV, checkpoint_dirs, holds_run, step_of
 from explorer.studies.common.command import refuse
 from explorer.studies.grounding import influence
-from explorer.studies.grounding.poison_out import DEFAULT_OUT, OutRefused, check_out, default_out, never_started
+from explorer.studies.grounding.poison_out import DEFAULT_OUT, OutRefused, check_out, default_out
 from explorer.training.args import MAX_THREADS
 from explorer.training.memory import SetupRefused
 from explorer.training.schedule import fine_tune_schedule

@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from explorer.files import names
 from explorer.files.atomic import read_json_object, temp_file_pid
 from explorer.files.names import POISON_FILES
 from explorer.files.places import REPO_ROOT
 from explorer.files.user_files import UserFileError, check_output_file, read_user_file
 from explorer.store import run_files as rf
-from explorer.store.run_clearing import RunRefused, clearing_plan, is_marked
+from explorer.store.run_clearing import RunRefused, clearing_plan, is_marked, never_started, trainer_entry
 from explorer.store.run_paths import holds_run, runs_root
+from explorer.studies.common.command import model_folder_of
 
 POISONED_TSV, CLEAN_TSV, REPORT = POISON_FILES
 RUNS = ("poisoned", "clean")            # the two fine-tunes' run folders, inside --out
@@ -27,21 +27,10 @@ DEFAULT_OUT = "poison-demo"             # in the runs folder (runs_root)
 _TSV_HEADER = b"src\ttgt\n"             # what poison.write_tsv starts every file with
 _TSV_BYTES = 16 << 20                   # far above the demonstration's files (about 40 KB)
 _REPORT_KEYS = ("clean_pairs", "poisoned_pairs", "steps", "held_out")
-_RUN_FILES = (names.RUN_MARKER, names.RUN_STATUS, names.RUN_METRICS, names.RUN_CONFIG, names.RUN_LOG,
-              names.RUN_LOCK)         # what the trainer writes at the top of a run folder
-_RUN_FOLDERS = (names.RUN_CHECKPOINTS, names.RUN_TOKENIZER)
 
 
 class OutRefused(ValueError):
     """--out cannot be used; the message says why and what to do."""
-
-
-def never_started(run_dir: Path) -> bool:
-    """A run folder a trainer stopped in before it set up (Ctrl-C while it loaded): no mark, nothing but
-    status.json, trainer.lock and train.log. Its status.json is removed before the run starts over (the
-    trainer clears only a marked run, and refuses to mix a new one with an old status)."""
-    allowed = (names.RUN_STATUS, names.RUN_LOCK, names.RUN_LOG)
-    return run_dir.is_dir() and not is_marked(run_dir) and all(_ours(e, allowed) for e in run_dir.iterdir())
 
 
 def default_out() -> Path:
@@ -67,20 +56,13 @@ def _demo_file(path: Path) -> bool:
     return _ours(path, POISON_FILES) and path.name not in POISON_FILES
 
 
-def _run_entry(path: Path) -> bool:
-    """`path` is a name the trainer writes at the top of a run folder, of the kind it writes."""
-    if path.name in _RUN_FOLDERS:
-        return path.is_dir() and not path.is_symlink()
-    return _ours(path, _RUN_FILES)
-
-
 def _foreign(out: Path) -> list[str]:
     """What `out` holds that this command did not write there (its files, its two runs' folders and the
     trainer's names at their top; clearing_plan checks inside checkpoints/ and tokenizer/)."""
     foreign = []
     for entry in sorted(out.iterdir()):
         if entry.name in RUNS and entry.is_dir() and not entry.is_symlink():
-            foreign += [f"{entry.name}/{e.name}" for e in sorted(entry.iterdir()) if not _run_entry(e)]
+            foreign += [f"{entry.name}/{e.name}" for e in sorted(entry.iterdir()) if not trainer_entry(e)]
         elif not _demo_file(entry):
             foreign.append(entry.name)
     return foreign
@@ -133,11 +115,14 @@ def _check_out(given: str) -> Path:
         raise OutRefused(f"--out {shown} is the working directory or holds it; name a new folder")
     if resolved == REPO_ROOT or resolved in REPO_ROOT.parents:
         raise OutRefused(f"--out {shown} is this project's folder or holds it; name a new folder")
-    for folder in (resolved, *resolved.parents):
-        if (folder / names.CONFIG).is_file() and (folder / names.WEIGHTS).is_file():
-            where = ("is a checkpoint folder" if folder == resolved
-                     else f"lies inside the checkpoint folder {_cut(str(folder))}")
-            raise OutRefused(f"--out {shown} {where}; name a new folder")
+    folder = model_folder_of(resolved)
+    if folder is not None:
+        where = ("is a checkpoint folder" if folder == resolved
+                 else f"lies inside the checkpoint folder {_cut(str(folder))}")
+        raise OutRefused(f"--out {shown} {where}; name a new folder")
+    run = next((f for f in resolved.parents if holds_run(f) or is_marked(f)), None)
+    if run is not None:                   # a training run's folder gains nothing the trainer did not write
+        raise OutRefused(f"--out {shown} lies inside the training run {_cut(str(run))}; name a new folder")
     if resolved.is_dir() and any(resolved.iterdir()):
         if holds_run(resolved):
             raise OutRefused(f"--out {shown} holds a training run (status.json or checkpoints/); name a new folder")
