@@ -132,15 +132,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)                         # as the app decodes (webapp.state._limit_threads)
-    for path in args.checkpoints:
+    status = 0
+    for path in args.checkpoints:                    # each one on its own: one that cannot be done stops no other
         try:
             section = record(path, args.device)
         except (CheckpointError, ValueError, OSError) as err:   # ValueError: a damaged test.tsv (DataError) too
             said = str(err)
             print(f"error: {said if path in said else f'{path}: {said}'}", file=sys.stderr)
-            return 2
+            status = 2
+            continue
         print(f"{path}: " + ("no test.tsv" if section is None else f"pair {section['index']} (chrF {section['chrf']})"))
-    return 0
+    return status
 
 
 if __name__ == "__main__":

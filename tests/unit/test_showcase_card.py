@@ -52,3 +52,7 @@ def test_the_command_refuses_what_is_no_checkpoint_or_has_a_damaged_test_file_in
         assert main([str(path)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and said in err[0], err
+    good = tmp_path / "good"
+    shutil.copytree(shipped_root() / "numbers-en-de", good)
+    assert main([str(tmp_path / "empty"), str(good)]) == 2           # the bad one stops no other
+    assert capsys.readouterr().out.startswith(f"{good}: pair ")

@@ -98,9 +98,8 @@ def compare(healthy) -> None:
     if ia == ib:                         # a link or a slip of the picker: say so before drawing zeros
         st.info("A and B are the same checkpoint: the two translations are identical and every difference "
                 "below is zero. Pick another checkpoint for B (e.g. an earlier step of the same run).")
-    text = sentence.sentence_box("ck_text", "Sentence", st.text_input,
-                                 placeholder="Type a sentence in the source language")
-    text, _ = sentence.clip_text(text)
+    text = sentence.cut_with_notice(sentence.sentence_box("ck_text", "Sentence", st.text_input,
+                                                          placeholder="Type a sentence in the source language"))
     if not text.strip():
         st.info("Type a sentence to compare the two checkpoints on it.")
         return
@@ -208,8 +207,7 @@ def scrubber(healthy) -> None:
                        "shipped checkpoints whose config.json names the same run.")
     url.write(url.CK_RUN, "ck_run", run, {str(n): n for n in runs})
     ckpts = list(runs[run].checkpoints)
-    text = sentence.sentence_box("ck_scrub_text", "Sentence", st.text_input)
-    text, _ = sentence.clip_text(text)
+    text = sentence.cut_with_notice(sentence.sentence_box("ck_scrub_text", "Sentence", st.text_input))
     first = _load(ckpts[0])
     if first is None:
         return
