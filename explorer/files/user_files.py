@@ -116,19 +116,25 @@ def parse_json(data: bytes | str) -> Any:
         raise ValueError("not valid JSON (nested too deeply)") from None
 
 
-def read_user_json(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> Any:
-    """A JSON file read as read_user_file reads it; UserFileError for the file, ValueError (with the
-    line and column) for text that is not JSON in UTF-8, or nested too deeply."""
-    data = read_user_file(path, limit_bytes, inside=inside)
+def json_of(data: bytes, name: str | os.PathLike) -> Any:
+    """The JSON value of `data`, the bytes of the file `name`; ValueError naming the file otherwise: not
+    UTF-8, not JSON (with the line and column), nested too deeply, a number too long to read."""
     try:
         return parse_json(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
-        raise ValueError(f"{os.fspath(path)}: not UTF-8 text") from None
+        raise ValueError(f"{os.fspath(name)}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{os.fspath(path)}: not valid JSON ({exc.msg} at line {exc.lineno}, "
+        raise ValueError(f"{os.fspath(name)}: not valid JSON ({exc.msg} at line {exc.lineno}, "
                          f"column {exc.colno})") from None
-    except ValueError as exc:
-        raise ValueError(f"{os.fspath(path)}: {exc}") from None
+    except ValueError as exc:                      # nested too deeply; int() of more than 4,300 digits
+        said = str(exc) if "nested" in str(exc) else "not valid JSON (a number too long to read)"
+        raise ValueError(f"{os.fspath(name)}: {said}") from None
+
+
+def read_user_json(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> Any:
+    """A JSON file read as read_user_file reads it; UserFileError for the file, ValueError (json_of) for
+    what it holds."""
+    return json_of(read_user_file(path, limit_bytes, inside=inside), path)
 
 
 def tail_of_file(path: str | os.PathLike, limit_bytes: int, *, inside: str | os.PathLike | None = None) -> bytes:

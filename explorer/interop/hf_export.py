@@ -54,7 +54,7 @@ TO_HF, TO_CT2 = "explorer.convert to-hf", "explorer.convert to-ct2"
 def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype = torch.float32,
                   overwrite: bool = False) -> Path:
     """Write checkpoint `checkpoint` as a Hugging Face Marian directory at `out`; returns its path."""
-    _check_out(checkpoint, out, TO_HF, overwrite)                        # before anything is read
+    check_output_dir(out, TO_HF, overwrite=overwrite, inputs=[checkpoint])   # before anything is read
     loaded = checkpoint_store.load_checkpoint(checkpoint)
     check_exportable(loaded.config)                       # before anything is written
     files = marian_tokenizer_files(loaded.tokenizer)
@@ -82,7 +82,7 @@ def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | N
                overwrite: bool = False) -> Path:
     """A CTranslate2 model of `checkpoint` at `out` (quantization: None keeps float32; "int8", ...),
     built by explorer.interop.ct2 from the loaded model."""
-    _check_out(checkpoint, out, TO_CT2, overwrite)
+    check_output_dir(out, TO_CT2, overwrite=overwrite, inputs=[checkpoint])
     try:
         import ctranslate2  # noqa: F401  (fail before loading anything; an optional extra, so imported here)
     except ImportError:
@@ -90,10 +90,6 @@ def export_ct2(checkpoint: str | Path, out: str | Path, *, quantization: str | N
     loaded = checkpoint_store.load_checkpoint(checkpoint)
     return _write_whole(Path(out), TO_CT2, lambda tmp: ct2.convert(loaded.model, loaded.tokenizer, tmp, quantization),
                         overwrite, checkpoint)
-
-
-def _check_out(checkpoint, out, tool: str, overwrite: bool) -> None:
-    check_output_dir(out, tool, overwrite=overwrite, inputs=[checkpoint])
 
 
 def _write_whole(target: Path, tool: str, write, overwrite: bool, checkpoint) -> Path:

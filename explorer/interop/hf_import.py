@@ -46,7 +46,7 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     (explorer.store.checkpoint.save_checkpoint).
     """
     directory, provenance = src.locate(source)
-    _check_out(directory, out, overwrite)
+    check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
     hf = src.read_json(directory / names.HF_CONFIG)
     try:
         tokenizer = VocabTokenizer.load(directory, confined=False)   # a user's folder: a cache snapshot links out
@@ -75,11 +75,6 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
             "training": {"imported_from": provenance}}
     return save_checkpoint(out, model, tokenizer, meta=meta, dtype=dtype, card=card, output_of=TOOL,
                            overwrite=overwrite, inputs=(directory,))
-
-
-def _check_out(directory: Path, out: str | Path, overwrite: bool) -> None:
-    """`out` may be written: apart from the source, and new, empty or an earlier import (before anything is read)."""
-    check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])
 
 
 @contextmanager
@@ -134,7 +129,7 @@ def import_m2m100(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     given --src-lang and --tgt-lang.
     """
     directory, provenance = src.locate(source)
-    _check_out(directory, out, overwrite)
+    check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
     hf = src.read_json(directory / names.HF_CONFIG)
     with _config_at(directory):
         if not m2m100.is_m2m100(hf):

@@ -10,7 +10,6 @@ that the file does not hold.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -22,7 +21,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from explorer.files import names as n
-from explorer.files.user_files import UserFileError, read_user_file
+from explorer.files.user_files import UserFileError, json_of, read_user_file
 
 HUB_HOST = "huggingface.co"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -104,17 +103,12 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
 
 
 def parse_json(data: bytes, path: Path) -> Any:
-    """The JSON value of `data`, the bytes of the file `path`; SourceError naming the file otherwise."""
+    """The JSON value of `data`, the bytes of the file `path`; SourceError naming the file otherwise
+    (user_files.json_of's refusals)."""
     try:
-        return json.loads(data.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise SourceError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise SourceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:
-        raise SourceError(f"{path}: not valid JSON (nested too deeply)") from None
-    except ValueError:                                        # int(): a number of more than 4,300 digits
-        raise SourceError(f"{path}: not valid JSON (a number too long to read)") from None
+        return json_of(data, path)
+    except ValueError as err:
+        raise SourceError(str(err)) from None
 
 
 def read_optional_json(path: Path) -> dict:
