@@ -101,7 +101,7 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
     cfg = TrainConfig.from_dict(data)
     validate(cfg)
     check_device(cfg.device)     # one this machine has: one line now, not a traceback from inside the trainer
-    check_run_folder(Path(cfg.run_dir), args.resume)
+    check_run_folder(Path(cfg.run_dir), args.resume, args.config)
     if args.overwrite and Path(cfg.run_dir).exists():
         clearing_plan(Path(cfg.run_dir))        # RunRefused now, before anything is touched, not after setup
     if not (args.resume or args.overwrite) and rp.holds_run(cfg.run_dir):
@@ -115,16 +115,18 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
     return cfg, args.resume, args.overwrite
 
 
-def check_run_folder(run_dir: Path, resume: bool) -> None:
+def check_run_folder(run_dir: Path, resume: bool, config: str | None = None) -> None:
     """ValueError when --run-dir is a file, or a folder of the user's own files (no mark of a run, and
-    entries no trainer writes): a run there would mix its files with theirs. --resume keeps to its own check."""
+    entries no trainer writes): a run there would mix its files with theirs. The run's own --config file
+    may wait there. --resume keeps to its own check."""
     if os.path.lexists(run_dir) and not run_dir.is_dir():
         raise ValueError(f"--run-dir {run_dir}: not a folder; name a new folder for the run")
     if resume or not run_dir.is_dir() or is_marked(run_dir):
         return
     if never_started(run_dir) and not RunLock(run_dir).is_held_by_other():
         (run_dir / names.RUN_STATUS).unlink(missing_ok=True)     # a setup stopped before the mark: start over
-    others = sorted(e.name for e in run_dir.iterdir() if not trainer_entry(e))
+    given = Path(config).resolve() if config else None
+    others = sorted(e.name for e in run_dir.iterdir() if not trainer_entry(e) and e.resolve() != given)
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise ValueError(f"--run-dir {run_dir} holds files that are not a training run's ({shown}); "

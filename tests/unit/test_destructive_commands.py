@@ -261,3 +261,4 @@ def test_a_run_stopped_before_its_setup_may_be_started_again_and_a_temp_file_is_
     (run / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="notes.txt"):
         check_run_folder(run, resume=False)
+    check_run_folder(run, resume=False, config=str(run / "notes.txt"))     # the run's own --config may wait there
