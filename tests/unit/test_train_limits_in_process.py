@@ -12,10 +12,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-import tempfile
 
 import pytest
 
+from explorer.files import atomic
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.training import memory
@@ -133,7 +133,7 @@ def _no_space(*args, **kwargs):
 def test_status_write_on_a_full_disk_rewrites_the_file_in_place(tmp_path, monkeypatch):
     rf.write_status(tmp_path, state="running", pid=123, step=19, total_steps=30, device="cpu", updated=1.5)
     size = (tmp_path / rp.STATUS).stat().st_size
-    monkeypatch.setattr(tempfile, "mkstemp", _no_space)          # no new file: the atomic write's temp file
+    monkeypatch.setattr(atomic, "_new_temp", _no_space)          # no new file: the atomic write's temp file
     rf.write_status(tmp_path, state="failed", step=20, last_error="disk full")
     assert rf.read_status(tmp_path) == {"state": "failed", "pid": 123, "step": 20, "total_steps": 30,
                                         "device": "cpu", "updated": 1.5, "last_error": "disk full"}
@@ -145,14 +145,14 @@ def test_status_write_on_a_full_disk_rewrites_the_file_in_place(tmp_path, monkey
 
 
 def test_status_write_falls_back_only_for_a_full_disk(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "mkstemp", _no_space)
+    monkeypatch.setattr(atomic, "_new_temp", _no_space)
     with pytest.raises(OSError):                                  # nothing to rewrite in place
         rf.write_status(tmp_path, state="failed")
 
     def denied(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
     (tmp_path / rp.STATUS).write_text('{"state": "running"}')
-    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    monkeypatch.setattr(atomic, "_new_temp", denied)
     with pytest.raises(PermissionError):
         rf.write_status(tmp_path, state="failed")
     assert rf.read_status(tmp_path) == {"state": "running"}
