@@ -28,6 +28,7 @@ from pathlib import Path
 
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
+from explorer.store.run_clearing import TOP_FILES, TOP_FOLDERS
 
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
@@ -143,11 +144,18 @@ def list_jobs(root: str | os.PathLike | None = None) -> list[Job]:
     root = Path(root) if root else rp.runs_root()
     try:
         dirs = [p for p in root.iterdir()
-                if p.is_dir() and not p.name.startswith(".") and p.name not in RESERVED_NAMES]
+                if p.is_dir() and not p.name.startswith(".") and p.name not in RESERVED_NAMES and _a_run(p)]
     except OSError:
         return []
     jobs = [poll(d) for d in dirs]
     return sorted(jobs, key=lambda j: (j.started or 0, j.name), reverse=True)
+
+
+def _a_run(folder: Path) -> bool:
+    """`folder` holds a trainer's run, or one being launched: any file a trainer or its launch writes at a
+    run's top. The analyses' folders (features/, grounding/, graphs/...) and the poisoned-pairs
+    demonstration's (its runs lie one level down) hold none, and are no run with an unknown state."""
+    return str(folder.resolve()) in LAUNCHED or any((folder / name).exists() for name in TOP_FILES + TOP_FOLDERS)
 
 
 def _last_error_line(run_dir: Path) -> str:

@@ -149,3 +149,13 @@ def test_a_file_written_whole_keeps_the_old_files_permissions_or_gets_a_new_file
         os.umask(mask)
     assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640          # 0666 less the umask
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]            # no temp file left
+
+
+def test_the_runs_list_skips_folders_that_hold_no_run(tmp_path):
+    """The analyses' folders and the poisoned-pairs demonstration's folder were listed as runs of unknown state."""
+    (tmp_path / "features" / "abc").mkdir(parents=True)
+    (tmp_path / "poison-demo" / "poisoned").mkdir(parents=True)
+    (tmp_path / "launched").mkdir()
+    (tmp_path / "launched" / rp.LOG).write_text("starting\n")              # a launch writes its log first
+    (tmp_path / "damaged" / "checkpoints").mkdir(parents=True)              # a run without its status: listed
+    assert sorted(j.name for j in jobs.list_jobs(tmp_path)) == ["damaged", "launched"]
