@@ -25,6 +25,7 @@ from explorer.store.ship import main as ship
 pytest.importorskip("transformers")
 from support.m2m100_helpers import random_m2m100  # noqa: E402
 from support.marian_helpers import random_marian  # noqa: E402
+from support.waiting import STALL_S  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "checkpoints" / "numbers-en-de"
@@ -81,7 +82,7 @@ def test_a_garbage_weights_file_is_named_in_one_line_without_unsafe_advice(maria
     source = _with_bin(marian_dir, tmp_path, data=os.urandom(5000))
     out = tmp_path / "out"
     run = subprocess.run([sys.executable, "-m", "explorer", "convert", "from-hf", str(source), str(out)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=STALL_S)   # a hang guard only
     assert run.returncode == 2 and run.stdout == ""
     line = one_error_line(run.stderr, str(source / "pytorch_model.bin"), "not a readable PyTorch weights file")
     assert "weights_only" not in line and "will likely succeed" not in line

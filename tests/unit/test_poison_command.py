@@ -21,6 +21,7 @@ from explorer.store import run_files as rf
 from explorer.store.run_clearing import mark_run
 from explorer.studies.grounding import poison
 from explorer.studies.grounding.poison import CLEAN_TSV, POISONED_TSV, REPORT, main, write_tsv
+from support.waiting import STALL_S
 
 STOPPED = 130                     # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 RUNS, DEFAULT_OUT = ("poisoned", "clean"), "poison-demo"
@@ -284,7 +285,7 @@ def test_the_command_line_refuses_without_a_traceback(tmp_path):
     existing.write_text("x")
     for argv in (["--threads", "-1"], ["--out", str(existing)], ["--out", ""]):
         proc = subprocess.run([sys.executable, "-m", "explorer", "poison", *argv], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120,
+                              capture_output=True, text=True, timeout=STALL_S,   # a hang guard only
                               env={**os.environ, "EXPLORER_RUNS_DIR": str(tmp_path / "runs")})
         assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
         assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
