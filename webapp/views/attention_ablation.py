@@ -13,24 +13,20 @@ from webapp import url_keys as url
 from webapp.views.attention import View, axes, row_labels
 
 
+def _head_text(kind: str, layer: int, head: int) -> str:
+    return f"{kind}.{layer + 1}.{head + 1}"                  # kind.layer.head, 1-based like the UI
+
+
 def ablation_to_url(picked) -> str | None:
-    """Heads as the URL keeps them: "cross.6.2,encoder.1.1" (kind.layer.head, 1-based like the UI)."""
-    return ",".join(f"{kind}.{layer + 1}.{head + 1}" for kind, layer, head in sorted(picked)) or None
+    """Heads as the URL keeps them: "cross.6.2,encoder.1.1"."""
+    return ",".join(_head_text(*h) for h in sorted(picked)) or None
 
 
 def ablation_from_url(raw, options) -> list[tuple[str, int, int]]:
     """The heads a URL names, 0-based, keeping only those among `options` (this model's heads): a
-    malformed entry or a head the model does not have is dropped, never an error."""
-    found = []
-    for part in str(raw or "").split(",")[:len(options) + 1]:
-        bits = part.strip().split(".")
-        try:
-            head = (bits[0], int(bits[1][:6]) - 1, int(bits[2][:6]) - 1) if len(bits) == 3 else None
-        except ValueError:
-            continue
-        if head in options and head not in found:
-            found.append(head)
-    return found
+    malformed, unknown or repeated entry is dropped, never an error (url_keys.listed)."""
+    by_text = {_head_text(*h): h for h in options}
+    return [by_text[t] for t in url.listed(raw, list(by_text))]
 
 
 def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: str) -> None:
