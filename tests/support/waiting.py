@@ -75,13 +75,22 @@ def wait_for_job(job, what: str, stall: float = STALL_S):
     return job
 
 
+def _files_under(root: Path) -> list[Path]:
+    """Every path under `root`, read while a process writes there: a folder that vanishes mid-walk (a
+    checkpoint's temp folder renamed into place) is skipped, as os.walk skips what it cannot list."""
+    if root.is_file():
+        return [root]
+    found = []
+    for folder, dirs, files in os.walk(root):
+        found.extend(Path(folder) / name for name in (*dirs, *files))
+    return sorted(found)
+
+
 def tree_signature(*paths: Path) -> tuple:
     """The sizes and modification times of the files under `paths`: it changes whenever one is written."""
     seen = []
     for root in paths:
-        root = Path(root)
-        files = [root] if root.is_file() else (sorted(root.rglob("*")) if root.is_dir() else [])
-        for f in files:
+        for f in _files_under(Path(root)):
             try:
                 st = f.stat()
             except OSError:

@@ -4,11 +4,13 @@ fired; a watched subprocess counts its output as progress and is killed when it 
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 
 import pytest
 
-from support.waiting import Stalled, run_watched, wait_until
+from support import waiting
+from support.waiting import Stalled, run_watched, tree_signature, wait_until
 
 
 def test_returns_the_first_truthy_value_of_done():
@@ -49,3 +51,20 @@ def test_a_silent_subprocess_is_killed_when_it_stalls():
     with pytest.raises(Stalled, match="(?s)a blocked script: no progress for 0.5 s .*started.*--- stderr ---"):
         run_watched([sys.executable, "-c", "import sys; print('started', flush=True); sys.stdin.read()"],
                     "a blocked script", stall=0.5, stdin=subprocess.PIPE)
+
+
+def test_a_folder_that_vanishes_while_the_tree_is_read_is_skipped(tmp_path, monkeypatch):
+    """A trainer renames its checkpoint's temp folder into place while the wait reads the run folder:
+    the folder listed a moment ago is gone when it is opened. The signature skips it, sees the rest."""
+    (tmp_path / "metrics.jsonl").write_text("{}")
+    (tmp_path / "checkpoints" / ".step_20.tmp").mkdir(parents=True)
+    real_scandir = os.scandir
+
+    def vanishing(path="."):
+        if str(path).endswith(".tmp"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(waiting.os, "scandir", vanishing)
+    names = [entry[0] for entry in tree_signature(tmp_path)]
+    assert str(tmp_path / "metrics.jsonl") in names
