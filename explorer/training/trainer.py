@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import signal
 import sys
 import time
@@ -26,7 +25,7 @@ from explorer.data import load_corpus
 from explorer.data.encoded import encode_pairs
 from explorer.evaluation.scores import evaluate_split
 from explorer.files.atomic import DISK_FULL, recover, write_json_atomic
-from explorer.model import Transformer, parameter_count
+from explorer.model import Transformer
 from explorer.runtime.device import resolve_device, training_kernels, training_optimizer
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
@@ -37,6 +36,7 @@ from explorer.training.distributed import Dist
 from explorer.training.inputs import BatchPlan, prepare_tokenizer
 from explorer.training.memory import check_batches
 from explorer.training.notes import best_dev_text, warmup_note, zero_bleu_note
+from explorer.training.saving import NO_BEST, check_room, prune_checkpoints, restore_state, resume_state
 from explorer.training.schedule import noam_rate
 
 
@@ -111,7 +111,7 @@ class Trainer:
         if self.dist.is_main and (note := warmup_note(self.total_steps, cfg.warmup)):
             print(f"warning: {note}", flush=True)            # the rate never reaches its peak: said, not silent
         self.step, self.epoch, self.batch_pos = 0, 0, 0
-        self.best = {"bleu": -1.0, "step": None, "chrf": None, "chrf_step": None}
+        self.best = dict(NO_BEST)
         if resume:
             self._restore()
             if self.dist.is_main:
@@ -131,14 +131,8 @@ class Trainer:
         last = ckpts[-1]
         loaded = load_checkpoint(last, device=str(self.device))
         self.model.load_state_dict(loaded.model.state_dict())
-        state = load_trainer_state(last)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.step, self.epoch, self.batch_pos = state["step"], state["epoch"], state["batch_pos"]
-        self.best = {"bleu": state.get("best_bleu", -1.0), "step": state.get("best_step"),
-                     "chrf": state.get("best_chrf"), "chrf_step": state.get("best_chrf_step")}
-        torch.set_rng_state(state["rng_cpu"])
-        if self.device.type == "cuda" and "rng_cuda" in state:
-            torch.cuda.set_rng_state(state["rng_cuda"])
+        self.step, self.epoch, self.batch_pos, self.best = restore_state(
+            load_trainer_state(last), self.optimizer, self.device)
         print(f"resumed from {last} at step {self.step} (epoch {self.epoch}, batch {self.batch_pos})", flush=True)
 
     # ---- loop --------------------------------------------------------------------------
@@ -196,7 +190,7 @@ class Trainer:
                 rf.write_status(self.run_dir, state="running", pid=os.getpid(), step=self.step,
                                 total_steps=self.total_steps, epoch=self.epoch, last_error=None,
                                 started=time.time(), updated=time.time(), device=str(self.device))
-            self._check_disk()
+            check_room(self.run_dir, self.model_cfg)
             state = "finished"
             for group in self._batches():
                 if self.step >= self.total_steps:
@@ -287,23 +281,11 @@ class Trainer:
             print(f"note: {note}", flush=True)                # BLEU 0 beside chrF 100: short sentences
         self.dist.barrier()
 
-    def _check_disk(self) -> None:
-        """Room for the next checkpoint (rp.disk_needed), so a save does not fail half-written."""
-        need = rp.disk_needed(parameter_count(self.model_cfg), checkpoints=1)
-        free = rp.free_bytes(self.run_dir)
-        if free < need:
-            raise OSError(f"disk nearly full: {free >> 20} MiB free in {self.run_dir}, need {need >> 20} MiB")
-
     def _save(self) -> None:
         if not self.dist.is_main:
             return
-        self._check_disk()
-        state = {"step": self.step, "epoch": self.epoch, "batch_pos": self.batch_pos,
-                 "optimizer": self.optimizer.state_dict(), "rng_cpu": torch.get_rng_state(),
-                 "best_bleu": float(self.best["bleu"]), "best_step": self.best["step"],
-                 "best_chrf": self.best["chrf"], "best_chrf_step": self.best["chrf_step"]}
-        if self.device.type == "cuda":
-            state["rng_cuda"] = torch.cuda.get_rng_state()
+        check_room(self.run_dir, self.model_cfg)
+        state = resume_state(self.step, self.epoch, self.batch_pos, self.optimizer, self.best, self.device)
         path = rp.checkpoint_dir(self.run_dir, self.step)
         meta = {"name": f"{self.run_dir.name}@{self.step}", "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
                 "training": {"step": self.step, "epoch": self.epoch, "dataset": self.cfg.dataset,
@@ -315,15 +297,8 @@ class Trainer:
                                                   self.cfg.warmup)}}
         save_checkpoint(path, self.model, self.tokenizer, meta=meta, dtype=torch.float32, trainer_state=state,
                         card=self.card)
-        self._prune()
+        prune_checkpoints(self.run_dir, self.cfg.keep_last, self.best["step"])
         rf.write_status(self.run_dir, last_checkpoint=str(path), best_step=self.best["step"])
-
-    def _prune(self) -> None:
-        """Keep the last K checkpoints and the best by dev BLEU."""
-        ckpts = rp.checkpoint_dirs(self.run_dir)
-        for old in ckpts[:-self.cfg.keep_last] if self.cfg.keep_last > 0 else []:
-            if rp.step_of(old) != self.best["step"]:
-                shutil.rmtree(old, ignore_errors=True)
 
     def _install_signals(self) -> None:
         def request_stop(signum, frame):

@@ -17,7 +17,7 @@ from explorer.files.atomic import write_json_atomic
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer import train
-from explorer.training import trainer
+from explorer.training.saving import prune_checkpoints
 from explorer.training.args import parse_config
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state
 from support.train_helpers import (checkpoint_steps, finish, losses, numbers_tokenizer, run,  # noqa: F401
@@ -84,10 +84,7 @@ def test_prune_keeps_last_k_and_best(tmp_path):
         d.mkdir(parents=True)
         (d / "config.json").write_text("{}")
         (d / "model.safetensors").write_text("")
-    pruner = trainer.Trainer.__new__(trainer.Trainer)
-    pruner.run_dir, pruner.cfg = tmp_path, trainer.TrainConfig(keep_last=2)
-    pruner.best = {"bleu": 12.0, "step": 20}
-    pruner._prune()
+    prune_checkpoints(tmp_path, keep_last=2, best_step=20)
     assert [p.name for p in rp.checkpoint_dirs(tmp_path)] == ["step_000020", "step_000040", "step_000050"]
 
 

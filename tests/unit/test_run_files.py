@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.training import jobs, launch
 from explorer.training.args import planned_model_config
-from explorer.training.trainer import Trainer
+from explorer.training.saving import check_room
 
 
 def test_runs_root_is_the_repositorys_unless_the_environment_says(tmp_path, monkeypatch):
@@ -107,13 +106,12 @@ def test_one_disk_estimate_for_the_launcher_and_the_trainer(tmp_path, monkeypatc
     assert launch.needed_bytes(cfg) == rp.disk_needed(params, cfg.keep_last + 2)
     assert rp.disk_needed(params, 2) - rp.disk_needed(params, 1) == rp.CHECKPOINT_BYTES_PER_PARAMETER * params
     # the trainer refuses to save with less free space than one checkpoint needs, and saves with that much
-    trainer = SimpleNamespace(model_cfg=planned_model_config(cfg), run_dir=tmp_path)
     one = rp.disk_needed(params, 1)
     monkeypatch.setattr(rp, "free_bytes", lambda path: one - 1)
     with pytest.raises(OSError, match="disk nearly full"):
-        Trainer._check_disk(trainer)
+        check_room(tmp_path, planned_model_config(cfg))
     monkeypatch.setattr(rp, "free_bytes", lambda path: one)
-    Trainer._check_disk(trainer)
+    check_room(tmp_path, planned_model_config(cfg))
 
 
 def test_free_bytes_asks_the_disk_of_the_nearest_existing_folder(tmp_path):
