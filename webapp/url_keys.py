@@ -77,7 +77,7 @@ class UrlKey:
             return value if value in allowed else None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return value
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):   # an int is finite, and may exceed any float
             return None
         lows = [b for b in (self.low, low) if b is not None]
         highs = [b for b in (self.high, high) if b is not None]

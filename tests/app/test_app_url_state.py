@@ -109,6 +109,8 @@ def test_the_attention_page_reopens_with_its_show_quantity_and_ablation(numbers)
       "maxlen": "0"}, {"strategy": "sample", "temperature": 2.0, "top_p": 0.05, "max_len_b": 1, "samples": 1}),
     ({"dec": "beam", "beam": "2.5", "alpha": "inf", "samples": "11", "maxlen": "-3"},
      {"strategy": "beam", "max_len_b": 1}),
+    ({"dec": "beam", "beam": "9" * 400, "nbest": "9" * 309, "maxlen": "9" * 309},   # past any float: still a number
+     {"strategy": "beam", "beam_size": 16, "n_best": 16, "max_len_b": decode_url.MAX_DECODE_LEN}),
 ])
 def test_hostile_decoding_values_are_clamped_or_fall_back_and_the_url_says_so(numbers, query, expected):
     """A number outside its widget's range is the nearest allowed one, anything malformed the default;
