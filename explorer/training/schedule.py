@@ -29,6 +29,19 @@ def noam_rate(step: int, d_model: int, factor: float = 1.0, warmup: int = 4000) 
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 
+CURVE_POINTS = 2000     # a drawn schedule's steps at most: a run of 10 million steps is drawn from as many
+
+
+def curve_steps(last: int, warmup: int | None = None, points: int = CURVE_POINTS) -> np.ndarray:
+    """Steps 1..last to draw a schedule at: all of them up to `points`, else `points` spread evenly, with
+    the warm-up's end (the peak) among them. Sized by `points`, never by `last` (a run's planned steps)."""
+    last = max(int(last), 1)
+    x = np.unique(np.linspace(1, last, min(points, last)).astype(np.int64))   # (<= points,)
+    if warmup is not None and 1 <= warmup <= last:
+        x = np.union1d(x, [warmup])
+    return x
+
+
 def noam_curve(steps: np.ndarray, d_model: int, factor: float = 1.0, warmup: int = 4000) -> np.ndarray:
     """`noam_rate` over an array of steps (float64, same shape as `steps`)."""
     s = np.maximum(np.asarray(steps, dtype=np.float64), 1.0)

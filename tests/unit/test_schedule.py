@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.training.schedule import (FINE_TUNE_PEAK_SHARE, UNRECORDED_PEAK, fine_tune_schedule,
-                                        label_smoothing_target, noam_curve, noam_rate)
+from explorer.training.schedule import (CURVE_POINTS, FINE_TUNE_PEAK_SHARE, UNRECORDED_PEAK, curve_steps,
+                                        fine_tune_schedule, label_smoothing_target, noam_curve, noam_rate)
 
 
 def test_noam_matches_hand_computed_values():
@@ -78,3 +78,15 @@ def test_a_checkpoint_with_no_usable_record_gets_the_fixed_peak(training):
         assert recipe.ended_at is None and not recipe.ended_at_known
         assert recipe.peak == UNRECORDED_PEAK
         assert _planned_peak(recipe, d_model) == pytest.approx(UNRECORDED_PEAK, rel=1e-9)
+
+
+@pytest.mark.parametrize("last, warmup", [(1, None), (7, 3), (1999, 100), (2000, 4000), (10_000_000, 4000),
+                                          (10**12, 1)])
+def test_curve_steps_are_bounded_in_number_and_keep_both_ends_and_the_peak(last, warmup):
+    x = curve_steps(last, warmup)
+    assert len(x) <= CURVE_POINTS + 1 and np.all(np.diff(x) > 0)
+    assert x[0] == 1 and x[-1] == last
+    if last <= CURVE_POINTS:
+        assert np.array_equal(x, np.arange(1, last + 1))          # a short run: every step
+    if warmup is not None and warmup <= last:
+        assert warmup in x                                          # the peak is drawn where it is

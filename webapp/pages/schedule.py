@@ -15,7 +15,7 @@ from explorer.store.checkpoint import CheckpointError
 from explorer.config import TrainConfig
 from explorer.plots import training as plots
 from explorer.training.args import planned_model_config
-from explorer.training.schedule import label_smoothing_target, noam_curve, noam_rate
+from explorer.training.schedule import curve_steps, label_smoothing_target, noam_curve, noam_rate
 from webapp import downloads, state
 from webapp import url_keys as url
 from webapp.text_safety import plot_escape
@@ -49,7 +49,7 @@ for spec, widget, value in ((url.SC_D, "sc_d", d_model), (url.SC_WARMUP, "sc_war
                             (url.SC_FACTOR, "sc_factor", factor), (url.SC_STEPS, "sc_steps", steps),
                             (url.SC_OVERLAY, "sc_overlay", overlay)):
     url.write(spec, widget, value)
-x = np.unique(np.linspace(1, steps, 2000).astype(int))
+x = curve_steps(steps, warmup)
 curves = [(f"yours: {d_model}/{warmup}, factor {factor:g}", x, noam_curve(x, d_model, factor, warmup))]
 if overlay:
     curves += [(f"{d}/{w}", x, noam_curve(x, d, 1.0, w)) for d, w in ANNOTATED]
@@ -83,7 +83,7 @@ else:
     else:
         planned = []
         if cfg is not None and run_d:
-            xs = np.arange(1, int(max(c.step.max(), job.total_steps or 0)) + 1)
+            xs = curve_steps(max(c.step.max(), job.total_steps or 0), cfg.warmup)
             planned = [(f"planned: d_model {run_d}, warmup {cfg.warmup}, factor {cfg.lr_factor:g}", xs,
                         noam_curve(xs, run_d, cfg.lr_factor, cfg.warmup))]
             err = float(np.nanmax(np.abs(c.lr - noam_curve(c.step, run_d, cfg.lr_factor, cfg.warmup))))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -24,8 +23,8 @@ from explorer.text.tokenizer import MODEL_TYPES
 from explorer.training import args
 from explorer.training.args import planned_model_config
 from explorer.training.notes import warmup_note, zero_bleu_note
-from explorer.training.schedule import (UNRECORDED_CEILING, UNRECORDED_PEAK, FineTune, fine_tune_schedule,
-                                        noam_curve, noam_rate)
+from explorer.training.schedule import (UNRECORDED_CEILING, UNRECORDED_PEAK, FineTune, curve_steps,
+                                        fine_tune_schedule, noam_curve, noam_rate)
 from webapp import downloads, presenter, state, url_keys
 from webapp.text_safety import md_cells
 
@@ -187,7 +186,7 @@ def new_job_form() -> None:
         if recipe and d_model:
             _fine_tune_notes(recipe, int(warmup), float(lr_factor), d_model)
         if d_model and not by_epochs:
-            x = np.arange(1, int(steps) + 1)
+            x = curve_steps(steps, cfg.warmup)
             downloads.chart(plots.schedule_figure([(f"planned (d_model={d_model})", x, noam_curve(
                 x, d_model, cfg.lr_factor, cfg.warmup))], title="Planned learning rate"), "planned_lr", key="tr_planned")
     with parts["start"]:
@@ -288,5 +287,5 @@ def _planned(job: jobs.Job, curves: Curves):
     d_model = _d_model(cfg)
     if not d_model or not len(curves.step):
         return None
-    x = np.arange(1, int(max(job.total_steps or 0, curves.step.max())) + 1)
+    x = curve_steps(max(job.total_steps or 0, curves.step.max()), cfg.warmup)
     return x, noam_curve(x, d_model, cfg.lr_factor, cfg.warmup)
