@@ -208,8 +208,20 @@ def test_a_link_with_an_unknown_scoring_gets_a_message_and_the_exact_default(run
     at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_single": value})
     no_exception(at)
     warnings = [w.value for w in at.warning if "single-head removal scored by" in w.value]
-    assert len(warnings) == 1 and "exact scoring" in warnings[0] and len(warnings[0]) < 400
+    assert len(warnings) == 1 and "the exact scoring (BLEU drop) is shown instead" in warnings[0] and len(warnings[0]) < 400
     assert at.session_state["heads_single"] == "bleu" and "lab_single" not in at.query_params
+
+
+def test_an_unknown_scoring_after_a_chosen_one_names_the_one_kept(runs):
+    """A session that chose the approximate scoring keeps it when a link's lab_single is unknown: the
+    message names the scoring shown, not the default."""
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"lab_single": "loss"})
+    at.query_params["lab_single"] = "bogus"
+    at.run()
+    no_exception(at)
+    warnings = [w.value for w in at.warning if "single-head removal scored by" in w.value]
+    assert len(warnings) == 1 and "the approximate scoring (loss rise) is shown instead" in warnings[0]
+    assert at.session_state["heads_single"] == "loss" and at.query_params["lab_single"] in ("loss", ["loss"])
 
 
 def test_the_cost_says_about_how_long_and_it_grows_with_the_sentences(runs):

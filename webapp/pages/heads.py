@@ -33,8 +33,8 @@ defaults = LabSettings()
 url.seed(url.LAB_N, "heads_n", defaults.sentences, high=views.MAX_SENTENCES)
 url.seed(url.LAB_FORCED, "heads_forced", defaults.forced, options=FORCED)
 url.seed(url.LAB_SEEDS, "heads_seeds", defaults.seeds, high=views.MAX_SEEDS)
-views.say_unknown_scoring()                      # a link's lab_single that is no scoring: said, then the default
-url.seed(url.LAB_SINGLE, "heads_single", defaults.single_removal, options=tuple(SINGLE_REMOVALS))
+picked = url.seed(url.LAB_SINGLE, "heads_single", defaults.single_removal, options=tuple(SINGLE_REMOVALS))
+views.say_unknown_scoring(picked)                # a link's lab_single that is no scoring: said, and what is shown
 col1, col2, col3 = st.columns(3)
 n = col1.number_input("Sentences (the first N test pairs)", 1, views.MAX_SENTENCES, key="heads_n")
 forced = col2.radio("Teacher-force", FORCED, key="heads_forced", horizontal=True,

@@ -29,6 +29,7 @@ NO_ROLE = "no rule matched"     # a head none of the role rules names (the resul
 MAX_SEEDS = 10
 SCORINGS = {"bleu": "BLEU drop: decode each removal (exact)",        # explorer.studies.heads.importance.SINGLE_REMOVALS
             "loss": "loss rise only (approximate, faster)"}
+SCORING_NAMES = {"bleu": "the exact scoring (BLEU drop)", "loss": "the approximate scoring (loss rise)"}
 SCORING_HELP = ("Exact: the test sentences are translated again without each head, and the head is scored by how "
                 "much BLEU falls. Approximate: each head is scored only by how much the teacher-forced loss rises "
                 "without it; no removal is translated, so there is no BLEU drop per head, and a head that changes "
@@ -39,13 +40,14 @@ def result_path(sha: str, settings: LabSettings) -> Path:
     return rp.head_lab_file(sha, settings.key())
 
 
-def say_unknown_scoring() -> None:
-    """A link whose lab_single is not a scoring this page offers: say so (the page then shows the
-    exact default and writes it back into the URL)."""
+def say_unknown_scoring(shown: str) -> None:
+    """A link whose lab_single is not a scoring this page offers: say so, and name the scoring `shown`
+    instead (the one already picked in this session, else the exact default), which the page then
+    writes back into the URL."""
     raw = url.raw(url.LAB_SINGLE)
     if raw is not None and raw not in SCORINGS:
         st.warning(f"The link asks for single-head removal scored by “{md_escape(str(raw)[:40])}”, which is not "
-                   f"one of {', '.join(SCORINGS)}: the exact scoring (BLEU drop) is shown instead.")
+                   f"one of {', '.join(SCORINGS)}: {SCORING_NAMES[shown]} is shown instead.")
 
 
 # ---- views of a result --------------------------------------------------------------------------
