@@ -220,7 +220,7 @@ def put(**values: Any) -> None:
         if text is None:
             if key in st.query_params:
                 del st.query_params[key]
-        elif st.query_params.get(key) != text:
+        elif st.query_params.get_all(key) != [text]:      # a key repeated in a link (n=20&n=30) is made one
             st.query_params[key] = text
         written[key] = text
 

@@ -171,3 +171,15 @@ def test_the_checkpoints_own_figures_and_files_are_named_after_it(checkpoint, mo
     named = {b["label"]: b["file_name"] for b in seen}
     for label in ("Norms as CSV", "Download the whole analysis (JSON)"):
         assert named[label].startswith(info.name), (label, named)
+
+
+def test_a_key_repeated_in_a_link_is_written_back_once(checkpoint):
+    """n=20&n=30 (a link edited by hand): the slider shows one of them and the URL then holds that one
+    alone, so a reload or a copied link opens what is shown."""
+    info, text = checkpoint
+    at = open_page(info.name, text)
+    at.query_params["n"] = ["20", "30"]
+    at.run()
+    no_exception(at)
+    shown = at.slider(key="pe_len").value
+    assert shown in (20, 30) and at.query_params["n"] in (str(shown), [str(shown)])
