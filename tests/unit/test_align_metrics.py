@@ -73,6 +73,17 @@ def test_gold_file_saved_with_a_bom_is_read_as_without_one(tmp_path):
     assert first_line_a_pair[0].src == ["la", "casa"]
 
 
+def test_lines_end_at_newlines_alone_and_are_numbered_as_an_editor_numbers_them():
+    """CRLF reads as LF; a form feed or U+2028 inside a line is whitespace, not a line end, so the pair is
+    read whole and a bad line further on is named by its editor's line number."""
+    crlf = parse_gold("la casa ||| the house ||| 0-0 1-1\r\nel gato ||| the cat ||| 0-0 1-1\r\n")
+    assert [p.src for p in crlf] == [["la", "casa"], ["el", "gato"]] and crlf[1].tgt == ["the", "cat"]
+    spaced = parse_gold("three hundred\x0c ||| drei\u2028hundert ||| 0-0 1-1\n")
+    assert spaced[0].src == ["three", "hundred"] and spaced[0].tgt == ["drei", "hundert"]
+    with pytest.raises(GoldError, match="g.align line 2: "):
+        parse_gold("a\x0cb ||| c ||| 0-0\nbroken line\n", "g.align")
+
+
 @pytest.mark.parametrize("link", ["\u0661-\u0660", "1-\u0660", "\u0661?0", "\u0967-0", "\uff11-0", "\U0001d7cf-0"])
 def test_link_indices_are_ascii_digits_only(link):
     """Python's int() reads Arabic-Indic, Devanagari, full-width and mathematical digits as numbers, so

@@ -107,9 +107,11 @@ def parse_line(line: str, where: str = "") -> GoldPair:
 
 def parse_gold(text: str, name: str = "gold") -> list[GoldPair]:
     """All pairs of a gold file's text (GoldError names the line of the first problem). A leading byte
-    order mark, as Windows editors save UTF-8, is not part of line 1."""
+    order mark, as Windows editors save UTF-8, is not part of line 1. Lines end at a newline alone (CRLF's
+    carriage return is whitespace): str.splitlines would also end one at a form feed or U+2028 inside a
+    word, and the line numbers would no longer be an editor's."""
     pairs = []
-    for number, line in enumerate(text.removeprefix(BOM).splitlines(), 1):
+    for number, line in enumerate(text.removeprefix(BOM).split("\n"), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if len(pairs) >= MAX_PAIRS:
