@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from explorer.store import run_paths as rp
 from support.app_support import ROOT, has_chart, no_exception, open_app, runs  # noqa: F401
 from support.waiting import wait_for_job
 
@@ -96,6 +97,10 @@ def test_a_bad_upload_gets_a_message(runs, monkeypatch):
     assert "more than" in views.uploaded_gold(b"x" * (views.UPLOAD_BYTES + 1), "big.align")
     pairs, name = views.uploaded_gold(b"a b ||| c ||| 0-0 1?0\n", "mine.align")
     assert name == "mine.align" and pairs[0].possible == {(0, 0), (1, 0)}
+    hostile = "../" + "\u202e" + "x" * 5000 + ".align"          # a folder, a right-to-left override, 5,000 letters
+    message = views.uploaded_gold(b"\xff", hostile)
+    assert "\u202e" not in message and "/" not in message and len(message) < 200
+    assert views.uploaded_gold(b"a ||| b ||| 0-0\n", hostile)[1] == rp.clean_upload_name(hostile)
 
 
 def test_bible_checkpoint_opens_on_its_hand_aligned_gold(runs):

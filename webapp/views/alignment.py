@@ -53,7 +53,10 @@ def shipped_gold(ckpt_path: str, sha: str) -> tuple[list[GoldPair], str, int | N
 
 
 def uploaded_gold(data: bytes, name: str) -> tuple[list[GoldPair], str] | str:
-    """An uploaded gold file's pairs, or the message saying why it cannot be used."""
+    """An uploaded gold file's pairs and its name, or the message saying why it cannot be used. The name
+    the browser sent is shown only as rp.clean_upload_name leaves it (no folders, no bidirectional
+    overrides, cut), in messages and labels alike."""
+    name = rp.clean_upload_name(name)
     if len(data) > UPLOAD_BYTES:
         return f"{name}: {len(data):,} bytes, more than the {UPLOAD_BYTES:,} an uploaded gold file may have"
     try:
