@@ -273,15 +273,18 @@ def _options(options: Mapping[str, Any] | Sequence | None) -> Mapping[str, Any] 
 def _nearest(raw: str, options: Mapping[str, Any]) -> Any:
     """A number among choices that also hold words (a layer: "mean", "1".."6"), or numbers with gaps (a
     run's steps: 150, 300, 900): the nearest numbered choice, so `layer=99` is the last layer as it is on a
-    page whose layer is a number, and `at=200` the step 150; None when
-    `raw` is not a whole number or no choice is one. A switch's 0 and 1 are no numbers: `int8=2` is an
-    unknown choice, which falls back to the default."""
-    numbered = {int(k): v for k, v in options.items() if re.fullmatch(r"-?[0-9]+", k) and not isinstance(v, bool)}
+    page whose layer is a number, `at=200` the step 150 and `base=150.5` the base 100; None when `raw` is
+    not a finite number or no choice is one. A switch's 0 and 1 are no numbers: `int8=2` is an unknown
+    choice, which falls back to the default."""
+    numbered = {float(k): v for k, v in options.items()
+                if re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", k) and not isinstance(v, bool)}
     try:
-        wanted = int(str(raw).strip())
-    except ValueError:
+        wanted = float(str(raw).strip())
+    except (ValueError, OverflowError):
         return None
-    return numbered[min(numbered, key=lambda k: (abs(k - wanted), k))] if numbered else None   # a gap: the nearer
+    if not numbered or not math.isfinite(wanted):
+        return None
+    return numbered[min(numbered, key=lambda k: (abs(k - wanted), k))]      # between two: the nearer, else the lower
 
 
 def _allowed(spec: UrlKey, value: Any, low, high, options: Mapping[str, Any] | None) -> Any:

@@ -152,6 +152,9 @@ def test_the_sliders_and_the_side_are_in_the_url_clamped(checkpoint):
     cfg = load_checkpoint(info.path, device="cpu").config
     assert bad.select_slider(key="pe_base").value == cfg.pe_base and bad.query_params["base"] == f"{cfg.pe_base:g}"
     assert bad.select_slider(key="pe_d").value == 16 and bad.query_params["d"] == "16"      # -3: clamped to the least
+    between = open_page(info.name, text, base="150.5")                 # between two offered bases: the nearer
+    no_exception(between)
+    assert between.select_slider(key="pe_base").value == 100.0 and between.query_params["base"] == "100"
 
 
 def test_the_checkpoints_own_figures_and_files_are_named_after_it(checkpoint, monkeypatch):
