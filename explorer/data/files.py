@@ -12,42 +12,96 @@ Formats:
 Bad data raises DataError naming the file and the 1-based line: wrong column count, bytes that are
 not UTF-8, an empty file, a line with an empty side, Moses files of different lengths. Blank lines
 are the one thing skipped (trailing newlines are common), and only if the rest is well formed.
+Files and uploads are read a block of lines at a time (_blocks), so checking one holds a few hundred
+kilobytes of it, however large it is, never the whole text split into a list of lines.
 """
 from __future__ import annotations
 
+import io
+import itertools
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from explorer.data.types import DataError, Pair
-from explorer.files.user_files import UserFileError, read_user_file
+from explorer.files.user_files import UserFileError, open_regular
 
 _HEADERS = {("src", "tgt"), ("source", "target")}
 _LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")       # ISO 639-1 ("es") or 639-2/3 ("spa") style
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
+_BLOCK = 1 << 18          # bytes decoded and split at a time (_blocks)
+SAMPLE_PAIRS = 3           # the first pairs validate_tsv keeps, for the app to show
 
 
-def _decode_lines(data: bytes, name: str) -> list[str]:
-    """UTF-8 text split into lines; DataError with the line number of the first bad byte."""
-    if not data.strip():
-        raise DataError(f"{name}: the file is empty")
+def _blocks(read: Callable[[int], bytes]) -> Iterator[bytes]:
+    """What `read(n)` returns, regrouped into blocks of about _BLOCK bytes that end at a line break (the last
+    one at the end of the data): decoded and split a block at a time, a file is never held whole, nor a list
+    of all its lines. A line longer than a block is gathered in pieces (joined once: never quadratic)."""
+    pieces: list[bytes] = []
+    while chunk := read(_BLOCK):
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            pieces.append(chunk)
+            continue
+        yield b"".join(pieces + [chunk[:cut]])
+        pieces = [chunk[cut:]] if cut < len(chunk) else []
+    if pieces:
+        yield b"".join(pieces)
+
+
+def _bytes_blocks(data: bytes) -> Iterator[bytes]:
+    return _blocks(io.BytesIO(data).read)          # BytesIO shares `data` until written: no copy
+
+
+def _file_blocks(path: str, max_bytes: int | None = None) -> Iterator[bytes]:
+    """A regular file's blocks (explorer.files.user_files.open_regular's checks first: never /dev/zero or a
+    FIFO), read as they are used, at most `max_bytes` in all (DEFAULT_MAX_BYTES when not given)."""
+    limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise DataError(f"{name}, line {line}: not valid UTF-8 (byte 0x{data[e.start]:02x}); "
-                        "save the file as UTF-8") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-
-
-def _read_bytes(path: str, max_bytes: int | None = None) -> bytes:
-    """A regular file's bytes, at most `max_bytes` (DEFAULT_MAX_BYTES when not given): a path may name
-    /dev/zero (endless, with a size of 0) or a FIFO (an open that waits forever); explorer.files.user_files
-    refuses both before reading."""
-    try:
-        return read_user_file(path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
+        fd = open_regular(path)
     except UserFileError as e:
         raise DataError(str(e)) from None
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise DataError(f"{path}: {size:,} bytes, more than the {limit:,} allowed")
+        total = 0
+
+        def read(n: int) -> bytes:
+            nonlocal total
+            chunk = os.read(fd, min(n, limit + 1 - total))
+            total += len(chunk)
+            if total > limit:                       # grown while read, or a stat that lies
+                raise DataError(f"{path}: more than the {limit:,} bytes allowed")
+            return chunk
+
+        yield from _blocks(read)
+    except OSError as e:
+        raise DataError(f"{path}: cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def _text_lines(blocks: Iterable[bytes], name: str) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of UTF-8 lines, one at a time; a line ends at \\n, \\r\\n or a lone \\r.
+    DataError with the line number of the first bad byte, or when nothing but blank lines is there."""
+    no, seen = 0, False
+    for block in blocks:
+        try:
+            text = block.decode("utf-8-sig" if no == 0 else "utf-8")    # a byte-order mark only at the start
+        except UnicodeDecodeError as e:
+            before = block[:e.start]
+            line = no + before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
+            raise DataError(f"{name}, line {line}: not valid UTF-8 (byte 0x{block[e.start]:02x}); "
+                            "save the file as UTF-8") from None
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        for line in (text[:-1] if text.endswith("\n") else text).split("\n"):
+            no += 1
+            seen = seen or bool(line.strip())
+            yield no, line
+    if not seen:
+        raise DataError(f"{name}: the file is empty")
 
 
 def is_header(columns: list[str]) -> bool:
@@ -60,40 +114,49 @@ def is_header(columns: list[str]) -> bool:
             and all(_LANGUAGE_CODE.fullmatch(c) for c in cells))
 
 
-def parse_tsv(data: bytes, name: str = "<upload>") -> list[Pair]:
-    """Pairs from TSV bytes (see the module docstring); ref of each pair is "name:line"."""
-    lines = _decode_lines(data, name)
-    first = lines[0].strip().split("\t") if lines else []
+def _tsv_pairs(lines: Iterator[tuple[int, str]], name: str) -> Iterator[Pair]:
+    """Pairs from numbered TSV lines, one at a time (see the module docstring); ref of each pair is
+    "name:line"."""
+    first_no, first_line = next(lines, (0, ""))
+    first = first_line.strip().split("\t")
     has_ref = [c.lower() for c in first] == ["ref", "src", "tgt"]
-    start = 1 if has_ref or is_header(first) else 0
     want = 3 if has_ref else 2
-    pairs: list[Pair] = []
-    for no, line in enumerate(lines[start:], start=start + 1):
+    if has_ref or is_header(first):
+        numbered: Iterable[tuple[int, str]] = lines
+    else:
+        numbered = itertools.chain([(first_no, first_line)], lines)
+    found, base = False, os.path.basename(name)
+    for no, line in numbered:
         if not line.strip():
             continue
         cols = line.split("\t")
         if len(cols) != want:
             raise DataError(f"{name}, line {no}: expected {want} tab-separated columns, found "
                             f"{len(cols)}: {line[:80]!r}")
-        ref, src, tgt = cols if has_ref else (f"{os.path.basename(name)}:{no}", *cols)
+        ref, src, tgt = cols if has_ref else (f"{base}:{no}", *cols)
         src, tgt = src.strip(), tgt.strip()
         if not src or not tgt:
             side = "source" if not src else "target"
             raise DataError(f"{name}, line {no}: the {side} side is empty")
-        pairs.append(Pair(src, tgt, ref))
-    if not pairs:
+        found = True
+        yield Pair(src, tgt, ref)
+    if not found:
         raise DataError(f"{name}: no sentence pairs found")
-    return pairs
+
+
+def parse_tsv(data: bytes, name: str = "<upload>") -> list[Pair]:
+    """Pairs from TSV bytes (see the module docstring); ref of each pair is "name:line"."""
+    return list(_tsv_pairs(_text_lines(_bytes_blocks(data), name), name))
 
 
 def read_tsv(path: str, max_bytes: int | None = None) -> list[Pair]:
-    return parse_tsv(_read_bytes(path, max_bytes), path)
+    return list(_tsv_pairs(_text_lines(_file_blocks(path, max_bytes), path), path))
 
 
 def read_moses(src_path: str, tgt_path: str, max_bytes: int | None = None) -> list[Pair]:
     """Pairs from two line-aligned files; blank lines must be blank on both sides."""
-    src_lines = _decode_lines(_read_bytes(src_path, max_bytes), src_path)
-    tgt_lines = _decode_lines(_read_bytes(tgt_path, max_bytes), tgt_path)
+    src_lines = [text for _, text in _text_lines(_file_blocks(src_path, max_bytes), src_path)]
+    tgt_lines = [text for _, text in _text_lines(_file_blocks(tgt_path, max_bytes), tgt_path)]
     for lines in (src_lines, tgt_lines):          # a final newline is not an extra line
         while lines and not lines[-1].strip():
             lines.pop()
@@ -159,14 +222,30 @@ class TsvReport:
     sample: list[Pair]
 
 
-def validate_tsv(source: bytes | str, max_bytes: int = DEFAULT_MAX_BYTES,
-                 name: str | None = None) -> TsvReport:
-    """Check an uploaded TSV (bytes) or a path; raises DataError at the first bad line."""
+def validate_tsv(source: bytes | str, max_bytes: int = DEFAULT_MAX_BYTES, name: str | None = None) -> TsvReport:
+    """Check an uploaded TSV (bytes) or a path; raises DataError at the first bad line.
+
+    Streamed: each line is checked and counted as it is read, and only the first SAMPLE_PAIRS pairs are
+    kept, so the memory it takes does not grow with the file (a 50 MB upload of short lines made 13
+    million Pair objects, 3 GB, only to be counted)."""
     if isinstance(source, (bytes, bytearray)):
-        data, name = bytes(source), name or "<upload>"
-        if len(data) > max_bytes:
-            raise DataError(f"{name}: {len(data):,} bytes is over the {max_bytes:,}-byte limit")
+        name = name or "<upload>"
+        if len(source) > max_bytes:
+            raise DataError(f"{name}: {len(source):,} bytes is over the {max_bytes:,}-byte limit")
+        raw = _bytes_blocks(bytes(source))
     else:
-        data, name = _read_bytes(source, max_bytes), name or source
-    pairs = parse_tsv(data, name)
-    return TsvReport(name, len(pairs), len(data), pairs[:3])
+        name = name or source
+        raw = _file_blocks(source, max_bytes)
+    size = [0]
+
+    def counted(blocks: Iterator[bytes]) -> Iterator[bytes]:
+        for block in blocks:
+            size[0] += len(block)
+            yield block
+
+    count, sample = 0, []
+    for pair in _tsv_pairs(_text_lines(counted(raw), name), name):
+        count += 1
+        if len(sample) < SAMPLE_PAIRS:
+            sample.append(pair)
+    return TsvReport(name, count, size[0], sample)

@@ -1,0 +1,71 @@
+"""Validating a user's TSV (explorer.data.files) streams it: the memory it takes does not grow with the file,
+and it still names the first bad line, wherever in the file it is."""
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from explorer.data import files
+from explorer.data.files import parse_tsv, read_tsv, validate_tsv
+from explorer.data.types import DataError, Pair
+
+LINE = b"hola mundo numero uno\thello world number one\n"
+BIG = LINE * (20_000_000 // len(LINE))                 # about 20 MB, 450,000 pairs
+
+
+def peak_bytes(call) -> tuple[object, int]:
+    """What `call()` returns and the most memory it held at once (tracemalloc: bytes, not time)."""
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_validating_20_mb_of_pairs_holds_a_small_part_of_it_in_memory(tmp_path):
+    """A 50 MB upload of short lines took 3 GB (one Pair per line, only to be counted): now a block at a time."""
+    report, peak = peak_bytes(lambda: validate_tsv(BIG, max_bytes=len(BIG)))
+    assert report.pairs == len(BIG) // len(LINE) and report.bytes == len(BIG)
+    assert report.sample == [Pair("hola mundo numero uno", "hello world number one", f"<upload>:{n}") for n in (1, 2, 3)]
+    assert peak < len(BIG) // 5, f"{peak:,} bytes held to validate {len(BIG):,}"
+    path = tmp_path / "big.tsv"                         # Start validates the saved file again, by its path
+    path.write_bytes(BIG)
+    report, peak = peak_bytes(lambda: validate_tsv(str(path)))
+    assert report.pairs == len(BIG) // len(LINE) and report.bytes == len(BIG)
+    assert peak < len(BIG) // 5, f"{peak:,} bytes held to validate {len(BIG):,}"
+
+
+@pytest.mark.parametrize("bad, message", [(b"c\td\te\n", "expected 2 tab-separated columns, found 3"),
+                                          (b"\xff\tx\n", "not valid UTF-8 \\(byte 0xff\\)"),
+                                          (b"\tx\n", "the source side is empty")])
+def test_a_bad_line_far_into_the_file_is_still_the_one_named(tmp_path, bad, message):
+    """Blocks are cut at line breaks: the line numbers go on across them, whatever the line endings."""
+    good = b"a\tb\r\n" * (3 * files._BLOCK // 5) + b"c\td\r" + b"e\tf\n" * 10    # Windows, old Mac and Unix endings
+    line = good.count(b"\n") + good.count(b"\r") - good.count(b"\r\n") + 1
+    data = good + bad + b"g\th\n"
+    with pytest.raises(DataError, match=f"^<upload>, line {line}: {message}"):
+        validate_tsv(data)
+    path = tmp_path / "bad.tsv"
+    path.write_bytes(data)
+    with pytest.raises(DataError, match=f"line {line}: {message}"):
+        read_tsv(str(path))
+    pairs = parse_tsv(good)
+    assert len(pairs) == line - 1 and pairs[-1].ref == f"<upload>:{line - 1}"
+
+
+def test_a_line_longer_than_a_block_is_one_line():
+    long = "x" * (3 * files._BLOCK)
+    pairs = parse_tsv(f"\ufeffsrc\ttgt\na\tb\n{long}\ty\nc\td".encode())
+    assert [(p.src[:3], p.tgt, p.ref) for p in pairs] == [("a", "b", "<upload>:2"), ("xxx", "y", "<upload>:3"),
+                                                          ("c", "d", "<upload>:4")]
+
+
+def test_an_oversized_file_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "big.tsv"
+    path.write_bytes(LINE * 100)
+    with pytest.raises(DataError, match="more than the 1,000 allowed"):
+        validate_tsv(str(path), max_bytes=1000)
+    with pytest.raises(DataError, match="empty"):
+        validate_tsv(b" \n\r\n\t\n")
