@@ -4,7 +4,10 @@ Uploads land in runs/uploads/<sha256 prefix>.tsv (the same file uploaded twice i
 the name it was uploaded under, cleaned (run_files.clean_upload_name), in <sha256 prefix>.name beside
 it: the hash keeps the identity, the name is what the app shows (the latest upload's name). The
 folder is bounded: the oldest files go first once it holds more than UPLOADS_KEEP_FILES files or
-UPLOADS_KEEP_BYTES, but never a file a run trains on (resuming that run needs it). Streamlit refuses
+UPLOADS_KEEP_BYTES, but never a file a run trains on (resuming that run needs it), nor one of the
+UPLOADS_RECENT_FILES newest saved in the last UPLOADS_RECENT_S seconds (someone is filling in the form
+to train on it; a class uploading at once would otherwise prune each other's files before Start). The
+Train page still checks its accepted upload is there on every run: an older one may be gone. Streamlit refuses
 anything above UPLOAD_MAX_BYTES at the door (.streamlit/config.toml: server.maxUploadSize).
 """
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import time
 from pathlib import Path
 
 from explorer.data.files import validate_tsv
@@ -24,6 +28,8 @@ from explorer.training import jobs
 UPLOAD_MAX_BYTES = 50 * 1024 * 1024
 UPLOADS_KEEP_BYTES = 500 * 1024 * 1024     # runs/uploads/ is pruned, oldest first, down to this ...
 UPLOADS_KEEP_FILES = 50                    # ... and this many files (files a run trains on are kept)
+UPLOADS_RECENT_S = 15 * 60                 # uploads saved this recently are spared too, ...
+UPLOADS_RECENT_FILES = 5                   # ... the newest this many: the folder's bound grows by at most 5 uploads
 
 
 def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX_BYTES):
@@ -47,9 +53,19 @@ def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX
 def _prune_uploads(folder: Path, keep: Path) -> None:
     """Delete the oldest uploads until at most UPLOADS_KEEP_FILES files / UPLOADS_KEEP_BYTES remain.
 
-    Never `keep` (just uploaded) and never a file a run trains on (its train_config.json's
-    dataset): resuming that run needs it.
+    Never `keep` (just uploaded), the UPLOADS_RECENT_FILES newest of the last UPLOADS_RECENT_S seconds, and
+    never a file a run trains on (its train_config.json's dataset): resuming that run needs it.
     """
-    in_use = [Path(str(j.config.get("dataset", ""))) for j in jobs.list_jobs()] + [keep]
+    in_use = [Path(str(j.config.get("dataset", ""))) for j in jobs.list_jobs()] + [keep] + _recent(folder)
     prune_oldest(folder.glob(f"*{UPLOAD_SUFFIX}"), UPLOADS_KEEP_FILES, UPLOADS_KEEP_BYTES, spare=in_use,
                  on_delete=lambda f: rp.upload_name_file(f).unlink(missing_ok=True))
+
+
+def _recent(folder: Path) -> list[Path]:
+    """The UPLOADS_RECENT_FILES newest uploads saved (or uploaded again) in the last UPLOADS_RECENT_S seconds."""
+    since, found = time.time() - UPLOADS_RECENT_S, []
+    for path in folder.glob(f"*{UPLOAD_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if (mtime := path.stat().st_mtime) >= since:
+                found.append((mtime, path))
+    return [path for _, path in sorted(found, reverse=True)[:UPLOADS_RECENT_FILES]]

@@ -7,6 +7,7 @@ page switch never stops it; the panel reads only what the trainer writes (explor
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -75,6 +76,10 @@ def _dataset(choice: str) -> str | None:
         st.error(f"File refused: {state.md_escape(cache[upload.file_id])}")
         return None
     path, report = cache[upload.file_id]
+    if not Path(path).is_file():                       # pruned since (uploads.py): others uploaded since
+        st.error(f"{state.md_escape(rp.clean_upload_name(upload.name))} was removed from the server to make room "
+                 "for newer uploads; upload it again to train on it.")
+        return None
     size = f"{report.bytes / 1e6:.1f} MB" if report.bytes >= 100_000 else f"{report.bytes / 1e3:.1f} kB"
     st.success(f"{state.md_escape(rp.dataset_label(str(path)))}: {report.pairs:,} sentence pairs accepted "
                f"({size}).")

@@ -1,0 +1,54 @@
+"""AppTest of the Train page's own-data upload: what it says about a file it accepted or refused, and about
+an accepted upload that is no longer on the server when Start would train on it."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from explorer.training import jobs, launch, uploads
+from support.app_support import no_exception, open_app, runs  # noqa: F401
+
+PAGE = "webapp/pages/train.py"
+GOOD = b"one\teins\ntwo\tzwei\nthree\tdrei\n"
+
+
+def shown(elements) -> str:
+    """The elements' text as the browser shows it (Markdown escapes read back)."""
+    import re
+    return "\n".join(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", str(e.value)) for e in elements)
+
+
+def upload(at, name: str, data: bytes):
+    at.radio(key="tr_data").set_value("upload").run()
+    at.file_uploader(key="tr_upload").upload(name, data, "text/tab-separated-values").run()
+    no_exception(at)
+    return at
+
+
+def launches(monkeypatch) -> list:
+    """launch.start replaced by a recorder of the settings each Start press would launch."""
+    launched = []
+
+    def fake_start(cfg, nproc=1):
+        launched.append(cfg)
+        return jobs.Job(name=Path(cfg.run_dir).name, run_dir=Path(cfg.run_dir), state="starting")
+
+    monkeypatch.setattr(launch, "start", fake_start)
+    return launched
+
+
+def test_an_accepted_upload_pruned_before_start_is_said_to_be_gone(runs, monkeypatch):
+    """uploads/ is pruned oldest first when others upload: the page said "accepted" until Start, which
+    then said "no such file" with the server's path. Now the page says it is gone and Start waits."""
+    launched = launches(monkeypatch)
+    at = upload(open_app(None, PAGE), "mine.tsv", GOOD)
+    assert "3 sentence pairs accepted" in shown(at.success)
+    (saved,) = (runs / "uploads").glob("*.tsv")
+    os.utime(saved, (1000, 1000))                          # saved long ago: no longer spared as recent
+    monkeypatch.setattr(uploads, "UPLOADS_KEEP_FILES", 1)
+    uploads.save_upload(b"four\tvier\nfive\tfuenf\nsix\tsechs\n", "theirs.tsv")    # someone else uploads
+    assert not saved.exists()
+    at.run()
+    no_exception(at)
+    assert "mine.tsv was removed from the server to make room for newer uploads; upload it again" in shown(at.error)
+    assert not at.success and at.button(key="tr_start").disabled and launched == []
