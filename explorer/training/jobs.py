@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from explorer.files import names
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.store.run_clearing import TOP_FILES, TOP_FOLDERS
@@ -33,7 +34,16 @@ from explorer.store.run_clearing import TOP_FILES, TOP_FOLDERS
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-RESERVED_NAMES = (rp.UPLOADS, rp.HEADS, rp.ALIGN, rp.SEARCH)          # folders of the runs directory that are not runs
+# The folders the app writes into the runs directory that are not runs (their names: explorer.files.names), and
+# what each holds, for the message that refuses one as a run name. POISON_DEMO is the poisoned-pairs
+# demonstration's default --out (explorer.studies.grounding.poison_out.DEFAULT_OUT, which this floor may not
+# import; tests/integration/test_jobs.py holds the two equal).
+POISON_DEMO = "poison-demo"
+APP_FOLDERS = {names.UPLOADS: "uploaded training data", names.HEADS: "the head lab's results",
+               names.ALIGN: "the alignment scorecard's results", names.SEARCH: "the Search page's beam-size curves",
+               names.GRAPHS: "the Graphs page's attribution graphs", names.GROUNDING: "the training-word indexes",
+               names.FEATURES: "the feature dictionaries (transcoders)",
+               POISON_DEMO: "the poisoned-pairs demonstration"}
 LAUNCHED: dict[str, subprocess.Popen] = {}     # trainers this process launched (launch.py), reaped when polled
 
 
@@ -71,13 +81,15 @@ def run_dir_for(name: str) -> Path:
     """The run directory a run name from a form stands for: a folder directly under rp.runs_root().
 
     Refused (JobError naming the rule) when the name is not one plain path component ('..', '/',
-    an absolute path, '.', a hidden name), is reserved (uploads/), or already exists as a symlink
+    an absolute path, '.', a hidden name), is one of the app's own folders (APP_FOLDERS), or already exists as a symlink
     or anything else that resolves outside the runs directory: the trainer would write there.
     Creates nothing.
     """
     name, root = str(name).strip(), rp.runs_root()
     refused = JobError(f"run name {name!r}: use {NAME_RULE} (a folder directly under {root}, not a path)")
-    if not NAME_RE.fullmatch(name) or name in RESERVED_NAMES:
+    if name in APP_FOLDERS:
+        raise JobError(f"run name {name!r} is a folder the app uses for {APP_FOLDERS[name]}; choose another name")
+    if not NAME_RE.fullmatch(name):
         raise refused
     path = root / name
     if path.is_symlink() or path.resolve().parent != root:
@@ -140,11 +152,11 @@ def poll(run_dir: str | os.PathLike) -> Job:
 
 
 def list_jobs(root: str | os.PathLike | None = None) -> list[Job]:
-    """Every run directory under `root`, newest first (uploads/, heads/ and hidden folders skipped)."""
+    """Every run directory under `root`, newest first (the app's own folders, APP_FOLDERS, and hidden ones skipped)."""
     root = Path(root) if root else rp.runs_root()
     try:
         dirs = [p for p in root.iterdir()
-                if p.is_dir() and not p.name.startswith(".") and p.name not in RESERVED_NAMES and _a_run(p)]
+                if p.is_dir() and not p.name.startswith(".") and p.name not in APP_FOLDERS and _a_run(p)]
     except OSError:
         return []
     jobs = [poll(d) for d in dirs]

@@ -152,7 +152,7 @@ def test_train_page_refuses_bad_settings_and_a_full_slot(runs):
     at = open_page("train")
     root = runs["root"]
     before = sorted(p.name for p in root.parent.iterdir()), sorted(p.name for p in root.iterdir())
-    for bad in ("bad name!", "../../trav-ui", "../escaped", str(root.parent / "abs-ui"), ".", "a/b", "uploads",
+    for bad in ("bad name!", "../../trav-ui", "../escaped", str(root.parent / "abs-ui"), ".", "a/b",
                 "x/../trav-ui-y", " ./trav-ui-dot", "y/."):
         next(t for t in at.text_input if t.label.startswith("Run name")).set_value(bad).run()
         at.button(key="tr_start").click().run()
@@ -164,6 +164,20 @@ def test_train_page_refuses_bad_settings_and_a_full_slot(runs):
     at.button(key="tr_start").click().run()
     assert "limit is 1" in texts(at.error)                    # the running job holds the one slot
     assert not (runs["root"] / "fresh").exists()
+
+
+def test_a_run_named_after_one_of_the_apps_folders_is_refused_saying_so(runs, monkeypatch):
+    """'graphs' was accepted as a run name: the run would have been written among the Graphs page's files."""
+    launched = launches(monkeypatch)
+    at = open_page("train")
+    for name, holds in (("graphs", "attribution graphs"), ("uploads", "uploaded training data")):
+        next(t for t in at.text_input if t.label.startswith("Run name")).set_value(name).run()
+        at.button(key="tr_start").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert f"Not started: run name '{name}' is a folder the app uses for" in texts(at.error), name
+        assert holds in texts(at.error) and "choose another name" in texts(at.error)
+        assert "letters, digits" not in texts(at.error)              # not the charset rule: the name is valid
+    assert launched == []
 
 
 def test_stop_button_stops_a_running_job(runs):

@@ -217,7 +217,7 @@ def test_lock_holder_started_elsewhere_is_seen_as_running(root):
 
 # ---- run names: a folder directly under the runs directory, nothing else --------------------------
 HOSTILE_NAMES = ["../../trav-ui", "/tmp/abs-ui", ".", "..", "a/b", "../checkpoints/numbers-en-de-step150",
-                 "uploads", " ", "a\x00b", "x" * 65, ".hidden", "x/../trav-ui-y", "./trav-ui-dot", "y/."]
+                 " ", "a\x00b", "x" * 65, ".hidden", "x/../trav-ui-y", "./trav-ui-dot", "y/."]
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
@@ -233,6 +233,25 @@ def test_run_names_that_leave_the_runs_directory_are_refused_and_nothing_is_crea
     assert not any(root.iterdir())
     assert sorted(p.name for p in tmp_path.parent.iterdir()) == outside
     assert target.exists() == existed and not (target / rp.LOG).exists()
+
+
+def app_folders() -> list[str]:
+    """Every folder the app's analyses write directly under the runs directory, named where each is defined."""
+    from explorer.files import names
+    from explorer.studies.grounding.poison_out import DEFAULT_OUT
+    return [names.UPLOADS, names.HEADS, names.ALIGN, names.SEARCH, names.GRAPHS, names.GROUNDING, names.FEATURES,
+            DEFAULT_OUT]
+
+
+@pytest.mark.parametrize("name", app_folders())
+def test_the_apps_own_folders_are_refused_as_run_names_saying_so(root, name):
+    """'graphs', 'features', 'poison-demo'... were accepted: a run would have been written among the app's files."""
+    with pytest.raises(jobs.JobError, match=f"^run name '{name}' is a folder the app uses for .+; choose another name$"):
+        jobs.run_dir_for(name)
+    with pytest.raises(jobs.JobError, match="is a folder the app uses"):
+        launch.start(numbers_cfg(root / name))
+    assert not any(root.iterdir())
+    jobs.run_dir_for(name.upper())                                # only the folders themselves
 
 
 def test_a_run_name_that_resolves_elsewhere_is_refused(root, tmp_path_factory):
