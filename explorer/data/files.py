@@ -30,6 +30,7 @@ from explorer.files.user_files import UserFileError, open_regular
 _HEADERS = {("src", "tgt"), ("source", "target")}
 _LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")       # ISO 639-1 ("es") or 639-2/3 ("spa") style
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
+MIN_PAIRS = 3              # what training needs: a pair each for train, dev and test (data.splits.split_held_out)
 _BLOCK = 1 << 18          # bytes decoded and split at a time (_blocks)
 SAMPLE_PAIRS = 3           # the first pairs validate_tsv keeps, for the app to show
 
@@ -222,8 +223,10 @@ class TsvReport:
     sample: list[Pair]
 
 
-def validate_tsv(source: bytes | str, max_bytes: int = DEFAULT_MAX_BYTES, name: str | None = None) -> TsvReport:
-    """Check an uploaded TSV (bytes) or a path; raises DataError at the first bad line.
+def validate_tsv(source: bytes | str, max_bytes: int = DEFAULT_MAX_BYTES, name: str | None = None, *,
+                 min_pairs: int = 1) -> TsvReport:
+    """Check an uploaded TSV (bytes) or a path; raises DataError at the first bad line, or when it holds
+    fewer than `min_pairs` pairs (what a training job checks: MIN_PAIRS, with split_held_out's reason).
 
     Streamed: each line is checked and counted as it is read, and only the first SAMPLE_PAIRS pairs are
     kept, so the memory it takes does not grow with the file (a 50 MB upload of short lines made 13
@@ -248,4 +251,7 @@ def validate_tsv(source: bytes | str, max_bytes: int = DEFAULT_MAX_BYTES, name: 
         count += 1
         if len(sample) < SAMPLE_PAIRS:
             sample.append(pair)
+    if count < min_pairs:
+        raise DataError(f"{name}: need at least {min_pairs} sentence pairs to make train/dev/test splits, "
+                        f"got {count}")
     return TsvReport(name, count, size[0], sample)

@@ -24,7 +24,7 @@ import torch
 
 from explorer.config import TrainConfig
 from explorer.data import DataError
-from explorer.data.files import validate_tsv
+from explorer.data.files import MIN_PAIRS, validate_tsv
 from explorer.files.limits import whole_number
 from explorer.files.names import LAUNCH_LOCK
 from explorer.model import parameter_count
@@ -69,7 +69,7 @@ def validate_settings(cfg: TrainConfig, *, new_run: bool = True) -> None:
         if not Path(cfg.dataset).is_file():
             raise jobs.JobError(f"dataset {cfg.dataset!r}: no such file (use numbers, bible or an uploaded .tsv)")
         try:
-            validate_tsv(cfg.dataset)
+            validate_tsv(cfg.dataset, min_pairs=MIN_PAIRS)
         except DataError as err:
             raise jobs.JobError(f"dataset refused: {err}") from None
     if cfg.init_from:

@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from explorer.data.files import validate_tsv
+from explorer.data.files import MIN_PAIRS, validate_tsv
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import UPLOAD_SUFFIX
 from explorer.files.pruning import prune_oldest
@@ -33,10 +33,11 @@ UPLOADS_RECENT_FILES = 5                   # ... the newest this many: the folde
 
 
 def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX_BYTES):
-    """Validate an uploaded TSV (DataError with the first bad line) and keep it as runs/uploads/<hash>.tsv.
+    """Validate an uploaded TSV (DataError with the first bad line, or fewer pairs than training needs) and
+    keep it as runs/uploads/<hash>.tsv.
 
     Returns (path, TsvReport)."""
-    report = validate_tsv(data, max_bytes=max_bytes, name=name)
+    report = validate_tsv(data, max_bytes=max_bytes, name=name, min_pairs=MIN_PAIRS)
     folder = rp.runs_root() / rp.UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}{UPLOAD_SUFFIX}"

@@ -52,3 +52,12 @@ def test_an_accepted_upload_pruned_before_start_is_said_to_be_gone(runs, monkeyp
     no_exception(at)
     assert "mine.tsv was removed from the server to make room for newer uploads; upload it again" in shown(at.error)
     assert not at.success and at.button(key="tr_start").disabled and launched == []
+
+
+def test_an_upload_of_fewer_pairs_than_training_needs_is_refused_at_once(runs, monkeypatch):
+    """1 or 2 pairs were "accepted" (as "1 sentence pairs") and only the trainer said it needs 3."""
+    launched = launches(monkeypatch)
+    at = upload(open_app(None, PAGE), "one.tsv", b"one\teins\n")
+    assert "need at least 3 sentence pairs to make train/dev/test splits, got 1" in shown(at.error)
+    assert not at.success and at.button(key="tr_start").disabled and launched == []
+    assert not list((runs / "uploads").glob("*.tsv"))                  # nothing kept

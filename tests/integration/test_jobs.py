@@ -107,10 +107,13 @@ def test_start_progress_stop_resume_sigkill_resume(root, tokenizer_dir):
     assert load_checkpoint(rp.checkpoint_dirs(run)[-1]).meta["training"]["step"] == 40
 
 
-def test_a_crashing_trainer_shows_failed_with_its_error(root, tmp_path):
+def test_a_crashing_trainer_shows_failed_with_its_error(root, tmp_path, monkeypatch):
     tiny = tmp_path / "two_pairs.tsv"
     tiny.write_text("one\teins\ntwo\tzwei\n")                  # valid TSV, too small to split into train/dev/test
     run = root / "crash"
+    with pytest.raises(jobs.JobError, match="dataset refused: .*need at least 3 sentence pairs"):
+        launch.start(numbers_cfg(run, dataset=str(tiny)))         # refused before launch, since it is checked
+    monkeypatch.setattr(launch, "validate_tsv", lambda *args, **kwargs: None)    # what the trainer does with it
     launch.start(numbers_cfg(run, dataset=str(tiny)))
     job = wait(run, lambda j: not j.active, "the trainer to exit")
     assert job.state == "failed" and "at least 3 sentence pairs" in job.last_error
@@ -159,6 +162,8 @@ def test_upload_is_validated_and_kept_by_content_hash(root):
         uploads.save_upload(b"one\teins\ntwo zwei\n", "bad.tsv")
     with pytest.raises(DataError, match="limit"):
         uploads.save_upload(b"a\tb\n" * 100, max_bytes=50)
+    with pytest.raises(DataError, match="need at least 3 sentence pairs to make train/dev/test splits, got 2"):
+        uploads.save_upload(b"one\teins\ntwo\tzwei\n", "two.tsv")     # training could not split it
     assert [j.name for j in jobs.list_jobs()] == []                # uploads/ is not a run
 
 

@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from explorer.data import files
+from explorer.data import files, split_held_out
 from explorer.data.files import parse_tsv, read_tsv, validate_tsv
 from explorer.data.types import DataError, Pair
 
@@ -69,3 +69,18 @@ def test_an_oversized_file_is_refused_before_it_is_read(tmp_path):
         validate_tsv(str(path), max_bytes=1000)
     with pytest.raises(DataError, match="empty"):
         validate_tsv(b" \n\r\n\t\n")
+
+
+def test_fewer_pairs_than_training_splits_are_refused_with_the_splits_reason():
+    """Uploads of 1 or 2 pairs were accepted, and the trainer then failed: train/dev/test need one each."""
+    pairs = [Pair(f"s{i}", f"t{i}", str(i)) for i in range(files.MIN_PAIRS)]
+    assert [len(part) for part in split_held_out(pairs)] == [1, 1, 1]            # the same fact as the splitter's
+    with pytest.raises(DataError, match="need at least 3 sentence pairs"):
+        split_held_out(pairs[:-1])
+    for n in range(1, files.MIN_PAIRS):
+        data = b"".join(b"a%d\tb%d\n" % (i, i) for i in range(n))
+        with pytest.raises(DataError, match=f"^<upload>: need at least 3 sentence pairs to make train/dev/test "
+                                            f"splits, got {n}$"):
+            validate_tsv(data, min_pairs=files.MIN_PAIRS)
+        assert validate_tsv(data).pairs == n                      # only a check that training asks for
+    assert validate_tsv(b"a\tb\nc\td\ne\tf\n", min_pairs=files.MIN_PAIRS).pairs == 3

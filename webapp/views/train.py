@@ -27,6 +27,7 @@ from explorer.training.notes import warmup_note, zero_bleu_note
 from explorer.training.schedule import (UNRECORDED_CEILING, UNRECORDED_PEAK, FineTune, curve_steps,
                                         fine_tune_schedule, noam_curve, noam_rate)
 from webapp import downloads, presenter, state, url_keys
+from webapp.numbering import count
 from webapp.text_safety import md_cells
 
 DATASETS = {"numbers": "Number words, English → German (learns in minutes)",
@@ -81,7 +82,7 @@ def _dataset(choice: str) -> str | None:
                  "for newer uploads; upload it again to train on it.")
         return None
     size = f"{report.bytes / 1e6:.1f} MB" if report.bytes >= 100_000 else f"{report.bytes / 1e3:.1f} kB"
-    st.success(f"{state.md_escape(rp.dataset_label(str(path)))}: {report.pairs:,} sentence pairs accepted "
+    st.success(f"{state.md_escape(rp.dataset_label(str(path)))}: {count(report.pairs, 'sentence pair')} accepted "
                f"({size}).")
     st.dataframe(pd.DataFrame([{"source": p.src, "target": p.tgt} for p in report.sample]), hide_index=True)
     return str(path)
