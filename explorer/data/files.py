@@ -22,7 +22,7 @@ import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from explorer.data.types import DataError, Pair
 from explorer.files.user_files import UserFileError, open_regular
@@ -115,14 +115,17 @@ def is_header(columns: list[str]) -> bool:
             and all(_LANGUAGE_CODE.fullmatch(c) for c in cells))
 
 
-def _tsv_pairs(lines: Iterator[tuple[int, str]], name: str) -> Iterator[Pair]:
+def _tsv_pairs(lines: Iterator[tuple[int, str]], name: str, header: list[str] | None = None) -> Iterator[Pair]:
     """Pairs from numbered TSV lines, one at a time (see the module docstring); ref of each pair is
-    "name:line"."""
+    "name:line". A first line read as a header has its cells put in `header`, when given: the app says so
+    (a real pair of two short lowercase words, `oui<TAB>yes`, reads as two language codes)."""
     first_no, first_line = next(lines, (0, ""))
     first = first_line.strip().split("\t")
     has_ref = [c.lower() for c in first] == ["ref", "src", "tgt"]
     want = 3 if has_ref else 2
     if has_ref or is_header(first):
+        if header is not None:
+            header.extend(c.strip() for c in first)
         numbered: Iterable[tuple[int, str]] = lines
     else:
         numbered = itertools.chain([(first_no, first_line)], lines)
@@ -221,6 +224,7 @@ class TsvReport:
     pairs: int
     bytes: int
     sample: list[Pair]
+    header: list[str] = field(default_factory=list)     # line 1's cells when it was read as a header, not a pair
 
 
 def validate_tsv(source: bytes | str, max_bytes: int = DEFAULT_MAX_BYTES, name: str | None = None, *,
@@ -246,12 +250,12 @@ def validate_tsv(source: bytes | str, max_bytes: int = DEFAULT_MAX_BYTES, name: 
             size[0] += len(block)
             yield block
 
-    count, sample = 0, []
-    for pair in _tsv_pairs(_text_lines(counted(raw), name), name):
+    count, sample, header = 0, [], []
+    for pair in _tsv_pairs(_text_lines(counted(raw), name), name, header):
         count += 1
         if len(sample) < SAMPLE_PAIRS:
             sample.append(pair)
     if count < min_pairs:
         raise DataError(f"{name}: need at least {min_pairs} sentence pairs to make train/dev/test splits, "
                         f"got {count}")
-    return TsvReport(name, count, size[0], sample)
+    return TsvReport(name, count, size[0], sample, header)

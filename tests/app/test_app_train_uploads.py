@@ -61,3 +61,11 @@ def test_an_upload_of_fewer_pairs_than_training_needs_is_refused_at_once(runs, m
     assert "need at least 3 sentence pairs to make train/dev/test splits, got 1" in shown(at.error)
     assert not at.success and at.button(key="tr_start").disabled and launched == []
     assert not list((runs / "uploads").glob("*.tsv"))                  # nothing kept
+
+
+def test_a_first_line_read_as_a_header_is_said_so_when_accepted(runs):
+    """`oui<TAB>yes` looks like two language codes: it was dropped as a header without a word."""
+    at = upload(open_app(None, PAGE), "fr.tsv", b"oui\tyes\nnon\tno\nmerci\tthanks\nbonjour\thello\n")
+    assert "fr.tsv: 3 sentence pairs accepted (0.0 kB); line 1 was read as a header: oui / yes." in shown(at.success)
+    at = upload(open_app(None, PAGE), "plain.tsv", b"merci\tthanks\nbonjour\thello\nsalut\thi\n")
+    assert "3 sentence pairs accepted" in shown(at.success) and "header" not in shown(at.success)

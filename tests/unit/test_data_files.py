@@ -84,3 +84,12 @@ def test_fewer_pairs_than_training_splits_are_refused_with_the_splits_reason():
             validate_tsv(data, min_pairs=files.MIN_PAIRS)
         assert validate_tsv(data).pairs == n                      # only a check that training asks for
     assert validate_tsv(b"a\tb\nc\td\ne\tf\n", min_pairs=files.MIN_PAIRS).pairs == 3
+
+
+@pytest.mark.parametrize("first, header", [("oui\tyes", ["oui", "yes"]), ("src\ttgt", ["src", "tgt"]),
+                                           ("one\teins", [])])
+def test_the_report_says_which_first_line_was_read_as_a_header(first, header):
+    """`oui<TAB>yes` reads as two language codes and was dropped without a word: the report now says so."""
+    report = validate_tsv(f"{first}\ntwo\tzwei\nthree\tdrei\nfour\tvier\n".encode())
+    assert report.header == header
+    assert report.pairs == (3 if header else 4) and report.sample[0].src == ("two" if header else "one")

@@ -82,8 +82,10 @@ def _dataset(choice: str) -> str | None:
                  "for newer uploads; upload it again to train on it.")
         return None
     size = f"{report.bytes / 1e6:.1f} MB" if report.bytes >= 100_000 else f"{report.bytes / 1e3:.1f} kB"
+    header = (f"; line 1 was read as a header: {state.md_escape(' / '.join(report.header))}" if report.header
+              else "")                                 # is_header's guess, said: `oui<TAB>yes` may be a real pair
     st.success(f"{state.md_escape(rp.dataset_label(str(path)))}: {count(report.pairs, 'sentence pair')} accepted "
-               f"({size}).")
+               f"({size}){header}.")
     st.dataframe(pd.DataFrame([{"source": p.src, "target": p.tgt} for p in report.sample]), hide_index=True)
     return str(path)
 
