@@ -34,9 +34,10 @@ UPLOADS_RECENT_FILES = 5                   # ... the newest this many: the folde
 
 def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX_BYTES):
     """Validate an uploaded TSV (DataError with the first bad line, or fewer pairs than training needs) and
-    keep it as runs/uploads/<hash>.tsv.
+    keep it as runs/uploads/<hash>.tsv. Both name the file by its cleaned name (rp.clean_upload_name).
 
     Returns (path, TsvReport)."""
+    name = rp.clean_upload_name(name)          # refusals name it as the page does: no 5,000 characters, no U+202E
     report = validate_tsv(data, max_bytes=max_bytes, name=name, min_pairs=MIN_PAIRS)
     folder = rp.runs_root() / rp.UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
@@ -46,7 +47,7 @@ def save_upload(data: bytes, name: str = "<upload>", max_bytes: int = UPLOAD_MAX
     else:
         os.utime(path)                                          # uploaded again: newest, pruned last
     with contextlib.suppress(OSError):                          # a missing name only shows the hash
-        write_bytes_atomic(rp.upload_name_file(path), rp.clean_upload_name(name).encode("utf-8"))
+        write_bytes_atomic(rp.upload_name_file(path), name.encode("utf-8"))
     _prune_uploads(folder, keep=path)
     return path, report
 

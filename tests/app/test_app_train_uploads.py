@@ -69,3 +69,14 @@ def test_a_first_line_read_as_a_header_is_said_so_when_accepted(runs):
     assert "fr.tsv: 3 sentence pairs accepted (0.0 kB); line 1 was read as a header: oui / yes." in shown(at.success)
     at = upload(open_app(None, PAGE), "plain.tsv", b"merci\tthanks\nbonjour\thello\nsalut\thi\n")
     assert "3 sentence pairs accepted" in shown(at.success) and "header" not in shown(at.success)
+
+
+def test_a_refused_upload_is_named_as_an_accepted_one_is_cleaned_and_short(runs):
+    """A refusal showed the name as given: 5,000 characters, and a right-to-left override that displays the
+    rest reversed; the accepted message already showed it cleaned (run_paths.clean_upload_name)."""
+    from explorer.store.run_paths import UPLOAD_NAME_CHARS, clean_upload_name
+    name = "\u202emine" + "x" * 5000 + ".tsv"
+    at = upload(open_app(None, PAGE), name, b"one\teins\ntwo zwei\n")
+    error = shown(at.error)
+    assert f"File refused: {clean_upload_name(name)}, line 2: expected 2 tab-separated columns" in error
+    assert "\u202e" not in error and "x" * UPLOAD_NAME_CHARS not in error
