@@ -1,5 +1,5 @@
-"""AppTest of the Train page's own-data upload: what it says about a file it accepted or refused, and about
-an accepted upload that is no longer on the server when Start would train on it."""
+"""AppTest of the Train page with no run yet: its own-data upload (what it says about a file it accepted or
+refused, and about an accepted upload no longer on the server when Start would train on it), and a link's run=."""
 from __future__ import annotations
 
 import os
@@ -80,3 +80,11 @@ def test_a_refused_upload_is_named_as_an_accepted_one_is_cleaned_and_short(runs)
     error = shown(at.error)
     assert f"File refused: {clean_upload_name(name)}, line 2: expected 2 tab-separated columns" in error
     assert "\u202e" not in error and "x" * UPLOAD_NAME_CHARS not in error
+
+
+def test_a_run_in_the_url_with_no_run_to_show_leaves_it(runs):
+    """As on the Schedule page (tests/app/test_app_schedule.py): run= names nothing the page shows."""
+    at = open_app(None, PAGE, None, {"run": "../../etc"})
+    no_exception(at)
+    assert "No runs yet" in shown(at.info)
+    assert "run" not in at.query_params

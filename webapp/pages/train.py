@@ -33,6 +33,7 @@ all_jobs = jobs.list_jobs()                      # again: the form may have just
 with area["jobs"]:
     st.header("Jobs")
     if not all_jobs:
+        url.put(**{url.RUN.key: None})         # no job to show: a link's run= names nothing shown here
         st.info(f"No runs yet in {state.md_escape(rp.runs_root())}.")
         st.stop()
     st.fragment(views.jobs_table, run_every=2 if any(j.active for j in all_jobs) else None)()
