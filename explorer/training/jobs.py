@@ -39,11 +39,11 @@ NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or di
 # demonstration's default --out (explorer.studies.grounding.poison_out.DEFAULT_OUT, which this floor may not
 # import; tests/integration/test_jobs.py holds the two equal).
 POISON_DEMO = "poison-demo"
-APP_FOLDERS = {names.UPLOADS: "uploaded training data", names.HEADS: "the head lab's results",
-               names.ALIGN: "the alignment scorecard's results", names.SEARCH: "the Search page's beam-size curves",
-               names.GRAPHS: "the Graphs page's attribution graphs", names.GROUNDING: "the training-word indexes",
-               names.FEATURES: "the feature dictionaries (transcoders)",
-               POISON_DEMO: "the poisoned-pairs demonstration"}
+RESERVED_NAMES = {names.UPLOADS: "uploaded training data", names.HEADS: "the head lab's results",
+                  names.ALIGN: "the alignment scorecard's results", names.SEARCH: "the Search page's beam-size curves",
+                  names.GRAPHS: "the Graphs page's attribution graphs", names.GROUNDING: "the training-word indexes",
+                  names.FEATURES: "the feature dictionaries (transcoders)",
+                  POISON_DEMO: "the poisoned-pairs demonstration"}
 LAUNCHED: dict[str, subprocess.Popen] = {}     # trainers this process launched (launch.py), reaped when polled
 
 
@@ -81,14 +81,15 @@ def run_dir_for(name: str) -> Path:
     """The run directory a run name from a form stands for: a folder directly under rp.runs_root().
 
     Refused (JobError naming the rule) when the name is not one plain path component ('..', '/',
-    an absolute path, '.', a hidden name), is one of the app's own folders (APP_FOLDERS), or already exists as a symlink
-    or anything else that resolves outside the runs directory: the trainer would write there.
+    an absolute path, '.', a hidden name), is one of the app's own folders (RESERVED_NAMES: said so), or
+    already exists as a symlink or anything else that resolves outside the runs directory: the trainer
+    would write there.
     Creates nothing.
     """
     name, root = str(name).strip(), rp.runs_root()
     refused = JobError(f"run name {name!r}: use {NAME_RULE} (a folder directly under {root}, not a path)")
-    if name in APP_FOLDERS:
-        raise JobError(f"run name {name!r} is a folder the app uses for {APP_FOLDERS[name]}; choose another name")
+    if name in RESERVED_NAMES:
+        raise JobError(f"run name {name!r} is a folder the app uses for {RESERVED_NAMES[name]}; choose another name")
     if not NAME_RE.fullmatch(name):
         raise refused
     path = root / name
@@ -152,11 +153,11 @@ def poll(run_dir: str | os.PathLike) -> Job:
 
 
 def list_jobs(root: str | os.PathLike | None = None) -> list[Job]:
-    """Every run directory under `root`, newest first (the app's own folders, APP_FOLDERS, and hidden ones skipped)."""
+    """Every run directory under `root`, newest first (the app's own folders, RESERVED_NAMES, and hidden ones skipped)."""
     root = Path(root) if root else rp.runs_root()
     try:
         dirs = [p for p in root.iterdir()
-                if p.is_dir() and not p.name.startswith(".") and p.name not in APP_FOLDERS and _a_run(p)]
+                if p.is_dir() and not p.name.startswith(".") and p.name not in RESERVED_NAMES and _a_run(p)]
     except OSError:
         return []
     jobs = [poll(d) for d in dirs]
