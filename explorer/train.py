@@ -11,6 +11,7 @@ import time
 
 from explorer.data import DataError
 from explorer.store.checkpoint import CheckpointError
+from explorer.store.run_clearing import RunRefused
 from explorer.training.args import parse_command
 from explorer.training.memory import SetupRefused
 from explorer.training.trainer import Trainer, record_status
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         trainer = Trainer(cfg, resume=resume, overwrite=overwrite)   # SystemExit (code 1) if the run is locked
-    except (DataError, CheckpointError, SetupRefused) as err:   # status.json already says "failed" and why
+    except (DataError, CheckpointError, SetupRefused, RunRefused) as err:   # status.json already says why
         print(f"error: {err}", file=sys.stderr)
         return 1
     try:

@@ -102,7 +102,7 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainConfig, bool, boo
     validate(cfg)
     check_device(cfg.device)     # one this machine has: one line now, not a traceback from inside the trainer
     check_run_folder(Path(cfg.run_dir), args.resume, args.config)
-    if args.overwrite and Path(cfg.run_dir).exists():
+    if args.overwrite and Path(cfg.run_dir).exists() and not never_started(Path(cfg.run_dir)):
         clearing_plan(Path(cfg.run_dir))        # RunRefused now, before anything is touched, not after setup
     if not (args.resume or args.overwrite) and rp.holds_run(cfg.run_dir):
         # a fresh run's files would mix with the old ones (keep_last would prune by name across both)

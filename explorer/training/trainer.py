@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -30,7 +31,7 @@ from explorer.runtime.device import resolve_device, training_kernels, training_o
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.store.card import fine_tuned_card
-from explorer.store.run_clearing import clear_run, mark_run
+from explorer.store.run_clearing import clear_run, is_marked, mark_run
 from explorer.store.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from explorer.training.distributed import Dist
 from explorer.training.inputs import BatchPlan, prepare_tokenizer
@@ -54,8 +55,9 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
         try:
-            if overwrite and self.dist.is_main:   # under the lock: a running trainer's files are never removed
-                clear_run(self.run_dir)         # only what a trainer wrote here, checked whole first
+            if overwrite and self.dist.is_main and is_marked(self.run_dir):   # under the lock: a running
+                clear_run(self.run_dir)         # trainer's files are never removed; only what a trainer wrote
+                                                # here, checked whole first (a new folder has nothing to clear)
             self._setup(resume)
         except BaseException as err:  # a setup failure is a readable status, and the lock is let go
             if self.dist.is_main:
@@ -88,6 +90,11 @@ class Trainer:
             self.tokenizer = prepare_tokenizer(cfg, self.corpus, self.run_dir, init.tokenizer if init else None)
         if init is not None:
             self.model_cfg = init.config
+            if cfg.max_len > self.model_cfg.max_len:     # a longer sequence has no position in its table
+                if self.dist.is_main:
+                    print(f"note: sentences are cut to {self.model_cfg.max_len} pieces, the positions {cfg.init_from} "
+                          f"has (--max-len {cfg.max_len} asked for more)", flush=True)
+                self.cfg = cfg = replace(cfg, max_len=self.model_cfg.max_len)
         else:
             overrides = dict(src_vocab_size=self.tokenizer.src_vocab_size,
                              tgt_vocab_size=self.tokenizer.tgt_vocab_size, max_len=max(cfg.max_len, 64))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 
 import pytest
@@ -25,8 +26,9 @@ from explorer.training import trainer
 from explorer.store.checkpoint import load_checkpoint
 from explorer.config import TrainConfig
 from explorer.training.args import parse_config, validate
-from support.train_helpers import (checkpoint_steps, numbers_tokenizer, patched_cmd, run, seed_tokenizer,  # noqa: F401
-                           status, trainer_cmd)
+from support.train_helpers import (REPO, checkpoint_steps, env, numbers_tokenizer, patched_cmd, run,  # noqa: F401
+                                  seed_tokenizer, status, trainer_cmd)
+from support.waiting import run_watched
 
 
 # ---- the memory check (training.memory, Trainer setup) --------------------------------------
@@ -210,6 +212,44 @@ def test_overwrite_starts_over_and_keeps_the_log(tmp_path, numbers_tokenizer):
     assert json.loads((run_dir / rp.CONFIG).read_text())["max_steps"] == 10
     assert (run_dir / rp.LOG).read_text() == log
     assert (run_dir / "tokenizer").is_dir()                           # trained again for this run's settings
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("before", ["none", "never started"])
+def test_overwrite_into_a_new_or_never_started_folder_starts_the_run(tmp_path, numbers_tokenizer, before):
+    """--overwrite with nothing to clear: a folder that does not exist yet, or one a trainer stopped in before
+    its setup (its lock and a failed status, no mark). It used to raise RunRefused after taking the lock,
+    a traceback, and leave a folder every later --overwrite refused."""
+    run_dir = tmp_path / "new"
+    if before == "never started":
+        run_dir.mkdir()
+        (run_dir / rp.STATUS).write_text(json.dumps({"state": "failed", "last_error": "KeyboardInterrupt"}))
+        (run_dir / rp.LOCK).write_text("")
+    proc = run(trainer_cmd(run_dir, "--overwrite", "--max-steps", "2", "--save-every", "2"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert checkpoint_steps(run_dir) == [2] and status(run_dir)["state"] == "finished"
+
+
+@pytest.mark.slow
+def test_a_fine_tune_cuts_sentences_to_the_positions_its_checkpoint_has(tmp_path):
+    """--max-len beyond the checkpoint's position table: a 361-piece source crashed the first step
+    ("sequence of 361 positions exceeds max_len=256"); sentences are now cut to the table, and the log
+    and the saved config say so."""
+    shipped = REPO / "checkpoints" / "numbers-en-de"
+    if not (shipped / "model.safetensors").is_file():
+        pytest.skip("needs the shipped checkpoints/numbers-en-de")
+    table = load_checkpoint(shipped).config.max_len
+    corpus = tmp_path / "long.tsv"
+    corpus.write_text("".join(f"{'one two three ' * 120}{i}\t{'eins zwei drei ' * 120}\n" for i in range(20)))
+    run_dir = tmp_path / "fine-tune"
+    cmd = [sys.executable, "-m", "explorer.train", "--run-dir", str(run_dir), "--dataset", str(corpus),
+           "--init-from", str(shipped), "--max-len", str(4 * table), "--max-steps", "1", "--batch-tokens", "4000",
+           "--eval-every", "0", "--save-every", "0", "--threads", "1"]
+    proc = run_watched(cmd, "the fine-tune", [run_dir], cwd=REPO,
+                       env={**env(), "EXPLORER_DATA_DIR": str(tmp_path / "data")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"sentences are cut to {table} pieces" in proc.stdout
+    assert json.loads((run_dir / rp.CONFIG).read_text())["max_len"] == table
 
 
 def test_overwrite_of_a_run_in_progress_removes_nothing(tmp_path, numbers_tokenizer):
