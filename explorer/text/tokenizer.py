@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from typing import Iterable, Sequence
 
 import sentencepiece as spm
@@ -49,8 +50,21 @@ def _train_model(lines: Sequence[str], vocab_size: int, model_type: str, seed: i
         kwargs["split_by_whitespace"] = True
     if seed is not None:
         spm.set_random_generator_seed(seed)
-    spm.SentencePieceTrainer.train(**kwargs)
+    try:
+        spm.SentencePieceTrainer.train(**kwargs)
+    except RuntimeError as err:          # sentencepiece's C++ check, with its source line: said in our words
+        raise ValueError(_training_refusal(str(err), vocab_size, model_type)) from None
     return buf.getvalue()
+
+
+def _training_refusal(text: str, vocab_size: int, model_type: str) -> str:
+    """sentencepiece's refusal as one line a user can act on (the vocabulary too small for the text's
+    characters is the one a --vocab-size can cause; any other is passed on without its C++ location)."""
+    needed = re.search(r"required_chars\. \d+ vs (\d+)", text)
+    if needed:
+        return (f"a vocabulary of {vocab_size} pieces is smaller than the {needed[1]} this text needs (each of its "
+                f"characters and the special pieces): use a vocabulary size of at least {needed[1]}")
+    return f"sentencepiece cannot train a {model_type} tokenizer of {vocab_size} pieces: {text.split('] ', 1)[-1]}"
 
 
 class Tokenizer:

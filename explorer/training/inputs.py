@@ -14,6 +14,7 @@ from explorer.data.batching import make_batches, pad_batch
 from explorer.data.encoded import EncodedSplit
 from explorer.files.names import RUN_TOKENIZER
 from explorer.text.tokenizer import Tokenizer
+from explorer.training.memory import SetupRefused
 
 
 def prepare_tokenizer(cfg: TrainConfig, corpus, run_dir: Path, init_tokenizer: Tokenizer | None) -> Tokenizer:
@@ -25,8 +26,11 @@ def prepare_tokenizer(cfg: TrainConfig, corpus, run_dir: Path, init_tokenizer: T
         return Tokenizer.load(tok_dir)
     except Exception:
         pass
-    return Tokenizer.train([p.src for p in corpus.train], [p.tgt for p in corpus.train], tok_dir,
-                           vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, joint=True)
+    try:
+        return Tokenizer.train([p.src for p in corpus.train], [p.tgt for p in corpus.train], tok_dir,
+                               vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, joint=True)
+    except ValueError as err:             # a --vocab-size this corpus cannot have: before the first step
+        raise SetupRefused(f"the {cfg.tokenizer_type} tokenizer: {err}") from None
 
 
 class BatchPlan:

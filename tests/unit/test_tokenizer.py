@@ -87,3 +87,14 @@ def test_unknown_names_what_the_vocabulary_cannot_represent():
     assert bpe.unknown("Y dijo Dios: Sea la luz") == []
     assert words.unknown("one million and two") == ["million"]          # out of a word-level vocabulary
     assert words.unknown("three hundred and two") == []
+
+
+@pytest.mark.parametrize("model_type", ["bpe", "unigram"])
+def test_a_vocabulary_smaller_than_the_texts_characters_is_refused_in_one_line(model_type):
+    """sentencepiece's own refusal is a C++ RuntimeError with its source line; it is said as a ValueError
+    naming the size the text needs (the letters a-z, digits and the special pieces: more than 16)."""
+    lines = [f"word{i} abcdefghijklmnopqrstuvwxyz" for i in range(50)]
+    with pytest.raises(ValueError, match=r"^a vocabulary of 16 pieces is smaller than the (\d+) this text needs.*"
+                                         r"at least \1$") as refused:
+        Tokenizer.train(lines, lines, None, vocab_size=16, model_type=model_type)
+    assert "\n" not in str(refused.value) and ".cc" not in str(refused.value)

@@ -175,3 +175,19 @@ def test_checkpoint_dirs_lists_a_step_whose_only_whole_copy_is_aside(tmp_path):
     _fake_checkpoint(root / ".step_000040.old-4242-12345678", complete=False)   # not a whole copy
     _fake_checkpoint(root / ".step_000050.tmp-4242-12345678")           # an unfinished save
     assert rp.checkpoint_dirs(tmp_path) == [root / "step_000010", root / "step_000020", root / "step_000030"]
+
+
+def test_a_vocabulary_the_corpus_cannot_have_is_refused_at_setup_in_one_line(tmp_path, monkeypatch, capsys):
+    """--vocab-size 16 passes the argument check (its least) but not a corpus of more characters: the
+    trainer ends at setup with one line and status 1, status.json saying why, not sentencepiece's traceback."""
+    monkeypatch.setenv("EXPLORER_DATA_DIR", str(tmp_path / "data"))
+    corpus = tmp_path / "letters.tsv"
+    corpus.write_text("".join(f"word{i} abcdefghijklmnopqrstuvwxyz\twort{i} zyxwvutsrqponmlkjihgfedcba\n"
+                              for i in range(60)))
+    run_dir = tmp_path / "run"
+    assert train.main(["--run-dir", str(run_dir), "--dataset", str(corpus), "--preset", "tiny", "--vocab-size", "16",
+                       "--tokenizer-type", "bpe", "--max-steps", "2", "--threads", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the bpe tokenizer: a vocabulary of 16 pieces") and \
+        "use a vocabulary size of at least" in err[0]
+    assert json.loads((run_dir / rp.STATUS).read_text())["state"] == "failed"
