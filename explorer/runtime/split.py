@@ -13,10 +13,15 @@ padding), so splitting changes who computes, never what. Items go round-robin (i
 i mod N): neighbouring items cost alike (batches in length order, heads of one layer), so the ranks
 finish close together. gather() moves plain Python data (pickled through torch.distributed's gloo
 backend): what is gathered should be results, not activations.
+
+torchrun's variables (WORLD_SIZE, RANK, LOCAL_RANK) are read here once, checked (launch()), for the
+analyses and for the trainer's DDP (explorer.training.distributed) alike: a value that is not a whole
+number, a RANK missing or not below WORLD_SIZE is one `error: ...` line (LaunchError), not a traceback.
 """
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -84,18 +89,95 @@ class Split:
 
 ONE = Split()
 
+WORLD_ENV, RANK_ENV, LOCAL_RANK_ENV = "WORLD_SIZE", "RANK", "LOCAL_RANK"   # what torchrun sets
+# A whole number as explorer.files.limits.whole_number reads one (ASCII digits only: str.isdigit() takes "²",
+# which int() refuses; spaces around allowed), written again here because runtime/ is the ground floor and
+# may not import files/ (tests/unit/test_layout.py). 7 digits: far above any process count.
+_WHOLE = re.compile(r"\s*([0-9]{1,7})\s*")
+
+
+class LaunchError(SystemExit):
+    """torchrun's environment names no process this one can be (WORLD_SIZE=abc, RANK missing or not
+    below WORLD_SIZE), or its process group cannot be joined. A SystemExit whose message is the whole
+    `error: ...` line: the commands reach from_env() outside their own error handling (the trainer
+    before its lock, a study as it hands its split to finish()), and Python prints a SystemExit's
+    message as that one line and exits 1."""
+
+    def __init__(self, message: str):
+        super().__init__(f"error: {message}")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """This process's place in torchrun's launch: rank, world (process count), local_rank (its GPU)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+
+def _whole(name: str, default: int | None) -> int | None:
+    """$name as a whole number; `default` when unset or empty; LaunchError when it is anything else."""
+    text = os.environ.get(name, "")
+    if not text.strip():
+        return default
+    found = _WHOLE.fullmatch(text)
+    if found is None:
+        shown = text if text.isprintable() and len(text) <= 40 else repr(text[:40])
+        raise LaunchError(f"{name}={shown} is not a whole number (torchrun sets it; without {WORLD_ENV} "
+                          "a command runs as one process)")
+    return int(found.group(1))
+
+
+def world_size() -> int:
+    """How many processes torchrun started ($WORLD_SIZE): 1 when unset; LaunchError when it is not a
+    whole number of at least 1."""
+    world = _whole(WORLD_ENV, 1)
+    if world < 1:
+        raise LaunchError(f"{WORLD_ENV}={world} is not a number of processes (at least 1)")
+    return world
+
+
+def launch() -> Launch:
+    """This process's Launch, from torchrun's variables, checked: one process (rank 0 of 1) when
+    WORLD_SIZE is unset or 1; with more, RANK must be set and RANK and LOCAL_RANK below WORLD_SIZE.
+    LaunchError naming the variable otherwise."""
+    world = world_size()
+    if world == 1:
+        return Launch()
+    rank = _whole(RANK_ENV, None)
+    if rank is None:
+        raise LaunchError(f"{WORLD_ENV}={world} but {RANK_ENV} is not set (torchrun sets both; unset "
+                          f"{WORLD_ENV} to run as one process)")
+    local = _whole(LOCAL_RANK_ENV, 0)
+    for name, value in ((RANK_ENV, rank), (LOCAL_RANK_ENV, local)):
+        if value >= world:
+            raise LaunchError(f"{name}={value} is not below {WORLD_ENV}={world} (ranks are 0 to {world - 1})")
+    return Launch(rank=rank, world=world, local_rank=local)
+
+
+def join_group(backend: str) -> None:
+    """Join torchrun's process group (once per process); LaunchError when torch.distributed cannot
+    start (MASTER_ADDR or MASTER_PORT missing, the rendezvous refused)."""
+    import torch.distributed as dist   # only under torchrun: one process (and importing this) needs no torch
+
+    if dist.is_initialized():
+        return
+    try:
+        dist.init_process_group(backend=backend)
+    except (ValueError, RuntimeError) as err:
+        said = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise LaunchError(f"torch.distributed could not start: {said}") from None
+
 
 def from_env() -> Split:
-    """The Split torchrun's environment names (RANK, WORLD_SIZE), joining its process group (gloo,
-    CPU tensors: what is gathered is small); one process when WORLD_SIZE is unset or 1."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    """The Split torchrun's environment names (launch()), joining its process group (gloo, CPU
+    tensors: what is gathered is small); one process when WORLD_SIZE is unset or 1."""
+    place = launch()
+    if place.world == 1:
         return ONE
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group(backend="gloo")
-    return Split(rank=int(os.environ["RANK"]), world=world)
+    join_group("gloo")
+    return Split(rank=place.rank, world=place.world)
 
 
 def finish(split: Split) -> None:

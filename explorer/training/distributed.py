@@ -6,7 +6,6 @@ shard of every epoch's batches and rank 0 alone writes the run directory.
 from __future__ import annotations
 
 import inspect
-import os
 from dataclasses import dataclass
 
 import torch
@@ -14,7 +13,7 @@ import torch.distributed as dist
 from torch import nn
 
 from explorer.runtime.device import resolve_device
-from explorer.runtime.split import Split
+from explorer.runtime.split import Split, join_group, launch
 
 
 @dataclass(frozen=True)
@@ -25,14 +24,13 @@ class Dist(Split):
 
     @classmethod
     def from_env(cls) -> "Dist":
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        if world <= 1:
+        """torchrun's place for this process (explorer.runtime.split.launch, checked: LaunchError, one
+        `error: ...` line, for a bad WORLD_SIZE / RANK / LOCAL_RANK), its process group joined."""
+        place = launch()
+        if place.world == 1:
             return cls()
-        rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if not dist.is_initialized():
-            dist.init_process_group(backend=backend)
-        return cls(rank=rank, world=world, local_rank=local)
+        join_group("nccl" if torch.cuda.is_available() else "gloo")
+        return cls(rank=place.rank, world=place.world, local_rank=place.local_rank)
 
     def device(self, name: str) -> torch.device:
         """The device `name` resolves to (explorer.runtime.device.resolve_device); a rank's plain CUDA is its own GPU."""
