@@ -5,6 +5,10 @@ FILE: one source sentence per line, or a TSV whose header names a `source` (or `
 the JSON of explorer.studies.grounding.job atomically. Every
 argument is checked before the checkpoint is loaded (the input read through the bounded reader, at most
 MAX_SENTENCES lines: explorer.studies.common.source_file; an --out that can be written).
+
+A kept encoder-state map that cannot be read (truncated, empty, a directory) is not used, and a `warning:`
+line on stderr names it and says that --states builds it again: the verdict then reads the training
+data's counts alone, and its numbers differ from the map's (build.kept_states_and_why).
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from explorer.studies.common.command import add_checkpoint_languages, add_out_an
     parse_checked, refuse, setting, settings_from, study_parser
 from explorer.studies.grounding.job import RANGES, GroundingSettings
 from explorer.store.checkpoint import CheckpointError
-from explorer.studies.grounding.build import NoTrainingData, ensure, ensure_states, kept_states
+from explorer.studies.grounding.build import NoTrainingData, ensure, ensure_states, kept_states_and_why
+from explorer.studies.common.context import RunContext
 from explorer.studies.grounding.job import GROUNDING
 
 
@@ -34,6 +39,10 @@ def build_parser():
     return parser
 
 
+def _warn(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_checked(build_parser(), argv)
     if args is None:
@@ -46,8 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ckpt = open_checkpoint(args)
         index = ensure(ckpt.path, ckpt.meta)
-        state_map = ensure_states(ckpt.path, ckpt.model, ckpt.tokenizer, ckpt.meta, index) if args.states \
-            else kept_states(ckpt.model, ckpt.meta, index.pairs)
+        if args.states:
+            state_map = ensure_states(ckpt.path, ckpt.model, ckpt.tokenizer, ckpt.meta, index,
+                                      RunContext(log=_warn))
+        else:
+            state_map, why = kept_states_and_why(ckpt.model, ckpt.meta, index.pairs)
+            if why:
+                _warn(f"{why}; not used, so the verdict reads the training data's counts alone "
+                      f"(--states builds it again)")
     except (CheckpointError, NoTrainingData, ValueError) as err:      # MapUnusable is a ValueError
         return refuse(str(err))
     return finish(GROUNDING, args.out, ckpt.model, ckpt.tokenizer, sources, settings_from(args, GroundingSettings),

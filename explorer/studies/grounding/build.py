@@ -100,17 +100,25 @@ def held_out_sources(checkpoint: str | Path, meta: dict) -> tuple[list[str], str
 def kept_states(model, meta: dict, pairs: int, side: str = "source") -> states.StateMap | None:
     """The checkpoint's encoder-state map (decoder-state map with side="output") when one is shipped or kept
     and usable (its pair numbers within the `pairs` training pairs of the index), else None (never builds;
-    a damaged shipped map is refused: MapUnusable)."""
+    a damaged shipped map is refused: MapUnusable). kept_states_and_why says why a kept one was not used."""
+    return kept_states_and_why(model, meta, pairs, side)[0]
+
+
+def kept_states_and_why(model, meta: dict, pairs: int, side: str = "source") -> tuple[states.StateMap | None, str]:
+    """(map, "") as kept_states, or (None, why) when a map kept under runs/grounding/ is there but cannot be
+    used (truncated, empty, a directory, stale): its one-line reason, naming the file, as plain data for the
+    command's warning and the app's note. Why: such a map was once skipped in silence, and the verdicts
+    changed with nothing said (the verdict then reads the training data's counts alone)."""
     dataset, sha = dataset_of(meta), str(meta.get("weights_sha256") or "")
     path = states.map_path(dataset, sha, side)
-    if not sha or not path.exists():
-        return None
+    if not sha or not (path.exists() or path.is_symlink()):
+        return None, ""
     try:
-        return states.load(path, dataset, sha, model.cfg.d_model, pairs, side)
-    except states.MapUnusable:
+        return states.load(path, dataset, sha, model.cfg.d_model, pairs, side), ""
+    except states.MapUnusable as err:
         if states.is_shipped(path):
             raise
-        return None
+        return None, str(err)
 
 
 def calibrated_map(checkpoint: str | Path, model, tokenizer, meta: dict, index: ix.TrainingIndex,
@@ -132,11 +140,16 @@ def ensure_states(checkpoint: str | Path, model, tokenizer, meta: dict, index: i
                   context: RunContext = RunContext()) -> states.StateMap:
     """The checkpoint's encoder-state map: the kept one, else built (calibrated_map) and kept under
     runs/grounding/."""
-    found = kept_states(model, meta, index.pairs)
+    found, why = kept_states_and_why(model, meta, index.pairs)
     if found is not None and found.calibration.get("threshold") is not None:
         return found
+    path = states.runs_map_path(dataset_of(meta), str(meta.get("weights_sha256") or ""))
+    if path.is_dir():               # refused before the encoder pass, not as an OSError after it
+        raise states.MapUnusable(f"{path}: a directory where the map is kept: remove it, then build the map")
+    if why:
+        context.say(f"building the encoder-state map again: {why}")
     smap = calibrated_map(checkpoint, model, tokenizer, meta, index, context)
-    states.save(smap, states.runs_map_path(smap.dataset, smap.weights_sha256))
+    states.save(smap, path)
     return smap
 
 

@@ -258,7 +258,8 @@ def load(path: Path, dataset: str, weights_sha256: str, d_model: int, pairs: int
     A map that names no side is a source map (the first ones shipped so)."""
     name = str(path)
     if not os.path.isfile(path):
-        raise MapUnusable(f"{name}: no state map")
+        raise MapUnusable(f"{name}: a directory or other non-file, not a state map" if os.path.lexists(path)
+                          else f"{name}: no state map")
     if os.path.getsize(path) > limits.STATE_MAP_BYTES:
         raise MapUnusable(f"{name}: larger than {limits.STATE_MAP_BYTES:,} bytes")
     try:
