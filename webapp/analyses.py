@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from pathlib import Path
 
 import streamlit as st
 
@@ -194,10 +193,11 @@ def source_share_calibration(ckpt, n: int) -> dict:
     from explorer.studies.contributions.job import ContributionSettings, run_contributions
     from explorer.data.files import read_tsv
     from explorer.data.types import DataError
+    from explorer.evaluation.scores import own_test_split
     from explorer.files.names import TEST_SPLIT
 
-    held_out = Path(ckpt.path) / TEST_SPLIT
-    if not held_out.is_file():
+    held_out = own_test_split(ckpt.path)
+    if held_out is None:
         raise DataError(f"the checkpoint carries no {TEST_SPLIT} of held-out pairs")
     pairs = [p for p in read_tsv(str(held_out), max_bytes=50 << 20) if p.tgt.strip()][:n]
     if not pairs:

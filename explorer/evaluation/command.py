@@ -19,9 +19,8 @@ from explorer.data.files import read_tsv
 from explorer.decoding.translate import forced_target
 from explorer.evaluation.arguments import add_languages, count, with_languages
 from explorer.evaluation.arguments import device as device_argument
-from explorer.evaluation.scores import corpus_scores, held_out_pairs, teacher_forced_loss, translate_ids
+from explorer.evaluation.scores import corpus_scores, held_out_pairs, own_test_split, teacher_forced_loss, translate_ids
 from explorer.evaluation.showcase import record
-from explorer.files.names import TEST_SPLIT
 from explorer.model.int8 import Int8Unavailable, quantize
 from explorer.runtime.device import resolve_device
 from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
@@ -99,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         card = {**(old if isinstance(old, dict) else {}), section: results,
                 **({} if args.int8 else {"evaluated": time.strftime("%Y-%m-%d %H:%M:%S")})}
         write_card(args.checkpoint, card)
-        if not args.int8 and not args.test and not args.limit and (ckpt.path / TEST_SPLIT).is_file():
+        if not args.int8 and not args.test and not args.limit and own_test_split(ckpt.path) is not None:
             record(args.checkpoint, args.device)
     return 0
 

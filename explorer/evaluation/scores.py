@@ -1,6 +1,7 @@
 """Evaluation: dev loss, BLEU, chrF and exact match over a split (the evaluate command is command.py)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import sacrebleu
@@ -74,13 +75,21 @@ def evaluate_split(model, tokenizer, split, n_sentences: int, device, tgt_lang: 
 MAX_HELD_OUT = 1002
 
 
+def own_test_split(ckpt_path: str | Path) -> Path | None:
+    """The checkpoint's own test.tsv when anything stands there by that name. A FIFO, a folder or a link to
+    /dev/zero there is read, and refused by read_tsv in one line, rather than taken for "no test set":
+    that had scored the training dataset's split under the checkpoint's name, exit 0."""
+    own = Path(ckpt_path) / TEST_SPLIT
+    return own if os.path.lexists(own) else None
+
+
 def held_out_pairs(ckpt_path: str | Path, meta: dict, data_dir: str | Path | None = None) -> tuple[list, Path | str]:
     """A checkpoint's held-out test sentences and where they come from: its own test.tsv (shipped
     checkpoints carry one; the Path), else the test split of the dataset it was trained on (the
     dataset's name). For the evaluate command and the Checkpoints page alike. DataError when the
     checkpoint has neither, or that dataset cannot be built."""
-    own = Path(ckpt_path) / TEST_SPLIT
-    if own.is_file():
+    own = own_test_split(ckpt_path)
+    if own is not None:
         return read_tsv(str(own)), own
     dataset = (meta.get("training") or {}).get("dataset")
     if not dataset:

@@ -32,8 +32,7 @@ from explorer.config import DecodeConfig
 from explorer.data.files import read_tsv
 from explorer.decoding.core import model_device, special_ids
 from explorer.decoding.translate import encode_source, forced_target
-from explorer.evaluation.scores import translate_ids
-from explorer.files.names import TEST_SPLIT
+from explorer.evaluation.scores import own_test_split, translate_ids
 from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
 from explorer.store.checkpoint import CheckpointError, read_card, write_card
 
@@ -115,8 +114,8 @@ def record(checkpoint: str, device: str = "cpu") -> dict | None:
     """Compute the rule on a checkpoint's own test.tsv and write it into its card.json (other
     sections kept); returns the section, or None without a test.tsv."""
     ckpt = checkpoint_store.load_checkpoint(checkpoint, device=device)
-    test = ckpt.path / TEST_SPLIT
-    if not test.is_file():
+    test = own_test_split(ckpt.path)
+    if test is None:
         return None
     pairs = [(p.src, p.tgt) for p in read_tsv(str(test))[:RECORD_PAIRS]]
     section = to_card(best_translated(ckpt.model, ckpt.tokenizer, pairs), pairs, ckpt.sha256)

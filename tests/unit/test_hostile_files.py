@@ -22,6 +22,7 @@ import pytest
 from explorer.files import limits
 from explorer.files.user_files import UserFileError, check_output_file, read_user_file
 from support.app_support import NUMBERS, ROOT
+from support.waiting import STALL_S
 
 SPARSE_BYTES = 10 << 30                    # 10 GiB claimed, a few KB on disk
 PEAK_BOUND_MB = 1024                       # a listing of the shipped checkpoints peaks near 300 MB
@@ -234,3 +235,25 @@ def read_user_json_text(folder, text):
     from explorer.files.user_files import read_user_json
     (folder / "x.json").write_text(text)
     return read_user_json(folder / "x.json", limits.JSON_BYTES, inside=folder)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "dev_zero"])
+def test_a_checkpoints_own_test_file_that_is_no_file_is_refused_not_taken_for_none(tmp_path, kind):
+    """A test.tsv that is a FIFO, a folder or a link to /dev/zero was taken for "no test.tsv": evaluate
+    scored the training dataset's split under the checkpoint's name (exit 0) and showcase said "no test.tsv".
+    Both now read it and refuse it in one line."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(NUMBERS, ckpt)
+    own = ckpt / "test.tsv"
+    own.unlink()
+    {"fifo": lambda: os.mkfifo(own), "folder": own.mkdir, "dev_zero": lambda: own.symlink_to("/dev/zero")}[kind]()
+    cases = [("evaluate", [str(ckpt), "--no-write", "--limit", "2"]), ("showcase", [str(ckpt)])]
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    proc = subprocess.run([sys.executable, "-m", "support.hostile_commands", str(tmp_path / "cases.json"),
+                           str(tmp_path / "out.json")], cwd=ROOT / "tests", capture_output=True, text=True,
+                          timeout=STALL_S, env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for (command, argv), got in zip(cases, json.loads((tmp_path / "out.json").read_text())):
+        said = got["err"]
+        assert not got["unjammed"], (command, "waited on the FIFO")
+        assert got["code"] in (1, 2) and "Traceback" not in said and "test.tsv" in said, (command, kind, got)
