@@ -3,6 +3,10 @@
 Every size lives in ModelConfig, which is stored verbatim in each checkpoint's config.json, so a
 checkpoint always says exactly which model it holds (nanoGPT style). Presets are plain
 ModelConfig values; `preset(name, **overrides)` is how code and the CLI get one.
+
+Beside them, what a setting from outside may name: the memory one model may take ($EXPLORER_MAX_MODEL_BYTES,
+max_model_bytes) and the check every folder setting gets ($EXPLORER_RUNS_DIR, $EXPLORER_DATA_DIR:
+folder_problem), in this floor so that the data and the store floors can both read them.
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import dataclasses
 import numbers
 import os
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from explorer.files.limits import whole_number
@@ -137,6 +142,26 @@ def max_model_bytes() -> int:
     """MAX_MODEL_BYTES, or $EXPLORER_MAX_MODEL_BYTES when it holds a positive whole number."""
     given = whole_number(os.environ.get(MAX_MODEL_BYTES_ENV, ""))
     return given if given else MAX_MODEL_BYTES
+
+
+def folder_problem(path: str | os.PathLike) -> str | None:
+    """Why `path`, named by a folder setting ($EXPLORER_RUNS_DIR, $EXPLORER_DATA_DIR, a --data-dir), cannot
+    hold files: it, or the nearest part of it that exists, is not a folder (a regular file, /dev/null),
+    which every write under it would meet as a NotADirectoryError traceback. None when it is a folder or
+    can be made one (nothing there yet). The one check both settings' readers make
+    (explorer.store.run_paths.runs_root, explorer.data.splits.data_folder)."""
+    given = os.path.abspath(os.fspath(path))
+    for part in (given, *map(str, Path(given).parents)):
+        if not os.path.lexists(part):
+            continue
+        if os.path.isdir(part):
+            return None
+        kind = ("a regular file" if os.path.isfile(part) else "a symbolic link to nothing" if not os.path.exists(part)
+                else "a device, FIFO or socket")
+        return f"{kind}, not a folder" if part == given else f"{part}, a part of it, is {kind}, not a folder"
+    return None
+
+
 # The choices of ModelConfig.activation, .pe_layout and .pe_frequencies, named here so reading a config needs no torch;
 # model/functional.py holds their formulas (ACTIVATIONS, sinusoidal_table) and checks it has them all.
 ACTIVATION_NAMES = ("relu", "swish", "gelu")

@@ -13,6 +13,7 @@ import json
 import os
 import random
 
+from explorer.config import folder_problem
 from explorer.data.bible import build_bible, split_by_chapter
 from explorer.data.files import DEFAULT_MAX_BYTES, read_hf, read_moses, read_tsv
 from explorer.data.numbers import build_numbers
@@ -147,10 +148,26 @@ def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
     return ParallelCorpus(name, "src", "tgt", *split_held_out(pairs, seed)), name, f"{key}-{seed}"
 
 
+DATA_ENV = "EXPLORER_DATA_DIR"
+
+
 def default_data_dir() -> str:
     """Where built corpora are cached: $EXPLORER_DATA_DIR, else data/ in the repository (not the cwd),
     so the trainer, the app and the evaluate command find the same cache wherever they start."""
-    return os.environ.get("EXPLORER_DATA_DIR") or str(REPO_ROOT / "data")
+    return os.environ.get(DATA_ENV) or str(REPO_ROOT / "data")
+
+
+def data_folder(data_dir: str | None = None) -> str:
+    """The cache folder a load uses: `data_dir` (a command's --data-dir) or default_data_dir(); DataError
+    naming where it came from when that is not a folder (a regular file, /dev/null: the cache's first
+    write would be a NotADirectoryError traceback; explorer.config.folder_problem)."""
+    folder = data_dir or default_data_dir()
+    problem = folder_problem(folder)
+    if problem:
+        named = f"the data folder {folder}" if data_dir else (
+            f"${DATA_ENV}={folder}" if os.environ.get(DATA_ENV) else f"the data folder {folder}")
+        raise DataError(f"{named}: {problem}; name a folder to cache corpora in")
+    return folder
 
 
 def load_corpus(spec: str, data_dir: str | None = None, seed: int = 1234,
@@ -160,7 +177,7 @@ def load_corpus(spec: str, data_dir: str | None = None, seed: int = 1234,
 
     Raises DataError (BibleNotInstalled for missing SWORD modules) with a user-readable message.
     """
-    data_dir = data_dir or default_data_dir()
+    data_dir = data_folder(data_dir)
     builtin = {"bible": f"bible-{seed}", "numbers": f"numbers-{seed}"}
     if use_cache and spec in builtin:
         cached = load_cached(os.path.join(data_dir, spec), builtin[spec])

@@ -28,6 +28,7 @@ import re
 import shutil
 from pathlib import Path
 
+from explorer.config import folder_problem
 from explorer.files import names
 from explorer.files.names import ALIGN, GRAPHS, HEADS, SEARCH, SHIPPED, UPLOAD_DEFAULT_NAME, UPLOAD_NAME_SUFFIX, UPLOADS
 from explorer.files.names import RUN_CHECKPOINTS as CHECKPOINTS
@@ -52,9 +53,21 @@ SPARE_BYTES = 100 << 20                  # the run's other files: logs, metrics,
 
 
 # ---- where runs and checkpoints live ----------------------------------------------------------
+class RunsDirError(ValueError):
+    """$EXPLORER_RUNS_DIR names something that is not a folder (a regular file, /dev/null): one line
+    naming the variable (a ValueError, which the commands print as `error: ...`), not the
+    NotADirectoryError of the first write under it."""
+
+
 def runs_root() -> Path:
-    """The runs directory: runs/ in the repository, or $EXPLORER_RUNS_DIR (tests, other disks)."""
-    return Path(os.environ.get(RUNS_ENV) or REPO_ROOT / "runs").resolve()
+    """The runs directory: runs/ in the repository, or $EXPLORER_RUNS_DIR (tests, other disks);
+    RunsDirError when that names something that is not a folder (explorer.config.folder_problem)."""
+    given = os.environ.get(RUNS_ENV)
+    if given:
+        problem = folder_problem(given)
+        if problem:
+            raise RunsDirError(f"${RUNS_ENV}={given}: {problem}; name a folder for runs and results")
+    return Path(given or REPO_ROOT / "runs").resolve()
 
 
 def analysis_file(folder: str, weights_sha: str, settings: dict) -> Path:
