@@ -1,7 +1,14 @@
 """A file of sentences a study runs on, read once for every command that takes one: one source sentence
 per line, or a TSV whose header names a `source` (or `src`) column and, optionally, a `target` (or `tgt`)
 column of references. Read through the bounded reader (explorer.files.user_files), at most MAX_SENTENCES
-sentences; a ValueError names what is wrong in one line.
+sentences of at most MAX_SENTENCE_CHARS characters each; a ValueError names what is wrong in one line,
+with the line number where one line is at fault.
+
+Why a sentence has a length limit: the model reads only its first max_len pieces, but the studies work on
+the whole text (the grounding verdict makes an entry per word), so one 10 MB line once took 42 s and
+1.7 GB and wrote a 197 MB result, with exit status 0. The limit is the one a sentence has elsewhere: the
+app cuts its sentence there (webapp/sentence.py MAX_CHARS) and the graph command refuses a longer one
+(explorer/studies/graphs/step.py MAX_TEXT_CHARS); this module is the lowest that both could read it from.
 """
 from __future__ import annotations
 
@@ -9,6 +16,16 @@ from explorer.data.files import DEFAULT_MAX_BYTES
 from explorer.files.user_files import read_user_file
 
 MAX_SENTENCES = 10_000
+MAX_SENTENCE_CHARS = 2_000        # a source sentence or a reference, as the app's and the graph command's
+
+
+def _checked(path: str, number: int, text: str, what: str) -> str:
+    """`text` stripped, or a ValueError naming the line when it is longer than MAX_SENTENCE_CHARS."""
+    text = text.strip()
+    if len(text) > MAX_SENTENCE_CHARS:
+        raise ValueError(f"{path}: line {number:,}: a {what} of {len(text):,} characters, more than the "
+                         f"{MAX_SENTENCE_CHARS:,} allowed")
+    return text
 
 
 def read_sentences(path: str) -> tuple[list[str], list[str] | None]:
@@ -17,18 +34,24 @@ def read_sentences(path: str) -> tuple[list[str], list[str] | None]:
         text = read_user_file(path, DEFAULT_MAX_BYTES).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not UTF-8 text") from None
-    lines = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()]
-    header = [c.strip().lower() for c in lines[0].split("\t")] if lines else []
+    lines = [(n, line) for n, line in enumerate(text.replace("\r\n", "\n").split("\n"), 1) if line.strip()]
+    del text
+    header = [c.strip().lower() for c in lines[0][1].split("\t")] if lines else []
     column = next((header.index(n) for n in ("source", "src") if n in header), None)
     target = next((header.index(n) for n in ("target", "tgt") if n in header), None)
-    refs = None
-    if column is not None:
-        rows = [line.split("\t") for line in lines[1:]]
-        rows = [r for r in rows if len(r) > column and r[column].strip()]
-        lines = [r[column] for r in rows]
-        if target is not None:
-            refs = [r[target].strip() if len(r) > target else "" for r in rows]
-    sources = [line.strip() for line in lines if line.strip()]
+    sources, refs = [], None
+    if column is None:
+        for n, line in lines:
+            sources.append(_checked(path, n, line, "sentence"))
+    else:
+        refs = [] if target is not None else None
+        for n, line in lines[1:]:
+            row = line.split("\t")
+            if len(row) <= column or not row[column].strip():
+                continue
+            sources.append(_checked(path, n, row[column], "sentence"))
+            if refs is not None:
+                refs.append(_checked(path, n, row[target], "reference") if len(row) > target else "")
     if not sources:
         raise ValueError(f"{path}: no sentences")
     if len(sources) > MAX_SENTENCES:

@@ -1,10 +1,11 @@
 """`python -m explorer grounding CHECKPOINT --input FILE --out FILE.json`: grounded or guessing, for each
 sentence of a file: its translation and the verdict the Translate page shows.
 
-FILE: one source sentence per line, or a TSV whose header names a `source` (or `src`) column. Writes
-the JSON of explorer.studies.grounding.job atomically. Every
-argument is checked before the checkpoint is loaded (the input read through the bounded reader, at most
-MAX_SENTENCES lines: explorer.studies.common.source_file; an --out that can be written).
+FILE: one source sentence per line, or a TSV whose header names a `source` (or `src`) column.
+Writes the JSON of explorer.studies.grounding.job atomically. Every argument is checked before the
+checkpoint is loaded (the input read through the bounded reader, at most MAX_SENTENCES sentences of at
+most MAX_SENTENCE_CHARS characters, a longer one refused with its line number:
+explorer.studies.common.source_file; an --out that can be written).
 
 A kept encoder-state map that cannot be read (truncated, empty, a directory) is not used, and a `warning:`
 line on stderr names it and says that --states builds it again: the verdict then reads the training
