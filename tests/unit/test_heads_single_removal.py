@@ -70,6 +70,16 @@ def test_the_report_names_the_scoring_and_ranks_by_the_loss(runs):
     assert "scored by bleu (exact)" in report(exact)
 
 
+def test_the_pruning_curves_without_random_orders_print_no_nan(runs):
+    """--seeds 0 (allowed: no baseline) printed "|nan" as the random orders' mean at every point."""
+    exact, _ = runs
+    text = report(exact)
+    assert "nan" not in text.lower() and "--seeds 0: no random orders" in text
+    after = text.split("== pruning curves", 1)[1].splitlines()[1:]
+    curves = [line.split() for line in after if line.split() and line.split()[0] in ("encoder", "decoder", "cross", "all")]
+    assert curves and all(cell.count(":") == 1 and "|" not in cell for curve in curves for cell in curve[1:])
+
+
 def test_spearman_rank_agreement():
     rows = [{"loss_rise": x, "bleu_drop": y} for x, y in ((0.1, 1.0), (0.3, 2.0), (0.2, 1.5), (0.5, 9.0))]
     assert loss_rank_agreement(rows) == pytest.approx(1.0)

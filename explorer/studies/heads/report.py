@@ -50,13 +50,15 @@ def report(result: dict) -> str:
     if agreement is not None:
         out.append(f"  loss rise vs BLEU drop, Spearman rank correlation over {len(rows)} heads: {agreement:.3f} "
                    "(how well --single-removal loss would rank these heads)")
-    out += ["", "== pruning curves: BLEU after removing n heads (importance order | mean of random orders) =="]
     curves = result["pruning"]["curves"]
+    seeded = any(c["order"] == "random" for c in curves)     # --seeds 0: no random order to set beside it
+    out += ["", "== pruning curves: BLEU after removing n heads (importance order"
+            + (" | mean of random orders) ==" if seeded else "; --seeds 0: no random orders) ==")]
     for scope in dict.fromkeys(c["scope"] for c in curves):
         imp = next(c for c in curves if c["scope"] == scope and c["order"] == "importance")
         rnd = [c["bleu"] for c in curves if c["scope"] == scope and c["order"] == "random"]
-        mean = np.mean(rnd, axis=0) if rnd else [float("nan")] * len(imp["bleu"])
-        cells = "  ".join(f"{n}:{b:.1f}|{m:.1f}" for n, b, m in zip(imp["removed"], imp["bleu"], mean))
+        means = [f"|{m:.1f}" for m in np.mean(rnd, axis=0)] if rnd else [""] * len(imp["bleu"])
+        cells = "  ".join(f"{n}:{b:.1f}{m}" for n, b, m in zip(imp["removed"], imp["bleu"], means))
         out.append(f"  {scope:8s} {cells}")
     out.append("  heads removable within 1 BLEU (importance order): " + ", ".join(
         f"{k} {v}/{len(next(c for c in curves if c['scope'] == k)['heads'])}"
