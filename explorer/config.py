@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
+import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -138,10 +139,34 @@ MAX_MODEL_BYTES = 2 << 30
 MAX_MODEL_BYTES_ENV = "EXPLORER_MAX_MODEL_BYTES"
 
 
+_warned_bounds: set[str] = set()          # the $EXPLORER_MAX_MODEL_BYTES values already warned about
+
+
 def max_model_bytes() -> int:
-    """MAX_MODEL_BYTES, or $EXPLORER_MAX_MODEL_BYTES when it holds a positive whole number."""
-    given = whole_number(os.environ.get(MAX_MODEL_BYTES_ENV, ""))
-    return given if given else MAX_MODEL_BYTES
+    """$EXPLORER_MAX_MODEL_BYTES when it holds a whole number of bytes of at least 1 (up to 18 digits:
+    files.limits.whole_number; a small one is a bound too, which tests use), else MAX_MODEL_BYTES. A value that is set but is not one (abc, 0, -1, 1e3,
+    ², 10**30) is not a bound anyone meant: one `warning:` line on stderr, once per value (this is read at
+    every load), names it and the bound used instead, rather than a silent 2 GiB."""
+    text = os.environ.get(MAX_MODEL_BYTES_ENV, "")
+    given = whole_number(text)
+    if given:
+        return given
+    if text.strip() and text not in _warned_bounds:
+        _warned_bounds.add(text)
+        shown = text if text.isprintable() and len(text) <= 40 else repr(text[:40]) + ("..." if len(text) > 40 else "")
+        print(f"warning: {MAX_MODEL_BYTES_ENV}={shown} is not a whole number of bytes (1 or more, at most 18 "
+              f"digits); using {size_text(MAX_MODEL_BYTES)} (MAX_MODEL_BYTES in explorer/config.py)",
+              file=sys.stderr, flush=True)
+    return MAX_MODEL_BYTES
+
+
+def size_text(n_bytes: int | float) -> str:
+    """A number of bytes in the unit that shows it: 2.00 GiB, 8.6 MiB, 1.0 KiB, 100 bytes (a bound of
+    100 bytes printed in GiB read "0.00 GiB")."""
+    for unit, shift, digits in (("GiB", 30, 2), ("MiB", 20, 1), ("KiB", 10, 1)):
+        if abs(n_bytes) >= 1 << shift:
+            return f"{n_bytes / (1 << shift):,.{digits}f} {unit}"
+    return f"{int(n_bytes):,} bytes"
 
 
 def folder_problem(path: str | os.PathLike) -> str | None:
