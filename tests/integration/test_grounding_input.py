@@ -1,6 +1,6 @@
-"""`python -m explorer grounding --input FILE`, run as a user runs it: a sentence longer than the limit is
-refused in one `error:` line naming the line, exit 2, before the checkpoint is loaded, and no result file
-is written."""
+"""`python -m explorer grounding --input FILE`, run as a user runs it: a sentence longer than the limit, and a
+TSV without a `source` column, are refused in one `error:` line naming the line, exit 2, before the
+checkpoint is loaded, and no result file is written."""
 from __future__ import annotations
 
 import sys
@@ -16,6 +16,7 @@ from support.waiting import run_watched
 @pytest.mark.parametrize("text, said", [
     ("three hundred\n\n" + "one " * 250_000 + "\nfour\n", f"line 3: a sentence of 999,999 characters, more than "
                                                           f"the {MAX_SENTENCE_CHARS:,} allowed"),
+    ("foo\tbar\none\tx\n", "line 1 holds a tab, but line 1, the first, names no 'source' (or 'src') column"),
 ])
 def test_a_bad_input_file_is_one_error_line_and_no_output(tmp_path, text, said):
     source = tmp_path / "in.txt"

@@ -1,5 +1,6 @@
 """A file of sentences (explorer.studies.common.source_file): every input the help names still reads as
-before; a sentence or reference longer than MAX_SENTENCE_CHARS is refused in one line that names the line."""
+before; a sentence or reference longer than MAX_SENTENCE_CHARS, and a tab in a file whose first line
+names no `source` column, are refused in one line that names the line."""
 from __future__ import annotations
 
 import pytest
@@ -35,3 +36,10 @@ def test_a_sentence_longer_than_the_limit_is_refused_with_its_line(tmp_path, tex
     assert f"line {line}: a {what} of" in said and f"more than the {MAX_SENTENCE_CHARS:,} allowed" in said
     assert "\n" not in said and len(said) < 300
 
+
+def test_a_tab_in_a_file_without_a_source_header_is_refused_not_translated(tmp_path):
+    with pytest.raises(ValueError, match=r"line 1 holds a tab, but line 1, the first, names no 'source'") as first:
+        read_sentences(_file(tmp_path, "foo\tbar\none\tx\n"))
+    assert "one sentence per line without tabs" in str(first.value)
+    with pytest.raises(ValueError, match=r"line 4 holds a tab, but line 2, the first"):
+        read_sentences(_file(tmp_path, "\nuno\ndos\ntres\tthree\n"))

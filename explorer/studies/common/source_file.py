@@ -1,5 +1,5 @@
 """A file of sentences a study runs on, read once for every command that takes one: one source sentence
-per line, or a TSV whose header names a `source` (or `src`) column and, optionally, a `target` (or `tgt`)
+per line (no tabs), or a TSV whose header names a `source` (or `src`) column and, optionally, a `target` (or `tgt`)
 column of references. Read through the bounded reader (explorer.files.user_files), at most MAX_SENTENCES
 sentences of at most MAX_SENTENCE_CHARS characters each; a ValueError names what is wrong in one line,
 with the line number where one line is at fault.
@@ -9,6 +9,10 @@ the whole text (the grounding verdict makes an entry per word), so one 10 MB lin
 1.7 GB and wrote a 197 MB result, with exit status 0. The limit is the one a sentence has elsewhere: the
 app cuts its sentence there (webapp/sentence.py MAX_CHARS) and the graph command refuses a longer one
 (explorer/studies/graphs/step.py MAX_TEXT_CHARS); this module is the lowest that both could read it from.
+
+Why a tab in a file with no `source` header is refused: the file is then read as plain lines, so a TSV
+whose header names other columns ("foo<TAB>bar") had its header and each row translated as sentences,
+tabs and all. A plain file of sentences holds no tabs; a TSV says which column is the sentence.
 """
 from __future__ import annotations
 
@@ -42,6 +46,10 @@ def read_sentences(path: str) -> tuple[list[str], list[str] | None]:
     sources, refs = [], None
     if column is None:
         for n, line in lines:
+            if "\t" in line:
+                raise ValueError(f"{path}: line {n:,} holds a tab, but line {lines[0][0]:,}, the first, names no "
+                                 f"'source' (or 'src') column: a TSV needs that header; or give one sentence per "
+                                 f"line without tabs")
             sources.append(_checked(path, n, line, "sentence"))
     else:
         refs = [] if target is not None else None

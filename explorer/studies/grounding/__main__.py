@@ -1,7 +1,7 @@
 """`python -m explorer grounding CHECKPOINT --input FILE --out FILE.json`: grounded or guessing, for each
 sentence of a file: its translation and the verdict the Translate page shows.
 
-FILE: one source sentence per line, or a TSV whose header names a `source` (or `src`) column.
+FILE: one source sentence per line (no tabs), or a TSV whose header names a `source` (or `src`) column.
 Writes the JSON of explorer.studies.grounding.job atomically. Every argument is checked before the
 checkpoint is loaded (the input read through the bounded reader, at most MAX_SENTENCES sentences of at
 most MAX_SENTENCE_CHARS characters, a longer one refused with its line number:
@@ -29,7 +29,8 @@ from explorer.studies.grounding.job import GROUNDING
 
 def build_parser():
     parser = study_parser("python -m explorer grounding", __doc__)
-    parser.add_argument("--input", required=True, help="one sentence per line, or a TSV with a 'source' column")
+    parser.add_argument("--input", required=True,
+                        help="one sentence per line (no tabs), or a TSV with a 'source' column")
     setting(parser, GroundingSettings, "beam", "beam size, as the app's", ranges=RANGES)
     parser.add_argument("--states", action="store_true",
                         help="build the checkpoint's encoder-state map first when it has none (one encoder pass "
