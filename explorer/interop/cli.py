@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 
+from explorer.store.display_name import display_name
 from explorer.store.errors import CheckpointError
 
 DTYPES = ("float16", "float32")
@@ -25,7 +26,7 @@ def parser() -> argparse.ArgumentParser:
                                     "NLLB) or a hub id such as Helsinki-NLP/opus-mt-es-en (needs internet)")
     imp.add_argument("out", help="the checkpoint directory to write (e.g. models/opus-mt-es-en)")
     imp.add_argument("--dtype", choices=DTYPES, default="float16", help="weights on disk (default float16)")
-    imp.add_argument("--name", help="the name shown in the app (default: the out directory's name)")
+    imp.add_argument("--name", type=display_name, help="the name shown in the app (default: the out directory's name)")
     imp.add_argument("--src-lang", help="source language code, when the source does not state it (M2M100 / NLLB: "
                                         "the default source language, e.g. en or eng_Latn)")
     imp.add_argument("--tgt-lang", help="target language code, when the source does not state it (M2M100 / NLLB: "

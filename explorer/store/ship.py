@@ -25,6 +25,7 @@ from explorer.data.files import DEFAULT_MAX_BYTES, parse_tsv
 from explorer.files.names import TEST_SPLIT
 from explorer.files.user_files import UserFileError, read_user_file
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, read_card, save_checkpoint
+from explorer.store.display_name import display_name
 from explorer.store.output_dirs import OutputRefused, check_output_dir
 
 TOOL = "explorer ship"
@@ -58,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer ship", description=__doc__.split("\n")[0])
     parser.add_argument("src", help="a run checkpoint, e.g. runs/numbers/checkpoints/step_000900")
     parser.add_argument("dst", help="e.g. checkpoints/numbers-en-de: a new or empty folder, or one shipped before")
-    parser.add_argument("--name", help="display name (default: the destination folder name)")
-    parser.add_argument("--run", help="group name shared by checkpoints of one training run")
+    parser.add_argument("--name", type=display_name, help="display name (default: the destination folder name)")
+    parser.add_argument("--run", type=display_name, help="group name shared by checkpoints of one training run")
     parser.add_argument("--test", help="TSV of the held-out test split to ship alongside")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a folder this command shipped before even if it was edited since")
