@@ -153,7 +153,7 @@ def _check_finite(cfg: TrainConfig) -> None:
 
 
 def _check_upper_limits(cfg: TrainConfig) -> None:
-    for name, limit in (("max_steps", MAX_STEPS), ("batch_tokens", MAX_BATCH_TOKENS),
+    for name, limit in (("max_steps", MAX_STEPS), ("warmup", MAX_STEPS), ("batch_tokens", MAX_BATCH_TOKENS),
                         ("accum_steps", MAX_ACCUM_STEPS), ("max_len", MAX_SEQ_LEN),
                         ("vocab_size", MAX_VOCAB_SIZE), ("keep_last", MAX_KEEP_LAST), ("threads", MAX_THREADS)):
         value = getattr(cfg, name)

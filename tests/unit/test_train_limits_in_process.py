@@ -68,7 +68,7 @@ def test_absurd_epochs_are_refused():
 @pytest.mark.parametrize("field, limit", [
     ("max_steps", "MAX_STEPS"), ("batch_tokens", "MAX_BATCH_TOKENS"), ("accum_steps", "MAX_ACCUM_STEPS"),
     ("max_len", "MAX_SEQ_LEN"), ("vocab_size", "MAX_VOCAB_SIZE"), ("keep_last", "MAX_KEEP_LAST"),
-    ("threads", "MAX_THREADS"),
+    ("threads", "MAX_THREADS"), ("warmup", "MAX_STEPS"),
 ])
 def test_upper_limits_are_named_constants_and_enforced(field, limit):
     value = getattr(train_args, limit)
