@@ -114,6 +114,7 @@ def test_a_foil_makes_the_logit_a_difference(numbers, root, tmp_path, capsys):
     (["--text", "seven", "--foil", "two words"], "foil must be one word"),
     (["--text", "seven", "--node-threshold", "1.5"], "node_threshold >= 0.0 and <= 1.0"),
     (["--text", "   "], "--text: give a source sentence"),
+    (["--text", "\u200b"], "--text: the sentence produced no source pieces"),      # it explained EOS alone
     (["--position", "1"], "the following arguments are required: --text"),
 ])
 def test_bad_arguments_are_refused_in_one_line(root, tmp_path, capsys, argv, said):

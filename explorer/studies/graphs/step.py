@@ -39,6 +39,8 @@ def question(model, tokenizer, text: str, position: int, target: str | None = No
         raise ValueError(f"a sentence of at most {MAX_TEXT_CHARS:,} characters, please")
     special, max_len = special_ids(model), model.cfg.max_len
     src = source_ids(tokenizer, text, max_len, special)
+    if len(src) < 2:                 # EOS alone: only characters the tokenizer drops (a zero-width space)
+        raise ValueError("--text: the sentence produced no source pieces, only characters the tokenizer drops")
     if target is not None:
         out = output_ids(tokenizer, target, max_len, special)
     else:
