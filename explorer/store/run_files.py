@@ -11,9 +11,11 @@ of metrics.jsonl, a missing status.json) and never raise on them.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from explorer.files import limits
 from explorer.files.atomic import DISK_FULL, replacing, rewrite_json_in_place, write_json_atomic
 from explorer.files.user_files import open_regular, parse_json, read_user_json, tail_of_file
 from explorer.store.metrics import Curves, curves_from_records
+from explorer.store.run_clearing import RunRefused
 from explorer.store.run_paths import CONFIG, LOCK, LOG, METRICS, STATUS
 
 
@@ -128,16 +131,55 @@ def read_status(run_dir: Path) -> dict:
     return status if isinstance(status, dict) else {}
 
 
+# How the lock file is opened: never through a symlink, never blocking (a FIFO put there would hang an open
+# for reading until a writer came), never inherited by a child process.
+_LOCK_FLAGS = os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_LOCK_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
 class RunLock:
-    """An exclusive flock on runs/<name>/trainer.lock; the OS drops it when the process dies."""
+    """An exclusive flock on runs/<name>/trainer.lock; the OS drops it when the process dies.
+
+    The lock file is the trainer's own regular file. Anything else at its name (a directory, a FIFO, a
+    symlink: put there by hand or by another program) is refused by acquire() with a RunRefused naming
+    it, which `train` prints as one `error:` line (it was an IsADirectoryError or an OSError from
+    ftruncate), and is never held by a trainer for is_held_by_other()."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / LOCK
         self._fd: int | None = None
+        self.refusal: str | None = None       # what _open last found at the lock's name instead of a file
+
+    def _open(self, flags: int) -> int | None:
+        """A descriptor of the lock file when it is a regular file (opened with `flags` and _LOCK_FLAGS);
+        None when it is something else, with self.refusal saying what."""
+        self.refusal = None
+        try:
+            fd = os.open(self.path, flags | _LOCK_FLAGS, 0o644)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                self.refusal = "a symbolic link"
+            elif err.errno == errno.EISDIR:
+                self.refusal = "a directory"
+            else:
+                raise
+            return None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            self.refusal = next((name for test, name in _LOCK_KINDS if test(mode)), "not a regular file")
+            return None
+        return fd
 
     def acquire(self) -> bool:
+        """Take the lock (True), or False when another trainer holds it; RunRefused when the lock's name
+        holds something other than a regular file."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open(os.O_RDWR | os.O_CREAT)
+        if fd is None:
+            raise RunRefused(f"{self.path} is {self.refusal}, not the lock file a trainer writes there; "
+                             "remove it and start again")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -160,10 +202,14 @@ class RunLock:
         return pid if isinstance(pid, int) else None
 
     def is_held_by_other(self) -> bool:
-        """True if some live process holds the lock (used by readers to tell running from dead)."""
-        if not self.path.exists():
+        """True if some live process holds the lock (used by readers to tell running from dead); False
+        when there is no lock file, or something no trainer can hold (a directory, a FIFO: opening that
+        for reading used to wait for a writer forever)."""
+        if not os.path.lexists(self.path):
             return False
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = self._open(os.O_RDONLY)
+        if fd is None:
+            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -171,5 +217,3 @@ class RunLock:
         finally:
             os.close(fd)
         return False
-
-

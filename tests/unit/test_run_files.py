@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -85,6 +86,36 @@ def test_the_lock_holder_pid_is_read_back(tmp_path):
         lock.release()
     lock.path.write_text("not a pid")
     assert lock.holder_pid() is None
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
+def test_a_lock_name_that_is_not_a_regular_file_is_refused_in_one_line_and_held_by_no_one(tmp_path, kind):
+    from explorer.store.run_clearing import RunRefused
+    path = tmp_path / rp.LOCK
+    target = tmp_path / "elsewhere.lock"
+    target.write_text("")
+    {"directory": path.mkdir, "fifo": lambda: os.mkfifo(path), "symlink": lambda: path.symlink_to(target)}[kind]()
+    lock = rf.RunLock(tmp_path)
+    said = {"directory": "a directory", "fifo": "a FIFO (named pipe)", "symlink": "a symbolic link"}[kind]
+    with pytest.raises(RunRefused, match="^" + re.escape(f"{path} is {said}, not the lock file a trainer writes there")):
+        lock.acquire()
+    assert not lock.is_held_by_other()          # a FIFO opened for reading used to wait here for a writer
+    assert target.read_text() == ""             # nothing written through the symlink
+
+
+def test_train_resume_on_a_lock_that_is_a_directory_says_one_line(tmp_path):
+    import subprocess
+    import sys
+    run_dir = tmp_path / "runs" / "r"
+    (run_dir / rp.LOCK).mkdir(parents=True)
+    env = {**os.environ, "EXPLORER_RUNS_DIR": str(tmp_path / "runs"), "EXPLORER_DATA_DIR": str(tmp_path / "data"),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "explorer", "train", "--run-dir", str(run_dir), "--resume",
+                           "--dataset", "numbers", "--max-steps", "3"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {run_dir / rp.LOCK} is a directory, not the lock file a trainer writes there; remove it and start again"]
 
 
 def test_a_launch_that_left_only_its_log_blocks_the_name_for_jobs_not_for_the_trainer(tmp_path):
