@@ -71,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = resolve_device(args.device)
     results = {"test_set": test_name, "n": len(split)}
+    cut = sum(len(ids) >= ckpt.config.max_len for ids in split.src)    # with_eos stops a source at max_len ids
+    if cut:
+        results["sources_cut"] = cut
+        print(f"note: {cut} of {len(split)} sources fill the model's {ckpt.config.max_len} positions and are cut "
+              "there: their translations are of the cut sentences", file=sys.stderr)
     if forced_target(tokenizer):                             # a multilingual model: the pair these figures are for
         results["languages"] = [tokenizer.src_lang, tokenizer.tgt_lang]
     if args.int8:
