@@ -76,8 +76,12 @@ def test_a_run_name_is_1_to_64_characters_and_never_a_folder_the_runs_directory_
     monkeypatch.setenv("EXPLORER_RUNS_DIR", str(tmp_path))
     assert jobs.run_dir_for("a") == tmp_path / "a"
     assert jobs.run_dir_for("a" * 64) == tmp_path / ("a" * 64)
-    assert set(jobs.RESERVED_NAMES) == {"uploads", "heads", "align", "search"}
-    for name in (*jobs.RESERVED_NAMES, "a" * 65, "-a", "_a"):
+    assert set(jobs.RESERVED_NAMES) == {"uploads", "heads", "align", "search", "graphs", "grounding", "features",
+                                        "poison-demo"}
+    for name in jobs.RESERVED_NAMES:
+        with pytest.raises(jobs.JobError, match="is a folder the app uses for"):
+            jobs.run_dir_for(name)
+    for name in ("a" * 65, "-a", "_a"):
         with pytest.raises(jobs.JobError, match="letters, digits"):
             jobs.run_dir_for(name)
     assert not any(tmp_path.iterdir())                                  # naming creates nothing
