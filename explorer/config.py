@@ -56,9 +56,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name, limit in MODEL_LIMITS.items():     # a config.json read from disk may say anything
-            value = getattr(self, name)
-            if not _is_int(value) or not 1 <= value <= limit:
-                raise ValueError(f"{name} must be an integer in [1, {limit:,}], not {value!r}")
+            value, low = getattr(self, name), MODEL_MINIMUMS.get(name, 1)
+            if not _is_int(value) or not low <= value <= limit:
+                raise ValueError(f"{name} must be an integer in [{low}, {limit:,}], not {value!r}")
         if self.max_len * self.d_model > MAX_POSITION_VALUES:
             raise ValueError(f"max_len x d_model = {self.max_len * self.d_model:,} exceeds {MAX_POSITION_VALUES:,} "
                              "(the positional table built when the model is made)")
@@ -130,6 +130,12 @@ class ModelConfig:
 # what they add up to in memory is bounded by MAX_MODEL_BYTES.
 MODEL_LIMITS = {"src_vocab_size": 1 << 20, "tgt_vocab_size": 1 << 20, "d_model": 16384, "n_heads": 256,
                 "d_ff": 65536, "n_encoder_layers": 128, "n_decoder_layers": 128, "max_len": 65536}
+# Lower bounds above 1, for what a model can translate with at all. max_len: a target the decoder is
+# trained on or scored against is BOS + its pieces + EOS in at most max_len ids (explorer.text.encoding.
+# target_ids), so below 3 no target holds a single piece; max_len 1 also leaves a source of EOS alone (a
+# checkpoint saying so evaluated to BLEU 0.00 and explained an empty source). The trainer's models have
+# at least 64 (and its --max-len at least 8); imported ones their max_position_embeddings (512, 1,024).
+MODEL_MINIMUMS = {"max_len": 3}
 MAX_POSITION_VALUES = 1 << 24     # max_len * d_model: the sinusoidal table (64 MiB in float32)
 # The memory one model's load (or import) may take at its peak, counted from the config and the weights'
 # header before anything is allocated (explorer.store.weights.load_bytes): OPUS-MT base (74M parameters)
