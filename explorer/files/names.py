@@ -43,6 +43,7 @@ GRADIENT_STORE_SUFFIX = ".gradients.safetensors"   # in GROUNDING: <dataset key>
 STATE_MAP_SUFFIX = ".states.safetensors"           # in GROUNDING (shipped or runs): the encoder states' map
 FEATURES = "features"                    # dictionaries: FEATURES/<weights sha>/<site>/{FEATURES_KINDS}/
 FEATURES_KINDS = ("trained", "random")   # a site's dictionary and its random-decoder baseline
+POISON_DEMO = "poison-demo"              # the poisoned-pairs demonstration's default --out (its two runs inside)
 LAUNCH_LOCK = ".launch.lock"             # one trainer launch at a time across app processes
 UPLOAD_SUFFIX = ".tsv"
 UPLOAD_NAME_SUFFIX = ".name"             # beside an upload: the uploaded file's own name

@@ -35,15 +35,12 @@ FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 # The folders the app writes into the runs directory that are not runs (their names: explorer.files.names), and
-# what each holds, for the message that refuses one as a run name. POISON_DEMO is the poisoned-pairs
-# demonstration's default --out (explorer.studies.grounding.poison_out.DEFAULT_OUT, which this floor may not
-# import; tests/integration/test_jobs.py holds the two equal).
-POISON_DEMO = "poison-demo"
+# what each holds, for the message that refuses one as a run name.
 RESERVED_NAMES = {names.UPLOADS: "uploaded training data", names.HEADS: "the head lab's results",
                   names.ALIGN: "the alignment scorecard's results", names.SEARCH: "the Search page's beam-size curves",
                   names.GRAPHS: "the Graphs page's attribution graphs", names.GROUNDING: "the training-word indexes",
                   names.FEATURES: "the feature dictionaries (transcoders)",
-                  POISON_DEMO: "the poisoned-pairs demonstration"}
+                  names.POISON_DEMO: "the poisoned-pairs demonstration"}
 LAUNCHED: dict[str, subprocess.Popen] = {}     # trainers this process launched (launch.py), reaped when polled
 
 

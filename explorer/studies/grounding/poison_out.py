@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from explorer.files.atomic import read_json_object, temp_file_pid
+from explorer.files import names
 from explorer.files.names import POISON_FILES
 from explorer.files.places import REPO_ROOT
 from explorer.files.user_files import UserFileError, check_output_file, read_user_file
@@ -23,7 +24,7 @@ from explorer.studies.common.command import model_folder_of
 
 POISONED_TSV, CLEAN_TSV, REPORT = POISON_FILES
 RUNS = ("poisoned", "clean")            # the two fine-tunes' run folders, inside --out
-DEFAULT_OUT = "poison-demo"             # in the runs folder (runs_root)
+DEFAULT_OUT = names.POISON_DEMO         # in the runs folder (runs_root)
 _TSV_HEADER = b"src\ttgt\n"             # what poison.write_tsv starts every file with
 _TSV_BYTES = 16 << 20                   # far above the demonstration's files (about 40 KB)
 _REPORT_KEYS = ("clean_pairs", "poisoned_pairs", "steps", "held_out")
