@@ -15,9 +15,10 @@ import streamlit as st
 
 from explorer.files.names import TEST_SPLIT
 from explorer.store.checkpoint import CheckpointError
+from explorer.studies.common.source_file import MAX_SENTENCE_CHARS
 from webapp import models, presenter, state, url_keys
 
-MAX_CHARS = 2000                      # longer input is truncated with a notice
+MAX_CHARS = MAX_SENTENCE_CHARS         # longer input is truncated with a notice (the library's one limit)
 URL_CHARS = 1000                      # the sentence kept in the URL (a shared link) is cut here
 MAX_EXAMPLES = 300                    # examples offered from a checkpoint's test.tsv
 

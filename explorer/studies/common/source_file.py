@@ -6,9 +6,9 @@ with the line number where one line is at fault.
 
 Why a sentence has a length limit: the model reads only its first max_len pieces, but the studies work on
 the whole text (the grounding verdict makes an entry per word), so one 10 MB line once took 42 s and
-1.7 GB and wrote a 197 MB result, with exit status 0. The limit is the one a sentence has elsewhere: the
-app cuts its sentence there (webapp/sentence.py MAX_CHARS) and the graph command refuses a longer one
-(explorer/studies/graphs/step.py MAX_TEXT_CHARS); this module is the lowest that both could read it from.
+1.7 GB and wrote a 197 MB result, with exit status 0. The limit is the one a sentence has everywhere,
+written here once: the app cuts its sentence there (webapp/sentence.py) and the graph command refuses a
+longer one (explorer/studies/graphs/step.py).
 
 Why a tab in a file with no `source` header is refused: the file is then read as plain lines, so a TSV
 whose header names other columns ("foo<TAB>bar") had its header and each row translated as sentences,
@@ -20,7 +20,7 @@ from explorer.data.files import DEFAULT_MAX_BYTES
 from explorer.files.user_files import read_user_file
 
 MAX_SENTENCES = 10_000
-MAX_SENTENCE_CHARS = 2_000        # a source sentence or a reference, as the app's and the graph command's
+MAX_SENTENCE_CHARS = 2_000        # a source sentence or a reference: in a file, the app, the graph command
 
 
 def _checked(path: str, number: int, text: str, what: str) -> str:

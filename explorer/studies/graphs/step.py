@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from explorer.decoding.core import special_ids
 from explorer.decoding.translate import forced_target, word_ids
 from explorer.studies.common.sentences import greedy_ids
+from explorer.studies.common.source_file import MAX_SENTENCE_CHARS
 from explorer.studies.graphs.replacement import Step
 from explorer.text.encoding import output_ids, source_ids
 
-MAX_TEXT_CHARS = 2_000           # a sentence; a pasted file is refused before it is tokenized
+MAX_TEXT_CHARS = MAX_SENTENCE_CHARS   # a sentence; a pasted file is refused before it is tokenized
 MAX_FOIL_CHARS = 60
 
 
