@@ -135,3 +135,22 @@ def test_an_output_words_nearest_contexts_come_from_the_decoder_state_map(runs):
     near = [m.value for m in at.markdown if m.value.startswith(("- 0.", "- 1."))]
     assert len(near) >= 5 and all(" → " in v for v in near) and sum("orange-background" in v for v in near) >= 5
     assert [b for b in at.button if b.label == "Compute the training pass"]
+
+
+def test_a_damaged_kept_state_map_is_said_in_the_verdict(runs):
+    """A kept encoder-state map that cannot be read (here: empty) was skipped in silence and the verdict
+    changed; the verdict now says so and reads the training counts alone."""
+    from explorer.store.checkpoint import read_config
+    from explorer.studies.grounding import states
+    from explorer.studies.grounding.build import dataset_of
+
+    numbers = ROOT / "checkpoints" / "numbers-en-de"
+    meta, _ = read_config(numbers)
+    path = states.map_path(dataset_of(meta), str(meta["weights_sha256"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    at = open_app("numbers-en-de", text="seven hundred")
+    no_exception(at)
+    alerts, _ = verdict_of(at)
+    assert "The encoder-state map kept for this model cannot be read" in alerts.replace("\\", "")
+    assert "training data's counts alone" in alerts.replace("\\", "")

@@ -9,13 +9,15 @@ lookups per word. A model that names no training data (an imported one) gets a c
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import states
-from explorer.studies.grounding.build import NoTrainingData, dataset_of, ensure, ensure_states, kept_states
+from explorer.studies.grounding.build import (NoTrainingData, dataset_of, ensure, ensure_states,
+                                             kept_states_and_why)
 from explorer.studies.grounding.index import IndexUnusable
 from explorer.studies.grounding.links import marked
 from explorer.studies.grounding.verdict import Verdict, verdict
@@ -35,15 +37,24 @@ def _index(dataset: str, _checkpoint: str, _meta: dict):
 
 @st.cache_resource(max_entries=MAX_INDEXES, show_spinner=False)
 def _state_map(path: str, sha: str, mtime: float, _model, _meta: dict, pairs: int):
-    """The checkpoint's encoder-state map, or None while it has none (`mtime`: a map built since is read)."""
-    return kept_states(_model, _meta, pairs)
+    """(the checkpoint's encoder-state map, "") or (None, why a kept one cannot be used: "" when there is
+    none); `mtime`: a map built or damaged since is read again."""
+    return kept_states_and_why(_model, _meta, pairs)
+
+
+def state_map_and_why(ckpt, pairs: int):
+    """The loaded checkpoint's encoder-state map (shipped or built here) and why a kept one is unusable."""
+    path = states.map_path(dataset_of(ckpt.meta), str(ckpt.meta.get("weights_sha256") or ""))
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    return _state_map(str(ckpt.path), ckpt.sha256, mtime, ckpt.model, ckpt.meta, pairs)
 
 
 def state_map(ckpt, pairs: int):
-    """The loaded checkpoint's encoder-state map (shipped or built here), or None."""
-    path = states.map_path(dataset_of(ckpt.meta), str(ckpt.meta.get("weights_sha256") or ""))
-    mtime = path.stat().st_mtime if path.is_file() else 0.0
-    return _state_map(str(ckpt.path), ckpt.sha256, mtime, ckpt.model, ckpt.meta, pairs)
+    """The loaded checkpoint's encoder-state map, or None."""
+    return state_map_and_why(ckpt, pairs)[0]
 
 
 def training_index(ckpt):
@@ -59,11 +70,15 @@ def verdict_for(ckpt, text: str, output: str) -> Verdict | str:
     both signals when the checkpoint has an encoder-state map, on the training data's counts alone else."""
     try:
         index = _index(dataset_of(ckpt.meta), str(ckpt.path), ckpt.meta)
-        smap = state_map(ckpt, index.pairs)
+        smap, why = state_map_and_why(ckpt, index.pairs)
     except (NoTrainingData, IndexUnusable, states.MapUnusable) as err:
         return str(err)
     if smap is None:
-        return verdict(index, text, ckpt.name, output)
+        found = verdict(index, text, ckpt.name, output)
+        if why:                          # a damaged kept map: said, not skipped in silence
+            found = replace(found, summary=f"{found.summary} (The encoder-state map kept for this model cannot "
+                                           f"be read: {why}. This verdict reads the training data's counts alone.)")
+        return found
     distance = states.distance(smap, states.source_states(ckpt.model, ckpt.tokenizer, [text])[0])
     return verdict(index, text, ckpt.name, output, distance, smap.calibration)
 
