@@ -137,6 +137,22 @@ def test_an_output_words_nearest_contexts_come_from_the_decoder_state_map(runs):
     assert [b for b in at.button if b.label == "Compute the training pass"]
 
 
+
+def test_a_damaged_kept_decoder_state_map_is_said_and_offered_again(runs):
+    """A kept decoder-state map that cannot be read (here: truncated) is said with its reason beside the
+    button that builds the training pass again, as the gradient store's is; it was dropped in silence."""
+    from explorer.store.checkpoint import read_config
+    from explorer.studies.grounding import states
+
+    meta, _ = read_config(BIBLE)
+    path = states.runs_map_path("bible", meta["weights_sha256"], "output")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x10\x00\x00\x00")
+    at = open_app("bible-es-en", text=EVERYDAY, query={"learn": "out.spoke"})
+    no_exception(at)
+    assert "The kept decoder-state map cannot be used" in texts(at.caption).replace("\\", "")
+    assert [b for b in at.button if b.label == "Compute the training pass"]
+
 def test_a_damaged_kept_state_map_is_said_in_the_verdict(runs):
     """A kept encoder-state map that cannot be read (here: empty) was skipped in silence and the verdict
     changed; the verdict now says so and reads the training counts alone."""

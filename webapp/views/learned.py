@@ -24,7 +24,7 @@ from explorer.data import DataError
 from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.context import RunContext
 from explorer.studies.grounding import influence, states
-from explorer.studies.grounding.build import dataset_of, ensure_output_states, ensure_store, kept_states
+from explorer.studies.grounding.build import dataset_of, ensure_output_states, ensure_store, kept_states_and_why
 from explorer.studies.common.training_data import PairsUnusable
 from explorer.studies.grounding.concordance import Concordance, WordPairs
 from explorer.studies.grounding.gradients import watched_linears
@@ -56,8 +56,9 @@ def _store(path: str, mtime: float, dataset: str, sha: str, pairs: int, layers: 
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
-def _output_map(path: str, mtime: float, _model, _meta: dict, pairs: int) -> states.StateMap | None:
-    return kept_states(_model, _meta, pairs, "output")
+def _output_map(path: str, mtime: float, _model, _meta: dict, pairs: int) -> tuple[states.StateMap | None, str]:
+    """(the decoder-state map, "") or (None, why the kept one cannot be used)."""
+    return kept_states_and_why(_model, _meta, pairs, "output")
 
 
 def choices(found: Verdict) -> dict[str, tuple[str, str]]:
@@ -187,7 +188,9 @@ def _training_pass(ckpt, pairs: WordPairs, key: str):
             st.caption(f"The kept gradient store cannot be used ({md_escape(err)}); build it again below.")
     out_path = states.runs_map_path(dataset, sha, "output")
     if out_path.is_file():
-        omap = _output_map(str(out_path), out_path.stat().st_mtime, ckpt.model, ckpt.meta, len(pairs.pairs))
+        omap, why = _output_map(str(out_path), out_path.stat().st_mtime, ckpt.model, ckpt.meta, len(pairs.pairs))
+        if why:
+            st.caption(f"The kept decoder-state map cannot be used ({md_escape(why)}); build it again below.")
     if store is None or omap is None:
         st.caption(f"The training pairs that raised an output word, and its nearest training contexts, need one pass "
                    f"over the {len(pairs.pairs):,} training pairs in the background (about half a training epoch), "
