@@ -22,7 +22,7 @@ paused = FIRST_RUN and gc.isenabled()
 if paused:
     gc.disable()
 try:
-    from webapp import lecture, presenter, sidebar
+    from webapp import lecture, presenter, sidebar, state
 
     # The sidebar starts collapsed in presenter mode: the projector's width goes to the page (webapp.presenter).
     st.set_page_config(page_title="Transformer Explorer", page_icon="🔎", layout="wide",
@@ -32,6 +32,9 @@ try:
     # Every page listed, always: past twelve pages Streamlit would fold the list to ten behind "View more",
     # hiding the end of the lecture from a student reading the sidebar.
     navigation = st.navigation(PAGES, expanded=True)
+    if problem := state.runs_dir_problem():         # a server set up wrong: said on every page, not a traceback
+        st.error(f"The app cannot start: {state.md_escape(problem)}.")
+        st.stop()
     sidebar.render()
     lecture.run(navigation, [page for pages in PAGES.values() for page in pages])
 finally:                                             # also when the page stops or reruns (Streamlit's exceptions)

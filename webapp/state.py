@@ -43,6 +43,16 @@ def models_dir() -> Path | None:
     return Path(env).expanduser() if env else None
 
 
+def runs_dir_problem() -> str | None:
+    """Why the runs folder ($EXPLORER_RUNS_DIR) cannot be used (a file, a FIFO), else None: every page
+    reads or writes there (runs, analyses, uploads), so the app says this and nothing else."""
+    try:
+        rp.runs_root()
+    except rp.RunsDirError as err:
+        return str(err)
+    return None
+
+
 def models_dir_problem() -> str | None:
     """Why the models folder cannot be listed (missing, not a folder, unreadable), else None."""
     folder = models_dir()

@@ -132,3 +132,17 @@ def test_no_card_or_a_damaged_checkpoint_says_no_model_card(folders, how):
     no_exception(at)
     assert at.session_state["checkpoint_path"] == str(path)
     assert "no model card" in card_text(at)
+
+
+@pytest.mark.parametrize("page", [None, "webapp/pages/train.py", "webapp/pages/checkpoints.py"])
+def test_a_runs_folder_setting_that_names_a_file_is_said_on_every_page(tmp_path, monkeypatch, page):
+    """$EXPLORER_RUNS_DIR naming a file: every page reads or writes there, so each says what is wrong, in
+    one message and no traceback (runs_root refuses it, as the commands do)."""
+    afile = tmp_path / "runs.txt"
+    afile.write_text("not a folder")
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(afile))
+    at = open_app("numbers-en-de", page)
+    no_exception(at)
+    said = texts(at.error).replace("\\", "")
+    assert "The app cannot start" in said and "a regular file, not a folder" in said
+    assert afile.read_text() == "not a folder"
