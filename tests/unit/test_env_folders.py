@@ -12,6 +12,7 @@ from explorer.config import folder_problem
 from explorer.data import DataError
 from explorer.data.splits import load_corpus
 from explorer.store import run_paths
+from support.waiting import STALL_S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -56,7 +57,7 @@ def _command(tmp_path, *argv, **env):
     full = {**os.environ, "EXPLORER_RUNS_DIR": str(tmp_path / "runs"), "EXPLORER_DATA_DIR": str(tmp_path / "data"),
             "OMP_NUM_THREADS": "1", **env}
     return subprocess.run([sys.executable, "-m", "explorer", *argv], cwd=tmp_path, env=full, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=STALL_S)
 
 
 def test_the_data_command_says_one_line(tmp_path, a_file):
@@ -75,3 +76,17 @@ def test_grounding_states_under_a_runs_dir_that_is_a_file_says_one_line(tmp_path
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         f"error: $EXPLORER_RUNS_DIR={a_file}: a regular file, not a folder; name a folder for runs and results"]
+
+
+NUMBERS = os.path.join(ROOT, "checkpoints", "numbers-en-de")
+
+
+@pytest.mark.parametrize("argv", [["graph", NUMBERS, "--text", "seven"], ["features", "train", NUMBERS]])
+def test_the_dictionary_commands_say_it_before_the_work(tmp_path, a_file, argv):
+    """features train trained its dictionaries for minutes before the first write under the file; graph
+    said it with 'python -m explorer features train ... makes them' after it, as if none were trained."""
+    proc = _command(tmp_path, *argv, "--out", str(tmp_path / "out.json"), EXPLORER_RUNS_DIR=str(a_file))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: $EXPLORER_RUNS_DIR={a_file}: a regular file, not a folder; name a folder for runs and results"]
+    assert not (tmp_path / "out.json").exists()

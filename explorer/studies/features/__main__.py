@@ -29,6 +29,7 @@ from explorer.data import load_corpus
 from explorer.files.names import FEATURES_OUT
 from explorer.files.user_files import UserFileError
 from explorer.store.checkpoint import CheckpointError
+from explorer.store.run_paths import runs_root
 from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, checkpoint_and_held_out, \
     finish, open_checkpoint, parse_checked, refuse, setting, settings_from, study_parser
 from explorer.studies.common.source_file import read_sentences
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(str(err))
     if action == "train":
         try:
+            runs_root()                 # where the dictionaries go: a setting naming a file, said before the work
             ckpt = open_checkpoint(args)
             train, held = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
         except (CheckpointError, NoTrainingData, ValueError, OSError) as err:

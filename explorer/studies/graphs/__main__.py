@@ -21,6 +21,7 @@ from typing import Callable
 
 from explorer.files.names import GRAPH_OUT
 from explorer.store.checkpoint import CheckpointError
+from explorer.store.run_paths import RunsDirError, runs_root
 from explorer.studies.common.command import add_checkpoint_languages, add_out_and_device, finish, open_checkpoint, \
     parse_checked, refuse, setting, settings_from, study_parser
 from explorer.studies.graphs.job import GRAPH, RANGES, GraphSettings
@@ -66,6 +67,10 @@ def main(argv: list[str] | None = None, dictionaries: Dictionaries | None = None
     try:
         ckpt = open_checkpoint(args)
     except (CheckpointError, ValueError) as err:  # a language missing, unknown or asked of a one-pair model
+        return refuse(str(err))
+    try:
+        runs_root()                     # where the dictionaries are: a setting naming a file is said as itself
+    except RunsDirError as err:
         return refuse(str(err))
     try:
         transcoders = dictionaries(ckpt.model, ckpt.meta.get("weights_sha256", ""))
