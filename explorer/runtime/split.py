@@ -138,6 +138,15 @@ def world_size() -> int:
     return world
 
 
+def local_world_size() -> int:
+    """How many of torchrun's processes share this machine ($LOCAL_WORLD_SIZE): 1 when unset; LaunchError
+    when it is not a whole number of at least 1 (the trainer's memory check multiplies by it)."""
+    local = _whole("LOCAL_WORLD_SIZE", 1)
+    if local < 1:
+        raise LaunchError(f"LOCAL_WORLD_SIZE={local} is not a number of processes (at least 1)")
+    return local
+
+
 def launch() -> Launch:
     """This process's Launch, from torchrun's variables, checked: one process (rank 0 of 1) when
     WORLD_SIZE is unset or 1; with more, RANK must be set and RANK and LOCAL_RANK below WORLD_SIZE.

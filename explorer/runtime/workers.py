@@ -16,6 +16,8 @@ import subprocess
 import sys
 from typing import Sequence
 
+from explorer.runtime.split import world_size
+
 
 MAX_WORKERS = 64
 AUTO_FROM = 32          # "auto" splits a run of at least this many sentences (one batch per process);
@@ -61,7 +63,7 @@ def resolve_workers(asked: int | str, items: int) -> int:
 
 def wants_launch(workers: int) -> bool:
     """More than one worker, and not already one of torchrun's processes."""
-    return workers > 1 and int(os.environ.get("WORLD_SIZE", "1")) <= 1
+    return workers > 1 and world_size() <= 1                  # checked: WORLD_SIZE=abc is one line
 
 
 def launch(module: str, argv: Sequence[str], workers: int) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from explorer.files.user_files import UserFileError, open_regular, parse_json
-from explorer.config import MAX_MODEL_BYTES_ENV, ModelConfig, max_model_bytes
+from explorer.config import MAX_MODEL_BYTES_ENV, ModelConfig, max_model_bytes, size_text
 from explorer.model import Transformer, parameter_count
 from explorer.store.errors import CheckpointError
 
@@ -106,8 +106,8 @@ def check_memory(what: str, need: int) -> None:
     """Refuse a load that would take more than the bound (explorer.config.max_model_bytes)."""
     limit = max_model_bytes()
     if need > limit:
-        raise CheckpointError(f"{what}: loading this model would take {need / 2**30:.2f} GiB of memory, more than "
-                              f"the {limit / 2**30:.2f} GiB one model may take here (MAX_MODEL_BYTES in "
+        raise CheckpointError(f"{what}: loading this model would take {size_text(need)} of memory, more than "
+                              f"the {size_text(limit)} one model may take here (MAX_MODEL_BYTES in "
                               f"explorer/config.py; ${MAX_MODEL_BYTES_ENV} sets another bound)")
 
 

@@ -5,13 +5,13 @@ status stuck at "running"): the trainer refuses with the figures instead.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
 from explorer.config import ModelConfig, TrainConfig
 from explorer.model import parameter_count
+from explorer.runtime.split import local_world_size
 
 MEMINFO = Path("/proc/meminfo")
 
@@ -82,7 +82,7 @@ def check_batches(cfg: TrainConfig, plan, train_split, model_cfg: ModelConfig, d
     tokens = min(max(cfg.batch_tokens, seq_len), len(train_split) * seq_len)
     need = step_memory_bytes(model_cfg, tokens, seq_len)
     if device.type == "cpu":
-        need *= int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        need *= local_world_size()
     free = available_memory_bytes(device)
     short = free is not None and need > free
     if dist.all_sum([float(short)], device)[0] > 0:

@@ -11,6 +11,7 @@ import pytest
 from explorer.runtime import split
 from explorer.runtime.split import LaunchError, Launch, launch
 from explorer.training.distributed import Dist
+from support.waiting import STALL_S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -69,6 +70,7 @@ def test_a_group_that_cannot_start_is_one_line(monkeypatch):
 @pytest.mark.parametrize("command", [
     ["train", "--dataset", "numbers", "--max-steps", "1"],
     ["heads", os.path.join(ROOT, "checkpoints", "numbers-en-de"), "--workers", "1"],
+    ["heads", os.path.join(ROOT, "checkpoints", "numbers-en-de"), "--workers", "2"],    # workers.wants_launch reads it
 ])
 def test_a_command_under_a_bad_world_size_prints_one_line(tmp_path, command):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK")}
@@ -76,8 +78,21 @@ def test_a_command_under_a_bad_world_size_prints_one_line(tmp_path, command):
                OMP_NUM_THREADS="1")
     extra = ["--run-dir", str(tmp_path / "runs" / "r")] if command[0] == "train" else ["--out", str(tmp_path / "h.json")]
     proc = subprocess.run([sys.executable, "-m", "explorer", *command, *extra], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=STALL_S)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         "error: WORLD_SIZE=abc is not a whole number (torchrun sets it; without WORLD_SIZE a command runs as "
         "one process)"]
+
+
+def test_the_trainers_memory_check_reads_the_local_world_checked(monkeypatch):
+    """LOCAL_WORLD_SIZE scales the memory check on CPU: read as torchrun's other variables are."""
+    from explorer.runtime.split import local_world_size
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert local_world_size() == 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert local_world_size() == 4
+    for bad in ("abc", "0"):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", bad)
+        with pytest.raises(LaunchError, match=f"LOCAL_WORLD_SIZE={bad} is not"):
+            local_world_size()

@@ -39,3 +39,12 @@ def test_a_long_or_unprintable_value_is_shown_cut_and_quoted(monkeypatch, capsys
 def test_sizes_print_in_a_unit_that_shows_them():
     assert [size_text(n) for n in (100, 1023, 1024, 8_600_000, MAX_MODEL_BYTES, 3 << 40)] == \
         ["100 bytes", "1,023 bytes", "1.0 KiB", "8.2 MiB", "2.00 GiB", "3,072.00 GiB"]
+
+
+def test_the_refusal_prints_both_sizes_in_a_unit_that_shows_them(monkeypatch):
+    """A tiny bound (100 bytes) read "would take 0.00 GiB ... more than the 0.00 GiB"."""
+    from explorer.store.errors import CheckpointError
+    from explorer.store.weights import check_memory
+    monkeypatch.setenv(MAX_MODEL_BYTES_ENV, "100")
+    with pytest.raises(CheckpointError, match=r"would take 8\.2 MiB of memory, more than the 100 bytes one model"):
+        check_memory("m", 8_600_000)
