@@ -15,7 +15,7 @@ import random
 
 from explorer.config import folder_problem
 from explorer.data.bible import build_bible, split_by_chapter
-from explorer.data.files import DEFAULT_MAX_BYTES, read_hf, read_moses, read_tsv
+from explorer.data.files import DEFAULT_MAX_BYTES, MIN_PAIRS, read_hf, read_moses, read_tsv
 from explorer.data.numbers import build_numbers
 from explorer.data.types import DataError, Pair, ParallelCorpus
 from explorer.files import limits
@@ -33,11 +33,11 @@ def split_held_out(pairs: list[Pair], seed: int = 1234, dev_size: int | None = N
     """Deterministic random dev/test split of a user's file.
 
     Defaults: 5% each, at most 1,000 and at least 1 (a 3-line file gives 1/1/1); files with fewer
-    than 3 pairs cannot be split and raise DataError.
+    than MIN_PAIRS (3) pairs cannot be split and raise DataError.
     """
     n = len(pairs)
-    if n < 3:
-        raise DataError(f"need at least 3 sentence pairs to make train/dev/test splits, got {n}")
+    if n < MIN_PAIRS:
+        raise DataError(f"need at least {MIN_PAIRS} sentence pairs to make train/dev/test splits, got {n}")
     default = max(1, min(1000, n // 20))
     dev_size = default if dev_size is None else dev_size
     test_size = default if test_size is None else test_size
