@@ -23,12 +23,12 @@ def test_an_uploaded_training_files_name_is_shown_as_text(runs):  # noqa: F811
     at = open_app(NUMBERS.name, "webapp/pages/train.py")
     no_exception(at)
     at.radio(key="tr_data").set_value("upload").run()
-    at.file_uploader(key="tr_upload").set_value((NAME, b"one\teins\ntwo\tzwei\n", "text/plain")).run()
+    at.file_uploader(key="tr_upload").set_value((NAME, b"one\teins\ntwo\tzwei\nthree\tdrei\n", "text/plain")).run()
     no_exception(at)
     [kept] = (runs / rp.UPLOADS).glob("*.tsv")
     assert rp.dataset_label(str(kept)) == NAME                           # the name is kept as uploaded
     success = " ".join(str(e.value) for e in at.success)
-    assert md_escape(NAME) in success and "2 sentence pairs accepted" in success, success
+    assert md_escape(NAME) in success and "3 sentence pairs accepted" in success, success
     shown = [str(e.value) for kind in MARKDOWN for e in at.get(kind)]
     hostile = [s for s in shown if "png" in s]                         # escaped: x\.png
     assert hostile, shown

@@ -101,7 +101,7 @@ def test_the_bound_counts_what_the_load_holds(tmp_path):
 def test_the_limit_is_read_from_the_environment(tmp_path, monkeypatch, fake_tokenizer):
     path = save_checkpoint(tmp_path / "ck", make_model(), FakeTokenizer(), meta=META)
     monkeypatch.setenv("EXPLORER_MAX_MODEL_BYTES", "1000")
-    with pytest.raises(CheckpointError, match="GiB of memory"):
+    with pytest.raises(CheckpointError, match="MiB of memory, more than the 1,000 bytes one model may take"):
         load_checkpoint(path)
     monkeypatch.setenv("EXPLORER_MAX_MODEL_BYTES", str(MAX_MODEL_BYTES))
     load_checkpoint(path)
