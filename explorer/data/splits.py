@@ -106,9 +106,12 @@ def _user_files(spec: str) -> tuple[str, list[str]] | None:
     """A spec naming the user's own files: (kind, their paths); None for a built-in or hub corpus."""
     if spec in ("bible", "numbers") or spec.startswith("hf:"):
         return None
-    if "," in spec and not os.path.exists(spec):
-        return "moses", [s.strip() for s in spec.split(",", 1)]
-    if os.path.exists(spec):
+    if "," in spec and not os.path.lexists(spec):
+        paths = [s.strip() for s in spec.split(",", 1)]
+        if not all(paths):                    # "a.tsv," named a second file with no name
+            raise DataError(f"{spec!r}: 'src.txt,tgt.txt' names two files, and one of these names is empty")
+        return "moses", paths
+    if os.path.lexists(spec):                 # a dangling link or a loop too: the reader says what it is
         return "tsv", [spec]
     raise DataError(f"unknown corpus {spec!r}: use 'bible', 'numbers', a .tsv file, "
                     "'src.txt,tgt.txt' or 'hf:<dataset>'")

@@ -268,6 +268,17 @@ def test_unknown_spec():
         load_corpus("no-such-thing.tsv", use_cache=False)
 
 
+def test_a_spec_with_an_empty_file_name_or_a_symlink_loop_is_said_as_such(tmp_path):
+    """"a.tsv," said ": cannot be read" (an empty name); a symlink loop said "unknown corpus"."""
+    for spec in ("a.tsv,", ",", " ,b.txt"):
+        with pytest.raises(DataError, match="names two files, and one of these names is empty"):
+            load_corpus(spec, use_cache=False)
+    (tmp_path / "one").symlink_to(tmp_path / "two")
+    (tmp_path / "two").symlink_to(tmp_path / "one")
+    with pytest.raises(DataError, match="symbolic links"):
+        load_corpus(str(tmp_path / "one"), use_cache=False)
+
+
 # ---------------------------------------------------------------- batching
 
 def test_batches_respect_max_tokens_and_cover_everything():
