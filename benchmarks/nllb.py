@@ -450,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         transformers.utils.logging.set_verbosity_error()
         print(RESULT + json.dumps(STAGES[args.stage](Path(args.folder), args)), flush=True)
         return 0
-    from explorer.config import MAX_MODEL_BYTES_ENV, MAX_MODEL_BYTES
+    from explorer.files.settings import MAX_MODEL_BYTES_ENV, MAX_MODEL_BYTES
     from explorer.interop import m2m100
     from explorer.store.weights import load_bytes, read_header
     from explorer.text.multilingual import MultilingualTokenizer

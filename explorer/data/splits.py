@@ -13,7 +13,7 @@ import json
 import os
 import random
 
-from explorer.config import folder_problem
+from explorer.files.settings import folder_problem
 from explorer.data.bible import build_bible, split_by_chapter
 from explorer.data.files import DEFAULT_MAX_BYTES, MIN_PAIRS, read_hf, read_moses, read_tsv
 from explorer.data.numbers import build_numbers
@@ -163,7 +163,7 @@ def default_data_dir() -> str:
 def data_folder(data_dir: str | None = None) -> str:
     """The cache folder a load uses: `data_dir` (a command's --data-dir) or default_data_dir(); DataError
     naming where it came from when that is not a folder (a regular file, /dev/null: the cache's first
-    write would be a NotADirectoryError traceback; explorer.config.folder_problem)."""
+    write would be a NotADirectoryError traceback; explorer.files.settings.folder_problem)."""
     folder = data_dir or default_data_dir()
     problem = folder_problem(folder)
     if problem:

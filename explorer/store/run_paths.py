@@ -28,7 +28,7 @@ import re
 import shutil
 from pathlib import Path
 
-from explorer.config import folder_problem
+from explorer.files.settings import folder_problem
 from explorer.files import names
 from explorer.files.names import ALIGN, GRAPHS, HEADS, SEARCH, SHIPPED, UPLOAD_DEFAULT_NAME, UPLOAD_NAME_SUFFIX, UPLOADS
 from explorer.files.names import RUN_CHECKPOINTS as CHECKPOINTS
@@ -61,7 +61,7 @@ class RunsDirError(ValueError):
 
 def runs_root() -> Path:
     """The runs directory: runs/ in the repository, or $EXPLORER_RUNS_DIR (tests, other disks);
-    RunsDirError when that names something that is not a folder (explorer.config.folder_problem)."""
+    RunsDirError when that names something that is not a folder (explorer.files.settings.folder_problem)."""
     given = os.environ.get(RUNS_ENV)
     if given:
         problem = folder_problem(given)

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from explorer.files.user_files import UserFileError, open_regular, parse_json
-from explorer.config import MAX_MODEL_BYTES_ENV, ModelConfig, max_model_bytes, size_text
+from explorer.config import ModelConfig
+from explorer.files.settings import MAX_MODEL_BYTES_ENV, max_model_bytes, size_text
 from explorer.model import Transformer, parameter_count
 from explorer.store.errors import CheckpointError
 
@@ -103,12 +104,12 @@ def load_bytes(cfg: ModelConfig, header: dict[str, dict] | None = None, *, copie
 
 
 def check_memory(what: str, need: int) -> None:
-    """Refuse a load that would take more than the bound (explorer.config.max_model_bytes)."""
+    """Refuse a load that would take more than the bound (explorer.files.settings.max_model_bytes)."""
     limit = max_model_bytes()
     if need > limit:
         raise CheckpointError(f"{what}: loading this model would take {size_text(need)} of memory, more than "
                               f"the {size_text(limit)} one model may take here (MAX_MODEL_BYTES in "
-                              f"explorer/config.py; ${MAX_MODEL_BYTES_ENV} sets another bound)")
+                              f"explorer/files/settings.py; ${MAX_MODEL_BYTES_ENV} sets another bound)")
 
 
 def checked_state(model: Transformer, header: dict[str, dict], weights: Path) -> dict[str, str]:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from explorer.config import folder_problem
+from explorer.files.settings import folder_problem
 from explorer.data import DataError
 from explorer.data.splits import load_corpus
 from explorer.store import run_paths

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from explorer import config
-from explorer.config import MAX_MODEL_BYTES, MAX_MODEL_BYTES_ENV, max_model_bytes, size_text
+from explorer.files import settings
+from explorer.files.settings import MAX_MODEL_BYTES, MAX_MODEL_BYTES_ENV, max_model_bytes, size_text
 
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    monkeypatch.setattr(config, "_warned_bounds", set())
+    monkeypatch.setattr(settings, "_warned_bounds", set())
 
 
 @pytest.mark.parametrize("bad", ["abc", "0", "-1", "1e3", "nan", "1" + "0" * 30, "\u00b2", "2.5"])
@@ -19,7 +19,7 @@ def test_a_value_that_is_no_bound_is_warned_once_naming_it_and_the_bound_used(mo
     assert max_model_bytes() == MAX_MODEL_BYTES and max_model_bytes() == MAX_MODEL_BYTES
     err = capsys.readouterr().err
     assert err.splitlines() == [f"warning: EXPLORER_MAX_MODEL_BYTES={bad} is not a whole number of bytes (1 or more, "
-                                "at most 18 digits); using 2.00 GiB (MAX_MODEL_BYTES in explorer/config.py)"]
+                                "at most 18 digits); using 2.00 GiB (MAX_MODEL_BYTES in explorer/files/settings.py)"]
 
 
 def test_a_whole_number_even_a_tiny_one_is_the_bound_without_a_word(monkeypatch, capsys):

@@ -199,7 +199,7 @@ def test_a_whole_number_read_from_a_file_or_the_environment_is_ascii_and_bounded
     assert [limits.whole_number(t) for t in ("12", " 7 ", "0")] == [12, 7, 0]
     for bad in ("\u00b2", "\u0663", "9" * 5000, "-3", "", "1e3", "2.5", "0x10"):
         assert limits.whole_number(bad) is None, bad
-    from explorer.config import MAX_MODEL_BYTES, MAX_MODEL_BYTES_ENV, max_model_bytes
+    from explorer.files.settings import MAX_MODEL_BYTES, MAX_MODEL_BYTES_ENV, max_model_bytes
     from explorer.training.launch import max_jobs
     for bad in ("\u00b2", "9" * 5000):
         monkeypatch.setenv(MAX_MODEL_BYTES_ENV, bad)

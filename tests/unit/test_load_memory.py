@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.config import MAX_MODEL_BYTES, preset
+from explorer.config import preset
+from explorer.files.settings import MAX_MODEL_BYTES
 from explorer.interop.cli import main as convert
 from explorer.interop.marian import state_from_hf
 from explorer.model import model_skeleton

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.config import MAX_MODEL_BYTES, TrainConfig, preset
+from explorer.config import TrainConfig, preset
+from explorer.files.settings import MAX_MODEL_BYTES
 from explorer.data import DataError
 from explorer.store.catalog import list_checkpoints
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, load_trainer_state, save_checkpoint
