@@ -17,6 +17,7 @@ from explorer.store import run_paths as rp
 from explorer.training import jobs, launch
 from explorer.training.args import planned_model_config
 from explorer.training.saving import check_room
+from support.waiting import STALL_S
 
 
 def test_runs_root_is_the_repositorys_unless_the_environment_says(tmp_path, monkeypatch):
@@ -112,7 +113,7 @@ def test_train_resume_on_a_lock_that_is_a_directory_says_one_line(tmp_path):
            "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "explorer", "train", "--run-dir", str(run_dir), "--resume",
                            "--dataset", "numbers", "--max-steps", "3"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=STALL_S)   # a hang guard only
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         f"error: {run_dir / rp.LOCK} is a directory, not the lock file a trainer writes there; remove it and start again"]
