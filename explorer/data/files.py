@@ -10,8 +10,9 @@ Formats:
   `hf:Helsinki-NLP/opus_books:en-es`, config after the colon), read with the `datasets` library.
 
 Bad data raises DataError naming the file and the 1-based line: wrong column count, bytes that are
-not UTF-8, an empty file, a line with an empty side, Moses files of different lengths. Blank lines
-are the one thing skipped (trailing newlines are common), and only if the rest is well formed.
+not UTF-8, an empty file, a line with an empty side or one longer than a sentence (MAX_SIDE_CHARS), Moses
+files of different lengths. Blank lines are the one thing skipped (trailing newlines are common), and only
+if the rest is well formed.
 Files and uploads are read a block of lines at a time (_blocks), so checking one holds a few hundred
 kilobytes of it, however large it is, never the whole text split into a list of lines.
 """
@@ -33,6 +34,10 @@ DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 MIN_PAIRS = 3              # what training needs: a pair each for train, dev and test (data.splits.split_held_out)
 _BLOCK = 1 << 18          # bytes decoded and split at a time (_blocks)
 SAMPLE_PAIRS = 3           # the first pairs validate_tsv keeps, for the app to show
+# The most characters one side of a pair may have: ten times a long sentence of a parliament's proceedings.
+# A longer "sentence" is a file whose line breaks were lost, and scoring it (sacrebleu's n-grams of a
+# 14-million-character reference) took minutes and gigabytes, for a line the model reads 256 pieces of.
+MAX_SIDE_CHARS = 20_000
 
 
 def _blocks(read: Callable[[int], bytes]) -> Iterator[bytes]:
@@ -142,10 +147,19 @@ def _tsv_pairs(lines: Iterator[tuple[int, str]], name: str, header: list[str] | 
         if not src or not tgt:
             side = "source" if not src else "target"
             raise DataError(f"{name}, line {no}: the {side} side is empty")
+        _check_length(name, no, src, tgt)
         found = True
         yield Pair(src, tgt, ref)
     if not found:
         raise DataError(f"{name}: no sentence pairs found")
+
+
+def _check_length(name: str, no: int, src: str, tgt: str) -> None:
+    """DataError when a side of line `no` is longer than MAX_SIDE_CHARS: not a sentence."""
+    for side, text in (("source", src), ("target", tgt)):
+        if len(text) > MAX_SIDE_CHARS:
+            raise DataError(f"{name}, line {no}: the {side} side is {len(text):,} characters long, more than "
+                            f"the {MAX_SIDE_CHARS:,} one sentence may have; are line breaks missing?")
 
 
 def parse_tsv(data: bytes, name: str = "<upload>") -> list[Pair]:
@@ -178,6 +192,7 @@ def read_moses(src_path: str, tgt_path: str, max_bytes: int | None = None) -> li
         if "\t" in s or "\t" in t:
             path = src_path if "\t" in s else tgt_path
             raise DataError(f"{path}, line {no}: contains a tab")
+        _check_length(src_path if len(s) > MAX_SIDE_CHARS else tgt_path, no, s, t)
         pairs.append(Pair(s, t, f"{os.path.basename(src_path)}:{no}"))
     if not pairs:
         raise DataError(f"{src_path}: no sentence pairs found")

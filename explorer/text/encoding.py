@@ -16,9 +16,35 @@ The tokenizer only needs encode(text, side).
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from explorer.text.special import DEFAULT_IDS, SpecialIds
+
+# Characters read per kept piece before a long text is cut for encoding: far above any vocabulary's
+# longest piece (sentencepiece's default max_sentencepiece_length is 16), so a cut text still yields
+# every piece that is kept.
+_CHARS_PER_PIECE = 32
+_SPACE = re.compile(r"\s")
+
+
+def leading_pieces(tokenizer, text: str, side: str, count: int) -> list[int]:
+    """tokenizer.encode(text, side), of which only the first `count` ids are used: read from a prefix of
+    a long text, so a test line of a million words costs what its first pieces cost, not a gigabyte.
+
+    The prefix ends at a whitespace, where sentencepiece (which splits by whitespace) starts a new word,
+    so its pieces are the whole text's first pieces; it grows until it yields more than `count` ids.
+    Only inside a single word longer than the prefix (thousands of characters) is the text cut mid-word.
+    """
+    span = max(1, count) * _CHARS_PER_PIECE
+    while len(text) > span:
+        space = _SPACE.search(text, span)
+        end = space.start() if space else span          # no whitespace after it: one endless word, cut
+        ids = tokenizer.encode(text[:end], side=side)
+        if len(ids) > count or not space:
+            return ids
+        span *= 4
+    return tokenizer.encode(text, side=side)
 
 
 def with_eos(ids: Sequence[int], max_len: int, special: SpecialIds = DEFAULT_IDS) -> list[int]:
@@ -28,12 +54,12 @@ def with_eos(ids: Sequence[int], max_len: int, special: SpecialIds = DEFAULT_IDS
 
 def source_ids(tokenizer, text: str, max_len: int, special: SpecialIds = DEFAULT_IDS) -> list[int]:
     """The encoder input of `text`: its source pieces + EOS, at most max_len ids."""
-    return with_eos(tokenizer.encode(text, side="src"), max_len, special)
+    return with_eos(leading_pieces(tokenizer, text, "src", max_len), max_len, special)
 
 
 def output_ids(tokenizer, text: str, max_len: int, special: SpecialIds = DEFAULT_IDS) -> list[int]:
     """`text` as a decoder output (a reference to score or trace): target pieces + EOS, at most max_len."""
-    return with_eos(tokenizer.encode(text, side="tgt"), max_len, special)
+    return with_eos(leading_pieces(tokenizer, text, "tgt", max_len), max_len, special)
 
 
 def target_ids(tokenizer, text: str, max_len: int, special: SpecialIds = DEFAULT_IDS) -> list[int]:

@@ -55,11 +55,32 @@ def test_a_bad_line_far_into_the_file_is_still_the_one_named(tmp_path, bad, mess
     assert len(pairs) == line - 1 and pairs[-1].ref == f"<upload>:{line - 1}"
 
 
-def test_a_line_longer_than_a_block_is_one_line():
+def test_a_line_longer_than_a_block_is_one_line(monkeypatch):
+    monkeypatch.setattr(files, "_BLOCK", 1024)        # a block shorter than the longest side allowed
     long = "x" * (3 * files._BLOCK)
     pairs = parse_tsv(f"\ufeffsrc\ttgt\na\tb\n{long}\ty\nc\td".encode())
     assert [(p.src[:3], p.tgt, p.ref) for p in pairs] == [("a", "b", "<upload>:2"), ("xxx", "y", "<upload>:3"),
                                                           ("c", "d", "<upload>:4")]
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_a_side_longer_than_a_sentence_is_named_not_scored(tmp_path, side):
+    """A 14-million-character 'sentence' (a file whose line breaks were lost) took minutes and gigabytes
+    to score; the line is now named with its length."""
+    long = "palabra " * (files.MAX_SIDE_CHARS // 8 + 1)
+    line = f"{long}\ty\n" if side == "source" else f"y\t{long}\n"
+    data = f"a\tb\nc\td\n{line}e\tf\n"
+    message = f"line 3: the {side} side is {len(long.strip()):,} characters long"
+    with pytest.raises(DataError, match=message):
+        parse_tsv(data.encode())
+    with pytest.raises(DataError, match=message):
+        validate_tsv(data.encode())
+    src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
+    src.write_text("".join(ln.split("\t")[0] + "\n" for ln in data.splitlines()))
+    tgt.write_text("".join(ln.split("\t")[1] + "\n" for ln in data.splitlines()))
+    with pytest.raises(DataError, match=f"{(src if side == 'source' else tgt).name}, {message}"):
+        files.read_moses(str(src), str(tgt))
+    assert len(parse_tsv(f"a\tb\n{'x' * files.MAX_SIDE_CHARS}\ty\n".encode())) == 2     # at the limit: kept
 
 
 def test_an_oversized_file_is_refused_before_it_is_read(tmp_path):
