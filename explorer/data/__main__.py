@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{corpus.name} ({corpus.src_lang} -> {corpus.tgt_lang}) in {elapsed:.1f} s, "
           f"cached under {args.data_dir or default_data_dir()}/")
     print("  " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
+    if note := corpus.overlap_warning():
+        print(note, file=sys.stderr)
     every = corpus.train + corpus.dev + corpus.test
     for side in ("src", "tgt"):
         words = [len(getattr(p, side).split()) for p in every]

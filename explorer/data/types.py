@@ -30,3 +30,23 @@ class ParallelCorpus:
 
     def sizes(self) -> dict[str, int]:
         return {"train": len(self.train), "dev": len(self.dev), "test": len(self.test)}
+
+    def seen_in_training(self) -> dict[str, int]:
+        """How many dev and test pairs are also training pairs, word for word (source and target): a file
+        with repeated lines splits them across the sets, and the scores on those pairs measure memory."""
+        trained = {(p.src, p.tgt) for p in self.train}
+        return {split: sum((p.src, p.tgt) in trained for p in getattr(self, split)) for split in ("dev", "test")}
+
+    def overlap_warning(self) -> str | None:
+        """One line, "note: ..." or (when 5% or more of a held-out set) "warning: ...", saying how many
+        held-out pairs training already holds (seen_in_training); None when none. The Bible's repeated
+        formulas ("And the LORD spake unto Moses, saying") make a note; a file of repeated lines a warning."""
+        seen = self.seen_in_training()
+        shares = {split: n / len(getattr(self, split)) for split, n in seen.items() if n}
+        if not shares:
+            return None
+        parts = [f"{seen[split]:,} of the {len(getattr(self, split)):,} {split} pairs ({share:.1%})"
+                 for split, share in shares.items()]
+        level = "warning" if max(shares.values()) >= 0.05 else "note"
+        return (f"{level}: {' and '.join(parts)} are also training pairs, word for word (the corpus repeats "
+                "them): scores on them measure what the model memorised")

@@ -117,6 +117,8 @@ class Trainer:
         self.total_steps = (math.ceil(cfg.epochs * steps_per_epoch) if cfg.epochs else cfg.max_steps)
         if self.dist.is_main and (note := warmup_note(self.total_steps, cfg.warmup)):
             print(f"warning: {note}", flush=True)            # the rate never reaches its peak: said, not silent
+        if self.dist.is_main and (note := self.corpus.overlap_warning()):
+            print(note, flush=True)            # dev loss and BLEU on memorised pairs: said
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.best = dict(NO_BEST)
         if resume:

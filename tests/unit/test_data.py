@@ -308,6 +308,29 @@ def test_parallel_corpus_sizes():
     assert c.sizes() == {"train": 1, "dev": 0, "test": 0}
 
 
+def test_held_out_pairs_that_training_repeats_are_counted_and_said(tmp_path, capsys):
+    """A file that repeats its lines put the same pairs in train and test: the test scores measured memory,
+    and nothing said so."""
+    corpus = ParallelCorpus("c", "es", "en", train=[Pair("a", "x"), Pair("b", "y"), Pair("c", "z")],
+                            dev=[Pair("a", "x"), Pair("d", "w")], test=[Pair("a", "other"), Pair("e", "v")])
+    assert corpus.seen_in_training() == {"dev": 1, "test": 0}      # the same source with another target is new
+    assert corpus.overlap_warning().startswith("warning: 1 of the 2 dev pairs (50.0%) are also training pairs")
+    corpus.test.append(Pair("c", "z"))
+    assert "1 of the 2 dev pairs (50.0%) and 1 of the 3 test pairs (33.3%)" in corpus.overlap_warning()
+    few = ParallelCorpus("c", "es", "en", train=[Pair("a", "x")], dev=[Pair("a", "x")] + [Pair("b", "y")] * 20)
+    assert few.overlap_warning().startswith("note: 1 of the 21 dev pairs (4.8%)")     # a Bible's repeated verses
+    assert ParallelCorpus("c", "es", "en", train=[Pair("a", "x")], dev=[Pair("b", "y")],
+                          test=[Pair("c", "z")]).overlap_warning() is None
+
+    from explorer.data.__main__ import main as data_main
+
+    repeated = tmp_path / "repeated.tsv"
+    repeated.write_text("hola\thello\nadios\tbye\nsi\tyes\n" * 20)
+    assert data_main([str(repeated), "--data-dir", str(tmp_path / "data")]) == 0
+    assert ("warning: 3 of the 3 dev pairs (100.0%) and 3 of the 3 test pairs (100.0%) are also training pairs"
+            in capsys.readouterr().err)
+
+
 def test_a_corpus_path_that_is_not_a_regular_file_is_refused_without_reading_or_waiting(tmp_path):
     """/dev/zero says 0 bytes and never ends; a FIFO's open waits for a writer forever."""
     import os
