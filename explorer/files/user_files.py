@@ -39,6 +39,20 @@ def _why(err: OSError) -> str:
     return err.strerror or str(err)
 
 
+def absent_or_odd(path: str | os.PathLike) -> str | None:
+    """Why `path` is no regular file to read, in words ("file missing", "a FIFO (named pipe), not a regular
+    file", "a broken symbolic link"), or None when it is one: a loader that said "missing" of a FIFO sent
+    its user looking for a file that is there."""
+    name = os.fspath(path)
+    if not os.path.lexists(name):
+        return "file missing"
+    try:
+        mode = os.stat(name).st_mode
+    except OSError as err:
+        return f"a broken symbolic link ({_why(err)})" if os.path.islink(name) else f"cannot be read ({_why(err)})"
+    return None if stat.S_ISREG(mode) else f"{_kind(mode)}, not a regular file"
+
+
 def _check_inside(name: str, inside: str | os.PathLike | None) -> None:
     """Refuse a path that, symlinks followed, leads out of the folder `inside` it was found in."""
     if inside is None:

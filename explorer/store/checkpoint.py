@@ -33,7 +33,7 @@ from explorer.config import ModelConfig
 from explorer.files import limits
 from explorer.files.atomic import asides, fsync_dir, recover, write_directory, write_json_atomic
 from explorer.files.names import CARD, CONFIG, TRAINER_STATE, WEIGHTS
-from explorer.files.user_files import read_user_json
+from explorer.files.user_files import absent_or_odd, read_user_json
 from explorer.model import Transformer
 from explorer.runtime.device import resolve_device
 from explorer.store import weights as wf
@@ -288,8 +288,9 @@ def verify_contents(directory: str | os.PathLike, meta: dict, cfg: ModelConfig) 
 def _load_tokenizer(path: Path, meta: dict, cfg: ModelConfig) -> Any:
     files = meta["tokenizer"].get("files", [])
     for name in files:
-        if not (path / name).is_file():
-            raise CheckpointError(f"{path / name}: tokenizer file missing")
+        if problem := absent_or_odd(path / name):
+            raise CheckpointError(f"{path / name}: tokenizer {problem}" if problem == "file missing"
+                                  else f"{path / name}: the tokenizer file is {problem}")
     where = ", ".join(str(path / f) for f in files) or str(path)
     try:
         tokenizer = _tokenizer_loader()(path)

@@ -18,7 +18,7 @@ from typing import BinaryIO, Iterable, Iterator
 import numpy as np
 import torch
 
-from explorer.files.user_files import UserFileError, open_regular, parse_json
+from explorer.files.user_files import UserFileError, absent_or_odd, open_regular, parse_json
 from explorer.config import ModelConfig
 from explorer.files.settings import MAX_MODEL_BYTES_ENV, max_model_bytes, size_text
 from explorer.model import Transformer, parameter_count
@@ -31,8 +31,8 @@ _ST_DTYPES = {"F16": torch.float16, "F32": torch.float32, "BF16": torch.bfloat16
 def read_header(path: Path) -> dict[str, dict]:
     """The safetensors header {name: {dtype, shape, data_offsets}}, checked against the file size
     (a header that claims more bytes than the file has is refused before it is read)."""
-    if not path.is_file():
-        raise CheckpointError(f"{path}: file missing")
+    if problem := absent_or_odd(path):
+        raise CheckpointError(f"{path}: {problem}")
     try:
         with _open(path) as f:
             size = os.fstat(f.fileno()).st_size

@@ -228,6 +228,23 @@ def test_damaged_checkpoint_gives_a_clear_error(kind, tmp_path, fake_tokenizer):
         assert info is not None and info.error and names in info.error     # listed as damaged, not raised
 
 
+@pytest.mark.parametrize("file", ["weights", "tokenizer"])
+@pytest.mark.parametrize("kind, said", [("fifo", "a FIFO (named pipe), not a regular file"),
+                                        ("folder", "a directory, not a regular file"),
+                                        ("dangling link", "a broken symbolic link")])
+def test_a_weights_or_tokenizer_file_that_is_there_but_no_file_is_not_called_missing(
+        file, kind, said, tmp_path, fake_tokenizer):
+    """A FIFO or a folder in place of the weights was said to be 'file missing': the user looked for a
+    file that was there."""
+    path = save(tmp_path / "ck", make_model())
+    target = path / ("model.safetensors" if file == "weights" else FakeTokenizer.FILE)
+    target.unlink()
+    {"fifo": os.mkfifo, "folder": os.mkdir, "dangling link": lambda p: os.symlink(tmp_path / "gone", p)}[kind](target)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path)
+    assert str(err.value).startswith(f"{target}: ") and said in str(err.value) and "missing" not in str(err.value)
+
+
 def test_save_never_replaces_a_directory_that_is_not_a_checkpoint(tmp_path, fake_tokenizer):
     precious = tmp_path / "notes"
     precious.mkdir()
