@@ -15,7 +15,7 @@ CHECKPOINT = "bible-es-en"
 PHASES = ("open", "translate", "attention", "head", "beam", "step")
 SESSION_TTL_S = float(tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml")
                                     .read_text())["server"].get("disconnectedSessionTTL", 120))
-QUEUE_NOTICE = re.compile(r"(\d+) ahead of you")   # webapp.models' notice while a request waits its turn
+QUEUE_NOTICE = re.compile(r"(\d+) requests? waits? before yours|yours is next")   # webapp.models' notice while waiting
 GOALS = "N=16: translate p95 < 3 s, 0 errors, 0 mixed; N=32: 0 errors; RSS after 200 sessions within 20% of after 10"
 
 
@@ -50,7 +50,7 @@ class Record:
     sent: float | None = None     # seconds from the action to its message leaving for the server
     error: str | None = None
     seen: Any = None              # what the student saw (comparable text, JSON-able)
-    queued: int | None = None     # most requests ahead in a queue notice the student was shown (protocol client)
+    queued: int | None = None     # most requests waiting ahead in a queue notice the student was shown (protocol client)
 
 
 def sentences(name: str, count: int) -> list[str]:

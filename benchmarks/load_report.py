@@ -143,7 +143,7 @@ def report(stages: list[Stage], ref: dict, args, load: tuple) -> dict:
         queued = [r.queued for r in stage.records if r.queued is not None]
         if stage.client != "browser":
             print(f"    queue notices: {len(queued)} interaction(s) of {len({r.student for r in stage.records if r.queued is not None})} "
-                  f"student(s) were told they wait" + (f" (at most {max(queued)} ahead)" if queued else ""))
+                  f"student(s) were told they wait" + (f" (at most {max(queued)} waiting before theirs)" if queued else ""))
         students = max(stage.n if stage.client != "reference" else len({r.student for r in stage.records}), 1)
         main_share = srv['main_thread_cpu_s'] / max(srv['cpu_s'], 1e-9)
         print(f"    server CPU {srv['cpu_s'] / students:.2f} s per student ({main_share:.0%} "

@@ -86,7 +86,7 @@ def protocol_action(sess: Session, step: Step, sentence: str, assets) -> tuple[f
         raise ClientError(f"the run ended without showing what {step.phase} waits for")
     if assets is not False:
         sess.fetch_media()
-    ahead = [int(m.group(1)) for text in result.notices for m in [QUEUE_NOTICE.search(text)] if m]
+    ahead = [int(m.group(1) or 0) for text in result.notices for m in [QUEUE_NOTICE.search(text)] if m]
     return lead + result.visible, lead + result.settled, lead, result.found, max(ahead) if ahead else None
 
 

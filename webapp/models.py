@@ -149,7 +149,9 @@ def model_slot() -> Iterator[None]:
         if ahead < 0:
             notice.empty()
         else:
-            notice.info(f"The model is busy with other users' requests: {ahead + 1} ahead of you. "
+            waiting = ("yours is next" if not ahead else
+                       f"{ahead} {'request waits' if ahead == 1 else 'requests wait'} before yours")
+            notice.info(f"The model is busy with other users' requests; {waiting}. "
                         "Yours starts as soon as a place is free…", icon=":material/hourglass_top:")
     try:
         with QUEUE.slot(on_wait):

@@ -59,7 +59,9 @@ class ComputeQueue:
     @contextmanager
     def slot(self, on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
         """Hold one of the slots during the block. While waiting, on_wait(n) is called each time the
-        number of requests ahead changes (n >= 0; 0: next in line) and once with -1 when the wait is over."""
+        number of requests waiting ahead changes (n >= 0; 0: next in line) and once with -1 when the wait is
+        over. Whatever ends a wait early (an exception from on_wait included) takes the request out of the
+        line, and a slot taken is always given back."""
         if getattr(self._local, "held", 0) or _EXEMPT.flag:
             self._local.held = getattr(self._local, "held", 0) + 1   # nested (the outer block holds a
                                                                       # slot) or a background thread
@@ -77,30 +79,43 @@ class ComputeQueue:
                     raise QueueFull(f"The server is busy: {len(self._waiting)} requests are waiting already. "
                                     "Please try again in a moment.")
                 self._waiting.append(ticket)
-                waited, shown = True, None
-                while self._running >= slots or self._waiting[0] is not ticket:
-                    ahead = self._waiting.index(ticket)
-                    if on_wait is not None and ahead != shown:
-                        shown = ahead
-                        self._cond.release()          # the callback draws on the page: not under the lock
-                        try:
-                            on_wait(ahead)
-                        finally:
-                            self._cond.acquire()
-                        continue
-                    self._cond.wait(timeout=1.0)
+                waited = True
+                try:
+                    self._wait_turn(ticket, slots, on_wait)
+                except BaseException:
+                    # The waiter left (Streamlit stops a script whose user clicked again, from inside
+                    # on_wait): its ticket must leave the line, or everyone behind it waits forever.
+                    self._waiting.remove(ticket)
+                    self._cond.notify_all()
+                    raise
                 self._waiting.popleft()
             self._running += 1
-        if waited and on_wait is not None:
-            on_wait(-1)
         self._local.held = 1
         try:
+            if waited and on_wait is not None:
+                on_wait(-1)                            # may raise too: inside the block that gives the slot back
             yield
         finally:
             self._local.held = 0
             with self._cond:
                 self._running -= 1
                 self._cond.notify_all()
+
+    def _wait_turn(self, ticket: object, slots: int, on_wait: Callable[[int], None] | None) -> None:
+        """Wait, holding self._cond, until `ticket` heads the line and a slot is free; on_wait(n) each time
+        the number of requests ahead changes, called with the lock let go (it draws on a page)."""
+        shown = None
+        while self._running >= slots or self._waiting[0] is not ticket:
+            ahead = self._waiting.index(ticket)
+            if on_wait is not None and ahead != shown:
+                shown = ahead
+                self._cond.release()
+                try:
+                    on_wait(ahead)
+                finally:
+                    self._cond.acquire()
+                continue
+            self._cond.wait(timeout=1.0)
 
 
 def default_slots() -> int:

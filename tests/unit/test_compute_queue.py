@@ -77,6 +77,50 @@ def test_a_full_queue_turns_a_request_away_at_once():
         join(t, "the queue to empty")
 
 
+class _Left(Exception):
+    """What Streamlit raises inside a waiting user's on_wait when that user clicks again (a rerun)."""
+
+
+@pytest.mark.parametrize("leaves_at", ["while waiting", "as the wait ends"])
+def test_a_waiter_who_leaves_takes_its_place_out_of_the_line(leaves_at):
+    """A waiter whose on_wait raised stayed at the head of the line (no request ran again: the server
+    wedged), or, raising on -1, kept its slot for good."""
+    queue = ComputeQueue(slots=1)
+    release, holder_in, outcome = threading.Event(), threading.Event(), {}
+
+    def holder():
+        with queue.slot():
+            holder_in.set()
+            release.wait(STALL_S)
+
+    def leaver(ahead):
+        if (ahead >= 0) == (leaves_at == "while waiting"):
+            raise _Left
+
+    def leaving():
+        try:
+            with queue.slot(leaver):
+                outcome["ran"] = True
+        except _Left:
+            outcome["left"] = True
+
+    first = threading.Thread(target=holder)
+    first.start()
+    wait_event(holder_in, "the holder to take the place")
+    gone = threading.Thread(target=leaving)
+    gone.start()
+    if leaves_at == "while waiting":
+        join(gone, "the leaver to leave")
+        assert outcome == {"left": True} and queue.state() == (1, 0)
+    release.set()
+    join(first, "the holder to finish")
+    join(gone, "the leaver to finish")
+    assert outcome == {"left": True} and queue.state() == (0, 0)
+    with queue.slot():                                 # the next request gets a place: nothing wedged
+        assert queue.state() == (1, 0)
+    assert queue.state() == (0, 0)
+
+
 def test_nested_slots_in_one_thread_do_not_deadlock():
     queue = ComputeQueue(slots=1)
     with queue.slot():
