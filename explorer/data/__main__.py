@@ -7,14 +7,15 @@ import sys
 import time
 
 from explorer.data import DataError, load_corpus
-from explorer.data.splits import default_data_dir
+from explorer.data.splits import DEFAULT_SEED, default_data_dir
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer data", description=__doc__)
     parser.add_argument("spec", help="bible | numbers | file.tsv | src.txt,tgt.txt | hf:<dataset>[:config]")
     parser.add_argument("--data-dir", default=None, help="cache directory (default: $EXPLORER_DATA_DIR, else data/)")
-    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help="the split's seed; another than the default is cached beside it (<name>-seed<N>)")
     parser.add_argument("--rebuild", action="store_true", help="ignore the cache and rebuild")
     args = parser.parse_args(argv)
     start = time.perf_counter()

@@ -26,6 +26,14 @@ from explorer.files.places import REPO_ROOT
 
 CACHE_VERSION = 2
 _SPLITS = ("train", "dev", "test")
+DEFAULT_SEED = 1234        # the split every command and the trainer read; `data --seed N` builds another
+
+
+def cache_folder(name: str, seed: int = DEFAULT_SEED) -> str:
+    """The cache folder's name for corpus `name` split with `seed`: the default split under the corpus's own
+    name, any other beside it. One folder held every seed's split, written file by file: a `data --seed 7`
+    beside a trainer's load mixed one seed's train.tsv with the other's test.tsv (test pairs in training)."""
+    return name if seed == DEFAULT_SEED else f"{name}-seed{seed}"
 
 
 def split_held_out(pairs: list[Pair], seed: int = 1234, dev_size: int | None = None,
@@ -173,7 +181,7 @@ def data_folder(data_dir: str | None = None) -> str:
     return folder
 
 
-def load_corpus(spec: str, data_dir: str | None = None, seed: int = 1234,
+def load_corpus(spec: str, data_dir: str | None = None, seed: int = DEFAULT_SEED,
                 use_cache: bool = True) -> ParallelCorpus:
     """The corpus named by `spec`, from `data_dir/<name>/` (default_data_dir()) when cached there,
     else built and cached.
@@ -183,12 +191,12 @@ def load_corpus(spec: str, data_dir: str | None = None, seed: int = 1234,
     data_dir = data_folder(data_dir)
     builtin = {"bible": f"bible-{seed}", "numbers": f"numbers-{seed}"}
     if use_cache and spec in builtin:
-        cached = load_cached(os.path.join(data_dir, spec), builtin[spec])
+        cached = load_cached(os.path.join(data_dir, cache_folder(spec, seed)), builtin[spec])
         if cached is not None:
             return cached
     corpus, name, key = _build(spec, seed)
     if use_cache:
-        directory = os.path.join(data_dir, name)
+        directory = os.path.join(data_dir, cache_folder(name, seed))
         cached = load_cached(directory, key) if spec not in builtin else None
         if cached is not None:
             return cached

@@ -188,6 +188,25 @@ def test_tsv_reads_and_caches(tmp_path):
     assert not {p.ref for p in corpus.train} & {p.ref for p in corpus.dev + corpus.test}
 
 
+def test_each_seeds_split_has_its_own_cache_folder_so_two_loads_never_mix_them(tmp_path):
+    """One folder held every seed's split, written file by file: `data --seed 7` beside a trainer's load
+    mixed one seed's train.tsv with the other's test.tsv, putting test pairs in training."""
+    f = tmp_path / "my.tsv"
+    f.write_text("".join(f"hola {i}\thello {i}\n" for i in range(60)), encoding="utf-8")
+    data = tmp_path / "data"
+    default = load_corpus(str(f), data_dir=str(data))
+    [folder] = list(data.iterdir())
+    written = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    other = load_corpus(str(f), data_dir=str(data), seed=7)
+    assert other.test != default.test                       # another split...
+    assert {p.name: p.stat().st_ino for p in folder.iterdir()} == written     # ...never written over the first
+    assert sorted(p.name for p in data.iterdir()) == [folder.name, folder.name + "-seed7"]
+    assert load_corpus(str(f), data_dir=str(data), seed=7) == other
+    assert load_corpus(str(f), data_dir=str(data)) == default
+    for corpus in (default, other):
+        assert not {p.ref for p in corpus.train} & {p.ref for p in corpus.dev + corpus.test}
+
+
 @pytest.mark.parametrize("content, message", [
     (b"a\tb\nc\td\te\n", r"line 2: expected 2 tab-separated columns, found 3"),
     (b"a\tb\nno tab here\n", r"line 2: expected 2"),

@@ -31,7 +31,7 @@ from explorer.evaluation.scores import MAX_HELD_OUT
 from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
 from explorer.studies.heads.report import report
-from explorer.data.splits import default_data_dir, load_cached
+from explorer.data.splits import DEFAULT_SEED, default_data_dir, load_cached
 
 STAGES = ("statistics", "importance", "single-head removal", "pruning")
 # What a run may ask for, checked by LabSettings and by `python -m explorer heads` as it parses its
@@ -104,7 +104,7 @@ def frequencies(tokenizer, meta: dict, pairs) -> tuple[dict[str, Counter], str]:
     dataset = (meta.get("training") or {}).get("dataset")
     corpus = None
     if dataset in ("numbers", "bible"):
-        corpus = load_cached(os.path.join(default_data_dir(), dataset), f"{dataset}-1234")
+        corpus = load_cached(os.path.join(default_data_dir(), dataset), f"{dataset}-{DEFAULT_SEED}")
     if corpus is not None and corpus.train:
         source, what = corpus.train, f"training data ({dataset}, {len(corpus.train)} pairs)"
     else:
