@@ -40,7 +40,8 @@ def render() -> None:
         return
     by_path = {str(i.path): i for i in infos}
     labels = _labels(infos)
-    _keep_choice(by_path)
+    links = dict(zip(by_path, state.link_names(infos)))         # path -> what the link names it by
+    _keep_choice(by_path, links)
     paths = list(by_path)
     # The default index is the choice too: a browser that has not taken the value set above (a page switched
     # to just after the first run) sends back its default, and index 0 (the first listed) then switched a
@@ -51,7 +52,7 @@ def render() -> None:
     info = by_path[path]
     st.session_state["checkpoint_path"] = path
     st.session_state[LISTED] = {p: i.name for p, i in by_path.items()}
-    url_keys.put(ckpt=info.name)
+    url_keys.put(ckpt=links[path])
     gone = st.session_state.get(GONE)
     if gone and gone[1] == path:
         why = ("is not on disk any more (deleted, or pruned by a training run)" if gone[2] == "vanished"
@@ -97,7 +98,7 @@ def _listing() -> list[CheckpointInfo]:
         missing = not any(str(i.path) == chosen for i in infos)
     else:
         wanted = url_keys.raw(url_keys.CKPT)
-        missing = bool(wanted) and not any(i.name == wanted for i in infos)
+        missing = bool(wanted) and wanted not in {i.name for i in infos} | set(state.link_names(infos))
     if missing:
         state.refresh_checkpoints()
         infos = state.available_checkpoints()
@@ -141,7 +142,7 @@ def _labels(infos: list[CheckpointInfo]) -> dict[str, str]:
     return {p: f"{label} · {p}" if count[label] > 1 else label for p, label in labels.items()}
 
 
-def _keep_choice(by_path: dict[str, CheckpointInfo]) -> None:
+def _keep_choice(by_path: dict[str, CheckpointInfo], links: dict[str, str]) -> None:
     """Set the picker's value (a path) before it is drawn.
 
     The listing changes under the app: a training run saves checkpoints that may sort before the
@@ -150,7 +151,8 @@ def _keep_choice(by_path: dict[str, CheckpointInfo]) -> None:
     (its label can change, and a browser that missed a run's value would otherwise show, and send back,
     the picker's default). When the chosen folder is gone, another is used and GONE makes the sidebar say
     so, naming both, instead of switching model silently. A fresh session starts on the URL's
-    checkpoint (a shared link), else the default one, else the first listed.
+    checkpoint (a shared link: `links`, state.link_names, tells apart two folders of one name; a link
+    naming only the name opens the first listed), else the default one, else the first listed.
     """
     picked, in_use = st.session_state.get(PICK), st.session_state.get("checkpoint_path")
     listed = st.session_state.get(LISTED) or {}
@@ -160,7 +162,7 @@ def _keep_choice(by_path: dict[str, CheckpointInfo]) -> None:
         return
     if chosen is None:                           # a fresh session
         wanted, why = url_keys.raw(url_keys.CKPT), "link"
-        named = [p for p, i in by_path.items() if i.name == wanted]
+        named = [p for p, link in links.items() if link == wanted] or [p for p, i in by_path.items() if i.name == wanted]
         if named:
             url_keys.hold(PICK, named[0])
             return

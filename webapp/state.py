@@ -101,6 +101,16 @@ def refresh_checkpoints() -> None:
     _available_checkpoints.clear()
 
 
+def link_names(infos) -> list[str]:
+    """What a link names each of `infos` by (the sidebar's `ckpt=`, the Checkpoints page's `a=`/`b=`): its
+    name, or `name@path` where two listed share a name (a run's copy of a shipped model), so a shared link
+    reopens the same folder, not the first listed of that name."""
+    count: dict[str, int] = {}
+    for info in infos:
+        count[info.name] = count.get(info.name, 0) + 1
+    return [i.name if count[i.name] == 1 else f"{i.name}@{i.path}" for i in infos]
+
+
 def checkpoint_label(info: CheckpointInfo) -> str:
     if info.error:
         return f"{info.name} (damaged)"
@@ -108,7 +118,7 @@ def checkpoint_label(info: CheckpointInfo) -> str:
     test = info.card.get("test") if isinstance(info.card, dict) else None     # card.json is untrusted
     beam = test.get("beam5") if isinstance(test, dict) else None
     bleu = beam.get("bleu") if isinstance(beam, dict) else None
-    extra = f", test BLEU {bleu:.1f}" if isinstance(bleu, (int, float)) else ""
+    extra = f", test BLEU {bleu:.1f}" if isinstance(bleu, (int, float)) and not isinstance(bleu, bool) else ""
     params = f", {info.n_params / 1e6:.1f}M params" if info.n_params else ""
     return f"{info.name} ({langs}{params}{extra})"
 

@@ -156,6 +156,26 @@ def test_a_vanished_checkpoint_whose_name_another_folder_shares_is_named_by_its_
     assert str(chosen).replace("\\", "") in warning and twin.exists(), warning   # not just "run-c", still listed
 
 
+def test_a_link_to_one_of_two_checkpoints_of_one_name_reopens_that_one(root):
+    """The sidebar wrote ckpt=<name>: a link to a run's copy of a model named like another folder opened
+    the first listed of that name, a different model, with no notice."""
+    first = add(root, "run-c", 300)
+    chosen = add(root, "run-c-copy", 200)
+    meta = json.loads((chosen / "config.json").read_text())
+    meta["name"] = "run-c"                                  # a copy of a folder keeps the model's name
+    (chosen / "config.json").write_text(json.dumps(meta))
+    state.refresh_checkpoints()
+    at = open_app("run-c", text="three hundred")
+    assert at.session_state["checkpoint_path"] == str(first) and at.query_params["ckpt"] == f"run-c@{first}"
+    picker(at).set_value(str(chosen)).run()
+    link = at.query_params["ckpt"]
+    assert link == f"run-c@{chosen}"
+    again = open_app(link, text="three hundred")             # the shared link, in a fresh session
+    no_exception(again)
+    assert again.session_state["checkpoint_path"] == str(chosen)
+    assert "step 200 " in texts(again.sidebar.caption) and not again.sidebar.warning
+
+
 def test_a_link_to_a_missing_checkpoint_says_so(root):
     add(root, "run-b", 200)
     at = open_app("run-gone", text="three hundred")

@@ -44,11 +44,8 @@ def shown(value, fmt: str = "{}") -> str:
 
 
 def _by_name(infos) -> dict[str, int]:
-    """{URL text: index} of checkpoints: the name, or the name and path where two share a name."""
-    count: dict[str, int] = {}
-    for info in infos:
-        count[info.name] = count.get(info.name, 0) + 1
-    return {(i.name if count[i.name] == 1 else f"{i.name}@{i.path}"): k for k, i in enumerate(infos)}
+    """{URL text: index} of checkpoints (state.link_names: the name, or name@path where two share a name)."""
+    return {name: k for k, name in enumerate(state.link_names(infos))}
 
 
 def _rows(trace, kind: str) -> list[str]:
