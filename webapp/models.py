@@ -168,6 +168,9 @@ def translate(ckpt, text: str, cfg: dict, prefix: tuple = (), ablate: tuple = ()
     from explorer.decoding import translate as run
 
     model = int8_model(ckpt) if int8 and not ablate else ckpt.model
+    # Top-k past the target vocabulary keeps every piece, as top-k of the whole vocabulary does (the URL and
+    # the box allow 1,000; the library refuses more than the vocabulary, which repeated once per sample).
+    cfg = dict(cfg, top_k=min(int(cfg.get("top_k") or 0), model.cfg.tgt_vocab_size))
     with model_slot():
         return run(model, ckpt.tokenizer, text, DecodeConfig(**cfg), prefix=list(prefix) or None,
                    ablate=list(ablate), trace=trace and cfg.get("strategy") == "beam")

@@ -97,8 +97,12 @@ with area["result"]:
         st.stop()
     # every sample (or the n-best), best first; when sampling, the page shows the top-ranked sample's run
     hyps = [(s, h) for s, r in zip(seeds, runs) for h in r.hypotheses]
-    if cfg["strategy"] == "sample":
-        hyps = sorted({tuple(h.ids): (s, h) for s, h in hyps}.values(), key=lambda sh: -sh[1].normalized)
+    drawn = len(hyps)
+    if cfg["strategy"] == "sample":            # a sample drawn again is listed once, with the first seed that drew it
+        unique: dict[tuple, tuple] = {}
+        for s, h in hyps:
+            unique.setdefault(tuple(h.ids), (s, h))
+        hyps = sorted(unique.values(), key=lambda sh: -sh[1].normalized)
     result = runs[seeds.index(hyps[0][0])] if hyps and cfg["strategy"] == "sample" else runs[0]
     sentence.notices(ckpt.tokenizer, result, clipped)
     if not result.hypotheses:
@@ -116,8 +120,11 @@ with area["result"]:
                    "slightly from the float32 model's, which the other pages use. Turn off *int8 weights* above "
                    "for float32.")
     if cfg["strategy"] == "sample" and len(seeds) > 1:
-        st.caption(f"The best of {len(seeds)} samples by normalised log-probability (seed {hyps[0][0]}); "
-                   "all of them are ranked below.")
+        repeats = drawn - len(hyps)
+        st.caption(f"The best of {len(seeds)} samples by normalised log-probability (seed {hyps[0][0]}); " + (
+            "all of them are ranked below." if not repeats else
+            f"the {len(hyps)} different ones are ranked below, each with the first seed that drew it "
+            f"({repeats} drew a translation drawn before)."))
     if not result.best.finished:
         st.caption("The output was cut at the length limit before the model ended it.")
     grounding.show_verdict(found, result.text)
