@@ -207,7 +207,14 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
-        return _from_dict(cls, data)
+        """Build from a dict (a run's train_config.json, a --config file), refusing unknown keys, values
+        of another type and numbers no run can use, each with its field named: the trainer, the Train
+        and Schedule pages and resume all compute with these (warmup 0 divided by zero on the Schedule
+        page, warmup "abc" raised a TypeError there). The trainer's upper limits are its own
+        (training.args.validate)."""
+        cfg = _from_dict(cls, data)
+        _check_train_fields(cfg)
+        return cfg
 
 
 @dataclass(frozen=True)
@@ -285,6 +292,51 @@ MAX_DECODE_LEN = 4096             # max_len_b and min_len, in tokens
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+# The numbers no run can use, whatever the trainer's limits (training.args.validate, which a run is
+# checked against as well): (field, out of range, what it must be). Each test is False for NaN and passes
+# infinity where no lower bound stops it: a non-finite number is the trainer's to name as such (it says
+# "must be a finite number", also to the Train page's Start, as a JobError).
+_TRAIN_RANGES = (
+    ("max_steps", lambda v: v < 0, ">= 0 (0: epochs decide)"),
+    ("epochs", lambda v: v is not None and v <= 0, "> 0 or null"),
+    ("batch_tokens", lambda v: v < 1, ">= 1"),
+    ("accum_steps", lambda v: v < 1, ">= 1"),
+    ("warmup", lambda v: v < 1, ">= 1"),
+    ("lr_factor", lambda v: v <= 0, "> 0"),
+    ("label_smoothing", lambda v: v < 0 or v >= 1, "in [0, 1)"),
+    ("clip_norm", lambda v: v < 0, ">= 0 (0 = no clipping)"),
+    ("dropout", lambda v: v is not None and (v < 0 or v >= 1), "in [0, 1) or null"),
+    ("vocab_size", lambda v: v < 1, ">= 1"),
+    ("log_every", lambda v: v < 1, ">= 1"),
+    ("eval_every", lambda v: v < 0, ">= 0 (0 = off)"),
+    ("save_every", lambda v: v < 0, ">= 0 (0 = off)"),
+    ("keep_last", lambda v: v < 1, ">= 1"),
+    ("eval_sentences", lambda v: v < 0, ">= 0"),
+    ("max_len", lambda v: v < 1, ">= 1"),
+    ("threads", lambda v: v is not None and v < 1, ">= 1 or null"),
+)
+
+
+def _of_type(value: Any, annotation: str) -> bool:
+    """Whether `value` is of a field's annotation ("int", "float | None", ...): a bool is no number, an
+    int is a float, a float (400.0 too) is no int."""
+    kinds = annotation.replace(" ", "").split("|")
+    if value is None or isinstance(value, (bool, str)):
+        return {type(None): "None", bool: "bool", str: "str"}[type(value)] in kinds
+    if _is_int(value):
+        return "int" in kinds or "float" in kinds
+    return isinstance(value, float) and "float" in kinds
+
+
+def _check_train_fields(cfg: "TrainConfig") -> None:
+    for f in fields(cfg):
+        if not _of_type(getattr(cfg, f.name), str(f.type)):
+            raise ValueError(f"{f.name} must be {f.type}, not {getattr(cfg, f.name)!r}")
+    for name, out_of_range, what in _TRAIN_RANGES:
+        if out_of_range(getattr(cfg, name)):
+            raise ValueError(f"{name} must be {what}, not {getattr(cfg, name)!r}")
 
 
 def _from_dict(cls, data: dict[str, Any]):

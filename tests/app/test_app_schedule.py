@@ -3,6 +3,11 @@ hand-edited or hostile link might carry) names nothing the page draws, so it lea
 an unknown run falls back to the first (tests/app/test_app_training.py)."""
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from explorer.store import run_paths as rp
 from explorer.training.schedule import CURVE_POINTS
 from support.app_support import array, chart, no_exception, open_app, runs, texts  # noqa: F401
 from support.training_fixtures import train_records, write_run
@@ -32,3 +37,22 @@ def test_a_run_planned_for_ten_million_steps_is_drawn_from_a_bounded_number_of_p
         steps = array(planned[0]["x"])
         assert len(steps) <= CURVE_POINTS + 1, page
         assert steps[0] == 1 and steps[-1] == total and 10 in steps, page    # the fixture's warm-up: 10 steps
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("warmup", 0, "warmup must be >= 1, not 0"),             # was a ZeroDivisionError box
+    ("warmup", -5, "warmup must be >= 1, not -5"),           # complex numbers
+    ("warmup", "abc", "warmup must be int"),                 # TypeError
+    ("lr_factor", "x", "lr_factor must be float"),           # ValueError from the format code
+])
+def test_a_run_whose_train_config_holds_an_unusable_number_is_named_in_one_line(runs, field, value, message):
+    run = write_run(runs / "odd", {"state": "finished", "step": 20, "total_steps": 20, "pid": None},
+                    train_records(range(1, 21)))
+    config = json.loads((run / rp.CONFIG).read_text())
+    (run / rp.CONFIG).write_text(json.dumps({**config, field: value}))
+    at = open_app(None, PAGE, None, {"run": "odd"})
+    no_exception(at)
+    warning = texts(at.warning).replace("\\", "")
+    assert "train_config.json cannot be read" in warning and message in warning
+    names = [t.get("name", "") for t in chart(at, "sc_actual")["data"]]
+    assert names and not any(n.startswith("planned: ") for n in names)      # the logged LR alone

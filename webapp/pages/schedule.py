@@ -14,7 +14,7 @@ from explorer.store import run_files as rf
 from explorer.store.checkpoint import CheckpointError
 from explorer.config import TrainConfig
 from explorer.plots import training as plots
-from explorer.training.args import planned_model_config
+from explorer.training.args import planned_model_config, validate
 from explorer.training.schedule import curve_steps, label_smoothing_target, noam_curve, noam_rate
 from webapp import downloads, state
 from webapp import url_keys as url
@@ -73,7 +73,8 @@ else:
     try:
         if not job.config:
             raise ValueError("missing or not JSON")
-        cfg = TrainConfig.from_dict(job.config)
+        cfg = TrainConfig.from_dict(job.config)     # types and ranges, each named (warmup 0 divided by zero here)
+        validate(cfg)                               # and the trainer's limits (warmup 10**400 overflows a float)
         run_d = planned_model_config(cfg).d_model
     except (TypeError, ValueError, CheckpointError) as err:
         st.warning(f"The run's train_config.json cannot be read ({state.md_escape(err)}); showing the logged LR only.")
