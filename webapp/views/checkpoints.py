@@ -48,6 +48,13 @@ def _by_name(infos) -> dict[str, int]:
     return {name: k for k, name in enumerate(state.link_names(infos))}
 
 
+def _unknown(ckpt, text: str) -> list[str]:
+    """The parts of `text` that `ckpt`'s target vocabulary reads as its unknown piece (none where its
+    tokenizer cannot say)."""
+    unknown = getattr(ckpt.tokenizer, "unknown", None)
+    return list(unknown(text, side="tgt")) if unknown else []
+
+
 def _rows(trace, kind: str) -> list[str]:
     """The query axis's labels: decoder rows by the token they write (webapp.numbering), source positions."""
     queries, _ = trace.axes(kind)
@@ -107,6 +114,11 @@ def compare(healthy) -> None:
     if ta.best is None or tb.best is None:
         st.warning(ta.reason or tb.reason or "Nothing was decoded.")
         return
+    pairs = {name: f"{m.meta.get('src_lang', '?')} → {m.meta.get('tgt_lang', '?')}" for name, m in (("A", a), ("B", b))}
+    if pairs["A"] != pairs["B"]:
+        st.warning(f"A translates {state.md_escape(pairs['A'])} and B {state.md_escape(pairs['B'])}: each reads "
+                   "the other's sentences and outputs as text of another language, so the scores below compare "
+                   "nothing about translation. Pick two checkpoints of one language pair.")
     c1, c2 = st.columns(2)
     for col, name, t in ((c1, "A", ta), (c2, "B", tb)):
         col.markdown(f"**{state.md_escape(name)}** (greedy): {state.md_escape(t.text)}")
@@ -121,8 +133,12 @@ def compare(healthy) -> None:
             downloads.chart(plots.logprob_figure(s.pieces_a, s.lp_a, s.lp_b, title=title),
                             downloads.file_stem(pair, f"logprobs_of_{name}_output"), key=f"ck_lp_{name}")
         else:
+            unknown = {m: _unknown(ck, t.text) for m, ck in (("A", a), ("B", b))}
+            said = "".join(f"; {m} cannot write {len(parts)} of its parts ({state.md_escape(', '.join(parts[:5]))}"
+                           f"{'…' if len(parts) > 5 else ''}), scored as its unknown piece, not as that text"
+                           for m, parts in unknown.items() if parts)
             st.caption(f"{name}'s output, tokenized differently by each model: "
-                       f"{tot_a:.2f} under A, {tot_b:.2f} under B")
+                       f"{tot_a:.2f} under A, {tot_b:.2f} under B{said}")
             c1, c2 = st.columns(2)
             c1.dataframe(pd.DataFrame({"token": s.pieces_a, "log p under A": s.lp_a}), hide_index=True)
             c2.dataframe(pd.DataFrame({"token": s.pieces_b, "log p under B": s.lp_b}), hide_index=True)
