@@ -79,7 +79,7 @@ class ModelConfig:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATION_NAMES)}, not {self.activation!r}")
         if self.pe_layout not in PE_LAYOUTS:
             raise ValueError(f"pe_layout must be one of {', '.join(PE_LAYOUTS)}, not {self.pe_layout!r}")
-        for name in ("scale_embeddings", "final_logits_bias"):
+        for name in ("norm_first", "tie_embeddings", "scale_embeddings", "final_logits_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.tie_output is not None and not isinstance(self.tie_output, bool):

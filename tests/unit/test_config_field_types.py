@@ -50,3 +50,16 @@ def test_a_train_config_of_usable_numbers_is_read_as_written():
     cfg = _train(warmup=1, lr_factor=2, epochs=2.5, dropout=None, threads=None, clip_norm=0.0, max_steps=0)
     assert (cfg.warmup, cfg.lr_factor, cfg.epochs, cfg.max_steps) == (1, 2, 2.5, 0)
     assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()
+
+
+@pytest.mark.parametrize("field", ["norm_first", "tie_embeddings"])
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, None, [], {}])
+def test_a_model_switch_must_be_true_or_false(field, value):
+    with pytest.raises(ValueError) as err:
+        preset("tiny", **{field: value})
+    assert str(err.value) == f"{field} must be true or false, not {value!r}"
+
+
+def test_model_switches_of_true_and_false_still_build():
+    assert preset("tiny", norm_first=True, tie_embeddings=False).norm_first is True
+    assert ModelConfig.from_dict({**preset("tiny").to_dict(), "tie_embeddings": False}).tie_embeddings is False
