@@ -17,7 +17,7 @@ from explorer.store import run_paths as rp
 from explorer.store.catalog import CheckpointInfo, list_checkpoints
 from explorer.store.checkpoint import CheckpointError
 from webapp import presenter, url_keys
-from webapp.text_safety import md_escape  # noqa: F401 - pages escape text from files as state.md_escape
+from webapp.text_safety import md_escape, visible_controls  # noqa: F401 - pages escape text from files as state.md_escape
 
 ROOTS_ENV = "EXPLORER_CHECKPOINT_ROOTS"  # os.pathsep-separated folders to list instead (tests, users)
 MODELS_ENV = "EXPLORER_MODELS_DIR"     # a user's own models (imported ones): listed, never written
@@ -113,14 +113,14 @@ def link_names(infos) -> list[str]:
 
 def checkpoint_label(info: CheckpointInfo) -> str:
     if info.error:
-        return f"{info.name} (damaged)"
+        return visible_controls(f"{info.name} (damaged)")
     langs = f"{info.meta.get('src_lang', '?')}→{info.meta.get('tgt_lang', '?')}"
     test = info.card.get("test") if isinstance(info.card, dict) else None     # card.json is untrusted
     beam = test.get("beam5") if isinstance(test, dict) else None
     bleu = beam.get("bleu") if isinstance(beam, dict) else None
     extra = f", test BLEU {bleu:.1f}" if isinstance(bleu, (int, float)) and not isinstance(bleu, bool) else ""
     params = f", {info.n_params / 1e6:.1f}M params" if info.n_params else ""
-    return f"{info.name} ({langs}{params}{extra})"
+    return visible_controls(f"{info.name} ({langs}{params}{extra})")     # a picker's label is shown as it is
 
 
 def decode_settings() -> dict:

@@ -27,6 +27,16 @@ _PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
 # shortcodes are looked for in the text after Markdown has read its escapes, so "\:smile\:" still
 # becomes an emoji; an invisible joiner after every colon that could open one breaks them all.
 _SHORTCODE_START = re.compile(r":(?=[A-Za-z0-9_+\-])")
+# Unicode's explicit direction controls (embeddings, overrides, isolates and their ends): invisible, and one
+# left open turns the rest of its line around ("de\u202e" in a config's target language reversed the
+# sidebar's caption and the picker's label after it). Shown by their code point instead.
+_DIRECTION_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_controls(text: object) -> str:
+    """`text` with each explicit direction control written as ⟨U+202E⟩: for text shown as it is (a picker's
+    label) as much as for Markdown. The marks that only hint a direction (U+200E, U+200F) stay."""
+    return _DIRECTION_CONTROLS.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", str(text))
 
 
 def shortened(text: object, limit: int = 80) -> str:
@@ -42,9 +52,10 @@ def md_escape(text: object) -> str:
     Every ASCII punctuation character gets a backslash (CommonMark shows `\\x` as x for each of
     them, and they are all the characters Markdown, HTML, LaTeX and Streamlit's directives are made
     of); a colon that could start a shortcode is followed by an invisible word joiner; a line break
-    stays a line break (two spaces before it) instead of joining the lines.
+    stays a line break (two spaces before it) instead of joining the lines; a direction control is shown
+    by its code point (visible_controls).
     """
-    escaped = _PUNCTUATION.sub(r"\\\1", _SHORTCODE_START.sub(":" + JOINER, str(text)))
+    escaped = _PUNCTUATION.sub(r"\\\1", _SHORTCODE_START.sub(":" + JOINER, visible_controls(text)))
     return escaped.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "  \n")
 
 
@@ -56,4 +67,4 @@ def md_cells(frame: pd.DataFrame) -> pd.DataFrame:
 def plot_escape(text: object) -> str:
     """`text` as plotly text (titles, labels, legend names, hover text): HTML-escaped, as
     explorer.plots.style.label does for tokens."""
-    return html.escape(str(text), quote=False)
+    return html.escape(visible_controls(text), quote=False)

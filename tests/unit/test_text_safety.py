@@ -74,3 +74,17 @@ def test_table_cells_are_escaped_and_plot_text_is_html_escaped():
     assert cells["source"][0] == md_escape("![x](y)") and cells["n"].tolist() == [1, 2]
     assert pd.isna(cells["source"][1])
     assert plot_escape("<b>x</b> & y") == "&lt;b&gt;x&lt;/b&gt; &amp; y"
+
+
+@pytest.mark.parametrize("control", ["\u202a", "\u202b", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"])
+def test_a_direction_control_is_shown_by_its_code_point_and_turns_nothing_around(control):
+    """A config's target language 'de\\u202e' reversed the rest of the sidebar's caption and the picker's label."""
+    from webapp.state import checkpoint_label
+    from explorer.store.catalog import CheckpointInfo
+
+    text = f"de{control} · step 5"
+    for shown in (md_escape(text), plot_escape(text)):
+        assert control not in shown and f"U+{ord(control):04X}" in shown.replace("\\", ""), shown
+    info = CheckpointInfo(path="x", name=f"run{control}", meta={"src_lang": "en", "tgt_lang": f"de{control}"})
+    assert control not in checkpoint_label(info)
+    assert md_escape("שָׁלוֹם \u200f hello") == "שָׁלוֹם \u200f hello"      # a direction hint mark and RTL text stay
