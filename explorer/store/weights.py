@@ -51,7 +51,6 @@ def read_header(path: Path) -> dict[str, dict]:
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: corrupt safetensors header")
     header.pop("__metadata__", None)
-    end = 0
     for name, info in header.items():
         try:
             start, stop = info["data_offsets"]
@@ -65,10 +64,28 @@ def read_header(path: Path) -> dict[str, dict]:
             numel *= s
         if stop - start != numel * dtype.itemsize:
             raise CheckpointError(f"{path}: corrupt header entry for {name!r} (size does not match shape)")
-        end = max(end, stop)
+    end = _check_tiling(path, header)
     if 8 + n + end != size:
         raise CheckpointError(f"{path}: truncated or padded: expected {8 + n + end} bytes, found {size}")
     return header
+
+
+def _check_tiling(path: Path, header: dict[str, dict]) -> int:
+    """The end of the data region, once the tensors' byte ranges, in order, are seen to cover it exactly
+    (as the safetensors library checks): every tensor its own bytes. Ranges that overlap load in
+    silence otherwise (every tensor pointed at one tensor's bytes: a model that lists fine and
+    translates garbage), and a gap hides bytes no tensor owns."""
+    end, before = 0, None
+    for name, info in sorted(header.items(), key=lambda item: tuple(item[1]["data_offsets"])):
+        start, stop = info["data_offsets"]
+        if start != end:
+            where = f"where {before!r} ends" if before is not None else "where the data begins"
+            raise CheckpointError(f"{path}: corrupt safetensors header: tensor {name!r} starts at byte {start:,} of the "
+                                  f"data, not at byte {end:,} {where} (tensors that "
+                                  f"{'overlap' if start < end else 'leave a gap'}; damaged, or not written by "
+                                  "a safetensors writer)")
+        end, before = stop, name
+    return end
 
 
 def check_size(cfg: ModelConfig, header: dict[str, dict], weights: Path) -> None:
