@@ -9,6 +9,7 @@ licence if the source states one, languages, parameter count, domain).
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -53,11 +54,15 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     except (OSError, ValueError) as exc:
         raise ConversionError(f"{directory}: tokenizer: {exc}") from None
     get, weights_file = src.tensor_reader(directory)
-    bias = get(LOGITS_BIAS)
-    # all zeros (as Marian's exports often are) need no bias; NaN != 0, so a damaged one is kept and refused
-    logits_bias = bias is not None and bias.numel() < (1 << 24) and bool((bias != 0).any())
     with _config_at(directory):
-        cfg = model_config_from_hf(hf, tokenizer.special, logits_bias=logits_bias)
+        cfg = model_config_from_hf(hf, tokenizer.special, logits_bias=False)
+    bias = get(LOGITS_BIAS)
+    if bias is not None and tuple(bias.reshape(-1).shape) != (cfg.tgt_vocab_size,):   # zeros or not, as any tensor
+        raise ConversionError(f"{weights_file}: {LOGITS_BIAS} has shape {tuple(bias.shape)}, the config needs "
+                              f"(1, {cfg.tgt_vocab_size})")
+    # all zeros (as Marian's exports often are) need no bias; NaN != 0, so a damaged one is kept and refused
+    if bias is not None and bool((bias != 0).any()):
+        cfg = replace(cfg, final_logits_bias=True)
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise ConversionError(f"{directory}: the vocabulary has {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size} "
                               f"entries, config.json says {cfg.src_vocab_size}/{cfg.tgt_vocab_size}")

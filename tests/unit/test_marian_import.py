@@ -181,6 +181,30 @@ def test_a_config_that_does_not_fit_is_refused_with_its_reason(marian, tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("bias", [
+    "zeros of another vocabulary",       # needs no bias, but is not this model's
+    "16M non-zero values",               # was dropped in silence from 1 << 24 values on
+])
+def test_a_final_logits_bias_of_the_wrong_shape_is_refused(marian, tmp_path, bias):
+    from safetensors.torch import load_file, save_file
+    _, hf_dir, _ = marian
+    source = tmp_path / "edited"
+    source.mkdir()
+    for f in hf_dir.iterdir():
+        (source / f.name).write_bytes(f.read_bytes())
+    tensors = load_file(str(source / "model.safetensors"))
+    vocab = tensors["final_logits_bias"].shape[-1]
+    if bias.startswith("zeros"):
+        tensors["final_logits_bias"] = torch.zeros(1, vocab + 1)
+    else:
+        tensors["final_logits_bias"] = torch.full((1, 1 << 24), -50.0)
+        tensors["final_logits_bias"][0, 5] = 50.0
+    save_file(tensors, str(source / "model.safetensors"))
+    with pytest.raises(ValueError, match=rf"final_logits_bias has shape \(1, \d+\), the config needs \(1, {vocab}\)"):
+        import_marian(str(source), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_export_of_an_imported_model_gives_back_the_same_tensors(marian, tmp_path):
     hf, _, out = marian
     again = export_marian(out, tmp_path / "hf-again")
