@@ -298,18 +298,20 @@ def _allowed(spec: UrlKey, value: Any, low, high, options: Mapping[str, Any] | N
 
 
 def seed(spec: UrlKey, widget: str, default: Any, *, low: float | None = None, high: float | None = None,
-         options: Mapping[str, Any] | Sequence | None = None) -> Any:
+         options: Mapping[str, Any] | Sequence | None = None, exact: bool = False) -> Any:
     """Set widget `widget`'s starting value before it is drawn, and return it.
 
     The URL's value wins when it is not the one this page last wrote (a link just followed or typed,
     a fresh session); otherwise the widget keeps its value, or the one it had when this page was last
     shown (Streamlit forgets widgets that were not drawn; write() keeps a copy). `options`: the
     widget's values, as a list (their URL text is str(value)) or as {URL text: value}; without them
-    the value is a number clamped into [low, high]. Anything else falls back to `default`."""
+    the value is a number clamped into [low, high]. Anything else falls back to `default`. `exact`: the
+    options are names, not amounts (a feature's id): a value that is not one of them falls back too, where
+    a number would open the nearest option (_nearest), one the link never named."""
     options = _options(options)
     text, from_url = linked(spec), None
     if text is not None:
-        from_url = (options.get(text, _nearest(text, options)) if options is not None
+        from_url = (options.get(text, None if exact else _nearest(text, options)) if options is not None
                     else spec.parse(text, low, high))
     for candidate in (from_url, st.session_state.get(widget), st.session_state.get("_" + widget)):
         value = _allowed(spec, candidate, low, high, options)

@@ -146,6 +146,20 @@ def test_a_hostile_link_falls_back_and_a_damaged_dictionary_is_named(env, tmp_pa
     assert any(b.label == "Train Encoder layer 1's dictionary" for b in at.button)
 
 
+@pytest.mark.parametrize("feature", ["5.5", "9" * 400, "-3", "1e3"])
+def test_a_link_naming_no_feature_opens_the_strongest_not_a_nearest_one(env, feature):
+    """feature=5.5 opened #25 (the nearest of those firing) and 400 digits added #1023 and showed #737:
+    a feature id is a name, not an amount."""
+    at = open_app("numbers-en-de", PAGE, TEXT)
+    plain = at.selectbox(key="features_feature")
+    strongest, offered = plain.value, plain.options                     # with no link: the first, the strongest
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"feature": feature})
+    no_exception(at)
+    box = at.selectbox(key="features_feature")
+    assert box.value == strongest and box.options == offered           # nothing added to the choices
+    assert at.query_params["feature"] == str(strongest)
+
+
 def test_the_caption_says_which_transcoder_and_why():
     assert form_said({"skip": False}) == "A plain TopK transcoder (no linear skip). "
     said = form_said({"skip": True, "max_density_without_skip": 0.8412, "without_skip_steps": 1000})

@@ -60,12 +60,12 @@ with area["features"]:
     labels = views.position_labels(ckpt, site, result)
     views.sentence_section(ckpt, site, found, labels, name)
     active = views.active_features(found)
-    linked = url.FEAT_ID.parse(url.raw(url.FEAT_ID), high=tc.width - 1) if url.raw(url.FEAT_ID) else None
+    linked = views.linked_feature(tc.width)                         # a feature a link names, firing here or not
     options = active + ([linked] if linked is not None and linked not in active else [])
     if not options:
         st.info("No feature of this layer fires in this sentence.")
         st.stop()
-    url.seed(url.FEAT_ID, "features_feature", options[0], options=options)
+    url.seed(url.FEAT_ID, "features_feature", options[0], options=options, exact=True)
     feature = st.selectbox("Feature (those active in this sentence, strongest first)", options, key="features_feature",
                            format_func=lambda f: f"#{f}")
     url.write(url.FEAT_ID, "features_feature", int(feature), options=options)

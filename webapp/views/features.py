@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from explorer.files.limits import whole_number
 from explorer.plots import features as plots
 from explorer.plots.attention import logprob_delta_figure
 from explorer.studies.common.words import span_word, words
@@ -53,6 +54,15 @@ def sentence_section(ckpt, site: str, found, labels: list[str], name: str) -> No
             for t in range(len(labels)) for r in range(found.features.shape[1]) if found.features[t, r] >= 0]
     downloads.table_csv_button(pd.DataFrame(rows), downloads.file_stem(name, "features", site_key(site)),
                                key="features_positions_csv", label="The strongest features per position (CSV)")
+
+
+def linked_feature(width: int) -> int | None:
+    """The feature a link names (`feature=`), when it is one of the dictionary's (0 to width - 1): a feature
+    is a name, not an amount, so `5.5` or a 400-digit number names none (they opened a feature the link
+    never named: the nearest of those firing, or the last one)."""
+    raw = url.raw(url.FEAT_ID)
+    feature = whole_number(raw, digits=9) if raw is not None else None
+    return feature if feature is not None and feature < width else None
 
 
 def active_features(found) -> list[int]:
