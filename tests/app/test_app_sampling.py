@@ -18,3 +18,13 @@ def test_samples_past_the_vocabulary_and_repeated_ones_are_said_as_they_are():
     assert f"({10 - len(table)} drew a translation drawn before)" in caption
     assert "all of them are ranked below" not in caption
     assert min(table["seed"]) == 5                           # the first seed that drew the best one, not the last
+
+
+def test_a_minimum_length_past_the_length_limit_is_said():
+    """minlen=4096&maxlen=1 cut every output with only 'cut at the length limit': nothing said the end was
+    never allowed."""
+    at = open_app("numbers-en-de", text="three hundred", query={"minlen": 4096, "maxlen": 1, "dec": "greedy"})
+    no_exception(at)
+    assert "the model was never allowed to end it" in texts(at.caption)
+    at = open_app("numbers-en-de", text="three hundred", query={"dec": "greedy"})
+    assert "never allowed" not in texts(at.caption)

@@ -126,7 +126,10 @@ with area["result"]:
             f"the {len(hyps)} different ones are ranked below, each with the first seed that drew it "
             f"({repeats} drew a translation drawn before)."))
     if not result.best.finished:
-        st.caption("The output was cut at the length limit before the model ended it.")
+        never = cfg["min_len"] >= len(result.best.ids)        # the end was forbidden all the way to the cut
+        st.caption("The output was cut at the length limit before the model ended it" + (
+            f": the minimum length ({cfg['min_len']} pieces) is past that limit, so the model was never allowed "
+            "to end it. Lower *Min length* in the decoding settings." if never else "."))
     grounding.show_verdict(found, result.text)
 
     reference = sentence.current_reference(path, text)
