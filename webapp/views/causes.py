@@ -272,7 +272,7 @@ def show_patched(ckpt, clean: str, corrupt: str, pair, info: dict, cell: tuple[s
     rows, cols = labels(ckpt, info, pair, grid)
     run = "corrupted" if chosen == "denoise" else "clean"
     st.markdown(f"**The picked cell** ({state.md_escape(GRID_NAMES[grid])}: {state.md_escape(rows[row])}, "
-                f"{state.md_escape(cols[col])}): {value:.3f}.  \n**The {run} run with it patched translates as:** "
+                f"{state.md_escape(cols[col])}): {round(value, 3) + 0.0:.3f}.  \n**The {run} run with it patched translates as:** "
                 f"{state.md_escape(text or '(empty)')}")
     st.caption("Decoded greedily after the shared output, with the patch on the first pass through its point "
                "(later decoder steps are not patched: the other run has no activations there).")
