@@ -129,22 +129,24 @@ def _whole(name: str, default: int | None) -> int | None:
     return int(found.group(1))
 
 
+def _processes(name: str) -> int:
+    """$name as a number of processes: 1 when unset; LaunchError when it is not a whole number of at least 1."""
+    count = _whole(name, 1)
+    if count < 1:
+        raise LaunchError(f"{name}={count} is not a number of processes (at least 1)")
+    return count
+
+
 def world_size() -> int:
     """How many processes torchrun started ($WORLD_SIZE): 1 when unset; LaunchError when it is not a
     whole number of at least 1."""
-    world = _whole(WORLD_ENV, 1)
-    if world < 1:
-        raise LaunchError(f"{WORLD_ENV}={world} is not a number of processes (at least 1)")
-    return world
+    return _processes(WORLD_ENV)
 
 
 def local_world_size() -> int:
     """How many of torchrun's processes share this machine ($LOCAL_WORLD_SIZE): 1 when unset; LaunchError
     when it is not a whole number of at least 1 (the trainer's memory check multiplies by it)."""
-    local = _whole("LOCAL_WORLD_SIZE", 1)
-    if local < 1:
-        raise LaunchError(f"LOCAL_WORLD_SIZE={local} is not a number of processes (at least 1)")
-    return local
+    return _processes("LOCAL_WORLD_SIZE")
 
 
 def launch() -> Launch:
