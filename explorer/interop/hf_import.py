@@ -49,6 +49,8 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     directory, provenance = src.locate(source)
     check_output_dir(out, TOOL, overwrite=overwrite, inputs=[directory])   # before anything is read
     hf = src.read_json(directory / names.HF_CONFIG)
+    found_src, found_tgt = (None, None) if src_lang and tgt_lang else src.languages(directory, provenance)
+    src_lang, tgt_lang = src_lang or found_src, tgt_lang or found_tgt
     try:
         tokenizer = VocabTokenizer.load(directory, confined=False)   # a user's folder: a cache snapshot links out
     except (OSError, ValueError) as exc:
@@ -69,8 +71,6 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     check_memory(str(weights_file), load_bytes(cfg, copies=2))     # the converted tensors beside the model
     model = _model_from(get, cfg, weights_file)
 
-    found_src, found_tgt = src.languages(directory, provenance)
-    src_lang, tgt_lang = src_lang or found_src, tgt_lang or found_tgt
     facts = src.readme_facts(directory)
     card = with_model_card({}, ModelCard(
         source=provenance, license=facts.get("license"), languages=(src_lang, tgt_lang),

@@ -31,6 +31,7 @@ TOKENIZER_FILES = (n.MARIAN_SRC_SPM, n.MARIAN_TGT_SPM, n.MARIAN_VOCAB, n.MARIAN_
 WANTED = (n.HF_CONFIG, n.HF_GENERATION_CONFIG, n.HF_README, *WEIGHT_FILES, *TOKENIZER_FILES)
 MAX_JSON_BYTES = 1 << 20          # config.json, tokenizer_config.json, generation_config.json
 MAX_README_BYTES = 1 << 20
+MAX_LANGUAGE_CODE = 32            # characters of a language code read from tokenizer_config.json ("eng_Latn": 8)
 REACH_TIMEOUT_S = 4.0
 
 
@@ -181,10 +182,19 @@ def readme_facts(directory: Path) -> dict[str, str]:
 
 
 def languages(directory: Path, provenance: str) -> tuple[str | None, str | None]:
-    """Source and target language: tokenizer_config.json's, else the opus-mt-xx-yy pattern of the name."""
-    tok = read_optional_json(directory / n.HF_TOKENIZER_CONFIG)
+    """Source and target language: tokenizer_config.json's, else the opus-mt-xx-yy pattern of the name.
+    A code is a short label (MAX_LANGUAGE_CODE printable characters, no spaces): the checkpoint's
+    config.json and card keep it, and two codes of half a million characters made a config.json its own
+    loader refused; a newline or a terminal escape would be printed as such. SourceError otherwise."""
+    path = directory / n.HF_TOKENIZER_CONFIG
+    tok = read_optional_json(path)
     src, tgt = tok.get("source_lang"), tok.get("target_lang")
     if isinstance(src, str) and isinstance(tgt, str):
+        for key, code in (("source_lang", src), ("target_lang", tgt)):
+            if not 1 <= len(code) <= MAX_LANGUAGE_CODE or not code.isprintable() or any(c.isspace() for c in code):
+                shown = repr(code[:MAX_LANGUAGE_CODE]) + (f" ({len(code):,} characters)" if len(code) > MAX_LANGUAGE_CODE else "")
+                raise SourceError(f"{path}: {key} {shown} is not a language code (1 to {MAX_LANGUAGE_CODE} printable "
+                                  "characters, no spaces); pass --src-lang and --tgt-lang to name the languages")
         return src, tgt
     found = re.search(r"opus-mt-([a-z]{2,3})-([a-z]{2,3})\b", provenance.lower())
     return (found.group(1), found.group(2)) if found else (None, None)

@@ -205,6 +205,27 @@ def test_a_final_logits_bias_of_the_wrong_shape_is_refused(marian, tmp_path, bia
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("code, shown", [
+    ("e" * 523_900, r"'e{32}' \(523,900 characters\)"),     # made a config.json its own loader refused (over 1 MiB)
+    ("es\nen", r"'es\\nen'"),
+    ("\x1b[31mes", r"'\\x1b\[31mes'"),
+    ("", "''"),
+])
+def test_a_language_code_that_is_no_short_label_is_refused_unless_the_pair_is_given(marian, tmp_path, code, shown):
+    _, hf_dir, _ = marian
+    source = tmp_path / "edited"
+    source.mkdir()
+    for f in hf_dir.iterdir():
+        (source / f.name).write_bytes(f.read_bytes())
+    (source / "tokenizer_config.json").write_text(json.dumps({"source_lang": code, "target_lang": "en"}))
+    with pytest.raises(ValueError, match=rf"tokenizer_config.json: source_lang {shown}.*is not a language code"):
+        import_marian(str(source), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    out = import_marian(str(source), tmp_path / "named", src_lang="es", tgt_lang="en")
+    meta = json.loads((out / "config.json").read_text())
+    assert (meta["src_lang"], meta["tgt_lang"]) == ("es", "en")
+
+
 def test_export_of_an_imported_model_gives_back_the_same_tensors(marian, tmp_path):
     hf, _, out = marian
     again = export_marian(out, tmp_path / "hf-again")
