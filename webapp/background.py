@@ -38,6 +38,7 @@ from webapp.text_safety import md_escape
 MAX_RUNNING_PER_KIND = 1      # per label, in the whole server: one copy of the checkpoint per kind at a time
 MAX_PER_USER = 2              # running + waiting, per browser session
 MAX_QUEUED = 8                # waiting, in the whole server
+MAX_ENDED_KEPT = 64           # ended jobs remembered (their message for the page), the oldest forgotten first
 LOCAL_USER = "local"          # the user outside a Streamlit session (scripts, tests)
 _REFUSED = "_background_refused"   # session_state: result file -> why this session's request was refused
 _ARRIVAL = itertools.count()
@@ -109,6 +110,7 @@ def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job],
         job = _JOBS.get(str(path))
         if job is not None and job.active:
             return job
+        _forget_ended()
         job = Job(path=Path(path), stages=stages, label=label, user=user)
         reason = _refusal(job)
         if reason:
@@ -123,6 +125,15 @@ def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job],
     if reason:
         _note_refusal(job)
     return job
+
+
+def _forget_ended() -> None:
+    """Under _LOCK: keep at most MAX_ENDED_KEPT ended jobs, forgetting the oldest: each one asked for stayed
+    for the server's life (a table that only grows). A forgotten job's result file stays; its page then
+    shows the result, or (a failure's message gone) the button to start it again."""
+    ended = sorted((j for j in _JOBS.values() if not j.active), key=lambda j: j.arrival)
+    for job in ended[:max(0, len(ended) - MAX_ENDED_KEPT)]:
+        del _JOBS[str(job.path)]
 
 
 def _refusal(job: Job) -> str:

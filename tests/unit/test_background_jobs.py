@@ -90,6 +90,18 @@ def test_a_failed_job_lets_the_next_one_run(tmp_path):
     assert b.wait(WAIT) and b.state == "finished"
 
 
+def test_ended_jobs_are_forgotten_past_a_bound_oldest_first(tmp_path, monkeypatch):
+    """Every job asked for stayed in the table for the server's life."""
+    monkeypatch.setattr(background, "MAX_ENDED_KEPT", 3)
+    jobs = []
+    for i in range(6):
+        jobs.append(background.start(tmp_path / f"{i}.json", STAGES, LAB, lambda job: None, user=f"u{i}"))
+        assert jobs[-1].wait(WAIT) and jobs[-1].state == "finished"
+    running = start(tmp_path, "running", Gate(), "someone")
+    assert background.job_for(tmp_path / "running.json") is running
+    assert [background.job_for(tmp_path / f"{i}.json") for i in range(6)] == [None] * 3 + jobs[3:]
+
+
 def test_jobs_of_different_kinds_run_at_once(tmp_path):
     lab, card = Gate(), Gate()
     a = start(tmp_path, "a", lab, "alice", LAB)
