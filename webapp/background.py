@@ -61,6 +61,7 @@ class Job:
     arrival: int = field(default_factory=lambda: next(_ARRIVAL))
     ended: threading.Event = field(default_factory=threading.Event)
     work: Callable[[Job], None] | None = field(default=None, repr=False)   # a queued job's, until it runs
+    keeps_stages: bool = False        # each stage writes its own result (one dictionary per layer), kept on cancel
 
     @property
     def active(self) -> bool:
@@ -100,7 +101,7 @@ def current_user() -> str:
 
 
 def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job], None],
-          user: str | None = None) -> Job:
+          user: str | None = None, keeps_stages: bool = False) -> Job:
     """Run work(job) in a thread for this result file, or return the job already running or waiting
     for it. It runs now if fewer than MAX_RUNNING_PER_KIND of its kind run, else waits in line; a
     request past MAX_PER_USER for `user` (default: the calling session) or past MAX_QUEUED waiting is
@@ -111,7 +112,7 @@ def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job],
         if job is not None and job.active:
             return job
         _forget_ended()
-        job = Job(path=Path(path), stages=stages, label=label, user=user)
+        job = Job(path=Path(path), stages=stages, label=label, user=user, keeps_stages=keeps_stages)
         reason = _refusal(job)
         if reason:
             job.state, job.error = "refused", reason
@@ -247,6 +248,15 @@ def time_left(job: Job) -> str:
     return f", about {duration(spent * (1 - part) / part)} left"
 
 
+def cancelled_said(job: Job) -> str:
+    """What a cancelled job left: nothing, or (a job whose stages each write their result) the stages it
+    had finished, kept."""
+    done = job.stages[:job.stages.index(job.stage)] if job.keeps_stages and job.stage in job.stages else ()
+    if not done:
+        return "nothing was written."
+    return f"what it had finished is kept ({', '.join(done)}); nothing of {job.stage} was written."
+
+
 def show_job(path: str, key: str) -> None:
     """The job's progress (or its place in line) and Cancel button; meant to run in an st.fragment
     refreshed every 2 s while the job is active. When the job has ended, the whole page re-runs once
@@ -270,7 +280,7 @@ def show_job(path: str, key: str) -> None:
         if job.state == "failed":
             st.error(f"The {job.label.lower()} failed: {md_escape(job.error)}")    # may quote a file
         elif job.state == "cancelled":
-            st.info(f"The {job.label.lower()} was cancelled; nothing was written.")
+            st.info(f"The {job.label.lower()} was cancelled; {cancelled_said(job)}")
         seen = (path, job.state, job.started)
         if st.session_state.get(f"_{key}_seen") != seen:   # the job just ended: the whole page once, to draw
             st.session_state[f"_{key}_seen"] = seen          # the result and stop the fragment's 2 s refresh

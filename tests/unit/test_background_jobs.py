@@ -102,6 +102,20 @@ def test_ended_jobs_are_forgotten_past_a_bound_oldest_first(tmp_path, monkeypatc
     assert [background.job_for(tmp_path / f"{i}.json") for i in range(6)] == [None] * 3 + jobs[3:]
 
 
+def test_a_cancelled_job_says_which_stages_it_kept_when_each_writes_its_own():
+    """The dictionaries' job (a dictionary per layer, each written when done) said 'nothing was written'
+    after a cancel with two layers' dictionaries on disk."""
+    stages = ("Encoder layer 1", "Encoder layer 2", "Decoder layer 1")
+    job = background.Job(path=Path("x.json"), stages=stages, label="Dictionaries", keeps_stages=True,
+                         stage="Decoder layer 1")
+    assert background.cancelled_said(job) == ("what it had finished is kept (Encoder layer 1, Encoder layer 2); "
+                                              "nothing of Decoder layer 1 was written.")
+    job.stage = "Encoder layer 1"
+    assert background.cancelled_said(job) == "nothing was written."
+    one_result = background.Job(path=Path("y.json"), stages=stages, label=LAB, stage="Decoder layer 1")
+    assert background.cancelled_said(one_result) == "nothing was written."      # written once, at the end
+
+
 def test_jobs_of_different_kinds_run_at_once(tmp_path):
     lab, card = Gate(), Gate()
     a = start(tmp_path, "a", lab, "alice", LAB)

@@ -97,4 +97,4 @@ def start(out, ckpt_path, names: list[str], pairs: list, held: list) -> backgrou
             SITE.to_file(site_result_path(sha, site), ckpt.model, ckpt.tokenizer, pairs, held, APP_SETTINGS,
                          site=site, context=RunContext(meta=ckpt.meta, progress=progress, cancel=job.cancel))
 
-    return background.start(out, stages, LABEL, work)
+    return background.start(out, stages, LABEL, work, keeps_stages=True)      # each layer's dictionary is its own
