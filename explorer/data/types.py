@@ -40,7 +40,7 @@ class ParallelCorpus:
     def overlap_warning(self) -> str | None:
         """One line, "note: ..." or (when 5% or more of a held-out set) "warning: ...", saying how many
         held-out pairs training already holds (seen_in_training); None when none. The Bible's repeated
-        formulas ("And the LORD spake unto Moses, saying") make a note; a file of repeated lines a warning."""
+        formulas ("Yahweh spoke to Moses, saying,") make a note; a file of repeated lines a warning."""
         seen = self.seen_in_training()
         shares = {split: n / len(getattr(self, split)) for split, n in seen.items() if n}
         if not shares:
