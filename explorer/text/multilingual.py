@@ -25,14 +25,13 @@ import json
 import os
 from typing import Iterable
 
-import sentencepiece as spm
-
 from explorer.files import limits
 from explorer.files.atomic import write_files
 from explorer.files.names import MARIAN_VOCAB as VOCAB_FILE
 from explorer.files.names import MULTILINGUAL_LANGUAGES as LANGUAGES_FILE, MULTILINGUAL_SPM as SPM_FILE
-from explorer.files.user_files import parse_json, read_user_file
+from explorer.files.user_files import json_of, read_user_file
 from explorer.text.special import SpecialIds
+from explorer.text.tokenizer import missing_files, sentencepiece_model
 
 KINDS = ("m2m100", "nllb")
 FAIRSEQ_SPECIAL = ("<s>", "<pad>", "</s>", "<unk>")          # ids 0..3 in both models
@@ -51,10 +50,7 @@ def language_token(kind: str, code: str) -> str:
 def _read_json(name: str, data: bytes):
     if len(data) > MAX_FILE_BYTES:
         raise ValueError(f"{name}: {len(data):,} bytes is more than the {MAX_FILE_BYTES:,} allowed")
-    try:
-        return parse_json(data.decode("utf-8"))              # a ValueError when nested too deeply
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{name}: not valid UTF-8 JSON ({exc})") from None
+    return json_of(data, name)            # a byte-order mark read as other JSON files are; refusals in words
 
 
 def _ids(name: str, mapping, what: str) -> dict[str, int]:
@@ -77,13 +73,9 @@ class MultilingualTokenizer:
         if not isinstance(info, dict) or info.get("kind") not in KINDS:
             raise ValueError(f"{LANGUAGES_FILE}: 'kind' must be one of {', '.join(KINDS)}")
         self.kind = info["kind"]
-        self._sp = spm.SentencePieceProcessor()
         if len(self._files[SPM_FILE]) > MAX_FILE_BYTES:
             raise ValueError(f"{SPM_FILE}: more than the {MAX_FILE_BYTES:,} bytes allowed")
-        try:
-            self._sp.LoadFromSerializedProto(self._files[SPM_FILE])
-        except Exception as exc:                 # sentencepiece raises RuntimeError or its own errors
-            raise ValueError(f"{SPM_FILE}: not a sentencepiece model ({exc})") from None
+        self._sp = sentencepiece_model(SPM_FILE, self._files[SPM_FILE])
         self._vocab = self._piece_ids()                                       # piece -> id
         self.languages = _ids(LANGUAGES_FILE, info.get("languages"), "'languages'")   # code -> id
         others = _ids(LANGUAGES_FILE, info.get("other_tokens", {}), "'other_tokens'")
@@ -176,10 +168,10 @@ class MultilingualTokenizer:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, confined: bool = True) -> "MultilingualTokenizer":
-        names = [SPM_FILE, LANGUAGES_FILE] + ([VOCAB_FILE] if os.path.isfile(os.path.join(directory, VOCAB_FILE)) else [])
+        names = [SPM_FILE, LANGUAGES_FILE] + ([] if missing_files(directory, [VOCAB_FILE]) else [VOCAB_FILE])
         for name in names:
             path = os.path.join(directory, name)
-            if not os.path.isfile(path):
+            if missing_files(directory, [name]):          # a folder or a link to /dev/zero: said as such
                 raise FileNotFoundError(f"no M2M100/NLLB tokenizer in {directory}: missing {name}")
             if os.path.getsize(path) > MAX_FILE_BYTES:
                 raise ValueError(f"{name}: more than the {MAX_FILE_BYTES:,} bytes allowed")

@@ -20,11 +20,38 @@ import sentencepiece as spm
 
 from explorer.files import limits
 from explorer.files.atomic import write_files
-from explorer.files.user_files import read_user_file
+from explorer.files.user_files import absent_or_odd, read_user_file
 from explorer.files.names import JOINT_TOKENIZER as JOINT_FILE, SRC_TOKENIZER as SRC_FILE, TGT_TOKENIZER as TGT_FILE
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 
 MODEL_TYPES = ("bpe", "unigram", "word")
+
+
+def sentencepiece_model(name: str, data: bytes) -> spm.SentencePieceProcessor:
+    """The sentencepiece model serialized in `data`, the bytes of the file `name`; ValueError naming the
+    file otherwise. sentencepiece's own refusal tells a user nothing ("INTERNAL: src/sentencepiece_
+    processor.cc(109) [model_proto->ParseFromArray(...)]", "unk is not defined")."""
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(data)
+    except Exception:                    # sentencepiece raises RuntimeError or its own errors
+        raise ValueError(f"{name}: not a sentencepiece model (damaged or of another kind)") from None
+    return sp
+
+
+def missing_files(directory: str | os.PathLike, names: Iterable[str]) -> list[str]:
+    """The names that are not in `directory` at all; ValueError for one that is there but is no regular file
+    (a folder, a FIFO, a link to /dev/zero or to nothing), said as such (absent_or_odd): a loader that
+    asked isfile() called it missing, or took the other kind of tokenizer in its place."""
+    missing = []
+    for name in names:
+        path = os.path.join(directory, name)
+        problem = absent_or_odd(path)
+        if problem == "file missing":
+            missing.append(name)
+        elif problem:
+            raise ValueError(f"{path}: {problem}")
+    return missing
 
 
 def _train_model(lines: Sequence[str], vocab_size: int, model_type: str, seed: int | None) -> bytes:
@@ -84,16 +111,12 @@ class Tokenizer:
         self._build()
 
     def _build(self) -> None:
-        def proc(data: bytes) -> spm.SentencePieceProcessor:
-            sp = spm.SentencePieceProcessor()
-            sp.LoadFromSerializedProto(data)
-            return sp
-
         if self.joint:
-            sp = proc(self._models[JOINT_FILE])
+            sp = sentencepiece_model(JOINT_FILE, self._models[JOINT_FILE])
             self._sp = {"src": sp, "tgt": sp}
         else:
-            self._sp = {"src": proc(self._models[SRC_FILE]), "tgt": proc(self._models[TGT_FILE])}
+            self._sp = {side: sentencepiece_model(name, self._models[name])
+                        for side, name in (("src", SRC_FILE), ("tgt", TGT_FILE))}
         for side, sp in self._sp.items():
             got = tuple(sp.id_to_piece(i) for i in range(len(SPECIAL_PIECES)))
             if got != SPECIAL_PIECES or sp.pad_id() != PAD_ID:
@@ -126,12 +149,11 @@ class Tokenizer:
     @classmethod
     def load(cls, directory: str) -> "Tokenizer":
         """Load tokenizer.model, or src.model + tgt.model, from a directory."""
-        joint = os.path.join(directory, JOINT_FILE)
-        if os.path.isfile(joint):
+        if not missing_files(directory, [JOINT_FILE]):          # there, or said as what it is
             names = [JOINT_FILE]
         else:
             names = [SRC_FILE, TGT_FILE]
-            missing = [n for n in names if not os.path.isfile(os.path.join(directory, n))]
+            missing = missing_files(directory, names)
             if missing:
                 raise FileNotFoundError(
                     f"no tokenizer in {directory}: missing {JOINT_FILE} "

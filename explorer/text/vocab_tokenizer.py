@@ -25,10 +25,11 @@ import sentencepiece as spm
 
 from explorer.files import limits
 from explorer.files.atomic import write_files
-from explorer.files.user_files import parse_json, read_user_file
+from explorer.files.user_files import json_of, read_user_file
 from explorer.files.names import MARIAN_SRC_SPM as SRC_SPM, MARIAN_TGT_SPM as TGT_SPM
 from explorer.files.names import MARIAN_TGT_VOCAB as TGT_VOCAB_FILE, MARIAN_VOCAB as VOCAB_FILE
 from explorer.text.special import SpecialIds
+from explorer.text.tokenizer import missing_files, sentencepiece_model
 
 REQUIRED, OPTIONAL = (SRC_SPM, TGT_SPM, VOCAB_FILE), (TGT_VOCAB_FILE,)
 MAX_FILE_BYTES = limits.TOKENIZER_BYTES      # per file
@@ -44,10 +45,7 @@ def _check_size(name: str, size: int) -> None:
 def parse_vocab(data: bytes, name: str = VOCAB_FILE) -> dict[str, int]:
     """A vocab.json's bytes -> {piece: id}, refusing anything but a dense, complete Marian vocabulary."""
     _check_size(name, len(data))
-    try:
-        vocab = parse_json(data.decode("utf-8"))              # a ValueError when nested too deeply
-    except (UnicodeDecodeError, ValueError) as exc:    # RecursionError: [[[[...
-        raise ValueError(f"{name}: not valid UTF-8 JSON ({exc})") from None
+    vocab = json_of(data, name)          # a byte-order mark read as other JSON files are; refusals in words
     if not isinstance(vocab, dict):
         raise ValueError(f"{name}: expected a JSON object of piece -> id, got a {type(vocab).__name__}")
     bad = [(p, i) for p, i in vocab.items() if isinstance(i, bool) or not isinstance(i, int)]
@@ -71,12 +69,7 @@ def parse_vocab(data: bytes, name: str = VOCAB_FILE) -> dict[str, int]:
 
 def _processor(name: str, data: bytes) -> spm.SentencePieceProcessor:
     _check_size(name, len(data))
-    sp = spm.SentencePieceProcessor()
-    try:
-        sp.LoadFromSerializedProto(data)
-    except Exception as exc:             # sentencepiece raises RuntimeError or its own errors
-        raise ValueError(f"{name}: not a sentencepiece model ({exc})") from None
-    return sp
+    return sentencepiece_model(name, data)
 
 
 def split_language_code(text: str) -> tuple[str, str]:
@@ -129,11 +122,11 @@ class VocabTokenizer:
         no file may be a symlink leading out of the directory (a checkpoint's own files); False for a
         folder a user names, whose files may link elsewhere (a Hugging Face cache snapshot links into
         its blobs/)."""
-        missing = [n for n in REQUIRED if not os.path.isfile(os.path.join(directory, n))]
+        missing = missing_files(directory, REQUIRED)       # a folder or a link to /dev/zero: said as such
         if missing:
             raise FileNotFoundError(f"no Marian tokenizer in {directory}: missing {', '.join(missing)}")
-        paths = {n: os.path.join(directory, n) for n in REQUIRED + OPTIONAL}
-        paths = {n: p for n, p in paths.items() if n in REQUIRED or os.path.isfile(p)}
+        absent = missing_files(directory, OPTIONAL)        # a target_vocab.json that is a folder is not absent
+        paths = {n: os.path.join(directory, n) for n in REQUIRED + OPTIONAL if n not in absent}
         for name, path in paths.items():                   # every size before any file is read
             _check_size(name, os.path.getsize(path))
         inside = directory if confined else None

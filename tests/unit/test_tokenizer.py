@@ -98,3 +98,25 @@ def test_a_vocabulary_smaller_than_the_texts_characters_is_refused_in_one_line(m
                                          r"at least \1$") as refused:
         Tokenizer.train(lines, lines, None, vocab_size=16, model_type=model_type)
     assert "\n" not in str(refused.value) and ".cc" not in str(refused.value)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "empty", "truncated"])
+def test_a_damaged_model_file_is_said_in_words(joint, tmp_path, damage):
+    """sentencepiece's own words were 'INTERNAL: src/sentencepiece_processor.cc(109) [model_proto->...]'."""
+    whole = joint.model_bytes()["tokenizer.model"]
+    data = {"garbage": bytes(range(256)) * 4, "empty": b"", "truncated": whole[: len(whole) // 2]}[damage]
+    (tmp_path / "tokenizer.model").write_bytes(data)
+    with pytest.raises(ValueError) as err:
+        Tokenizer.load(str(tmp_path))
+    assert str(err.value) == "tokenizer.model: not a sentencepiece model (damaged or of another kind)"
+
+
+@pytest.mark.parametrize("odd, said", [("folder", "a directory"), ("/dev/zero", "a character device")])
+def test_a_model_file_that_is_a_folder_or_a_device_is_said_as_such_never_read(tmp_path, monkeypatch, odd, said):
+    """It was 'missing tokenizer.model (joint) or src.model and tgt.model (separate)'."""
+    path = tmp_path / "tokenizer.model"
+    path.mkdir() if odd == "folder" else path.symlink_to(odd)
+    monkeypatch.setattr("os.open", lambda *a, **k: pytest.fail(f"opened {a[0]}"))
+    with pytest.raises(ValueError) as err:
+        Tokenizer.load(str(tmp_path))
+    assert str(err.value) == f"{path}: {said}, not a regular file"

@@ -168,8 +168,9 @@ def test_load_tokenizer_still_reads_sentencepiece_tokenizers(tmp_path):
 
 BAD_VOCABS = {
     "not an object": ([["</s>", 0]], "expected a JSON object"),
-    "not JSON": (b"{\"</s>\": 0,", "not valid UTF-8 JSON"),
-    "nested too deep": (b"[" * 100_000 + b"]" * 100_000, "not valid UTF-8 JSON"),
+    "not JSON": (b"{\"</s>\": 0,", "not valid JSON"),
+    "an id of 5,000 digits": (b'{"</s>": ' + b"9" * 5000 + b"}", r"not valid JSON \(a number too long to read\)$"),
+    "nested too deep": (b"[" * 100_000 + b"]" * 100_000, "not valid JSON"),
     "an id not an integer": ({"</s>": 0, "<unk>": "1", "<pad>": 2}, "ids must be integers"),
     "a boolean id": ({"</s>": 0, "<unk>": True, "<pad>": 2}, "ids must be integers"),
     "a duplicate id": ({"</s>": 0, "<unk>": 1, "a": 1, "<pad>": 2}, r"id 1 is used twice \('<unk>' and 'a'\)"),
@@ -187,6 +188,36 @@ def test_a_bad_vocab_json_is_refused_with_a_clear_message(kind, models, tmp_path
     (tmp_path / "vocab.json").write_bytes(vocab_bytes(data))
     with pytest.raises(ValueError, match=r"vocab\.json: .*" + message):
         VocabTokenizer.load(tmp_path)
+
+
+def test_a_vocab_json_with_a_byte_order_mark_is_read_as_other_json_files_are(models, tmp_path):
+    write_files(tmp_path, *models, {"</s>": 0, "<unk>": 1, "<pad>": 2})
+    (tmp_path / "vocab.json").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "vocab.json").read_bytes())
+    assert VocabTokenizer.load(tmp_path).special == SpecialIds(pad=2, unk=1, start=2, eos=0)
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)) * 4, b"", None], ids=["garbage", "empty", "truncated"])
+def test_a_damaged_sentencepiece_file_is_said_in_words(models, tmp_path, data):
+    """sentencepiece's own words were its C++ source line: 'INTERNAL: src/sentencepiece_processor.cc(109)'."""
+    write_files(tmp_path, *models, {"</s>": 0, "<unk>": 1, "<pad>": 2})
+    (tmp_path / "source.spm").write_bytes(models[0][: len(models[0]) // 2] if data is None else data)
+    with pytest.raises(ValueError) as err:
+        VocabTokenizer.load(tmp_path)
+    assert str(err.value) == "source.spm: not a sentencepiece model (damaged or of another kind)"
+
+
+@pytest.mark.parametrize("name", ["source.spm", "vocab.json", "target_vocab.json"])
+@pytest.mark.parametrize("odd, said", [("folder", "a directory"), ("/dev/zero", "a character device")])
+def test_a_tokenizer_file_that_is_a_folder_or_a_device_is_said_as_such_never_read(models, tmp_path, monkeypatch,
+                                                                                    name, odd, said):
+    """It was 'missing source.spm' (and a target_vocab.json folder was passed over: the shared vocabulary)."""
+    write_files(tmp_path, *models, {"</s>": 0, "<unk>": 1, "<pad>": 2})
+    (tmp_path / name).unlink(missing_ok=True)
+    (tmp_path / name).mkdir() if odd == "folder" else (tmp_path / name).symlink_to(odd)
+    monkeypatch.setattr("os.open", lambda *a, **k: pytest.fail(f"opened {a[0]}"))
+    with pytest.raises(ValueError) as err:
+        VocabTokenizer.load(tmp_path, confined=False)
+    assert str(err.value) == f"{tmp_path / name}: {said}, not a regular file"
 
 
 def test_special_ids_must_agree_between_the_two_vocabularies(models, tmp_path):
