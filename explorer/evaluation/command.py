@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test", help="TSV of src<TAB>tgt (default: the checkpoint's test.tsv, else the "
                                        "test split of the dataset it was trained on)")
     parser.add_argument("--limit", type=count("limit", 0, 10_000_000), default=0,
-                        help="only the first N sentences (0: all)")
+                        help="only the first N sentences (0: all); fewer than all are not written to card.json")
     parser.add_argument("--beam", type=count("beam", 1, MAX_BEAM), default=5)
     parser.add_argument("--device", type=device_argument, default="cpu",
                         help="cpu, cuda, cuda:N, mps or auto (CUDA when present)")
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:          # DataError: missing/bad file, with the line number
         print(f"error: {err}" + ("" if args.test else "; pass --test FILE.tsv"), file=sys.stderr)
         return 2
+    whole = len(pairs)
     if args.limit:
         pairs = pairs[:args.limit]
     try:
@@ -93,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} {label:8s} BLEU {scores['bleu']:6.2f}  chrF {scores['chrf']:6.2f}  "
               f"exact {scores['exact']:.3f}  ({len(split)} sentences, {scores['seconds']} s)")
     results["test_loss"] = round(teacher_forced_loss(model, split, device), 4)
-    if not args.no_write:
+    if len(pairs) < whole and not args.no_write:   # a trial run's figures never stand in for the whole set's
+        print(f"note: card.json keeps its figures: these are of {len(pairs):,} of the {whole:,} test sentences "
+              "(--limit); the app shows a card's figures as the test set's", file=sys.stderr)
+    elif not args.no_write:
         try:                                        # every other section (the model card) is kept
             old = read_card(args.checkpoint)
         except CheckpointError as err:              # a damaged card.json: replaced, and said so
