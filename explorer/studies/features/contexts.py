@@ -22,14 +22,14 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from safetensors import safe_open
 from safetensors.numpy import save as save_tensors
 
 from explorer.data.encoded import encode_pairs
 from explorer.files import limits
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import FEATURE_CONTEXTS, SAE_WEIGHTS
-from explorer.studies.features.files import DictionaryUnusable
+from explorer.files.user_files import UserFileError, open_regular
+from explorer.studies.features.files import DictionaryUnusable, read_safetensors
 from explorer.studies.features.sites import every_row
 
 TOP = 20                  # contexts kept per feature (a feature's page shows them all)
@@ -37,6 +37,8 @@ BINS = 20                 # histogram bins per feature
 SENTENCES = 2_000         # training pairs read (bible-es-en: about 70,000 source positions)
 CHUNK = 4_096             # rows encoded at once
 FORMAT = 1
+DTYPES = {"pairs": "int64", "top_pair": "int32", "top_position": "int32", "top_value": "float32",
+          "active": "int64", "max_value": "float32", "hist": "int64"}        # as build() makes them
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,14 @@ def build(model, tokenizer, pairs: Sequence, site: str, tc, sentences: int = SEN
 
 
 def weights_hash(dictionary_folder: Path) -> str:
-    return hashlib.sha256((Path(dictionary_folder) / SAE_WEIGHTS).read_bytes()).hexdigest()
+    """The sha256 of the dictionary's weights file, read as a regular file inside its folder (a FIFO there
+    would wait for a writer forever); UserFileError else."""
+    folder = Path(dictionary_folder)
+    digest = hashlib.sha256()
+    with open(open_regular(folder / SAE_WEIGHTS, inside=folder), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def save(index: ContextIndex, dictionary_folder: Path) -> Path:
@@ -128,29 +137,28 @@ def save(index: ContextIndex, dictionary_folder: Path) -> Path:
 def load(dictionary_folder: Path, *, site: str, width: int, n_pairs: int) -> ContextIndex:
     """The contexts kept beside this dictionary, if they were built from its present weights for `site`, with
     `width` features, over pairs of a split of `n_pairs`; DictionaryUnusable (one line) else."""
-    path = Path(dictionary_folder) / FEATURE_CONTEXTS
+    folder = Path(dictionary_folder)
+    path = folder / FEATURE_CONTEXTS
+    meta, arrays = read_safetensors(path, folder, limits.CONTEXTS_BYTES)
+    if meta.get("format") != str(FORMAT) or meta.get("site") != site:
+        raise DictionaryUnusable(f"{path}: not the contexts of {site}")
     try:
-        if path.stat().st_size > limits.CONTEXTS_BYTES:
-            raise DictionaryUnusable(f"{path}: larger than {limits.CONTEXTS_BYTES:,} bytes")
-        with safe_open(str(path), framework="np") as handle:
-            meta = handle.metadata() or {}
-            if meta.get("format") != str(FORMAT) or meta.get("site") != site:
-                raise DictionaryUnusable(f"{path}: not the contexts of {site}")
-            if meta.get("dictionary_sha256") != weights_hash(Path(dictionary_folder)):
-                raise DictionaryUnusable(f"{path}: built from other weights of this dictionary: build it again")
-            shapes = {name: handle.get_slice(name).get_shape() for name in handle.keys()}
-            n = shapes.get("pairs", [0])[0]
-            want = {"pairs": [n], "top_pair": [width, TOP], "top_position": [width, TOP], "top_value": [width, TOP],
-                    "active": [width], "max_value": [width], "hist": [width, BINS]}
-            if shapes != want or not 0 < n <= n_pairs:
-                raise DictionaryUnusable(f"{path}: tensors {shapes}, not those of {width} features")
-            arrays = {name: handle.get_tensor(name) for name in want}
-            tokens = int(meta.get("tokens", "-1"))
-    except DictionaryUnusable:
-        raise
-    except Exception as exc:            # a missing file, safetensors' own errors for a damaged one
-        raise DictionaryUnusable(f"{path}: damaged or missing ({type(exc).__name__}: {str(exc)[:200]})") from None
-    ok = (tokens >= 0 and (arrays["pairs"] >= 0).all() and (arrays["pairs"] < n_pairs).all()
+        built_from = weights_hash(folder)
+    except (UserFileError, OSError) as err:
+        raise DictionaryUnusable(f"{path}: its dictionary's weights cannot be read ({err})") from None
+    if meta.get("dictionary_sha256") != built_from:
+        raise DictionaryUnusable(f"{path}: built from other weights of this dictionary: build it again")
+    shapes = {name: list(arrays[name].shape) for name in sorted(arrays)}
+    n = shapes.get("pairs", [0])[0] if len(shapes.get("pairs", [])) == 1 else 0
+    want = {"pairs": [n], "top_pair": [width, TOP], "top_position": [width, TOP], "top_value": [width, TOP],
+            "active": [width], "max_value": [width], "hist": [width, BINS]}
+    if shapes != want or not 0 < n <= n_pairs:
+        raise DictionaryUnusable(f"{path}: tensors {shapes}, not those of {width} features")
+    odd = {name: str(a.dtype) for name, a in arrays.items() if str(a.dtype) != DTYPES[name]}
+    if odd:
+        raise DictionaryUnusable(f"{path}: tensors of the wrong type {odd}: build it again")
+    tokens = limits.whole_number(meta.get("tokens", ""))
+    ok = (tokens is not None and (arrays["pairs"] >= 0).all() and (arrays["pairs"] < n_pairs).all()
           and (arrays["top_pair"] < n_pairs).all() and np.isfinite(arrays["top_value"]).all()
           and np.isfinite(arrays["max_value"]).all() and (arrays["active"] >= 0).all())
     if not ok:

@@ -14,17 +14,17 @@ tensor, and every shape against cfg.json.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
-from safetensors.numpy import save as save_tensors
+from safetensors.numpy import load as load_tensors, save as save_tensors
 
 from explorer.files import limits
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import SAE_CFG, SAE_WEIGHTS
-from explorer.files.user_files import UserFileError, read_user_json
+from explorer.files.user_files import UserFileError, absent_or_odd, parse_json, read_user_file, read_user_json
 from explorer.studies.features.sites import is_stream
 from explorer.studies.features.transcoder import TopKTranscoder
 
@@ -65,7 +65,7 @@ def save(tc: TopKTranscoder, folder: Path, *, site: str, weights_sha256: str, mo
 
 def load(folder: Path, *, site: str, weights_sha256: str, d_model: int) -> TopKTranscoder:
     """The transcoder (an FFN site) or SAE (a stream site, W_skip 0) in `folder`, if it was made for this site
-    of these weights; DictionaryUnusable else."""
+    of these weights; DictionaryUnusable else (float32 tensors only: what save writes and cfg.json says)."""
     folder = Path(folder)
     try:
         cfg = read_user_json(folder / CFG, limits.JSON_BYTES, inside=folder)
@@ -82,29 +82,52 @@ def load(folder: Path, *, site: str, weights_sha256: str, d_model: int) -> TopKT
     if wrong:
         raise DictionaryUnusable(f"{folder}: made for another {' and '.join(wrong)} (stale or foreign): train it again")
     sizes = [cfg.get(k) for k in ("d_in", "d_sae", "d_in" if stream else "d_out", "k")]
-    if not all(isinstance(v, int) and v > 0 for v in sizes) or sizes[0] != d_model or sizes[2] != d_model \
-            or sizes[3] > sizes[1] or (sizes[0] * sizes[1] * 2 + sizes[0] * sizes[2]) * 4 > limits.DICTIONARY_BYTES:
+    if not all(type(v) is int and v > 0 for v in sizes):      # `"k": true` is an int to isinstance
+        raise DictionaryUnusable(f"{folder}: {CFG} gives sizes {sizes}, not whole numbers above 0")
+    if sizes[0] != d_model or sizes[2] != d_model or sizes[3] > sizes[1] \
+            or (sizes[0] * sizes[1] * 2 + sizes[0] * sizes[2]) * 4 > limits.DICTIONARY_BYTES:
         raise DictionaryUnusable(f"{folder}: sizes {sizes} do not fit a model of width {d_model}")
     d_in, width, d_out, k = sizes
     want = {"W_enc": [d_in, width], "b_enc": [width], "W_dec": [width, d_out], "b_dec": [d_out],
             **({} if stream else {"W_skip": [d_out, d_in]})}
     path = folder / WEIGHTS
-    try:
-        if path.stat().st_size > limits.DICTIONARY_BYTES:
-            raise DictionaryUnusable(f"{path}: larger than {limits.DICTIONARY_BYTES:,} bytes")
-        with safe_open(str(path), framework="np") as handle:
-            shapes = {name: handle.get_slice(name).get_shape() for name in handle.keys()}
-            if shapes != want:
-                raise DictionaryUnusable(f"{path}: tensors {shapes}, not those its {CFG} describes")
-            arrays = {name: handle.get_tensor(name) for name in want}
-    except DictionaryUnusable:
-        raise
-    except Exception as exc:            # a missing file, safetensors' own errors for a damaged one
-        raise DictionaryUnusable(f"{path}: damaged or missing ({type(exc).__name__}: {str(exc)[:200]})") from None
+    _, arrays = read_safetensors(path, folder, limits.DICTIONARY_BYTES)
+    shapes = {name: list(arrays[name].shape) for name in sorted(arrays)}
+    if shapes != want:
+        raise DictionaryUnusable(f"{path}: tensors {shapes}, not those its {CFG} describes")
+    odd = sorted({str(array.dtype) for array in arrays.values()} - {"float32"})
+    if odd:
+        raise DictionaryUnusable(f"{path}: tensors of {', '.join(odd)}, not the float32 its {CFG} says: "
+                                 "train it again")
     if not all(np.isfinite(a).all() for a in arrays.values()):
         raise DictionaryUnusable(f"{path}: holds NaN or infinity")
     tc = TopKTranscoder(d_in, width, d_out, k)
     with torch.no_grad():
         for name, array in arrays.items():
-            getattr(tc, name).copy_(torch.from_numpy(array.astype(np.float32)))
+            getattr(tc, name).copy_(torch.from_numpy(array.copy()))
     return tc.eval()
+
+
+def read_safetensors(path: Path, folder: Path, limit: int) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """(metadata, {name: array}) of a safetensors file of a dictionary's folder; DictionaryUnusable naming
+    the file and what is wrong otherwise.
+
+    Why not safe_open(path): it opens whatever the path names, so a FIFO there waited for a writer forever
+    (the Features and Graphs pages with it) and a symlink leading out of the folder was followed. Here the
+    file is read as explorer.files.user_files reads untrusted files (a regular file, inside `folder`, at
+    most `limit` bytes, never a blocking open), then parsed from memory: the bytes and the arrays, at most
+    twice `limit` in all."""
+    if problem := absent_or_odd(path):
+        raise DictionaryUnusable(f"{path}: {problem}")
+    try:
+        data = read_user_file(path, limit, inside=folder)
+    except UserFileError as err:
+        raise DictionaryUnusable(str(err)) from None
+    try:
+        arrays = load_tensors(data)                     # checks the header, every offset and the file's length
+        (n,) = struct.unpack("<Q", data[:8])
+        header = parse_json(data[8:8 + n])
+    except Exception as exc:                            # safetensors' own errors for a damaged file
+        raise DictionaryUnusable(f"{path}: damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    return (meta if isinstance(meta, dict) else {}), arrays
