@@ -23,7 +23,7 @@ from explorer.plots import graphs as plots
 from explorer.store import run_paths as rp
 from explorer.studies.contrastive.foils import MAX_FOIL_CHARS
 from explorer.studies.graphs.job import GRAPH_THRESHOLDS, NODE_THRESHOLDS, GraphSettings
-from explorer.studies.graphs.rows import layer_count, node_rows, source_words
+from explorer.studies.graphs.rows import check_graph, layer_count, node_rows, source_words
 from explorer.studies.graphs.step import question
 from webapp import background, downloads, estimates, feature_analyses, lecture, presenter, state, study_job
 from webapp import url_keys as url
@@ -94,14 +94,18 @@ def computed_or_started(ckpt, out: Path, text: str, target: str, position: int, 
                         transcoders: dict, dictionaries: str) -> dict | None:
     """The graph's result file read (cached), or the job drawing it started (unless one ran and failed or
     was cancelled: then its message and a start button), its progress shown, and None."""
-    found = feature_analyses.graph_result(str(out), _mtime(out))
-    if found is not None:
-        return found
-
     def begin() -> background.Job:
         return study_job.start(GRAPH_THRESHOLDS, out, "Graph", ckpt.path, lambda _: (text, transcoders),
                                GraphSettings(position=position), target=target, foil=foil)
 
+    found = feature_analyses.graph_result(str(out), _mtime(out))
+    if found is not None:
+        problem = damage(found)
+        if problem is None:
+            return found
+        st.error(f"The graph result file {out} is damaged ({problem}): draw the graph again.")
+        study_job.tail(out, "Draw the graph again", "graphs", begin)
+        return None
     if background.job_for(out) is None:              # a new question: no button to press
         estimate = estimates.graph(ckpt, dictionaries, text, target, position, foil, transcoders)
         st.session_state["_graphs_estimate"] = (str(out), estimate)
@@ -135,8 +139,32 @@ def threshold_control() -> float:
 
 
 def graph_at(result: dict, threshold: float) -> dict:
-    thresholds = result["settings"]["thresholds"]
-    return result["graphs"][min(range(len(thresholds)), key=lambda i: abs(thresholds[i] - threshold))]
+    """The graph pruned at the result's node threshold nearest `threshold`; ValueError naming the field when
+    the result holds no list of thresholds with one graph each (a damaged file: damage() says it first)."""
+    settings = result.get("settings")
+    thresholds = settings.get("thresholds") if isinstance(settings, dict) else None
+    if not (isinstance(thresholds, list) and thresholds and all(type(t) in (int, float) for t in thresholds)):
+        raise ValueError("settings.thresholds: empty or not a list of node thresholds")
+    graphs = result.get("graphs")
+    if not (isinstance(graphs, list) and len(graphs) == len(thresholds)):
+        raise ValueError(f"graphs: not a list of {len(thresholds)} graphs, one per node threshold")
+    return graphs[min(range(len(thresholds)), key=lambda i: abs(thresholds[i] - threshold))]
+
+
+def damage(result: dict) -> str | None:
+    """What is wrong inside a graph result file whose keys are whole (GRAPH_THRESHOLDS.read checks only
+    those), naming the field; None when every graph in it is what the job writes. The page says it in one
+    message, never a traceback or a node drawn at a wrong place."""
+    try:
+        graph_at(result, DEFAULT_THRESHOLD)
+        for i, graph in enumerate(result["graphs"]):
+            try:
+                check_graph(graph)
+            except ValueError as err:
+                raise ValueError(f"graphs[{i}].{err}") from None
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def n_encoder(graph: dict) -> int:
