@@ -178,8 +178,6 @@ class TrainConfig:
     dataset: str = "numbers"          # numbers | bible | path to a .tsv | src.txt,tgt.txt | hf:<name>
     preset: str = "tiny"
     init_from: str | None = None      # checkpoint directory to fine-tune from
-    src_lang: str = "en"
-    tgt_lang: str = "de"
     vocab_size: int = 8000
     tokenizer_type: str = "bpe"       # bpe | unigram | word
     max_steps: int = 2000
@@ -212,9 +210,15 @@ class TrainConfig:
         and Schedule pages and resume all compute with these (warmup 0 divided by zero on the Schedule
         page, warmup "abc" raised a TypeError there). The trainer's upper limits are its own
         (training.args.validate)."""
+        data = {k: v for k, v in data.items() if k not in _RETIRED_TRAIN_KEYS}
         cfg = _from_dict(cls, data)
         _check_train_fields(cfg)
         return cfg
+
+
+# Keys a run's train_config.json may hold from before they were retired, read and left: src_lang and tgt_lang
+# were never used (a model took its corpus's languages; a TSV's header names them: explorer.data.files).
+_RETIRED_TRAIN_KEYS = ("src_lang", "tgt_lang")
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 Formats:
 * TSV: one pair per line, `source<TAB>target`, UTF-8. No header is needed; a first line that is
   exactly `src<TAB>tgt`, `source<TAB>target`, two language codes (`es<TAB>en`, as many corpora
-  start: two different codes of 2-3 lowercase ASCII letters) or `ref<TAB>src<TAB>tgt` (our own
-  cache format) is read as a header. Three columns are accepted only under that `ref` header.
+  start: two different codes of 2-3 lowercase ASCII letters; they label the corpus and its models,
+  which are `src -> tgt` otherwise) or `ref<TAB>src<TAB>tgt` (our own cache format) is read as a
+  header. Three columns are accepted only under that `ref` header.
 * Moses: two plain-text UTF-8 files; line i of one translates line i of the other.
 * `hf:<name>`: a Hugging Face dataset with a `translation` column of {lang: text} dicts (e.g.
   `hf:Helsinki-NLP/opus_books:en-es`, config after the colon), read with the `datasets` library.
@@ -167,8 +168,19 @@ def parse_tsv(data: bytes, name: str = "<upload>") -> list[Pair]:
     return list(_tsv_pairs(_text_lines(_bytes_blocks(data), name), name))
 
 
-def read_tsv(path: str, max_bytes: int | None = None) -> list[Pair]:
-    return list(_tsv_pairs(_text_lines(_file_blocks(path, max_bytes), path), path))
+def read_tsv(path: str, max_bytes: int | None = None, header: list[str] | None = None) -> list[Pair]:
+    """Pairs of a TSV file (see the module docstring); a first line read as a header has its cells put in
+    `header`, when given (header_languages reads the languages it names)."""
+    return list(_tsv_pairs(_text_lines(_file_blocks(path, max_bytes), path), path, header))
+
+
+def header_languages(header: list[str]) -> tuple[str, str] | None:
+    """The (source, target) languages a TSV's header names (`es<TAB>en`), or None for a header of column
+    names (`src<TAB>tgt`) or none: the corpus, and the models trained on it, are labelled with them."""
+    cells = [c.strip() for c in header]
+    if len(cells) == 2 and is_header(cells) and tuple(c.lower() for c in cells) not in _HEADERS:
+        return cells[0], cells[1]
+    return None
 
 
 def read_moses(src_path: str, tgt_path: str, max_bytes: int | None = None) -> list[Pair]:

@@ -15,7 +15,7 @@ import random
 
 from explorer.files.settings import folder_problem
 from explorer.data.bible import build_bible, split_by_chapter
-from explorer.data.files import DEFAULT_MAX_BYTES, MIN_PAIRS, read_hf, read_moses, read_tsv
+from explorer.data.files import DEFAULT_MAX_BYTES, MIN_PAIRS, header_languages, read_hf, read_moses, read_tsv
 from explorer.data.numbers import build_numbers
 from explorer.data.types import DataError, Pair, ParallelCorpus
 from explorer.files import limits
@@ -24,7 +24,7 @@ from explorer.files.user_files import read_user_file, read_user_json
 from explorer.files.names import DATA_META
 from explorer.files.places import REPO_ROOT
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3          # 3: a TSV's language-code header names the corpus's languages
 _SPLITS = ("train", "dev", "test")
 DEFAULT_SEED = 1234        # the split every command and the trainer read; `data --seed N` builds another
 
@@ -153,10 +153,12 @@ def _build(spec: str, seed: int) -> tuple[ParallelCorpus, str, str]:
         name = corpus_name(spec)
         return ParallelCorpus(name, src_lang, tgt_lang, *split_held_out(pairs, seed)), name, f"{spec}-{seed}"
     kind, paths = _user_files(spec)
-    pairs = read_moses(*paths) if kind == "moses" else read_tsv(paths[0])
+    header: list[str] = []
+    pairs = read_moses(*paths) if kind == "moses" else read_tsv(paths[0], header=header)
+    src_lang, tgt_lang = header_languages(header) or ("src", "tgt")       # a header `es<TAB>en` names them
     key = _file_key(*paths)
     name = _user_name(kind, paths, key)
-    return ParallelCorpus(name, "src", "tgt", *split_held_out(pairs, seed)), name, f"{key}-{seed}"
+    return ParallelCorpus(name, src_lang, tgt_lang, *split_held_out(pairs, seed)), name, f"{key}-{seed}"
 
 
 DATA_ENV = "EXPLORER_DATA_DIR"

@@ -188,6 +188,30 @@ def test_tsv_reads_and_caches(tmp_path):
     assert not {p.ref for p in corpus.train} & {p.ref for p in corpus.dev + corpus.test}
 
 
+@pytest.mark.parametrize("header, languages", [("es\ten\n", ("es", "en")), ("src\ttgt\n", ("src", "tgt")),
+                                               ("", ("src", "tgt"))])
+def test_a_header_of_two_language_codes_names_the_corpus_languages(tmp_path, header, languages):
+    """The header `es<TAB>en` was read and dropped: every model of a user's file was labelled src -> tgt,
+    and `train --src-lang` was taken and never used."""
+    f = tmp_path / "my.tsv"
+    f.write_text(header + "".join(f"hola {i}\thello {i}\n" for i in range(20)), encoding="utf-8")
+    corpus = load_corpus(str(f), data_dir=str(tmp_path / "data"))
+    assert (corpus.src_lang, corpus.tgt_lang) == languages and sum(corpus.sizes().values()) == 20
+    again = load_corpus(str(f), data_dir=str(tmp_path / "data"))        # from the cache
+    assert (again.src_lang, again.tgt_lang) == languages
+
+
+def test_retired_train_config_keys_are_read_and_left_and_the_flags_are_gone(capsys):
+    from explorer.config import TrainConfig
+    from explorer.training.args import build_parser
+
+    old = {**TrainConfig().to_dict(), "src_lang": "en", "tgt_lang": "de"}     # a run's train_config.json of before
+    assert TrainConfig.from_dict(old) == TrainConfig()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--dataset", "numbers", "--src-lang", "es"])
+    assert "unrecognized arguments: --src-lang es" in capsys.readouterr().err
+
+
 def test_each_seeds_split_has_its_own_cache_folder_so_two_loads_never_mix_them(tmp_path):
     """One folder held every seed's split, written file by file: `data --seed 7` beside a trainer's load
     mixed one seed's train.tsv with the other's test.tsv, putting test pairs in training."""
