@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Mapping
 
 from explorer.files import limits, names
-from explorer.files.user_files import read_user_json
+from explorer.files.user_files import json_of, read_user_file
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # no space left, or over the user's quota
 _TEMP_FILE = re.compile(r"(\d+)-[a-z0-9_]{8}\.tmp")    # what follows ".<name>." in a temp file of `replacing`
@@ -113,13 +113,26 @@ def write_json_atomic(path: Path, data: Any) -> None:
         json.dump(data, f, indent=1)
 
 
+def json_values_bound(data: bytes) -> int:
+    """At least the number of values in the JSON text `data`: every value but the first follows a `,`, a
+    `:`, a `[` or a `{` (those inside strings count too, so it may count more)."""
+    return 1 + sum(data.count(c) for c in (b",", b":", b"[", b"{"))
+
+
 def read_json_object(path: Path, keys: tuple[str, ...] = ()) -> dict | None:
     """A JSON object written by write_json_atomic, or None when it is missing, unreadable, not an object,
-    larger than limits.RESULT_BYTES or without one of `keys` (a damaged result is computed again, never
-    shown half)."""
+    larger than limits.RESULT_BYTES, of more values than limits.RESULT_VALUES or without one of `keys` (a
+    damaged result is computed again, never shown half).
+
+    Why the values are counted: json.loads takes up to ~80 bytes of memory per value, so a file of 100 MB
+    of `{},{},...` took 2.7 GB to read; the count bounds what a read may take before it starts. A
+    MemoryError (a process under a memory cap) is a file that cannot be read, as the others."""
     try:
-        data = read_user_json(path, limits.RESULT_BYTES)
-    except (OSError, ValueError, RecursionError):          # UserFileError is a ValueError
+        raw = read_user_file(path, limits.RESULT_BYTES)
+        if json_values_bound(raw) > limits.RESULT_VALUES:
+            return None
+        data = json_of(raw, path)
+    except (OSError, ValueError, RecursionError, MemoryError):          # UserFileError is a ValueError
         return None
     return data if isinstance(data, dict) and all(k in data for k in keys) else None
 

@@ -14,8 +14,15 @@ JSON_BYTES = 1 << 20                # config.json, card.json, status.json, train
                                     # (the shipped ones: 1-2 KB; an import's card: under 10 KB)
 TOKENIZER_BYTES = 64 << 20          # a sentencepiece model or Marian's vocab.json (ours: 0.4 MB;
                                     # OPUS-MT: ~1 MB spm, ~2 MB vocab)
-RESULT_BYTES = 256 << 20            # an analysis's result JSON read back (the largest, the head lab's
-                                    # on base with per-sentence rows: a few MB)
+RESULT_BYTES = 128 << 20            # an analysis's result JSON read back (the largest measured: a Graphs page
+                                    # result of a 35-piece Bible verse through random dictionaries, six prunings
+                                    # with 382,000 links at 0.95: 68 MB; the head lab, search, alignment, lens,
+                                    # a faithfulness part on the Bible: under 3 MB)
+RESULT_VALUES = 6_000_000          # ... and the JSON values in it, counted by atomic.json_values_bound (that
+                                    # graph: 4.6 million; read in 354 MB). json.loads takes up to ~80 bytes a
+                                    # value: 100 MB of `{},{},...` took 2.7 GB. Within both bounds the worst
+                                    # file measured (6 million values of one-key objects, then one string to
+                                    # 128 MiB) took 0.9 GB to read
 METRICS_TAIL_BYTES = 32 << 20       # the newest part of metrics.jsonl that is read (~150,000 records)
 INDEX_BYTES = 32 << 20             # a training-word index, gzip'd (bible-es-en's: under 2 MB)
 INDEX_JSON_BYTES = 128 << 20       # ... and what it may inflate to (bible-es-en's: about 8 MB)
