@@ -212,7 +212,7 @@ class TrainConfig:
         (training.args.validate)."""
         data = {k: v for k, v in data.items() if k not in _RETIRED_TRAIN_KEYS}
         cfg = _from_dict(cls, data)
-        _check_train_fields(cfg)
+        check_train_fields(cfg)
         return cfg
 
 
@@ -334,7 +334,8 @@ def _of_type(value: Any, annotation: str) -> bool:
     return isinstance(value, float) and "float" in kinds
 
 
-def _check_train_fields(cfg: "TrainConfig") -> None:
+def check_train_fields(cfg: "TrainConfig") -> None:
+    """Each field of its type, and no number any run can refuse to use (_TRAIN_RANGES): ValueError naming it."""
     for f in fields(cfg):
         if not _of_type(getattr(cfg, f.name), str(f.type)):
             raise ValueError(f"{f.name} must be {f.type}, not {getattr(cfg, f.name)!r}")

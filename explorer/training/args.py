@@ -15,7 +15,7 @@ import os
 from dataclasses import fields
 from pathlib import Path
 
-from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
+from explorer.config import PRESETS, ModelConfig, TrainConfig, check_train_fields, preset
 from explorer.files import limits, names
 from explorer.files.user_files import UserFileError, read_user_json
 from explorer.runtime.device import check_device
@@ -43,7 +43,6 @@ MIN_VOCAB_SIZE = 16
 MIN_SEQ_LEN = 8
 
 _FLAG_TYPES = {"max_steps": int, "epochs": float, "dropout": float, "threads": int, "init_from": str}
-_PY_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "None": (type(None),)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,17 +132,6 @@ def check_run_folder(run_dir: Path, resume: bool, config: str | None = None) -> 
                          "name a new folder for the run")
 
 
-def _check_types(cfg: TrainConfig) -> None:
-    """A JSON file can say "max_steps": "lots"; name the field instead of failing somewhere later."""
-    for f in fields(TrainConfig):
-        allowed = tuple(t for name in str(f.type).replace(" ", "").split("|") for t in _PY_TYPES.get(name, ()))
-        value = getattr(cfg, f.name)
-        if not allowed:
-            continue
-        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
-            raise ValueError(f"{f.name} must be {f.type}, not {value!r}")
-
-
 def _check_finite(cfg: TrainConfig) -> None:
     """NaN passes no comparison and inf passes every upper one: name them before the range checks."""
     for f in fields(TrainConfig):
@@ -163,24 +151,13 @@ def _check_upper_limits(cfg: TrainConfig) -> None:
 
 def validate(cfg: TrainConfig) -> None:
     """Refuse settings that cannot work, before anything starts (the app shows these messages)."""
-    _check_types(cfg)
+    check_train_fields(cfg)          # types, and the numbers no run can use (explorer.config)
     _check_finite(cfg)
     _check_upper_limits(cfg)
-    checks = [
+    checks = [                       # the trainer's own, narrower than what any run could use
         (cfg.max_steps >= 1 or cfg.epochs, "max_steps must be >= 1"),
-        (cfg.epochs is None or cfg.epochs > 0, "epochs must be > 0"),
         (cfg.epochs is None or cfg.epochs <= MAX_EPOCHS, f"epochs must be <= {MAX_EPOCHS:,}"),
         (cfg.batch_tokens >= MIN_BATCH_TOKENS, f"batch_tokens must be >= {MIN_BATCH_TOKENS}"),
-        (cfg.accum_steps >= 1, "accum_steps must be >= 1"),
-        (cfg.warmup >= 1, "warmup must be >= 1"),
-        (cfg.lr_factor > 0, "lr_factor must be > 0"),
-        (0 <= cfg.label_smoothing < 1, "label_smoothing must be in [0, 1)"),
-        (cfg.clip_norm >= 0, "clip_norm must be >= 0 (0 = no clipping)"),
-        (cfg.dropout is None or 0 <= cfg.dropout < 1, "dropout must be in [0, 1)"),
-        (cfg.keep_last >= 1, "keep_last must be >= 1"),
-        (cfg.log_every >= 1, "log_every must be >= 1"),
-        (cfg.eval_every >= 0 and cfg.save_every >= 0, "eval_every and save_every must be >= 0 (0 = off)"),
-        (cfg.eval_sentences >= 0, "eval_sentences must be >= 0"),
         (cfg.max_len >= MIN_SEQ_LEN, f"max_len must be >= {MIN_SEQ_LEN}"),
         (cfg.vocab_size >= MIN_VOCAB_SIZE, f"vocab_size must be >= {MIN_VOCAB_SIZE}"),
         (cfg.threads is None or cfg.threads >= 1, "threads must be >= 1"),
