@@ -312,3 +312,19 @@ def test_contributions_refuses_an_out_that_is_one_of_the_files_it_combines(tmp_p
     assert contributions_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "reads it too (--combine)" in err[0] and parts[0].read_text() == "{}"
+
+
+def test_contributions_counts_a_parts_values_before_it_parses_it(tmp_path, capsys, monkeypatch, no_loading):
+    """A part within the byte limit but of millions of tiny values took ~27x its size to parse (a
+    MemoryError under a cap escaped as a traceback): the values are counted first, as for every result."""
+    import explorer.studies.contributions.__main__ as command
+
+    monkeypatch.setattr(command, "RESULT_VALUES", 1_000)
+    part = tmp_path / "part.json"
+    part.write_text('{"settings": {}, "per_sentence": [' + ",".join(["{}"] * 2_000) + "]}")
+    parsed = []
+    monkeypatch.setattr(command, "json_of", lambda *a: parsed.append(a) or {})
+    assert command.main([NUMBERS, "--faithfulness", "--combine", str(part)]) == 2
+    assert not parsed
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a faithfulness scorecard JSON" in err[0]

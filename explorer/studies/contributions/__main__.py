@@ -28,8 +28,9 @@ from explorer.studies.align.gold_sets import default_gold, user_gold
 from explorer.data import DataError
 from explorer.data.files import read_tsv
 from explorer.evaluation.scores import held_out_pairs
-from explorer.files.limits import RESULT_BYTES
-from explorer.files.user_files import UserFileError, read_user_json
+from explorer.files.atomic import json_values_bound
+from explorer.files.limits import RESULT_BYTES, RESULT_VALUES
+from explorer.files.user_files import UserFileError, json_of, read_user_file
 from explorer.store.checkpoint import CheckpointError
 from explorer.studies.contributions import alignment, detached, faithfulness, training
 from explorer.studies.contributions.job import CONTRIBUTIONS
@@ -92,10 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     parts = []
     for name in args.combine or []:                 # a user's paths: regular files, bounded, never a FIFO's wait
         try:
-            part = read_user_json(name, RESULT_BYTES)
+            raw = read_user_file(name, RESULT_BYTES)
         except UserFileError as err:                # what the path is: a device, a FIFO, too large
             return refuse(f"--combine {err}")
-        except (ValueError, RecursionError):
+        try:                                        # the values counted first: memory bounded, not only bytes
+            part = json_of(raw, name) if json_values_bound(raw) <= RESULT_VALUES else None
+        except (ValueError, RecursionError, MemoryError):
             part = None
         if not (isinstance(part, dict) and all(k in part for k in ("settings", "per_sentence"))):
             return refuse(f"--combine {name}: not a faithfulness scorecard JSON")
