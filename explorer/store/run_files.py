@@ -144,7 +144,13 @@ class RunLock:
     The lock file is the trainer's own regular file. Anything else at its name (a directory, a FIFO, a
     symlink: put there by hand or by another program) is refused by acquire() with a RunRefused naming
     it, which `train` prints as one `error:` line (it was an IsADirectoryError or an OSError from
-    ftruncate), and is never held by a trainer for is_held_by_other()."""
+    ftruncate), and is never held by a trainer for is_held_by_other().
+
+    A run folder deleted (rm -rf) under a live trainer leaves that trainer holding its flock on the deleted
+    lock file, training on and writing the folder it recreates: no flock says it is alive. It is still
+    this run's trainer (live_trainer: the pid its status.json records, alive, running `train` on this
+    folder), so it holds the run for is_held_by_other() and acquire(): a second trainer would write the
+    same run beside it. Linux only (/proc); elsewhere such a trainer goes unseen, as before."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / LOCK
@@ -185,6 +191,9 @@ class RunLock:
         except BlockingIOError:
             os.close(fd)
             return False
+        if self.live_trainer() is not None:     # it holds the lock file deleted with the folder
+            os.close(fd)
+            return False
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
@@ -197,23 +206,51 @@ class RunLock:
             self._fd = None
 
     def holder_pid(self) -> int | None:
-        """The pid the holder wrote into the lock file (None when unknown)."""
+        """The pid the holder wrote into the lock file, else that of a live trainer holding a deleted one
+        (live_trainer); None when unknown."""
         pid = read_json(self.path)
-        return pid if isinstance(pid, int) else None
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) else self.live_trainer()
 
     def is_held_by_other(self) -> bool:
-        """True if some live process holds the lock (used by readers to tell running from dead); False
-        when there is no lock file, or something no trainer can hold (a directory, a FIFO: opening that
-        for reading used to wait for a writer forever)."""
-        if not os.path.lexists(self.path):
-            return False
-        fd = self._open(os.O_RDONLY)
-        if fd is None:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
+        """True if some live process holds the lock (used by readers to tell running from dead), or a live
+        trainer of this run holds the one deleted with its folder (live_trainer); False when there is no
+        lock file, or something no trainer can hold (a directory, a FIFO: opening that for reading used to
+        wait for a writer forever), and no such trainer."""
+        if os.path.lexists(self.path) and (fd := self._open(os.O_RDONLY)) is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            finally:
+                os.close(fd)
+        return self.live_trainer() is not None
+
+    def live_trainer(self) -> int | None:
+        """The pid status.json records while it says `running`, when that process is alive, is not this
+        one, and runs `train` on this run folder (its command line says so): the run's trainer, whether
+        or not the lock file it holds is still there. None otherwise (a trainer killed, its pid reused)."""
+        status = read_status(self.path.parent)
+        pid = status.get("pid")
+        if status.get("state") != "running" or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            return None
+        return pid if pid != os.getpid() and _trains(pid, self.path.parent) else None
+
+
+def _trains(pid: int, run_dir: Path) -> bool:
+    """Process `pid` is alive and runs the trainer (`python -m explorer.train`, `python -m explorer train`, the
+    `explorer train` script, a torchrun rank) with --run-dir naming `run_dir` (relative to its working folder)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False                                            # gone, or no /proc here
+    trainer = any(arg == "explorer.train" or (arg == "train" and i and Path(argv[i - 1]).name == "explorer")
+                  for i, arg in enumerate(argv))
+    named = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--run-dir"]
+    named += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--run-dir=")]
+    if not trainer or not named:
         return False
+    try:
+        cwd = "" if os.path.isabs(named[-1]) else os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return Path(cwd, named[-1]).resolve() == Path(run_dir).resolve()
