@@ -11,6 +11,9 @@ trainer is alive right now. From the two:
     status "running" but no live trainer        -> stopped   (killed, e.g. kill -9): resumable
     no readable status.json                     -> unknown   (damaged or never started)
 
+A trainer whose run folder was deleted under it holds the lock file deleted with it: RunLock still counts
+it as holding the run (the live trainer status.json names), so it is running, not killed and resumable.
+
 Besides train.log the app writes nothing into a run directory; uploads go to runs/uploads/.
 A run name from a form is one folder directly under the runs directory (`run_dir_for`): never a
 path, never a symlink, so a job cannot write anywhere else. This module finds and reads jobs;
@@ -19,14 +22,18 @@ explorer.training.launch starts, resumes and stops them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from explorer.files import names
+from explorer.files.atomic import DISK_FULL
+from explorer.files.user_files import tail_of_file
 from explorer.store import run_files as rf
 from explorer.store import run_paths as rp
 from explorer.store.run_clearing import TOP_FILES, TOP_FOLDERS
@@ -42,10 +49,22 @@ RESERVED_NAMES = {names.UPLOADS: "uploaded training data", names.HEADS: "the hea
                   names.FEATURES: "the feature dictionaries (transcoders)",
                   names.POISON_DEMO: "the poisoned-pairs demonstration"}
 LAUNCHED: dict[str, subprocess.Popen] = {}     # trainers this process launched (launch.py), reaped when polled
+LAUNCH_MARK = " launched: "                    # in train.log, before the command of each trainer launched
+LAUNCH_TAIL_BYTES = 256 * 1024                 # how much of train.log's end launched_dataset reads
 
 
 class JobError(Exception):
     """A job that cannot be started, stopped or resumed; the message says why, for the user."""
+
+
+def unwritable(err: OSError) -> str:
+    """Why the server could not write a file (an upload, a run's train.log), in words for the user: a full disk
+    and a file-size limit said as such, anything else by the system's reason."""
+    if err.errno in DISK_FULL:
+        return "the server's disk is full"
+    if err.errno == errno.EFBIG:
+        return "the file is larger than the server may write (its file-size limit)"
+    return err.strerror or str(err)
 
 
 @dataclass
@@ -174,6 +193,37 @@ def _last_error_line(run_dir: Path) -> str:
         if re.match(r"^(error|failed|refused|[A-Za-z_.]*(Error|Exception))\b", line.strip()):
             return line.strip()
     return tail[-1].strip() if tail else ""
+
+
+# ---- what a run trains on --------------------------------------------------------------------------
+def launch_line(argv: list[str]) -> str:
+    """The line launch writes into train.log before each trainer it starts: when, and the command, quoted
+    (shlex) so that launched_dataset reads its --dataset back whatever the path holds."""
+    return f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')}{LAUNCH_MARK}{shlex.join(argv[1:])}\n"
+
+
+def launched_dataset(run_dir: Path) -> str | None:
+    """The --dataset of the trainer last launched into `run_dir`, from its launch line (launch_line) in the end
+    of train.log; None when there is none or it cannot be read."""
+    try:
+        tail = tail_of_file(Path(run_dir) / rp.LOG, LAUNCH_TAIL_BYTES, inside=run_dir).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    lines = [line for line in tail.splitlines() if line.startswith("# ") and LAUNCH_MARK in line]
+    try:
+        argv = shlex.split(lines[-1].split(LAUNCH_MARK, 1)[1]) if lines else []
+    except ValueError:
+        return None
+    return next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--dataset"), None)
+
+
+def trains_on(job: Job) -> str | None:
+    """The dataset `job` trains on: its train_config.json's, which the trainer writes at the end of its setup;
+    before that, while the trainer launched into it sets up (seconds to minutes) or is about to, the one its
+    launch line names. None when neither says (a run that failed before writing its config needs none)."""
+    if "dataset" in job.config:
+        return str(job.config["dataset"])
+    return launched_dataset(job.run_dir) if job.state not in FINAL else None
 
 
 def wait(run_dir: str | os.PathLike, until=lambda job: not job.active, timeout: float = 60.0) -> Job:

@@ -147,15 +147,19 @@ def _launch_slot():
 
 def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> jobs.Job:
     """Start the trainer and wait (up to LAUNCH_WAIT s) until it holds its run lock or has exited."""
-    run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if cfg.threads:
         env["OMP_NUM_THREADS"] = str(cfg.threads)
-    with open(run_dir / rp.LOG, "ab") as log:
-        log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} launched: {' '.join(argv[1:])}\n".encode())
-        log.flush()
-        proc = subprocess.Popen(argv, cwd=rp.REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / rp.LOG, "ab") as log:
+            log.write(jobs.launch_line(argv).encode())     # also what the run trains on until its config is written
+            log.flush()
+            proc = subprocess.Popen(argv, cwd=rp.REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as err:                                  # a full disk, a file-size limit: said, not a traceback
+        raise jobs.JobError(f"the trainer could not be started: {run_dir / rp.LOG} cannot be written "
+                            f"({jobs.unwritable(err)})") from None
     lower_priority(proc.pid)
     jobs.LAUNCHED[str(run_dir)] = proc
     deadline = time.monotonic() + LAUNCH_WAIT

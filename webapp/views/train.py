@@ -72,9 +72,11 @@ def _dataset(choice: str) -> str | None:
         try:
             cache[upload.file_id] = uploads.save_upload(upload.getvalue(), upload.name)
         except DataError as err:
+            cache[upload.file_id] = f"File refused: {err}"
+        except uploads.UploadNotSaved as err:          # a full disk: uploading the same file again tries again
             cache[upload.file_id] = str(err)
     if isinstance(cache[upload.file_id], str):
-        st.error(f"File refused: {state.md_escape(cache[upload.file_id])}")
+        st.error(state.md_escape(cache[upload.file_id]))
         return None
     path, report = cache[upload.file_id]
     if not Path(path).is_file():                       # pruned since (uploads.py): others uploaded since
