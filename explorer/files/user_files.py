@@ -89,6 +89,12 @@ def open_regular(path: str | os.PathLike, *, inside: str | os.PathLike | None = 
     return fd
 
 
+def check_regular(path: str | os.PathLike, *, inside: str | os.PathLike | None = None) -> None:
+    """open_regular's checks of a file another library opens by its path (safetensors' memory map):
+    UserFileError unless it is a regular file, within `inside` once every symlink is followed."""
+    os.close(open_regular(path, inside=inside))
+
+
 def _read_up_to(fd: int, count: int) -> bytes:
     """At most `count` bytes from `fd`, in chunks (fewer at the end of the file)."""
     chunks, total = [], 0

@@ -168,6 +168,10 @@ def test_a_kept_store_reads_back_and_is_refused_for_other_weights_data_size_or_d
         influence.load(tmp_path / "nan", "data.tsv", "ab" * 32, store.pairs, layers)
     with pytest.raises(influence.StoreUnusable, match="within"):        # a size no store may have
         influence.load(path, "data.tsv", "ab" * 32, 10 ** 9, layers)
+    (tmp_path / "kept").mkdir()                          # a store linked from outside its folder is not read
+    (tmp_path / "kept" / "s.safetensors").symlink_to(path)
+    with pytest.raises(influence.StoreUnusable, match="symbolic link leading out of"):
+        influence.load(tmp_path / "kept" / "s.safetensors", "data.tsv", "ab" * 32, store.pairs, layers)
 
 
 def test_stores_of_other_weights_or_corpora_live_apart():

@@ -98,6 +98,10 @@ def test_a_kept_map_reads_back_and_is_refused_for_other_weights_data_width_or_da
                                                  "pair": smap.pair, "position": smap.position}, metadata=meta))
     with pytest.raises(states.MapUnusable, match="NaN"):
         states.load(tmp_path / "inf", "numbers", "ab" * 32, d, pairs)
+    (tmp_path / "kept").mkdir()                          # a map linked from outside its folder is not read
+    (tmp_path / "kept" / "m.safetensors").symlink_to(path)
+    with pytest.raises(states.MapUnusable, match="symbolic link leading out of"):
+        states.load(tmp_path / "kept" / "m.safetensors", "numbers", "ab" * 32, d, pairs)
     good = {"score_mean": 1.0, "score_std": 0.5, "distance_mean": 2.0, "distance_std": 0.3, "threshold": 4.0}
     for calibration in ({"threshold": 5}, {**good, "score_std": 0}, {**good, "distance_mean": "2"},
                         {**good, "threshold": float("nan")}, {**good, "score_mean": 10 ** 400},

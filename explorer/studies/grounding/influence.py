@@ -30,6 +30,7 @@ from safetensors.numpy import save as save_tensors
 from explorer.data.batching import pad_batch
 from explorer.data.encoded import encode_pairs
 from explorer.files import limits
+from explorer.files.user_files import UserFileError, check_regular
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import GRADIENT_STORE_SUFFIX, GROUNDING
 from explorer.store.run_paths import runs_root
@@ -159,6 +160,10 @@ def load(path: Path, dataset: str, weights_sha256: str, pairs: int, layers: Sequ
     name = str(path)
     if not os.path.isfile(path):
         raise StoreUnusable(f"{name}: no gradient store")
+    try:                                 # a symlink out of its folder is not followed
+        check_regular(path, inside=Path(path).parent)
+    except UserFileError as err:
+        raise StoreUnusable(str(err)) from None
     expected_bytes = pairs * grads.DIM * 2
     if pairs <= 0 or expected_bytes > limits.GRADIENT_BYTES or os.path.getsize(path) > expected_bytes + (1 << 16):
         raise StoreUnusable(f"{name}: not a gradient store of {pairs:,} pairs within {limits.GRADIENT_BYTES:,} bytes")

@@ -38,6 +38,7 @@ from safetensors.numpy import save as save_tensors
 
 from explorer.data.batching import pad_batch
 from explorer.files import limits
+from explorer.files.user_files import UserFileError, check_regular
 from explorer.files.atomic import write_bytes_atomic
 from explorer.files.names import GROUNDING, STATE_MAP_SUFFIX
 from explorer.store.run_paths import runs_root, shipped_root
@@ -260,6 +261,10 @@ def load(path: Path, dataset: str, weights_sha256: str, d_model: int, pairs: int
     if not os.path.isfile(path):
         raise MapUnusable(f"{name}: a directory or other non-file, not a state map" if os.path.lexists(path)
                           else f"{name}: no state map")
+    try:                                 # a symlink out of its folder is not followed
+        check_regular(path, inside=Path(path).parent)
+    except UserFileError as err:
+        raise MapUnusable(str(err)) from None
     if os.path.getsize(path) > limits.STATE_MAP_BYTES:
         raise MapUnusable(f"{name}: larger than {limits.STATE_MAP_BYTES:,} bytes")
     try:
