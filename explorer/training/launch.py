@@ -170,7 +170,10 @@ def _launch(cfg: TrainConfig, argv: list[str], run_dir: Path) -> jobs.Job:
 
 def start(cfg: TrainConfig, *, nproc: int = 1) -> jobs.Job:
     """Validate and launch a new run in cfg.run_dir (a folder directly under rp.runs_root()); returns the job."""
-    cfg = TrainConfig.from_dict({**cfg.to_dict(), "run_dir": str(jobs.own_run_dir(cfg.run_dir))})
+    try:                                       # its types and numbers checked: one JobError, as validate's
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), "run_dir": str(jobs.own_run_dir(cfg.run_dir))})
+    except ValueError as err:
+        raise jobs.JobError(f"invalid setting: {err}") from None
     if nproc > 1 and nproc > gpu_count():
         raise jobs.JobError(f"{nproc} processes asked for, but {gpu_count()} GPU(s) are present")
     validate_settings(cfg)
