@@ -290,6 +290,7 @@ def job_panel(run_dir: str) -> None:
 def _planned(job: jobs.Job, curves: Curves):
     try:
         cfg = TrainConfig.from_dict(job.config)
+        args.validate(cfg)                    # the trainer's limits too: a warmup of 10**400 overflows a float
     except (TypeError, ValueError):
         return None
     if not job.config:
