@@ -308,8 +308,10 @@ def _load_tokenizer(path: Path, meta: dict, cfg: ModelConfig) -> Any:
         tokenizer = _tokenizer_loader()(path)
     except CheckpointError:
         raise
-    except Exception as exc:
-        raise CheckpointError(f"{where}: cannot load tokenizer: {exc}") from None
+    except Exception as exc:                       # a message that names its file already says where, once
+        said = str(exc)
+        place = path if any(said.startswith(name) or said.startswith(str(path / name)) for name in files) else where
+        raise CheckpointError(f"{place}: cannot load tokenizer: {said}") from None
     sizes = _vocab_sizes(tokenizer)
     if sizes is not None and sizes != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise CheckpointError(f"{where}: tokenizer vocabulary sizes {sizes} do not match the model's "

@@ -322,3 +322,19 @@ def test_model_skeleton_has_the_models_structure_without_importing_dynamo():
             "model_skeleton(preset('small')); print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_damaged_sentencepiece_file_is_named_once(tmp_path):
+    """'.../tokenizer.model: cannot load tokenizer: tokenizer.model: not a sentencepiece model' named it twice."""
+    import shutil
+
+    source = Path(__file__).resolve().parents[2] / "checkpoints" / "numbers-en-de"
+    if not (source / "model.safetensors").is_file():
+        pytest.skip("needs the shipped checkpoint numbers-en-de")
+    path = tmp_path / "ck"
+    shutil.copytree(source, path)
+    (path / "tokenizer.model").write_bytes(b"\x08\x01garbage" * 50)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path)
+    said = str(err.value)
+    assert said == f"{path}: cannot load tokenizer: tokenizer.model: not a sentencepiece model (damaged or of another kind)"
