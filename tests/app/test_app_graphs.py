@@ -141,9 +141,11 @@ def test_a_missing_dictionary_is_offered_as_one_job_that_makes_the_graph(env, tm
     (dictionary_folder(sha, "encoder.layers.0.ffn", "trained", copy / "features") / FEATURE_CONTEXTS).unlink()
     monkeypatch.setenv("EXPLORER_RUNS_DIR", str(copy))
     monkeypatch.setattr("webapp.views.graph_dictionaries.APP_SETTINGS", SMALL)
-    at = open_app("numbers-en-de", PAGE, TEXT)
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"change": "n3", "node": "n3", "value": "2"})
     no_exception(at)
     assert re.search(r"1 layer of 4 has none yet: Decoder layer 2", shown(at))
+    # nodes of dictionaries this model lacks (a link's, the last model's) are not kept for the ones trained next
+    assert not {"change", "node", "value"} & set(at.query_params)
     assert not any(c.proto.id.endswith("-graphs_figure") for c in at.get("plotly_chart"))
     button = next(b for b in at.button if b.label.startswith("Train every missing layer's dictionary"))
     button.click().run()

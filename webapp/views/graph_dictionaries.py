@@ -18,6 +18,7 @@ from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import SITE, dictionary_folder, site_result_path
 from explorer.studies.features.sites import sites
 from webapp import background, feature_analyses, models, study_job
+from webapp import url_keys as url
 from webapp.numbering import count
 from webapp.text_safety import md_escape
 from webapp.views.features import APP_MINUTES, APP_SETTINGS, site_label, training_or_stop
@@ -55,6 +56,9 @@ def ready_or_offer(ckpt) -> dict:
     missing = missing_sites(ckpt)
     if not missing:
         return {site: feature_analyses.graph_dictionary(ckpt, site) for site in sites(ckpt.model)}
+    # A graph's nodes, picked node and intervention name features of dictionaries this model lacks: a link's
+    # (or the last model's) would be read against dictionaries trained later, whose features are others.
+    url.put(**{k.key: None for k in (url.GRAPH_NODES, url.GRAPH_NODE, url.GRAPH_CHANGE, url.GRAPH_VALUE)})
     _dataset, pairs = training_or_stop(ckpt)                      # training them reads the training pairs
     names = list(missing)
     every = len(sites(ckpt.model))
