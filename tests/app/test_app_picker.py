@@ -37,11 +37,14 @@ def root(tmp_path, monkeypatch):
     state.refresh_checkpoints()
 
 
-def add(root, name: str, step: int):
-    """A healthy checkpoint folder `name` whose config says training step `step`."""
+def add(root, name: str, step: int, model_name: str | None = None):
+    """A healthy checkpoint folder `name` whose config says training step `step` (and the model's name
+    `model_name`: a copy of a folder keeps the model's name)."""
     path = copy(SOURCE, root / name)
     meta = json.loads((path / "config.json").read_text())
     meta["training"]["step"] = step
+    if model_name is not None:
+        meta["name"] = model_name
     (path / "config.json").write_text(json.dumps(meta))
     state.refresh_checkpoints()                     # what the 30 s listing refresh does
     return path
@@ -141,11 +144,7 @@ def test_a_vanished_checkpoint_is_reported_not_silently_replaced(root):
 def test_a_vanished_checkpoint_whose_name_another_folder_shares_is_named_by_its_folder(root):
     add(root, "run-b", 200)
     twin = add(root, "run-c", 300)
-    chosen = add(root, "run-c-copy", 300)
-    meta = json.loads((chosen / "config.json").read_text())
-    meta["name"] = "run-c"                                  # a copy of a folder keeps the model's name
-    (chosen / "config.json").write_text(json.dumps(meta))
-    state.refresh_checkpoints()
+    chosen = add(root, "run-c-copy", 300, model_name="run-c")
     at = open_app("run-b", text="three hundred")
     picker(at).set_value(str(chosen)).run()
     assert at.session_state["checkpoint_path"] == str(chosen)
@@ -160,11 +159,7 @@ def test_a_link_to_one_of_two_checkpoints_of_one_name_reopens_that_one(root):
     """The sidebar wrote ckpt=<name>: a link to a run's copy of a model named like another folder opened
     the first listed of that name, a different model, with no notice."""
     first = add(root, "run-c", 300)
-    chosen = add(root, "run-c-copy", 200)
-    meta = json.loads((chosen / "config.json").read_text())
-    meta["name"] = "run-c"                                  # a copy of a folder keeps the model's name
-    (chosen / "config.json").write_text(json.dumps(meta))
-    state.refresh_checkpoints()
+    chosen = add(root, "run-c-copy", 200, model_name="run-c")
     at = open_app("run-c", text="three hundred")
     assert at.session_state["checkpoint_path"] == str(first) and at.query_params["ckpt"] == f"run-c@{first}"
     picker(at).set_value(str(chosen)).run()

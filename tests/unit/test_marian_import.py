@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -159,6 +160,14 @@ def test_a_pickle_that_runs_code_is_refused(marian, tmp_path):
     assert not marker.exists() and not (tmp_path / "out").exists()
 
 
+def _copy(hf_dir: Path, source: Path) -> Path:
+    """A copy of the Marian folder to damage."""
+    source.mkdir()
+    for f in hf_dir.iterdir():
+        (source / f.name).write_bytes(f.read_bytes())
+    return source
+
+
 @pytest.mark.parametrize("edit, message", [
     ({"normalize_before": True}, "normalize_before"),
     ({"activation_function": "gelu_new"}, "activation_function"),
@@ -170,10 +179,7 @@ def test_a_pickle_that_runs_code_is_refused(marian, tmp_path):
 ])
 def test_a_config_that_does_not_fit_is_refused_with_its_reason(marian, tmp_path, edit, message):
     _, hf_dir, _ = marian
-    source = tmp_path / "edited"
-    source.mkdir()
-    for f in hf_dir.iterdir():
-        (source / f.name).write_bytes(f.read_bytes())
+    source = _copy(hf_dir, tmp_path / "edited")
     config = json.loads((hf_dir / "config.json").read_text())
     (source / "config.json").write_text(json.dumps({**config, **edit}))
     with pytest.raises(ValueError, match=message):
@@ -188,10 +194,7 @@ def test_a_config_that_does_not_fit_is_refused_with_its_reason(marian, tmp_path,
 def test_a_final_logits_bias_of_the_wrong_shape_is_refused(marian, tmp_path, bias):
     from safetensors.torch import load_file, save_file
     _, hf_dir, _ = marian
-    source = tmp_path / "edited"
-    source.mkdir()
-    for f in hf_dir.iterdir():
-        (source / f.name).write_bytes(f.read_bytes())
+    source = _copy(hf_dir, tmp_path / "edited")
     tensors = load_file(str(source / "model.safetensors"))
     vocab = tensors["final_logits_bias"].shape[-1]
     if bias.startswith("zeros"):
@@ -213,10 +216,7 @@ def test_a_final_logits_bias_of_the_wrong_shape_is_refused(marian, tmp_path, bia
 ])
 def test_a_language_code_that_is_no_short_label_is_refused_unless_the_pair_is_given(marian, tmp_path, code, shown):
     _, hf_dir, _ = marian
-    source = tmp_path / "edited"
-    source.mkdir()
-    for f in hf_dir.iterdir():
-        (source / f.name).write_bytes(f.read_bytes())
+    source = _copy(hf_dir, tmp_path / "edited")
     (source / "tokenizer_config.json").write_text(json.dumps({"source_lang": code, "target_lang": "en"}))
     with pytest.raises(ValueError, match=rf"tokenizer_config.json: source_lang {shown}.*is not a language code"):
         import_marian(str(source), tmp_path / "out")
