@@ -212,12 +212,26 @@ def _link_query(at) -> dict[str, str]:
     return dict(parse_qsl(link.query_string))
 
 
+def _output_pieces(at) -> list[str]:
+    """The Translate page's output pieces, as its code block shows them (after the source pieces)."""
+    return at.code[1].value.split(" ")
+
+
 def test_translate_and_beam_search_link_a_word_to_its_graph(env):
     at = open_app("numbers-en-de", "webapp/pages/translate.py", TEXT)
     no_exception(at)
-    at.selectbox(key="translate_graph_word").set_value(3).run()
+    box = at.selectbox(key="translate_graph_word")
+    box.select_index(3).run()
     query = _link_query(at)
     assert query["word"] == "4" and query["text"] == TEXT
+    # another translation: the box lists its words, not the last one's (it showed a word of the last one)
+    at.session_state["text"] = "five hundred"
+    at.run()
+    no_exception(at)
+    box = at.selectbox(key="translate_graph_word")
+    link = next(e.proto.label for e in at.get("page_link") if e.proto.label.startswith("How was"))
+    assert box.value == box.options[0] == "1. " + _output_pieces(at)[0]
+    assert _output_pieces(at)[0].lstrip("▁") in link                 # the box and its link name one word
     graphs = open_app(None, PAGE, None, query=query)                     # the link, followed in a fresh session
     no_exception(graphs)
     assert graphs.selectbox(key="graphs_word").value == 3

@@ -40,7 +40,12 @@ def word_picker(pieces: Sequence[str], key: str) -> None:
     if not pieces:
         return
     left, right = st.columns([1, 2], vertical_alignment="bottom")
-    k = left.selectbox("How was this word made?", range(len(pieces)), key=key,
-                       format_func=lambda i: f"{i + 1}. {pieces[i]}")
+    # The options are the words themselves: as numbers 0..n-1 they stayed the same options from one translation
+    # to the next, and the browser kept showing the last translation's word beside this one's link.
+    labels = [f"{i + 1}. {piece}" for i, piece in enumerate(pieces)]
+    if st.session_state.get(key) not in labels:
+        st.session_state.pop(key, None)                  # another translation: its first word
+    chosen = left.selectbox("How was this word made?", labels, key=key)
+    k = labels.index(chosen)
     with right:
-        word_link(int(k), pieces[int(k)])
+        word_link(k, pieces[k])
