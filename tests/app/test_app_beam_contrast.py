@@ -133,6 +133,10 @@ def test_a_test_verse_shows_where_its_reference_left_the_beam():
     fall = reference_fall(ckpt.model, out.src_ids, output_ids(ckpt.tokenizer, reference, 512, ckpt.model.cfg.special), cfg)
     assert metrics["Left the beam at step"] == ("never" if fall.step is None else str(fall.step + 1))
     assert metrics["Its rank there"] == ("—" if fall.rank is None else str(fall.rank))
+    # the difference stands under the reference, signed as the reference's (under the output it read backwards)
+    deltas = {m.label: m.proto.delta for m in at.metric}
+    assert deltas["Reference score"] == f"{fall.reference_normalized - fall.output_normalized:+.2f} vs the output"
+    assert not deltas["Output score"]
     assert fall.verdict.capitalize() in verdict or fall.verdict == "no error"
     if fall.step is not None:                                               # the button shows that step
         at.button(key="beam_fall_go").click().run()

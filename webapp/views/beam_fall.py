@@ -114,11 +114,13 @@ def fall_section(ckpt, text: str, cfg: dict, piece) -> None:
     cols[0].metric("Left the beam at step", "never" if fall.step is None else fall.step + 1)
     cols[1].metric("Its rank there", "—" if fall.rank is None else fall.rank,
                    help=f"1 = the step's best extension; the beam keeps {fall.beam_size}")
+    # The difference stands under the reference, as the reference's: under the output, "-0.66" with a down
+    # arrow read as the output scoring lower when it scored 0.66 higher.
     cols[2].metric("Reference score", f"{fall.reference_normalized:.2f}",
-                   help="Its log-probability under the model, divided by the length penalty: the search's objective")
-    cols[3].metric("Output score", f"{fall.output_normalized:.2f}",
-                   delta=f"{fall.reference_normalized - fall.output_normalized:+.2f}", delta_color="off",
-                   help="The winner's score; below it, the reference's score minus the winner's")
+                   delta=f"{fall.reference_normalized - fall.output_normalized:+.2f} vs the output", delta_color="off",
+                   help="Its log-probability under the model, divided by the length penalty: the search's objective; "
+                        "below it, how far above (+) or below (-) the output's score it is")
+    cols[3].metric("Output score", f"{fall.output_normalized:.2f}", help="The winner's score, the same way")
     verdict = {"search error": st.error, "model error": st.warning}.get(fall.verdict, st.success)
     verdict(verdict_text(fall, piece))
     if fall.step is not None:
