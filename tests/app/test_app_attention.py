@@ -164,7 +164,7 @@ def test_head_ablation(ckpt_path):
     info, text = info_for(ckpt_path)
     at = open_tab(open_app(info.name, PAGE, text=text), "Head ablation")
     no_exception(at)
-    assert "Tick heads" in texts(at.info)
+    assert "Pick heads in the list above" in texts(at.info)
     ckpt = load_checkpoint(info.path)
     every = [(k, layer, h) for k in ("encoder", "decoder", "cross")
              for layer in range(ckpt.config.n_encoder_layers if k == "encoder" else ckpt.config.n_decoder_layers)

@@ -40,11 +40,11 @@ def ablation_tab(ckpt, text: str, cfg: dict, result, trace, view: View, name: st
     url.hold("ablate_pick", [o for o in picked if o in options])                       # another checkpoint's dropped
     picked = st.multiselect("Heads to switch off (their output set to zero)", options, key="ablate_pick",
                             format_func=lambda o: f"{o[0]} L{o[1] + 1} H{o[2] + 1}",
-                            placeholder="Tick one or more heads…")
+                            placeholder="Pick one or more heads…")
     url.put(ablate=ablation_to_url(picked))
     st.session_state["_ablate_pick"] = picked                 # its copy, read above when it was not drawn
     if not picked:
-        st.info("Tick heads above: the sentence is translated again without them, and compared.")
+        st.info("Pick heads in the list above: the sentence is translated again without them, and compared.")
         return
     heads = tuple(sorted(picked))
     ablated = state.friendly(models.translate, ckpt, text, cfg, ablate=heads, what="Re-translating")
