@@ -25,8 +25,11 @@ def test_an_everyday_sentence_is_called_a_guess_with_its_unseen_words_marked():
 def test_a_held_out_verse_is_grounded():
     at = open_app("bible-es-en", text="Y dijo Dios: Sea la luz; y fué la luz.")
     no_exception(at)
-    alerts, _ = verdict_of(at)
+    alerts, captions = verdict_of(at)
     assert "Grounded." in alerts and "Guessing." not in alerts
+    # the verdict is about the input, said as such: a green box over a wrong translation read as "it is right"
+    assert "its translation can still be wrong" in alerts
+    assert "above it reads as guessing, below as grounded" in captions
 
 
 def test_english_typed_into_the_spanish_model_is_named_as_english():

@@ -133,7 +133,9 @@ def show_verdict(found: Verdict | str, output: str) -> None:
         if found.guessing:
             st.warning("**Guessing.** " + md_escape(found.summary))
         else:
-            st.success("**Grounded.** " + md_escape(found.summary))
+            # what it weighs is the input: a fluent wrong translation of a familiar verse is grounded too
+            st.success("**Grounded.** " + md_escape(found.summary) + " That is about the sentence you typed: its "
+                       "translation can still be wrong.")
         if not output.strip():
             st.caption("The output is empty: the model's most likely first word was the end of the sentence, "
                        "which it does when nothing in the text looks like its training data.")
@@ -147,14 +149,15 @@ def show_verdict(found: Verdict | str, output: str) -> None:
             st.caption(f"Output words (on orange) that no word of this sentence brings along in the training data: "
                        f"{_listed(made_up)}. The model wrote them without a source word it was shown them with.")
         if found.combined is not None:
-            st.caption(f"Score {found.combined:+.2f} against this model's threshold {found.threshold:+.2f}: the "
+            st.caption(f"Score {found.combined:+.2f} against this model's threshold {found.threshold:+.2f} (above it "
+                       "reads as guessing, below as grounded): the "
                        f"sentence's surprise to a word-pair model of the training sources ({found.score:.2f} nats per "
                        f"word) and its pieces' distance from the training pieces' encoder states ({found.distance:.3f}), "
                        "each measured in spreads of held-out sentences, added. `python -m explorer grounding` "
                        "gives the same verdict for a file.")
         else:
             st.caption(f"Score {found.score:.2f} nats per word against this model's threshold {found.threshold:.2f} "
-                       "(how surprising the sentence is to a word-pair model of the training sources; calibrated "
+                       "(above it reads as guessing, below as grounded; how surprising the sentence is to a word-pair model of the training sources; calibrated "
                        "on held-out pairs). `python -m explorer grounding` gives the same verdict for a file.")
 
 
