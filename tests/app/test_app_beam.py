@@ -274,3 +274,12 @@ def test_exports_are_named_for_the_checkpoint(checkpoint, monkeypatch):
     no_exception(at)
     assert_named_for(at, seen, info.name, {"beam_tree", "beam_attn_step", "beam_attn_prefix"})
     assert {"Whole trace as CSV", "This step's attention per head as CSV"} <= {b["label"] for b in seen}
+
+
+def test_a_long_prefix_shows_its_end_where_hypotheses_differ():
+    """The 'extends' cell showed each prefix's start, cut at the column's width: every row read the same."""
+    from webapp.views.beam import _tail
+
+    prefix = "▁Yahweh ▁God ▁called ▁the ▁light ▁day , ▁and ▁the ▁darkness ▁he ▁called"
+    assert _tail(prefix) == "…" + prefix[-36:] and _tail(prefix).endswith("▁he ▁called")
+    assert _tail("▁Yahweh ▁God") == "▁Yahweh ▁God"

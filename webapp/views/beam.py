@@ -194,6 +194,12 @@ def tree_chart(fig, trace, tag: str, name: str) -> None:
                     on_click=beam_contrast.tree_click(fig, trace, tag, "beam_tree"))
 
 
+def _tail(prefix: str, limit: int = 36) -> str:
+    """The end of a hypothesis's prefix, where hypotheses differ: the cell showed its start ("▁Yahweh ▁God
+    ▁ca...") in every row, cut at the column's width, and which hypothesis a candidate extends was unseen."""
+    return prefix if len(prefix) <= limit else "…" + prefix[-limit:]
+
+
 def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, tag: str, follow: bool) -> None:
     """One step of the search: its candidates, the chosen hypothesis's attention, forcing.
 
@@ -214,7 +220,9 @@ def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, 
     if follow:
         tree_chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), trace, tag, ckpt.name)
     st.subheader(f"Candidates ranked at step {step + 1}")
-    st.dataframe(table.drop(columns=["row"]), hide_index=True, key="beam_table")
+    shown = table.drop(columns=["row"]).assign(extends=table["extends"].map(_tail))
+    st.dataframe(shown, hide_index=True, key="beam_table",
+                 column_config={"extends": st.column_config.TextColumn("extends", width="large")})
     if row in best_rows:                           # a word of the final translation: its attribution graph
         graph_links.word_link(step, str(table[table["row"] == row].iloc[0]["token"]), cfg)
     beam_contrast.contrast_section(ckpt, result, trace, row, step, piece, tag)
