@@ -38,6 +38,7 @@ def test_shows_the_library_translation(ckpt_path):
     nbest = at.dataframe[0].value
     assert len(nbest) == len(expected.hypotheses)
     assert list(nbest["translation"]) == [h.text for h in expected.hypotheses]
+    assert list(nbest.columns[:3]) == ["rank", "normalised", "translation"]      # the ranking's score in sight
     probs = array(chart(at, "token_probs")["data"][0]["y"])
     # the page's search and this one: the same inputs and shapes (model_atol covers a kernel that adds in
     # another order from call to call); a probability moves by at most its log's change

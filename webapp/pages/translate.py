@@ -142,8 +142,10 @@ with area["result"]:
         c3.markdown("**Reference:** " + state.md_escape(reference))
 
 # ---- n-best, pieces, per-token probabilities -------------------------------------------------------
-rows = pd.DataFrame([{"rank": i + 1, "translation": h.text, "log-prob": round(h.score, 3),
-                      "normalised": round(h.normalized, 3), "pieces": len(h.ids), "finished": h.finished,
+# The ranking's own score beside the rank: after a long translation it was off-screen, and rank 3 (-9.1) over
+# rank 4 (-8.38) had no visible reason.
+rows = pd.DataFrame([{"rank": i + 1, "normalised": round(h.normalized, 3), "translation": h.text,
+                      "log-prob": round(h.score, 3), "pieces": len(h.ids), "finished": h.finished,
                       **({"seed": s} if cfg["strategy"] == "sample" else {})} for i, (s, h) in enumerate(hyps)])
 # In presenter mode one above the other: beside the pieces, the N-best table's columns scrolled sideways.
 left, right = (st.container(), st.container()) if presenter.on() else st.columns([3, 2])
