@@ -84,11 +84,11 @@ def test_the_checkpoint_table_shows_blanks_and_says_why(numbers, shipped_only):
     no_exception(at)
     table = next(d.value for d in at.dataframe if "dev BLEU" in d.value.columns).set_index("checkpoint")
     assert "None" not in table.to_string() and "nan" not in table.to_string()
-    assert table.loc["numbers-en-de", "dev BLEU"] == ""                  # step 900; its best dev BLEU was at 450
+    assert table.loc["numbers-en-de", "dev BLEU"] == "—"                 # step 900; its best dev BLEU was at 450
     assert table.loc["numbers-en-de", "test BLEU"] == "99.86"
     assert table.loc["bible-es-en-epoch1", "dev BLEU"] == "2.21"         # recorded for that very step
-    assert table.loc["bible-es-en-epoch1", "test BLEU"] == ""            # never evaluated
-    assert "dev BLEU** is blank" in texts(at.caption)
+    assert table.loc["bible-es-en-epoch1", "test BLEU"] == "—"           # never evaluated, as every page says it
+    assert "dev BLEU** shows — where" in texts(at.caption)
 
 
 def test_bertviz_tab_numbers_from_one(numbers):

@@ -14,7 +14,7 @@ from explorer.inspection.trace import KIND_LABELS, attention_kind
 from explorer.plots import training as plots
 from explorer.plots.attention import head_heatmap
 from explorer.plots.style import head_grid
-from webapp import downloads, models, numbering, presenter, sentence, state
+from webapp import downloads, models, numbering, presenter, sentence, state, tables
 from webapp import url_keys as url
 from webapp.text_safety import plot_escape
 
@@ -33,10 +33,11 @@ def _load(info):
 NUMBERS = {"step": "{:d}", "params (M)": "{:.2f}", "dev BLEU": "{:.2f}", "test BLEU": "{:.2f}"}
 
 
-def shown(value, fmt: str = "{}") -> str:
-    """A table cell as text: a value the library does not know (None) is a blank, never "None"."""
+def shown(value, fmt: str = "{}", empty: str = "") -> str:
+    """A table cell as text: a value the library does not know (None) is `empty` (a number column's is
+    tables.EMPTY, as on every page), never "None"."""
     if value is None or (isinstance(value, float) and value != value):
-        return ""
+        return empty
     try:
         return fmt.format(value)
     except (TypeError, ValueError):
@@ -64,18 +65,19 @@ def _rows(trace, kind: str) -> list[str]:
 
 def table(infos) -> None:
     rows = cmp.checkpoint_rows(infos)
-    frame = pd.DataFrame([{k: shown(v, NUMBERS.get(k, "{}")) for k, v in r.items() if k != "path"} for r in rows])
+    frame = pd.DataFrame([{k: shown(v, NUMBERS.get(k, "{}"), tables.EMPTY if k in NUMBERS else "")
+                           for k, v in r.items() if k != "path"} for r in rows])
     # on a projector: the columns a lecture reads, fitted to the width (webapp.presenter.table_columns; the run,
     # size and date stay for a laptop), and the problem column only when a checkpoint has one
     widths = {"checkpoint": 250, "step": 80, "data": 130, "preset": 120, "dev BLEU": 110, "test BLEU": 110,
               **({"problem": 250} if any(r["problem"] for r in rows) else {})}
     st.dataframe(frame, hide_index=True, key="ck_table", **presenter.table_columns(widths))
     if any(r["dev BLEU"] is None for r in rows):
-        st.caption("**dev BLEU** is blank where it was not measured at that checkpoint's step: shipped and imported "
-                   "checkpoints carry no training metrics (a shipped one keeps only its best step's), and a run "
+        st.caption(f"**dev BLEU** shows {tables.EMPTY} where it was not measured at that checkpoint's step: shipped "
+                   "and imported checkpoints carry no training metrics (a shipped one keeps only its best step's), and a run "
                    "measures dev BLEU every 'eval every' steps. **test BLEU** is the beam-5 score on the held-out "
-                   "test set from the checkpoint's card.json (python -m explorer evaluate writes it), blank where "
-                   "it was never evaluated.")
+                   "test set from the checkpoint's card.json (python -m explorer evaluate writes it), "
+                   f"{tables.EMPTY} where it was never evaluated.")
     bad = [r for r in rows if r["problem"]]
     if bad:
         st.warning(f"{len(bad)} damaged checkpoint(s) cannot be compared; the 'problem' column says why.")
