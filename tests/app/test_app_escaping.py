@@ -48,16 +48,19 @@ def value(field: str) -> str:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    """(models folder, runs folder): a model imported from a Marian directory whose tokenizer_config.json
-    and README hold hostile text, its card's other fields made hostile too; a run with a hostile name,
+    """(models folder, runs folder): a model imported from a Marian directory whose README holds hostile
+    text, its config.json's languages and its card's other fields made hostile too; a run with a hostile name,
     error and dev samples."""
     root = tmp_path_factory.mktemp("escaping")
     hf, models, runs = root / "hf", root / "models", root / "runs"
     random_marian(hf)
-    (hf / "tokenizer_config.json").write_text(json.dumps({"source_lang": value("src"), "target_lang": value("tgt")}))
     (hf / "README.md").write_text(f"---\nlicense: {value('license')}\ndatasets: {value('domain')}\n---\n")
     from explorer.interop.hf_import import import_marian
-    path = import_marian(str(hf), models / MODEL, dtype=torch.float32)
+    path = import_marian(str(hf), models / MODEL, dtype=torch.float32, src_lang="es", tgt_lang="en")
+    # the import refuses such codes in tokenizer_config.json now; a checkpoint's config.json can still say anything
+    config = json.loads((path / "config.json").read_text())
+    config.update(src_lang=value("src"), tgt_lang=value("tgt"))
+    (path / "config.json").write_text(json.dumps(config))
     card = read_card(path)
     card["model_card"].update({field: value(field) for field in CARD_FIELDS})
     (path / "card.json").write_text(json.dumps(card))
