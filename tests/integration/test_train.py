@@ -230,9 +230,8 @@ def test_evaluate_cli_prints_scores_and_writes_the_card(smoke, tmp_path):
     run_dir, _ = smoke
     ckpt = run_dir / "checkpoints" / "step_000030"
     test = tmp_path / "test.tsv"
-    test.write_text("twenty one\tein und zwanzig\nthree hundred\tdrei hundert\nseven\tsieben\nnine\tneun\n")
-    proc = run([sys.executable, "-m", "explorer.evaluate", str(ckpt), "--test", str(test),
-                "--limit", "3", "--beam", "2"])
+    test.write_text("twenty one\tein und zwanzig\nthree hundred\tdrei hundert\nseven\tsieben\n")
+    proc = run([sys.executable, "-m", "explorer.evaluate", str(ckpt), "--test", str(test), "--beam", "2"])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert any("greedy" in ln and "BLEU" in ln and "chrF" in ln for ln in lines), proc.stdout
@@ -241,4 +240,7 @@ def test_evaluate_cli_prints_scores_and_writes_the_card(smoke, tmp_path):
     assert card["n"] == 3 and card["test_set"] == "test.tsv"
     for label in ("greedy", "beam2"):
         assert 0 <= card[label]["bleu"] <= 100 and 0 <= card[label]["chrf"] <= 100
+    written = (ckpt / "card.json").read_bytes()
+    assert evaluate_main([str(ckpt), "--test", str(test), "--limit", "2", "--beam", "2"]) == 0
+    assert (ckpt / "card.json").read_bytes() == written                  # a trial on part of it: kept
     assert evaluate_main([str(ckpt), "--test", str(tmp_path / "missing.tsv")]) == 2

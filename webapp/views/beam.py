@@ -221,8 +221,7 @@ def step_view(ckpt, text: str, cfg: dict, result, piece, frame, run_key: tuple, 
         tree_chart(plots.tree_figure(trace, piece, step=step, highlight=[row]), trace, tag, ckpt.name)
     st.subheader(f"Candidates ranked at step {step + 1}")
     shown = table.drop(columns=["row"]).assign(extends=table["extends"].map(_tail))
-    st.dataframe(shown, hide_index=True, key="beam_table",
-                 column_config={"extends": st.column_config.TextColumn("extends", width="large")})
+    st.dataframe(shown, hide_index=True, key="beam_table")       # sized to its cells: fits 1024 px in presenter mode
     if row in best_rows:                           # a word of the final translation: its attribution graph
         graph_links.word_link(step, str(table[table["row"] == row].iloc[0]["token"]), cfg)
     beam_contrast.contrast_section(ckpt, result, trace, row, step, piece, tag)
