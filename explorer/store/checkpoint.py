@@ -37,6 +37,7 @@ from explorer.files.user_files import absent_or_odd, read_user_json
 from explorer.model import Transformer
 from explorer.runtime.device import resolve_device
 from explorer.store import weights as wf
+from explorer.store.trainer_state import save_trainer_state
 from explorer.store.errors import CheckpointError
 from explorer.store.output_dirs import write_output_dir
 from explorer.text import load_tokenizer
@@ -102,7 +103,7 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
         save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt"})
         files = list(tokenizer.save(tmp))
         if trainer_state is not None:
-            _save_trainer_state(trainer_state, tmp / TRAINER_STATE)
+            save_trainer_state(trainer_state, tmp / TRAINER_STATE)
         if card is not None:
             (tmp / CARD).write_text(json.dumps(card, indent=2))
         for extra, data in (extra_files or {}).items():
@@ -149,28 +150,6 @@ def _weights_to_save(model: Transformer, dtype: torch.dtype) -> dict[str, torch.
             raise ValueError(f"{name}: values overflow {dtype}; save in float32")
         out[name] = copy
     return out
-
-
-def _save_trainer_state(state: dict, path: Path) -> None:
-    """torch.save, then fail the save now (not at resume) if loading it would need pickle.
-
-    Saved through a Python file object, so a write the disk refuses (full, over quota, over a file-size
-    limit) is an OSError with its errno, which the trainer reports as a full disk to free and resume
-    from: torch's writer wraps it in a RuntimeError ("unexpected pos ..."), unwrapped here. Only a state
-    that cannot be pickled, or loaded back without pickle, is a ValueError about what the state holds."""
-    try:
-        with open(path, "wb") as f:
-            torch.save(state, f)
-        torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        cause, seen = exc, set()
-        while cause is not None and id(cause) not in seen:     # the OSError raised, or wrapped by torch
-            if isinstance(cause, OSError):
-                raise cause from None
-            seen.add(id(cause))
-            cause = cause.__cause__ or cause.__context__
-        raise ValueError("trainer_state must hold only tensors, numbers, strings, lists and dicts "
-                         f"(it has to load with weights_only=True): {exc}") from None
 
 
 def write_card(directory: str | os.PathLike, card: dict) -> None:

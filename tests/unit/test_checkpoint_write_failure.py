@@ -48,13 +48,13 @@ def test_a_trainer_state_over_the_file_size_limit_fails_as_the_write_it_is(tmp_p
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device every write fails on")
 def test_a_full_disk_at_the_trainer_state_is_no_space_left(tmp_path):
     import torch
-    from explorer.store import checkpoint
+    from explorer.store.trainer_state import save_trainer_state
     with pytest.raises(OSError) as caught:
-        checkpoint._save_trainer_state({"m": torch.zeros(1 << 16), "step": 5}, Path("/dev/full"))
+        save_trainer_state({"m": torch.zeros(1 << 16), "step": 5}, Path("/dev/full"))
     assert caught.value.errno == errno.ENOSPC
 
 
 def test_a_state_that_needs_pickle_is_still_named_as_such(tmp_path):
-    from explorer.store import checkpoint
+    from explorer.store.trainer_state import save_trainer_state
     with pytest.raises(ValueError, match="trainer_state must hold only tensors"):
-        checkpoint._save_trainer_state({"thing": Path("x")}, tmp_path / "state.pt")
+        save_trainer_state({"thing": Path("x")}, tmp_path / "state.pt")
