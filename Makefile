@@ -6,8 +6,13 @@ PY      := $(VENV)/bin/python
 # The CPU wheel of torch 2.13.0 lies on disk on the project's machines; elsewhere pip picks the best build.
 TORCH   ?= torch==2.13.0
 # No bytecode compiled at install time (165 s -> 97 s for a fresh setup here): Python compiles each module
-# the first time it is imported, and only those, into the venv's __pycache__.
+# the first time it is imported, and only those, and keeps it under the venv (PYTHONPYCACHEPREFIX), nothing
+# written beside the sources. A machine that sets PYTHONDONTWRITEBYTECODE keeps none, and every process then
+# compiles all it imports again: a 2-step trainer run took 17.8 s, 7.5 s with the cache. The project's
+# commands (and the processes they start: trainers, the app server) keep it.
 NO_COMPILE := --no-compile
+export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
+unexport PYTHONDONTWRITEBYTECODE
 PORT    ?= 8501
 SYSTEM_PACKAGES := sword-text-sparv sword-text-web chromium
 
