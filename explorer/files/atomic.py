@@ -113,6 +113,24 @@ def write_json_atomic(path: Path, data: Any) -> None:
         json.dump(data, f, indent=1)
 
 
+class ResultTooLarge(ValueError):
+    """A result larger than read_json_object reads back: written, it would be read as missing and
+    computed again each time it is asked for."""
+
+
+def write_result_atomic(path: Path, data: Any) -> None:
+    """write_json_atomic for a result read back by read_json_object: one over its bounds (limits.RESULT_BYTES,
+    limits.RESULT_VALUES) is refused with ResultTooLarge, saying by how much, and nothing is written."""
+    text = json.dumps(data, indent=1).encode("utf-8")
+    values = json_values_bound(text)
+    if len(text) > limits.RESULT_BYTES or values > limits.RESULT_VALUES:
+        raise ResultTooLarge(
+            f"the result holds {values:,} JSON values in {len(text) / 2**20:,.1f} MiB, more than a result may "
+            f"hold to be read back ({limits.RESULT_VALUES:,} values, {limits.RESULT_BYTES >> 20} MiB); it was not "
+            f"written. Ask for less (a shorter sentence, fewer sentences, a higher threshold)")
+    write_bytes_atomic(path, text)
+
+
 def json_values_bound(data: bytes) -> int:
     """At least the number of values in the JSON text `data`: every value but the first follows a `,`, a
     `:`, a `[` or a `{` (those inside strings count too, so it may count more)."""

@@ -14,7 +14,8 @@ JSON_BYTES = 1 << 20                # config.json, card.json, status.json, train
                                     # (the shipped ones: 1-2 KB; an import's card: under 10 KB)
 TOKENIZER_BYTES = 64 << 20          # a sentencepiece model or Marian's vocab.json (ours: 0.4 MB;
                                     # OPUS-MT: ~1 MB spm, ~2 MB vocab)
-RESULT_BYTES = 128 << 20            # an analysis's result JSON read back (the largest measured: a Graphs page
+RESULT_BYTES = 128 << 20            # an analysis's result JSON read back, and refused as it is written
+                                    # (atomic.write_result_atomic) (the largest measured: a Graphs page
                                     # result of a 35-piece Bible verse through random dictionaries, six prunings
                                     # with 382,000 links at 0.95: 68 MB; the head lab, search, alignment, lens,
                                     # a faithfulness part on the Bible: under 3 MB)

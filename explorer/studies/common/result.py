@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from explorer.files.atomic import read_json_object, write_json_atomic
+from explorer.files.atomic import read_json_object, write_result_atomic
 from explorer.studies.common.context import RunContext
 
 
@@ -31,7 +31,7 @@ class Study:
         process: nothing is written when it is cancelled or fails."""
         result = self.run(*inputs, context=context, **more)
         if context.split.is_main:
-            write_json_atomic(Path(out), result)
+            write_result_atomic(Path(out), result)
         return result
 
     def read(self, path: str | os.PathLike) -> dict | None:
