@@ -40,8 +40,9 @@ run: setup
 # workers do not fight over the cores), then the trainer subprocesses and the browser, one test at a time
 # (they start processes of their own: everything outside tests/unit and tests/app), the 15 slowest listed.
 # Two workers there were slower (1,066 s against 919 s): the poison demonstration and the fine-tune recipe,
-# each training on two threads, then ran side by side at half speed. `pytest` alone runs everything in one
-# process.
+# each training on two threads, then ran side by side at half speed (and xdist's `--dist loadgroup`, which
+# would keep the browser tests on one worker, groups nothing under pytest 9: each worker starts an app
+# server and a Chromium of its own). `pytest` alone runs everything in one process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS)
 

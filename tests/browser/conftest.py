@@ -2,10 +2,16 @@
 
 The server runs with EXPLORER_RUNS_DIR in a temporary folder, so training jobs started by the tests
 never touch runs/; it lists checkpoints/, then `more_checkpoints` (a folder empty unless a test fills
-it), then that runs folder. Each test gets a fresh page (its own Streamlit session) that aborts, and records,
-any request to a host other than 127.0.0.1 (the app must work with no internet), and records every
-JavaScript dialog (an alert would mean that text typed by a user ran as script). Screenshots go to
-test-artifacts/browser/. Without /usr/bin/chromium or Playwright the tests skip, saying why.
+it), then that runs folder. Each test gets its own Streamlit session: the browser tab the tests share,
+at 1400x900 again, opening the app anew (a page load is a new session; the tab is taken to about:blank
+after each test, which ends the last one). One tab, not a new one per test: a page loaded again in the
+same tab costs Chromium about a third of the CPU (2.7 s instead of 6.9 s a page here: its scripts, 11.5
+MB, are compiled again in a new tab's renderer). What a test registers on the page (page.on) is removed
+after it; a test marked `own_page` (one that adds an init script, which no tab forgets) gets a new tab.
+The browser resolves no host name but 127.0.0.1's (benchmarks.browser.LOCAL_ONLY) and each test records
+every request to another host (the app must work with no internet), and every JavaScript dialog (an
+alert would mean that text typed by a user ran as script). Screenshots go to test-artifacts/browser/.
+Without /usr/bin/chromium or Playwright the tests skip, saying why.
 
 The server's output (stdout and stderr, test-artifacts/browser/streamlit.log) must hold no Python
 traceback: a test whose time in the server logged one fails in its teardown, and what the server logs
@@ -27,7 +33,8 @@ from benchmarks import browser as driver
 import browser_support
 from browser_support import ARTIFACTS, LONG, ROOT, timed
 PROBLEM = driver.chromium_problem()
-SERVER_LOG = ARTIFACTS / "streamlit.log"     # a copy of this session's server log, once the server stopped
+SERVER_LOG = ARTIFACTS / "streamlit.log"
+VIEWPORT = {"width": 1400, "height": 900}     # every test starts at this size (a test may change it)     # a copy of this session's server log, once the server stopped
 # The server writes its log in the session's temporary folder (another test session in the same checkout
 # has its own), and how far it has been checked for tracebacks.
 _log = {"path": None, "offset": 0}
@@ -115,7 +122,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = driver.launch_chromium(playwright)
+        chromium = driver.launch_chromium(playwright, local_only=True)
         try:
             yield chromium
         finally:
@@ -125,8 +132,8 @@ def browser():
 @pytest.fixture(scope="session")
 def context(browser):
     """One 1400x900 browser context for all tests: its HTTP cache keeps the app's scripts (plotly.js
-    alone is 4.7 MB) between pages. Each test still gets its own page, so its own Streamlit session."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    alone is 4.7 MB) between pages."""
+    ctx = browser.new_context(viewport=VIEWPORT)
     ctx.set_default_timeout(LONG)                 # a hang guard (support.waiting), never a timing goal
     yield ctx
     ctx.close()
@@ -146,17 +153,43 @@ class Visit:
         assert not self.dialogs, f"a JavaScript dialog opened (script ran): {self.dialogs}"
 
 
+@pytest.fixture(scope="session")
+def shared_tab(context):
+    """The tab the tests share ({"page": ...}, opened by the first test that needs it)."""
+    tab = {"page": None}
+    yield tab
+    if tab["page"] is not None and not tab["page"].is_closed():
+        tab["page"].close()
+
+
 @pytest.fixture
-def visit(context, app_url, request):
-    """A fresh page on the app (external requests aborted and recorded); screenshot saved after the test."""
-    page = context.new_page()
+def visit(context, app_url, request, shared_tab):
+    """A page on the app for this test alone (the shared tab, or a new one for `own_page`), each request to
+    another host recorded; screenshot saved after the test, what it registered on the page removed."""
+    own = request.node.get_closest_marker("own_page") is not None
+    page = shared_tab["page"]
+    if own or page is None or page.is_closed():
+        page = context.new_page()
+        if not own:
+            shared_tab["page"] = page
+    page.set_viewport_size(VIEWPORT)
     v = Visit(page, app_url)
-    driver.block_external(page, v.external)
-    page.on("request", lambda r: v.requests.append(r.url))
+    registered = []
+
+    def on(event, handler):                      # page.on for this test: each listener removed after it
+        registered.append((event, handler))
+        type(page).on(page, event, handler)
+
+    def on_request(r):
+        v.requests.append(r.url)
+        if driver.is_external(r.url):
+            v.external.append(r.url)
 
     def on_dialog(dialog):
         v.dialogs.append(f"{dialog.type}: {dialog.message}")
         dialog.dismiss()
+    page.on = on
+    page.on("request", on_request)
     page.on("dialog", on_dialog)
     try:
         with timed(f"== {request.node.name}"):
@@ -166,5 +199,9 @@ def visit(context, app_url, request):
             page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), timeout=20_000)
         except Exception:  # noqa: BLE001 - a screenshot is a bonus, never the failure
             pass
-        page.close()
+        del page.on
+        for event, handler in registered:
+            page.remove_listener(event, handler)
+        with contextlib.suppress(Exception):     # a closed or crashed tab: the next test opens another
+            page.close() if own else page.goto("about:blank")
     fail_on_tracebacks(f"during {request.node.name}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from browser_support import (ARTIFACTS, BIBLE, LONG, NUMBERS, frames_evaluate, idle, library_translation, no_exception,
                              open_app, open_dropdown, sidebar_to, squash, timed, translation_on_screen, type_sentence,
                              url_param, wait_plotly, wait_translation)
@@ -150,6 +151,7 @@ def test_attention_views_draw_offline(visit):
     assert visit.external == ["https://cdn.example.invalid/lib.js"]
 
 
+@pytest.mark.own_page                               # its init script would stay in the shared tab
 def test_html_in_the_input_runs_nothing(visit):
     visit.page.add_init_script(FLAG_SCRIPT)            # runs in the page and in every frame
     page = open_app(visit, ckpt=BIBLE)
