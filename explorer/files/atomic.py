@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Mapping
 
 from explorer.files import limits, names
-from explorer.files.user_files import json_of, read_user_file
+from explorer.files.user_files import json_of, json_values_bound, read_user_file
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # no space left, or over the user's quota
 _TEMP_FILE = re.compile(r"(\d+)-[a-z0-9_]{8}\.tmp")    # what follows ".<name>." in a temp file of `replacing`
@@ -129,12 +129,6 @@ def write_result_atomic(path: Path, data: Any) -> None:
             f"hold to be read back ({limits.RESULT_VALUES:,} values, {limits.RESULT_BYTES >> 20} MiB); it was not "
             f"written. Ask for less (a shorter sentence, fewer sentences, a higher threshold)")
     write_bytes_atomic(path, text)
-
-
-def json_values_bound(data: bytes) -> int:
-    """At least the number of values in the JSON text `data`: every value but the first follows a `,`, a
-    `:`, a `[` or a `{` (those inside strings count too, so it may count more)."""
-    return 1 + sum(data.count(c) for c in (b",", b":", b"[", b"{"))
 
 
 def read_json_object(path: Path, keys: tuple[str, ...] = ()) -> dict | None:

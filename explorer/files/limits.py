@@ -14,12 +14,15 @@ JSON_BYTES = 1 << 20                # config.json, card.json, status.json, train
                                     # (the shipped ones: 1-2 KB; an import's card: under 10 KB)
 TOKENIZER_BYTES = 64 << 20          # a sentencepiece model or Marian's vocab.json (ours: 0.4 MB;
                                     # OPUS-MT: ~1 MB spm, ~2 MB vocab)
+TOKENIZER_VALUES = 2_000_000        # ... and the JSON values in a vocab.json or languages.json (user_files.
+                                    # json_values_bound: two a piece; OPUS-MT's 58,101 pieces: ~116,000,
+                                    # M2M100's 128,112: ~256,000); 63 MB of `[{},{},...]` took 4.4 GB to read
 RESULT_BYTES = 128 << 20            # an analysis's result JSON read back, and refused as it is written
                                     # (atomic.write_result_atomic) (the largest measured: a Graphs page
                                     # result of a 35-piece Bible verse through random dictionaries, six prunings
                                     # with 382,000 links at 0.95: 68 MB; the head lab, search, alignment, lens,
                                     # a faithfulness part on the Bible: under 3 MB)
-RESULT_VALUES = 6_000_000          # ... and the JSON values in it, counted by atomic.json_values_bound (that
+RESULT_VALUES = 6_000_000          # ... and the JSON values in it, counted by user_files.json_values_bound (that
                                     # graph: 4.6 million; read in 354 MB). json.loads takes up to ~80 bytes a
                                     # value: 100 MB of `{},{},...` took 2.7 GB. Within both bounds the worst
                                     # file measured (6 million values of one-key objects, then one string to

@@ -136,9 +136,19 @@ def parse_json(data: bytes | str) -> Any:
         raise ValueError("not valid JSON (nested too deeply)") from None
 
 
-def json_of(data: bytes, name: str | os.PathLike) -> Any:
+def json_values_bound(data: bytes) -> int:
+    """At least the number of values in the JSON text `data`: every value but the first follows a `,`, a
+    `:`, a `[` or a `{` (those inside strings count too, so it may count more)."""
+    return 1 + sum(data.count(c) for c in (b",", b":", b"[", b"{"))
+
+
+def json_of(data: bytes, name: str | os.PathLike, max_values: int | None = None) -> Any:
     """The JSON value of `data`, the bytes of the file `name`; ValueError naming the file otherwise: not
-    UTF-8, not JSON (with the line and column), nested too deeply, a number too long to read."""
+    UTF-8, not JSON (with the line and column), nested too deeply, a number too long to read, more than
+    `max_values` values (json_values_bound, counted before parsing: json.loads takes up to ~80 bytes of
+    memory a value, so 63 MB of `[{},{},...]` took 4.4 GB)."""
+    if max_values is not None and (values := json_values_bound(data)) > max_values:
+        raise ValueError(f"{os.fspath(name)}: {values:,} JSON values or more, where at most {max_values:,} are read")
     try:
         return parse_json(data.decode("utf-8-sig"))
     except UnicodeDecodeError:

@@ -50,7 +50,7 @@ def language_token(kind: str, code: str) -> str:
 def _read_json(name: str, data: bytes):
     if len(data) > MAX_FILE_BYTES:
         raise ValueError(f"{name}: {len(data):,} bytes is more than the {MAX_FILE_BYTES:,} allowed")
-    return json_of(data, name)            # a byte-order mark read as other JSON files are; refusals in words
+    return json_of(data, name, limits.TOKENIZER_VALUES)     # a byte-order mark read as other JSON files are
 
 
 def _ids(name: str, mapping, what: str) -> dict[str, int]:
@@ -83,8 +83,17 @@ class MultilingualTokenizer:
         tokens = {**{language_token(self.kind, c): i for c, i in self.languages.items()}, **others}
         taken = set(self._vocab.values())
         clash = [t for t, i in tokens.items() if i in taken]
-        if clash or len(set(tokens.values())) != len(tokens) or min(tokens.values(), default=0) < 0:
+        if clash:
             raise ValueError(f"{LANGUAGES_FILE}: language or added token ids collide with the pieces' ({clash[:3]})")
+        if len(set(tokens.values())) != len(tokens):
+            shared = sorted(i for i in set(tokens.values()) if list(tokens.values()).count(i) > 1)
+            raise ValueError(f"{LANGUAGES_FILE}: two language or added tokens share an id ({shared[:3]})")
+        # The added tokens follow the pieces (a few unused ids may sit between): an id past that would size
+        # the id -> piece table below by a number from the file alone.
+        last = max(self._vocab.values()) + len(tokens) + MAX_UNUSED
+        if not all(0 <= i <= last for i in tokens.values()):
+            raise ValueError(f"{LANGUAGES_FILE}: language and added token ids must follow the pieces' "
+                             f"(0..{last}); found {max(tokens.values()):,}")
         covered = max([*self._vocab.values(), *tokens.values()]) + 1
         if type(size) is not int or not covered <= size <= covered + MAX_UNUSED:
             raise ValueError(f"{LANGUAGES_FILE}: the model's vocabulary of {size} ids does not fit this tokenizer, "

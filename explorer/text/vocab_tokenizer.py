@@ -45,7 +45,7 @@ def _check_size(name: str, size: int) -> None:
 def parse_vocab(data: bytes, name: str = VOCAB_FILE) -> dict[str, int]:
     """A vocab.json's bytes -> {piece: id}, refusing anything but a dense, complete Marian vocabulary."""
     _check_size(name, len(data))
-    vocab = json_of(data, name)          # a byte-order mark read as other JSON files are; refusals in words
+    vocab = json_of(data, name, limits.TOKENIZER_VALUES)      # a byte-order mark read as other JSON files are
     if not isinstance(vocab, dict):
         raise ValueError(f"{name}: expected a JSON object of piece -> id, got a {type(vocab).__name__}")
     bad = [(p, i) for p, i in vocab.items() if isinstance(i, bool) or not isinstance(i, int)]

@@ -60,7 +60,10 @@ def test_it_pickles_and_saves_with_its_pair(tokenizer, tmp_path):
     ({"vocab_size": 10}, "does not fit this tokenizer"),
     ({"languages": {"en": "x"}}, "'languages' must be an object of token -> integer id"),
     ({"languages": {"en": 4}}, "collide with the pieces"),
-    ({"languages": {"en": -1}}, "collide with the pieces"),
+    ({"languages": {"en": -1}}, "must follow the pieces'"),
+    # an id far past the pieces sized the id -> piece table (50,000,000 ids: killed at 2 GB listing models)
+    ({"languages": {"en": 1_999_999}, "vocab_size": 2_000_000}, r"must follow the pieces' \(0\.\.\d+\); found 1,999,999"),
+    ({"languages": {"en": 200, "fr": 200}}, r"two language or added tokens share an id \(\[200\]\)"),
     ({"default": "en"}, "'default' must be"),
 ])
 def test_a_damaged_languages_file_is_refused_with_its_reason(tokenizer, edit, message):
@@ -68,6 +71,14 @@ def test_a_damaged_languages_file_is_refused_with_its_reason(tokenizer, edit, me
     info = {**json.loads(files[LANGUAGES_FILE]), **edit}
     with pytest.raises(ValueError, match=message):
         MultilingualTokenizer({**files, LANGUAGES_FILE: json.dumps(info).encode()})
+
+
+def test_a_vocabulary_file_of_too_many_values_is_refused_before_it_is_parsed(tokenizer):
+    """63 MB of `[{},{},...]` (within the byte bound) took 4.4 GB to parse before "must be an object"."""
+    files = tokenizer.model_bytes()
+    name = "vocab.json" if tokenizer.kind == "m2m100" else LANGUAGES_FILE
+    with pytest.raises(ValueError, match=rf"{name}: 4,000,00\d JSON values or more, where at most 2,000,000"):
+        MultilingualTokenizer({**files, name: b"[" + b"{}," * 2_000_000 + b"{}]"})
 
 
 def test_a_word_s_pieces_leave_out_the_sentence_s_language_tag(tokenizer):

@@ -171,6 +171,8 @@ BAD_VOCABS = {
     "not JSON": (b"{\"</s>\": 0,", "not valid JSON"),
     "an id of 5,000 digits": (b'{"</s>": ' + b"9" * 5000 + b"}", r"not valid JSON \(a number too long to read\)$"),
     "nested too deep": (b"[" * 100_000 + b"]" * 100_000, "not valid JSON"),
+    # counted before parsing: 63 MB of `[{},...]`, within the byte bound, took 4.4 GB to parse
+    "4 million values": (b"[" + b"{}," * 2_000_000 + b"{}]", "4,000,00\\d JSON values or more, where at most 2,000,000"),
     "an id not an integer": ({"</s>": 0, "<unk>": "1", "<pad>": 2}, "ids must be integers"),
     "a boolean id": ({"</s>": 0, "<unk>": True, "<pad>": 2}, "ids must be integers"),
     "a duplicate id": ({"</s>": 0, "<unk>": 1, "a": 1, "<pad>": 2}, r"id 1 is used twice \('<unk>' and 'a'\)"),

@@ -28,7 +28,7 @@ from explorer.studies.align.gold_sets import default_gold, user_gold
 from explorer.data import DataError
 from explorer.data.files import read_tsv
 from explorer.evaluation.scores import held_out_pairs
-from explorer.files.atomic import json_values_bound
+from explorer.files.user_files import json_values_bound
 from explorer.files.limits import RESULT_BYTES, RESULT_VALUES
 from explorer.files.user_files import UserFileError, json_of, read_user_file
 from explorer.store.checkpoint import CheckpointError
