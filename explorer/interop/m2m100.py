@@ -65,13 +65,16 @@ def model_config_from_hf(hf: Mapping[str, Any], special: SpecialIds) -> ModelCon
     if d_model % 2 or d_model < 4:
         raise ConversionError(f"d_model {d_model}: fairseq's sinusoids need an even d_model of at least 4")
     vocab = hf.get("vocab_size")
+    # tie_word_embeddings false: the encoder's and the decoder's embeddings and lm_head are three matrices
+    # (transformers keeps model.shared apart too, unused)
+    tied = hf.get("tie_word_embeddings", True)
     try:
         return ModelConfig(
             src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, n_heads=hf.get("encoder_attention_heads"),
             d_ff=hf.get("encoder_ffn_dim"), n_encoder_layers=hf.get("encoder_layers"),
             n_decoder_layers=hf.get("decoder_layers"), dropout=hf.get("dropout", 0.1),
             max_len=hf.get("max_position_embeddings"), pe_base=HF_PE_BASE, positions="sinusoidal", norm_first=True,
-            tie_embeddings=True, tie_output=hf.get("tie_word_embeddings", True), activation=activation,
+            tie_embeddings=tied, tie_output=tied, activation=activation,
             pe_layout="halves", pe_frequencies="fairseq", pe_offset=pad + 1,
             scale_embeddings=hf.get("scale_embedding", True), final_logits_bias=False,
             pad_id=special.pad, eos_id=special.eos, unk_id=special.unk, decoder_start_id=start)

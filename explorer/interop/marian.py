@@ -204,9 +204,14 @@ def state_from_hf(get: Callable[[str], torch.Tensor | None], cfg: ModelConfig,
     converted: dict[str, torch.Tensor] = {}
     for ours, theirs in (name_map(cfg) if names is None else names).items():
         if theirs not in converted:
-            tensor = next((t for t in map(get, hf_aliases(theirs)) if t is not None), None)
-            if tensor is None:
+            found = {alias: t for alias in hf_aliases(theirs) if (t := get(alias)) is not None}
+            if not found:
                 raise ConversionError(f"the weights have no {theirs} (needed for {ours})")
+            (first, tensor), *others = found.items()
+            for alias, other in others:             # a tied matrix stored under each name must be one matrix
+                if other.shape != tensor.shape or not torch.equal(other, tensor):
+                    raise ConversionError(f"the weights hold {first} and {alias} with different values, where the "
+                                          "config ties them (tie_word_embeddings / share_encoder_decoder_embeddings)")
             if theirs == LOGITS_BIAS:
                 tensor = tensor.reshape(-1)                                      # [1, V] -> [V]
             if tuple(tensor.shape) != tuple(shapes[ours]):

@@ -62,11 +62,12 @@ def reference_tokenizer(directory: Path, kind: str, src_lang: str, tgt_lang: str
 
 def random_m2m100(directory: Path, *, kind: str = "m2m100", d_model: int = 32, heads: int = 4, ffn: int = 64,
                   layers: int = 2, seed: int = 0, std: float = 0.3, eos_bias: float = 7.0,
-                  max_positions: int = 128):
+                  max_positions: int = 128, tied: bool = True):
     """A random M2M100ForConditionalGeneration (pre-LN, final norms, fairseq's sinusoids, scaled and shared
     embeddings) with `kind`'s tokenizer, saved in `directory`. The final LayerNorms are not 1 / 0, and the
-    decoder's final norm leans towards </s> by `eos_bias` so outputs end at varied lengths. Returns the HF
-    model (eval mode, float32)."""
+    decoder's final norm leans towards </s> by `eos_bias` so outputs end at varied lengths. `tied` False:
+    tie_word_embeddings false (the encoder's and decoder's embeddings and lm_head three matrices). Returns
+    the HF model (eval mode, float32)."""
     from transformers import M2M100Config, M2M100ForConditionalGeneration
 
     vocab = write_tokenizer(directory, kind)
@@ -75,7 +76,7 @@ def random_m2m100(directory: Path, *, kind: str = "m2m100", d_model: int = 32, h
                           decoder_ffn_dim=ffn, max_position_embeddings=max_positions, scale_embedding=True,
                           pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
                           activation_function="relu", init_std=std, dropout=0.1, attention_dropout=0.0,
-                          encoder_layerdrop=0.0, decoder_layerdrop=0.0, tie_word_embeddings=True)
+                          encoder_layerdrop=0.0, decoder_layerdrop=0.0, tie_word_embeddings=tied)
     torch.manual_seed(seed)
     model = M2M100ForConditionalGeneration(config).eval()
     with torch.no_grad():

@@ -91,6 +91,39 @@ def test_logits_match_hugging_face_on_a_padded_batch_within_1e_4(imported):
     assert difference < 1e-4, difference
 
 
+def _logit_difference(hf, ck) -> float:
+    rows = sources(ck)
+    width, pad = max(map(len, rows)), ck.config.pad_id
+    src = torch.tensor([r + [pad] * (width - len(r)) for r in rows])                   # [B, S]
+    tgt_in = torch.randint(4, ck.config.tgt_vocab_size, (src.shape[0], 7))             # [B, T]
+    tgt_in[:, 0] = ck.config.decoder_start_id
+    tgt_in[:, 1] = ck.tokenizer.forced_target[0]
+    with torch.no_grad():
+        ours = ck.model.logits(src, tgt_in)                                            # [B, T, V]
+        theirs = hf(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt_in).logits
+    return (ours - theirs).abs().max().item()
+
+
+def test_untied_embeddings_import_apart_and_tied_copies_that_differ_are_refused(tmp_path):
+    """tie_word_embeddings false keeps three matrices (the encoder's and decoder's embeddings, lm_head): they
+    were imported as the one shared matrix, every logit off by up to 7.3 and no greedy output alike. A tied
+    file holding an encoder matrix other than model.shared was imported from model.shared in silence."""
+    hf = random_m2m100(tmp_path / "untied", tied=False)
+    ck = load_checkpoint(import_from_hf(str(tmp_path / "untied"), tmp_path / "ours", dtype=torch.float32,
+                                        src_lang="es", tgt_lang="en"))
+    assert not ck.config.tie_embeddings and not ck.config.output_tied
+    assert _logit_difference(hf, ck) < 1e-4
+    from safetensors.torch import load_file, save_file
+    random_m2m100(tmp_path / "tied")
+    tensors = load_file(str(tmp_path / "tied" / "model.safetensors"))
+    tensors["model.encoder.embed_tokens.weight"] = tensors["model.shared.weight"] + 0.5
+    save_file(tensors, str(tmp_path / "tied" / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="hold model.shared.weight and model.encoder.embed_tokens.weight with "
+                                         "different values, where the config ties them"):
+        import_from_hf(str(tmp_path / "tied"), tmp_path / "out", dtype=torch.float32, src_lang="es", tgt_lang="en")
+    assert not (tmp_path / "out").exists()
+
+
 def _hf_generate(hf, src, forced, **kw):
     return hf.generate(input_ids=src, do_sample=False, max_new_tokens=MAX_NEW, forced_bos_token_id=forced,
                        bad_words_ids=[[1]], forced_eos_token_id=None, **kw)
