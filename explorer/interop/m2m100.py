@@ -57,7 +57,8 @@ def model_config_from_hf(hf: Mapping[str, Any], special: SpecialIds) -> ModelCon
         raise ConversionError(f"activation_function {brief(hf.get('activation_function'))} is not one of "
                               f"{', '.join(ACTIVATION_FROM_HF)}")
     pad, eos = hf.get("pad_token_id", 1), hf.get("eos_token_id", 2)
-    start = hf.get("decoder_start_token_id", eos)
+    start = hf.get("decoder_start_token_id")
+    start = eos if start is None else start                      # null: the default, as a missing key
     if (pad, eos) != (special.pad, special.eos):
         raise ConversionError(f"pad/eos ids ({pad}/{eos}) differ from the tokenizer's "
                               f"<pad>/</s> ({special.pad}/{special.eos})")

@@ -34,7 +34,11 @@ def tokenizer_from_hf(directory: Path, vocab_size: int) -> MultilingualTokenizer
     if not spm_path.is_file():
         raise SourceError(f"{directory}: no {names.MULTILINGUAL_SPM} (the sentencepiece model M2M100 and NLLB use)")
     config = read_optional_json(directory / names.HF_TOKENIZER_CONFIG)
-    if config.get("legacy_behaviour") is True:
+    legacy = config.get("legacy_behaviour", False)
+    if legacy is not None and not isinstance(legacy, bool):      # transformers takes any truthy value as true
+        raise SourceError(f"{directory / names.HF_TOKENIZER_CONFIG}: legacy_behaviour must be true or false, "
+                          f"not {legacy!r:.40}")
+    if legacy is True:
         raise SourceError(f"{directory / names.HF_TOKENIZER_CONFIG}: legacy_behaviour (the source's language tag "
                           "after </s>) is not supported; set it to false, as transformers' default is")
     files = {SPM_FILE: _read_bytes(spm_path)}

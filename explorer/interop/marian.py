@@ -207,6 +207,10 @@ def state_from_hf(get: Callable[[str], torch.Tensor | None], cfg: ModelConfig,
             found = {alias: t for alias in hf_aliases(theirs) if (t := get(alias)) is not None}
             if not found:
                 raise ConversionError(f"the weights have no {theirs} (needed for {ours})")
+            for alias, t in found.items():                 # torch.load gives whatever a .bin holds
+                if t.layout != torch.strided or t.is_complex():
+                    raise ConversionError(f"{alias} is a {'complex' if t.is_complex() else 'sparse'} tensor; a "
+                                          "model's weights are dense real numbers")
             (first, tensor), *others = found.items()
             for alias, other in others:             # a tied matrix stored under each name must be one matrix
                 if other.shape != tensor.shape or not torch.equal(other, tensor):

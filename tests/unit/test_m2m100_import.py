@@ -327,3 +327,38 @@ def test_fairseq_sinusoids_equal_m2m100s_table_to_the_bit(d_model):
     theirs = Theirs.get_embedding(1024 + 2, d_model, padding_idx=1)                    # [L + 2, d]
     ours = sinusoidal_table(1024, d_model, 10000.0, "halves", "fairseq", 2)            # [L, d]
     assert torch.equal(ours, theirs[2:])
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("sparse", "model.encoder.layers.0.fc1.weight is a sparse tensor; a model's weights are dense real numbers"),
+    ("complex", "model.encoder.layers.0.fc1.weight is a complex tensor"),
+    ("legacy", "legacy_behaviour must be true or false, not 'true'"),
+])
+def test_a_weight_that_is_no_dense_real_matrix_or_a_flag_in_words_is_refused_naming_it(imported, tmp_path, damage,
+                                                                                         message):
+    """A sparse tensor in a .bin failed in the finiteness check with torch's own message (no file, no tensor
+    named); a complex one lost its imaginary part with a warning; legacy_behaviour "true" (text, which
+    transformers takes as true) was read as false: the source's tag in the other place than transformers'."""
+    kind, hf, hf_dir, _ = imported
+    source = tmp_path / "src"
+    shutil.copytree(hf_dir, source)
+    if damage == "legacy":
+        config = json.loads((source / "tokenizer_config.json").read_text())
+        (source / "tokenizer_config.json").write_text(json.dumps({**config, "legacy_behaviour": "true"}))
+    else:
+        (source / "model.safetensors").unlink()
+        state = dict(hf.state_dict())
+        weight = state["model.encoder.layers.0.fc1.weight"]
+        state["model.encoder.layers.0.fc1.weight"] = weight.to_sparse() if damage == "sparse" else weight.to(torch.complex64)
+        torch.save(state, source / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=message):
+        import_m2m100(str(source), tmp_path / "out", src_lang=PAIRS[kind][0], tgt_lang=PAIRS[kind][1][0])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_null_decoder_start_id_is_the_default_as_a_missing_one(imported, tmp_path):
+    kind, _, hf_dir, ck = imported
+    source = _edited(hf_dir, tmp_path, decoder_start_token_id=None)
+    again = load_checkpoint(import_m2m100(str(source), tmp_path / "out", dtype=torch.float32,
+                                          src_lang=PAIRS[kind][0], tgt_lang=PAIRS[kind][1][0]))
+    assert again.config.decoder_start_id == ck.config.decoder_start_id == 2
