@@ -164,9 +164,10 @@ def _unreadable_bin(path: Path) -> SourceError:
 def readme_facts(directory: Path) -> dict[str, str]:
     """The licence and datasets a model card's YAML front matter states (`license: cc-by-4.0`), if any."""
     path = directory / n.HF_README
-    if not path.is_file() or path.stat().st_size > MAX_README_BYTES:
+    try:                                        # facts only: an unreadable card loses none of the import
+        text = read_user_file(path, MAX_README_BYTES).decode("utf-8", errors="replace")
+    except (UserFileError, OSError):
         return {}
-    text = path.read_text(encoding="utf-8", errors="replace")
     front = re.match(r"^---\s*\n(.*?)\n---", text, re.S)
     facts: dict[str, str] = {}
     if front:

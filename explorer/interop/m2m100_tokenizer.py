@@ -18,6 +18,7 @@ from pathlib import Path
 
 from explorer.files import names
 from explorer.files.limits import TOKENIZER_BYTES, whole_number
+from explorer.files.user_files import UserFileError, read_user_file
 from explorer.interop.config_fields import brief
 from explorer.interop.hf_source import SourceError, parse_json, read_json, read_optional_json
 from explorer.text.language_codes import M2M100_SETS, NLLB_CODES
@@ -60,9 +61,11 @@ def tokenizer_from_hf(directory: Path, vocab_size: int) -> MultilingualTokenizer
 
 
 def _read_bytes(path: Path) -> bytes:
-    if path.stat().st_size > TOKENIZER_BYTES:
-        raise SourceError(f"{path}: more than the {TOKENIZER_BYTES:,} bytes a tokenizer file may have here")
-    return path.read_bytes()
+    """A tokenizer file read as a user's file is (a link to /proc/self/pagemap said only "Invalid argument")."""
+    try:
+        return read_user_file(path, TOKENIZER_BYTES)
+    except UserFileError as exc:
+        raise SourceError(str(exc)) from None
 
 
 def _piece_count(model: bytes, path: Path) -> int:

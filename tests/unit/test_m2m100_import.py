@@ -362,3 +362,21 @@ def test_a_null_decoder_start_id_is_the_default_as_a_missing_one(imported, tmp_p
     again = load_checkpoint(import_m2m100(str(source), tmp_path / "out", dtype=torch.float32,
                                           src_lang=PAIRS[kind][0], tgt_lang=PAIRS[kind][1][0]))
     assert again.config.decoder_start_id == ck.config.decoder_start_id == 2
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/pagemap"), reason="needs Linux's /proc/self/pagemap")
+def test_a_tokenizer_file_that_cannot_be_read_is_named_and_an_unreadable_card_loses_nothing(imported, tmp_path):
+    """Both as links to /proc/self/pagemap (a file whose read fails): the import said only "[Errno 22] Invalid
+    argument", for the README after the model was converted, losing the whole import."""
+    kind, _, hf_dir, _ = imported
+    source = tmp_path / "src"
+    shutil.copytree(hf_dir, source)
+    (source / "README.md").unlink(missing_ok=True)
+    (source / "README.md").symlink_to("/proc/self/pagemap")
+    langs = dict(src_lang=PAIRS[kind][0], tgt_lang=PAIRS[kind][1][0])
+    assert load_checkpoint(import_m2m100(str(source), tmp_path / "out", **langs)).config.d_model > 0
+    (source / "sentencepiece.bpe.model").unlink()
+    (source / "sentencepiece.bpe.model").symlink_to("/proc/self/pagemap")
+    with pytest.raises(ValueError, match=r"sentencepiece\.bpe\.model: cannot be read"):
+        import_m2m100(str(source), tmp_path / "again", **langs)
+    assert not (tmp_path / "again").exists()
