@@ -147,7 +147,8 @@ def _weights_to_save(model: Transformer, dtype: torch.dtype) -> dict[str, torch.
         name, t = names[0], state[names[0]]
         copy = t.detach().to("cpu", dtype=dtype if t.is_floating_point() else t.dtype, copy=True).contiguous()
         if t.is_floating_point() and not bool(torch.isfinite(copy).all()) and bool(torch.isfinite(t).all()):
-            raise ValueError(f"{name}: values overflow {dtype}; save in float32")
+            raise ValueError(f"{name}: values past {str(dtype).removeprefix('torch.')}'s range; save in float32 "
+                             f"(python -m explorer convert: --dtype float32)")
         out[name] = copy
     return out
 

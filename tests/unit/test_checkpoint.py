@@ -82,6 +82,17 @@ def test_float16_storage_upcasts_and_leaves_the_live_model_alone(tmp_path, fake_
     assert size(path) < 0.6 * size(tmp_path / "f32")
 
 
+def test_a_weight_past_float16_s_range_is_refused_saying_how_to_keep_it(tmp_path, fake_tokenizer):
+    """It said "values overflow torch.float16; save in float32", where the command's option is --dtype float32."""
+    model = make_model()
+    with torch.no_grad():
+        next(model.parameters())[0] = 1e6                              # float16's largest is 65,504
+    with pytest.raises(ValueError, match=r"values past float16's range; save in float32 \(python -m explorer "
+                                         r"convert: --dtype float32\)"):
+        save(tmp_path / "f16", model, dtype=torch.float16)
+    assert not (tmp_path / "f16").exists()
+
+
 def test_save_failing_midway_keeps_the_previous_checkpoint(tmp_path, fake_tokenizer, monkeypatch):
     old, new = make_model(seed=1), make_model(seed=2)
     path = save(tmp_path / "ck", old)
