@@ -75,26 +75,12 @@ def test_source_and_target_ids_equal_the_transformers_tokenizer(imported):
         assert tok.decode(labels) == target
 
 
-def test_logits_match_hugging_face_on_a_padded_batch_within_1e_4(imported):
-    _, hf, _, ck = imported
-    rows = sources(ck)
-    width, pad = max(map(len, rows)), ck.config.pad_id
-    src = torch.tensor([r + [pad] * (width - len(r)) for r in rows])                   # [B, S]
-    tgt_in = torch.randint(4, ck.config.tgt_vocab_size, (src.shape[0], 7))             # [B, T]
-    tgt_in[:, 0] = ck.config.decoder_start_id
-    tgt_in[:, 1] = ck.tokenizer.forced_target[0]
-    with torch.no_grad():
-        ours = ck.model.logits(src, tgt_in)                                            # [B, T, V]
-        theirs = hf(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt_in).logits
-    assert (src == pad).any(), "the batch must be padded"
-    difference = (ours - theirs).abs().max().item()
-    assert difference < 1e-4, difference
-
-
 def _logit_difference(hf, ck) -> float:
+    """The largest |ours - transformers'| logit on the test sources as a padded batch, random target ids."""
     rows = sources(ck)
     width, pad = max(map(len, rows)), ck.config.pad_id
     src = torch.tensor([r + [pad] * (width - len(r)) for r in rows])                   # [B, S]
+    assert (src == pad).any(), "the batch must be padded"
     tgt_in = torch.randint(4, ck.config.tgt_vocab_size, (src.shape[0], 7))             # [B, T]
     tgt_in[:, 0] = ck.config.decoder_start_id
     tgt_in[:, 1] = ck.tokenizer.forced_target[0]
@@ -102,6 +88,12 @@ def _logit_difference(hf, ck) -> float:
         ours = ck.model.logits(src, tgt_in)                                            # [B, T, V]
         theirs = hf(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt_in).logits
     return (ours - theirs).abs().max().item()
+
+
+def test_logits_match_hugging_face_on_a_padded_batch_within_1e_4(imported):
+    _, hf, _, ck = imported
+    difference = _logit_difference(hf, ck)
+    assert difference < 1e-4, difference
 
 
 def test_untied_embeddings_import_apart_and_tied_copies_that_differ_are_refused(tmp_path):
