@@ -140,10 +140,7 @@ def read_json_object(path: Path, keys: tuple[str, ...] = ()) -> dict | None:
     of `{},{},...` took 2.7 GB to read; the count bounds what a read may take before it starts. A
     MemoryError (a process under a memory cap) is a file that cannot be read, as the others."""
     try:
-        raw = read_user_file(path, limits.RESULT_BYTES)
-        if json_values_bound(raw) > limits.RESULT_VALUES:
-            return None
-        data = json_of(raw, path)
+        data = json_of(read_user_file(path, limits.RESULT_BYTES), path, limits.RESULT_VALUES)
     except (OSError, ValueError, RecursionError, MemoryError):          # UserFileError is a ValueError
         return None
     return data if isinstance(data, dict) and all(k in data for k in keys) else None
