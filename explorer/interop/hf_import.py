@@ -20,7 +20,7 @@ from explorer.interop import hf_source as src
 from explorer.interop import m2m100
 from explorer.interop.config_fields import SIZES, FieldError, check_field_types
 from explorer.interop.m2m100_tokenizer import tokenizer_from_hf
-from explorer.interop.marian import LOGITS_BIAS, ConversionError, model_config_from_hf, state_from_hf
+from explorer.interop.marian import LOGITS_BIAS, ConversionError, hf_aliases, model_config_from_hf, state_from_hf
 from explorer.model import Transformer
 from explorer.model.skeleton import model_skeleton
 from explorer.store.card import ModelCard, with_model_card
@@ -68,6 +68,7 @@ def import_marian(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise ConversionError(f"{directory}: the vocabulary has {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size} "
                               f"entries, config.json says {cfg.src_vocab_size}/{cfg.tgt_vocab_size}")
+    src.check_generation_start(directory, cfg.decoder_start_id)
     check_memory(str(weights_file), load_bytes(cfg, copies=2))     # the converted tensors beside the model
     model = _model_from(get, cfg, weights_file)
 
@@ -145,6 +146,7 @@ def import_m2m100(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
         tokenizer = tokenizer.with_languages(src_lang, tgt_lang)
     with _config_at(directory):
         cfg = m2m100.model_config_from_hf(hf, tokenizer.special)
+    src.check_generation_start(directory, cfg.decoder_start_id)
     get, weights_file = src.tensor_reader(directory)
     header = None
     if weights_file.name == names.HF_WEIGHTS[0]:
@@ -152,8 +154,10 @@ def import_m2m100(source: str, out: str | Path, *, dtype: torch.dtype = torch.fl
             header = read_header(weights_file)
         except CheckpointError as exc:
             raise ConversionError(str(exc)) from None
-    check_memory(str(weights_file), load_bytes(cfg, header, copies=2))     # the converted tensors beside the model
-    model = _model_from(get, cfg, weights_file, m2m100.m2m100_name_map(cfg))
+    wanted = m2m100.m2m100_name_map(cfg)
+    read = {alias for theirs in wanted.values() for alias in hf_aliases(theirs)}   # what is left alone costs nothing
+    check_memory(str(weights_file), load_bytes(cfg, header, copies=2, read=read))  # converted tensors beside the model
+    model = _model_from(get, cfg, weights_file, wanted)
 
     facts = src.readme_facts(directory)
     card = with_model_card({}, ModelCard(

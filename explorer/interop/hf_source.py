@@ -21,6 +21,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from explorer.files import names as n
+from explorer.interop.config_fields import brief
 from explorer.files.user_files import UserFileError, json_of, read_user_file
 
 HUB_HOST = "huggingface.co"
@@ -120,6 +121,22 @@ def read_optional_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise SourceError(f"{path}: expected a JSON object")
     return data
+
+
+def check_generation_start(directory: Path, decoder_start_id: int) -> None:
+    """Refuse a generation_config.json whose decoder_start_token_id differs from the one the import took
+    from config.json: transformers' generate starts from generation_config.json's, so the import would
+    translate otherwise than its source (only a damaged or hand-edited folder; the two agree as written)."""
+    path = directory / n.HF_GENERATION_CONFIG
+    value = read_optional_json(path).get("decoder_start_token_id")
+    if value is None:
+        return
+    if type(value) is not int:
+        raise SourceError(f"{path}: decoder_start_token_id must be a whole number, not {brief(value)}")
+    if value != decoder_start_id:
+        raise SourceError(f"{path}: decoder_start_token_id is {value}, config.json's is {decoder_start_id}: "
+                          f"transformers' generate would start decoding from {value}, this import from "
+                          f"{decoder_start_id} (make the two files agree)")
 
 
 def tensor_reader(directory: Path) -> tuple[Callable[[str], torch.Tensor | None], Path]:

@@ -13,7 +13,7 @@ import os
 import struct
 import sys
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Collection, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -25,7 +25,11 @@ from explorer.model import Transformer, parameter_count
 from explorer.store.errors import CheckpointError
 
 MAX_HEADER_BYTES = 100 << 20     # the safetensors library's own limit on a header
-_ST_DTYPES = {"F16": torch.float16, "F32": torch.float32, "BF16": torch.bfloat16, "F64": torch.float64}
+_ST_DTYPES = {"F16": torch.float16, "F32": torch.float32, "BF16": torch.bfloat16, "F64": torch.float64}  # weights
+# Every whole-byte safetensors dtype, by bytes per value: a header's sizes are checked for all of them, so a
+# tensor of another dtype that nothing reads (an int64 buffer some exports keep) is no reason to refuse a file.
+_ST_ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+                "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
 
 
 def read_header(path: Path) -> dict[str, dict]:
@@ -54,15 +58,19 @@ def read_header(path: Path) -> dict[str, dict]:
     for name, info in header.items():
         try:
             start, stop = info["data_offsets"]
-            dtype, shape = _ST_DTYPES[info["dtype"]], info["shape"]
+            shape = info["shape"]
             if not all(type(v) is int and v >= 0 for v in [start, stop, *shape]) or start > stop:
                 raise ValueError
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(f"{path}: corrupt header entry for {name!r}") from None
+        itemsize = _ST_ITEMSIZE.get(info.get("dtype")) if isinstance(info.get("dtype"), str) else None
+        if itemsize is None:
+            raise CheckpointError(f"{path}: tensor {name!r} has dtype {str(info.get('dtype'))[:20]!r}, which this tool "
+                                  f"cannot read (one of {', '.join(_ST_ITEMSIZE)})")
         numel = 1
         for s in shape:
             numel *= s
-        if stop - start != numel * dtype.itemsize:
+        if stop - start != numel * itemsize:
             raise CheckpointError(f"{path}: corrupt header entry for {name!r} (size does not match shape)")
     end = _check_tiling(path, header)
     if 8 + n + end != size:
@@ -103,20 +111,22 @@ def check_size(cfg: ModelConfig, header: dict[str, dict], weights: Path) -> None
     check_memory(str(weights), load_bytes(cfg, header))
 
 
-def load_bytes(cfg: ModelConfig, header: dict[str, dict] | None = None, *, copies: int = 1) -> int:
+def load_bytes(cfg: ModelConfig, header: dict[str, dict] | None = None, *, copies: int = 1,
+               read: Collection[str] | None = None) -> int:
     """The bytes a load holds at its peak, from the config and the header alone: `copies` float32 copies
     of every parameter (load_checkpoint builds the model, then reads one stored tensor at a time into
     it: 1; an import holds the converted tensors beside the model: 2), the positional tables (one
     buffer per stack, none when positions are learned: they are parameters), and the largest stored
-    tensor as read (its own dtype) and as converted to float32.
+    tensor as read (its own dtype) and as converted to float32: of those named in `read` when given (an
+    import reads only the tensors its model needs; a stored tensor it leaves alone takes no memory).
 
     A file's size on disk says nothing about this (a sparse file of 8 KB can claim a 1 GB tensor),
     hence a bound in bytes of memory, checked before anything is allocated."""
     tables = 0 if cfg.positions == "learned" else 2 * 4 * cfg.max_len * cfg.d_model
     largest = 0
-    for info in (header or {}).values():
-        numel = math.prod(info["shape"])
-        largest = max(largest, numel * (_ST_DTYPES[info["dtype"]].itemsize + 4))
+    for name, info in (header or {}).items():
+        if read is None or name in read:
+            largest = max(largest, math.prod(info["shape"]) * (_ST_ITEMSIZE[info["dtype"]] + 4))
     return copies * 4 * parameter_count(cfg) + tables + largest
 
 
@@ -143,6 +153,9 @@ def checked_state(model: Transformer, header: dict[str, dict], weights: Path) ->
         want, got = list(expected[name].shape), header[stored]["shape"]
         if want != got:
             raise CheckpointError(f"{weights}: tensor {stored!r} has shape {got}, the config needs {want}")
+        if header[stored]["dtype"] not in _ST_DTYPES:
+            raise CheckpointError(f"{weights}: tensor {stored!r} is stored as {header[stored]['dtype']}; a model's "
+                                  f"weights are floating-point ({', '.join(_ST_DTYPES)})")
     unexpected = sorted(set(header) - set(mapping))
     if unexpected:
         raise CheckpointError(f"{weights}: unexpected tensor(s) {unexpected[:5]} (wrong model config?)")
@@ -160,12 +173,13 @@ def read_tensors(path: Path, header: dict[str, dict], names: Iterable[str]) -> I
         (n,) = struct.unpack("<Q", f.read(8))
         for name in sorted(names, key=lambda k: header[k]["data_offsets"][0]):
             info = header[name]
+            if (dtype := _ST_DTYPES.get(info["dtype"])) is None:          # checked_state refuses it first
+                raise CheckpointError(f"{path}: tensor {name!r} is stored as {info['dtype']}, not as floating-point")
             start, stop = info["data_offsets"]
             f.seek(8 + n + start)
             data = bytearray(stop - start)
             if f.readinto(data) != len(data):
                 raise CheckpointError(f"{path}: truncated while reading {name!r}")
-            dtype = _ST_DTYPES[info["dtype"]]
             tensor = torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
             if sys.byteorder != "little":                                   # the format is little-endian
                 tensor = torch.from_numpy(tensor.numpy().byteswap())

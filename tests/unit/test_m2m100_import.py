@@ -372,3 +372,65 @@ def test_a_tokenizer_file_that_cannot_be_read_is_named_and_an_unreadable_card_lo
     with pytest.raises(ValueError, match=r"sentencepiece\.bpe\.model: cannot be read"):
         import_m2m100(str(source), tmp_path / "again", **langs)
     assert not (tmp_path / "again").exists()
+
+
+def _with_tensors(hf_dir, tmp_path, change) -> "Path":
+    """A copy of the source whose model.safetensors holds change(its tensors)."""
+    from safetensors.torch import load_file, save_file
+    source = tmp_path / "src"
+    shutil.copytree(hf_dir, source)
+    tensors = load_file(str(source / "model.safetensors"))
+    save_file(change(tensors), str(source / "model.safetensors"), metadata={"format": "pt"})
+    return source
+
+
+def _claim_unused_tensor(weights, numel: int) -> None:
+    """Add to the header an F32 tensor of `numel` values after the data, the file grown sparse to fit it."""
+    import struct
+    data = weights.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    end = max(info["data_offsets"][1] for name, info in header.items() if name != "__metadata__")
+    header["unused.weight"] = {"dtype": "F32", "shape": [numel], "data_offsets": [end, end + 4 * numel]}
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(weights, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + data[8 + n:])
+        f.truncate(8 + len(head) + end + 4 * numel)
+
+
+def test_a_stored_tensor_the_model_does_not_use_costs_nothing_and_an_integer_weight_is_refused(imported, tmp_path):
+    """An unused int64 buffer was a "corrupt header entry", and an unused tensor of 4 GiB (a sparse file) made the
+    import refuse for 8 GiB it would never take: the bound counted the header's largest tensor, read or not."""
+    kind, _, hf_dir, ck = imported
+    langs = dict(src_lang=PAIRS[kind][0], tgt_lang=PAIRS[kind][1][0])
+    source = _with_tensors(hf_dir, tmp_path, lambda t: {**t, "model.encoder.embed_positions._float_tensor":
+                                                        torch.zeros(1, dtype=torch.int64)})
+    _claim_unused_tensor(source / "model.safetensors", 1 << 30)
+    again = load_checkpoint(import_m2m100(str(source), tmp_path / "out", dtype=torch.float32, **langs))
+    assert all(torch.equal(again.model.state_dict()[k], v) for k, v in ck.model.state_dict().items())
+    shutil.rmtree(tmp_path / "src")
+    weight = "model.encoder.layers.0.fc1.weight"
+    source = _with_tensors(hf_dir, tmp_path, lambda t: {**t, weight: (t[weight] * 10).long()})
+    with pytest.raises(ValueError, match=rf"{weight} is stored as int64; a model's weights are floating-point"):
+        import_m2m100(str(source), tmp_path / "again", **langs)
+    assert not (tmp_path / "again").exists()
+
+
+@pytest.mark.parametrize("start, message", [
+    (0, "decoder_start_token_id is 0, config.json's is 2: transformers' generate would start decoding from 0"),
+    ("2", "decoder_start_token_id must be a whole number, not '2'"),
+])
+def test_a_generation_config_that_starts_elsewhere_than_config_json_is_refused(imported, tmp_path, start, message):
+    """generation_config.json was never read: one whose start id differs (a damaged or hand-edited folder) made
+    transformers' generate translate from another token than the import does."""
+    kind, _, hf_dir, _ = imported
+    source = tmp_path / "src"
+    shutil.copytree(hf_dir, source)
+    generation = json.loads((source / "generation_config.json").read_text())
+    assert generation["decoder_start_token_id"] == 2                # as save_pretrained writes it: imports
+    (source / "generation_config.json").write_text(json.dumps({**generation, "decoder_start_token_id": start}))
+    with pytest.raises(ValueError, match=message) as caught:
+        import_m2m100(str(source), tmp_path / "out", src_lang=PAIRS[kind][0], tgt_lang=PAIRS[kind][1][0])
+    assert "generation_config.json" in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "out").exists()

@@ -187,6 +187,20 @@ def test_a_config_that_does_not_fit_is_refused_with_its_reason(marian, tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_generation_config_that_starts_elsewhere_is_refused(marian, tmp_path):
+    """Marian starts from <pad>: a generation_config.json that says otherwise made transformers' generate start
+    from another token than the import (it was never read)."""
+    _, hf_dir, _ = marian
+    source = _copy(hf_dir, tmp_path / "edited")
+    generation = json.loads((source / "generation_config.json").read_text())
+    pad = json.loads((source / "config.json").read_text())["pad_token_id"]
+    assert generation["decoder_start_token_id"] == pad                  # as save_pretrained writes it: imports
+    (source / "generation_config.json").write_text(json.dumps({**generation, "decoder_start_token_id": 0}))
+    with pytest.raises(ValueError, match=rf"generation_config.json: decoder_start_token_id is 0, config.json's is {pad}"):
+        import_marian(str(source), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("bias", [
     "zeros of another vocabulary",       # needs no bias, but is not this model's
     "16M non-zero values",               # was dropped in silence from 1 << 24 values on

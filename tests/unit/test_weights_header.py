@@ -10,8 +10,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from explorer.model import Transformer
 from explorer.store.errors import CheckpointError
-from explorer.store.weights import read_header
+from explorer.store.weights import alias_groups, checked_state, read_header, read_tensors
+from support.model_helpers import tiny_config
 
 
 def _write(path, header: dict, data: bytes) -> None:
@@ -49,3 +51,31 @@ def test_a_range_whose_length_is_not_its_shape_is_refused(tmp_path):
     _write(path, {"a": _entry(0, 12, 4)}, bytes(12))
     with pytest.raises(CheckpointError, match="size does not match shape"):
         read_header(path)
+
+
+def test_every_whole_byte_dtype_is_sized_and_an_unknown_one_is_named(tmp_path):
+    """An int64 or bool tensor was a "corrupt header entry": a file with an unused integer buffer (as some
+    exports keep) could not be imported at all. A dtype no safetensors writer uses is named."""
+    path = tmp_path / "model.safetensors"
+    save_file({"w": torch.ones(3), "steps": torch.zeros(2, dtype=torch.int64), "mask": torch.ones(5, dtype=torch.bool)},
+              str(path))
+    assert {name: info["dtype"] for name, info in read_header(path).items()} == {"w": "F32", "steps": "I64",
+                                                                                  "mask": "BOOL"}
+    _write(path, {"a": {"dtype": "Q3", "shape": [4], "data_offsets": [0, 4]}}, bytes(4))
+    with pytest.raises(CheckpointError, match=r"tensor 'a' has dtype 'Q3', which this tool cannot read \(one of BOOL"):
+        read_header(path)
+
+
+def test_a_weight_stored_as_integers_is_refused_naming_it(tmp_path):
+    model = Transformer(tiny_config())
+    state = model.state_dict()
+    name = "decoder.layers.0.ffn.w_1.weight"
+    stored = {names[0]: state[names[0]].contiguous() for names in alias_groups(model)}    # tied matrices once
+    stored[name] = stored[name].to(torch.int32)
+    path = tmp_path / "model.safetensors"
+    save_file(stored, str(path))
+    header = read_header(path)
+    with pytest.raises(CheckpointError, match=rf"tensor '{name}' is stored as I32; a model's weights are floating-point"):
+        checked_state(model, header, path)
+    with pytest.raises(CheckpointError, match=rf"tensor '{name}' is stored as I32, not as floating-point"):
+        list(read_tensors(path, header, [name]))
