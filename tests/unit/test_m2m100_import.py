@@ -374,7 +374,7 @@ def test_a_tokenizer_file_that_cannot_be_read_is_named_and_an_unreadable_card_lo
     assert not (tmp_path / "again").exists()
 
 
-def _with_tensors(hf_dir, tmp_path, change) -> "Path":
+def _with_tensors(hf_dir, tmp_path, change):
     """A copy of the source whose model.safetensors holds change(its tensors)."""
     from safetensors.torch import load_file, save_file
     source = tmp_path / "src"
