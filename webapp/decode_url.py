@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from explorer.config import MAX_BEAM, MAX_DECODE_LEN, DecodeConfig
+from explorer.config import DecodeConfig
+from explorer.config.checks import MAX_BEAM, MAX_DECODE_LEN
 from webapp.url_keys import UrlKey, integer
 
 BEAM_CAP = min(16, MAX_BEAM)     # the Translate page's cap on beam size and n-best (below MAX_BEAM: past

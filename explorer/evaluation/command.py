@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from explorer.config import MAX_BEAM, DecodeConfig
+from explorer.config import DecodeConfig
+from explorer.config.checks import MAX_BEAM
 from explorer.data.encoded import encode_pairs
 from explorer.data.files import read_tsv
 from explorer.decoding.translate import forced_target

@@ -1,7 +1,7 @@
 """Parameter counts per block of a live model, beside the paper's base and big models.
 
 The Architecture page's table: every parameter in a row per (layer, part) and diagram block, a tied
-matrix counted once, so the rows add up to model.num_parameters(); the paper's models (config.py's
+matrix counted once, so the rows add up to model.num_parameters(); the paper's models (explorer.config's
 PAPER_MODELS) are counted from their configs alone (model/skeleton.py's parameter_count).
 """
 from __future__ import annotations

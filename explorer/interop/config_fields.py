@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from explorer.config import MODEL_LIMITS
+from explorer.config.checks import MODEL_LIMITS
 
 # the sizes both families need, with no default taken
 SIZES = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",

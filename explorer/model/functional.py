@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from explorer.config import ACTIVATION_NAMES, PE_FREQUENCIES, PE_LAYOUTS
+from explorer.config.checks import ACTIVATION_NAMES, PE_FREQUENCIES, PE_LAYOUTS
 
 Tensor = torch.Tensor
 Map = Callable[[Tensor], Tensor]          # a product, a norm, a dropout or a capture point
@@ -38,7 +38,7 @@ def identity(x: Tensor) -> Tensor:
 #   swish  x * sigmoid(x) (= SiLU)    Marian / OPUS-MT
 #   gelu   x * Phi(x), exact (erf)    as Hugging Face's "gelu"
 ACTIVATIONS: dict[str, Map] = {"relu": torch.relu, "swish": F.silu, "gelu": F.gelu}
-assert tuple(ACTIVATIONS) == ACTIVATION_NAMES, "config.ACTIVATION_NAMES and ACTIVATIONS must agree"
+assert tuple(ACTIVATIONS) == ACTIVATION_NAMES, "config.checks.ACTIVATION_NAMES and ACTIVATIONS must agree"
 
 
 def check_activation(name: str) -> str:

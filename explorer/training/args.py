@@ -15,7 +15,8 @@ import os
 from dataclasses import fields
 from pathlib import Path
 
-from explorer.config import PRESETS, ModelConfig, TrainConfig, check_train_fields, preset
+from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
+from explorer.config.checks import check_train_fields
 from explorer.files import limits, names
 from explorer.files.user_files import UserFileError, read_user_json
 from explorer.runtime.device import check_device
@@ -151,7 +152,7 @@ def _check_upper_limits(cfg: TrainConfig) -> None:
 
 def validate(cfg: TrainConfig) -> None:
     """Refuse settings that cannot work, before anything starts (the app shows these messages)."""
-    check_train_fields(cfg)          # types, and the numbers no run can use (explorer.config)
+    check_train_fields(cfg)          # types, and the numbers no run can use (explorer.config.checks)
     _check_finite(cfg)
     _check_upper_limits(cfg)
     checks = [                       # the trainer's own, narrower than what any run could use

@@ -15,7 +15,8 @@ import torch
 
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from explorer.store.catalog import list_checkpoints
-from explorer.config import MODEL_LIMITS, ModelConfig, preset
+from explorer.config import ModelConfig, preset
+from explorer.config.checks import MODEL_LIMITS
 from explorer.model import model_skeleton, parameter_count
 from support.damage import ABSURD, probe
 from support.model_helpers import FakeTokenizer, make_model

@@ -1,4 +1,4 @@
-"""A model's max_len has a floor a model can translate with (config.MODEL_MINIMUMS): a checkpoint whose
+"""A model's max_len has a floor a model can translate with (config.checks.MODEL_MINIMUMS): a checkpoint whose
 config.json says max_len 1 or 2 is refused as damaged, the field named, instead of evaluating to BLEU 0.00."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.config import MODEL_MINIMUMS, ModelConfig, preset
+from explorer.config import ModelConfig, preset
+from explorer.config.checks import MODEL_MINIMUMS
 from explorer.store.catalog import list_checkpoints
 from explorer.store.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from explorer.text.encoding import target_ids

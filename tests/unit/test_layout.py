@@ -42,8 +42,8 @@ def test_the_library_is_folders_with_few_modules_beside_them():
 
 
 # The library's floors, lowest first: a package imports only from its own floor or lower ones, so a new
-# analysis lands above what it uses and nothing below has to know it (the top-level config module
-# counts as a floor of its own; the command entries train.py, evaluate.py, convert.py sit on top). The
+# analysis lands above what it uses and nothing below has to know it (config/, the
+# configs and their bounds, is a floor of its own; the command entries train.py, evaluate.py, convert.py sit on top). The
 # analyses stand side by side in studies/ (see STUDIES_ALLOWED below); nothing in the library reads
 # them but the command door (explorer/__main__.py): the app does.
 FLOORS = ("runtime", "files", "text", "config", "model", "inspection", "decoding", "data", "store",

@@ -244,7 +244,7 @@ def test_the_analyses_caches_are_bounded_in_bytes_page_by_page():
 def figures():
     """(what the code says, what the document says it is, the document's words for it)."""
     from explorer.studies.align.attribution import ATTRIBUTION_BYTES
-    from explorer.config import MAX_POSITION_VALUES, MODEL_LIMITS
+    from explorer.config.checks import MAX_POSITION_VALUES, MODEL_LIMITS
     from explorer.training.args import MAX_BATCH_TOKENS
     from webapp import analyses, background, models, sentence
 
