@@ -17,6 +17,9 @@ TOKENIZER_BYTES = 64 << 20          # a sentencepiece model or Marian's vocab.js
 TOKENIZER_VALUES = 2_000_000        # ... and the JSON values in a vocab.json or languages.json (user_files.
                                     # json_values_bound: two a piece; OPUS-MT's 58,101 pieces: ~116,000,
                                     # M2M100's 128,112: ~256,000); 63 MB of `[{},{},...]` took 4.4 GB to read
+TOKENIZER_PIECES = 1 << 20          # ... and the pieces in a sentencepiece model, counted before sentencepiece
+                                    # reads it (text.tokenizer.piece_count): the vocabulary bound (config.
+                                    # checks.MODEL_LIMITS); 3.5M pieces in 60 MB took sentencepiece 1.5 GB
 RESULT_BYTES = 128 << 20            # an analysis's result JSON read back, and refused as it is written
                                     # (atomic.write_result_atomic) (the largest measured: a Graphs page
                                     # result of a 35-piece Bible verse through random dictionaries, six prunings

@@ -22,6 +22,7 @@ from explorer.files.user_files import UserFileError, read_user_file
 from explorer.interop.config_fields import brief
 from explorer.interop.hf_source import SourceError, parse_json, read_json, read_optional_json
 from explorer.text.language_codes import M2M100_SETS, NLLB_CODES
+from explorer.text.tokenizer import sentencepiece_model
 from explorer.text.multilingual import (FAIRSEQ_SPECIAL, LANGUAGES_FILE, NLLB_OFFSET, SPM_FILE, VOCAB_FILE,
                                         MultilingualTokenizer)
 
@@ -69,13 +70,10 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _piece_count(model: bytes, path: Path) -> int:
-    import sentencepiece as spm
-    sp = spm.SentencePieceProcessor()
     try:
-        sp.LoadFromSerializedProto(model)
-    except Exception as exc:                               # noqa: BLE001 - sentencepiece's own errors
-        raise SourceError(f"{path}: not a sentencepiece model ({' '.join(str(exc).splitlines())})") from None
-    return sp.get_piece_size()
+        return sentencepiece_model(str(path), model).get_piece_size()
+    except ValueError as exc:
+        raise SourceError(str(exc)) from None
 
 
 def _m2m100_languages(vocab_bytes: bytes, vocab_path: Path, config: dict) -> tuple[dict[str, int], dict[str, int]]:

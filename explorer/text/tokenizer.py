@@ -27,10 +27,50 @@ from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 MODEL_TYPES = ("bpe", "unigram", "word")
 
 
+def piece_count(data: bytes, stop_after: int) -> int:
+    """How many pieces the serialized sentencepiece model `data` holds (its ModelProto's repeated field 1),
+    counted by walking the protobuf's top level without building anything; the count stops once it
+    passes `stop_after`. Bytes that are no protobuf end the walk: sentencepiece refuses those itself."""
+    count, at, end = 0, 0, len(data)
+    while at < end and count <= stop_after:
+        if data[at] == 0x0A and at + 1 < end and data[at + 1] < 0x80:   # a piece of < 128 bytes: most of them
+            at += 2 + data[at + 1]
+            count += 1
+            continue
+        key, at = _varint(data, at)
+        wire = key & 7
+        if wire == 0:                                      # a varint
+            _, at = _varint(data, at)
+        elif wire == 2:                                    # bytes: a piece is a field-1 message
+            length, at = _varint(data, at)
+            at += length
+            count += key >> 3 == 1
+        elif wire in (1, 5):                               # 8 or 4 fixed bytes
+            at += 8 if wire == 1 else 4
+        else:
+            break
+    return count
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """(value, the offset after it) of the protobuf varint at `at` (at most 10 bytes)."""
+    value = shift = 0
+    for i in range(at, min(at + 10, len(data))):
+        value |= (data[i] & 0x7F) << shift
+        if data[i] < 0x80:
+            return value, i + 1
+        shift += 7
+    return value, len(data)
+
+
 def sentencepiece_model(name: str, data: bytes) -> spm.SentencePieceProcessor:
     """The sentencepiece model serialized in `data`, the bytes of the file `name`; ValueError naming the
     file otherwise. sentencepiece's own refusal tells a user nothing ("INTERNAL: src/sentencepiece_
-    processor.cc(109) [model_proto->ParseFromArray(...)]", "unk is not defined")."""
+    processor.cc(109) [model_proto->ParseFromArray(...)]", "unk is not defined"), and its memory is not
+    bounded by the file's: pieces past any vocabulary's bound are refused before it reads them."""
+    if piece_count(data, limits.TOKENIZER_PIECES) > limits.TOKENIZER_PIECES:
+        raise ValueError(f"{name}: holds more than {limits.TOKENIZER_PIECES:,} pieces, more than any model's "
+                         "vocabulary may have (TOKENIZER_PIECES in explorer/files/limits.py)")
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(data)

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from explorer.text.tokenizer import Tokenizer
+import sentencepiece as spm
+
+from explorer.files import limits
+from explorer.text.tokenizer import Tokenizer, piece_count
+
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints"
 
 SRC = ["en el principio crió dios los cielos y la tierra", "y dijo dios sea la luz y fué la luz",
        "porque de tal manera amó dios al mundo", "bienaventurados los pobres en espíritu"] * 30
@@ -109,6 +114,31 @@ def test_a_damaged_model_file_is_said_in_words(joint, tmp_path, damage):
     with pytest.raises(ValueError) as err:
         Tokenizer.load(str(tmp_path))
     assert str(err.value) == "tokenizer.model: not a sentencepiece model (damaged or of another kind)"
+
+
+@pytest.mark.parametrize("model", ["joint", *sorted(p.parent.name for p in SHIPPED.glob("*/tokenizer.model"))])
+def test_the_pieces_counted_in_the_file_are_the_pieces_sentencepiece_reads(joint, model):
+    import sentencepiece as spm
+    data = (joint.model_bytes()["tokenizer.model"] if model == "joint"
+            else (SHIPPED / model / "tokenizer.model").read_bytes())
+    assert piece_count(data, limits.TOKENIZER_PIECES) == spm.SentencePieceProcessor(model_proto=data).get_piece_size()
+
+
+def test_a_model_of_more_pieces_than_any_vocabulary_is_refused_before_sentencepiece_reads_it(joint, tmp_path,
+                                                                                              monkeypatch):
+    """60 MB holding 3.5M pieces took sentencepiece 1.5 GB before it was refused: now refused from a count of the
+    file's pieces, one more than the bound here (the bound lowered to this model's own count)."""
+    from explorer.config.checks import MODEL_LIMITS
+    assert limits.TOKENIZER_PIECES == MODEL_LIMITS["src_vocab_size"] == MODEL_LIMITS["tgt_vocab_size"]
+    joint.save(str(tmp_path))
+    monkeypatch.setattr(limits, "TOKENIZER_PIECES", joint.src_vocab_size)
+    assert Tokenizer.load(str(tmp_path)).src_vocab_size == joint.src_vocab_size             # as many as the bound: read
+    monkeypatch.setattr(limits, "TOKENIZER_PIECES", joint.src_vocab_size - 1)
+    monkeypatch.setattr(spm.SentencePieceProcessor, "LoadFromSerializedProto", None)   # never reached
+    with pytest.raises(ValueError) as err:
+        Tokenizer.load(str(tmp_path))
+    assert str(err.value) == (f"tokenizer.model: holds more than {joint.src_vocab_size - 1:,} pieces, more than any "
+                              "model's vocabulary may have (TOKENIZER_PIECES in explorer/files/limits.py)")
 
 
 @pytest.mark.parametrize("odd, said", [("folder", "a directory"), ("/dev/zero", "a character device")])
