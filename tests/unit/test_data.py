@@ -11,7 +11,7 @@ from explorer.data import DataError, Pair, ParallelCorpus, load_corpus, split_he
 from explorer.data.batching import make_batches, pad_batch
 from explorer.data.bible import SRC_MODULE, BibleNotInstalled, build_bible, chapter_of, split_by_chapter
 from explorer.data.files import parse_tsv, read_moses, read_tsv, validate_tsv
-from explorer.data.numbers import (english_words, german_words, join_german, sample_numbers,
+from explorer.data.numbers import (MAX_NUMBER, english_words, german_words, join_german, sample_numbers,
                                    split_german)
 from explorer.data.osis_clean import clean_verse, fix_drop_cap, is_enclitic_join
 
@@ -149,10 +149,17 @@ def test_missing_modules_raise_install_hint(tmp_path):
 
 # ---------------------------------------------------------------- numbers
 
+def _sample_numbers() -> list[int]:
+    """Every number below 1,200, each power of ten and its neighbours, and 1,500 drawn: the words are
+    num2words' own, through a converter copy that knows only the number words up to MAX_NUMBER."""
+    rng = random.Random(0)
+    edges = [p + d for p in (10 ** k for k in range(3, 6)) for d in (-1, 0, 1)] + [MAX_NUMBER]
+    return list(range(0, 1200)) + edges + [rng.randint(0, MAX_NUMBER) for _ in range(1500)]
+
+
 def test_german_morphemes_rejoin_to_num2words():
     from num2words import num2words
-    rng = random.Random(0)
-    for n in list(range(0, 1200)) + [rng.randint(0, 999_999) for _ in range(1500)]:
+    for n in _sample_numbers():
         split = german_words(n)
         assert join_german(split) == num2words(n, lang="de"), n
     assert german_words(21) == "ein und zwanzig" and german_words(16) == "sechzehn"
@@ -162,6 +169,9 @@ def test_german_morphemes_rejoin_to_num2words():
 
 
 def test_english_tokens():
+    from num2words import num2words
+    for n in _sample_numbers():
+        assert english_words(n) == " ".join(num2words(n, lang="en").replace("-", " ").replace(",", " ").split()), n
     assert english_words(21) == "twenty one"
     assert english_words(1234) == "one thousand two hundred and thirty four"
 
