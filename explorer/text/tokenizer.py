@@ -25,13 +25,16 @@ from explorer.files.names import JOINT_TOKENIZER as JOINT_FILE, SRC_TOKENIZER as
 from explorer.text.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 
 MODEL_TYPES = ("bpe", "unigram", "word")
+OTHER_FIELDS = 64         # top-level fields besides the pieces a model file may hold (piece_count)
 
 
-def piece_count(data: bytes, stop_after: int) -> int:
+def piece_count(data: bytes, stop_after: int) -> int | None:
     """How many pieces the serialized sentencepiece model `data` holds (its ModelProto's repeated field 1),
     counted by walking the protobuf's top level without building anything; the count stops once it
-    passes `stop_after`. Bytes that are no protobuf end the walk: sentencepiece refuses those itself."""
-    count, at, end = 0, 0, len(data)
+    passes `stop_after`. None when the top level holds more than OTHER_FIELDS fields besides the pieces
+    (a ModelProto has four others, each once): no sentencepiece model, and a walk bounded by the count.
+    Other bytes that are no protobuf end the walk: sentencepiece refuses those itself."""
+    count, others, at, end = 0, 0, 0, len(data)
     while at < end and count <= stop_after:
         if data[at] == 0x0A and at + 1 < end and data[at + 1] < 0x80:   # a piece of < 128 bytes: most of them
             at += 2 + data[at + 1]
@@ -39,6 +42,10 @@ def piece_count(data: bytes, stop_after: int) -> int:
             continue
         key, at = _varint(data, at)
         wire = key & 7
+        if key >> 3 != 1 or wire != 2:
+            others += 1
+            if others > OTHER_FIELDS:
+                return None
         if wire == 0:                                      # a varint
             _, at = _varint(data, at)
         elif wire == 2:                                    # bytes: a piece is a field-1 message
@@ -68,14 +75,18 @@ def sentencepiece_model(name: str, data: bytes) -> spm.SentencePieceProcessor:
     file otherwise. sentencepiece's own refusal tells a user nothing ("INTERNAL: src/sentencepiece_
     processor.cc(109) [model_proto->ParseFromArray(...)]", "unk is not defined"), and its memory is not
     bounded by the file's: pieces past any vocabulary's bound are refused before it reads them."""
-    if piece_count(data, limits.TOKENIZER_PIECES) > limits.TOKENIZER_PIECES:
+    not_a_model = f"{name}: not a sentencepiece model (damaged or of another kind)"
+    pieces = piece_count(data, limits.TOKENIZER_PIECES)
+    if pieces is None:
+        raise ValueError(not_a_model)
+    if pieces > limits.TOKENIZER_PIECES:
         raise ValueError(f"{name}: holds more than {limits.TOKENIZER_PIECES:,} pieces, more than any model's "
                          "vocabulary may have (TOKENIZER_PIECES in explorer/files/limits.py)")
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(data)
     except Exception:                    # sentencepiece raises RuntimeError or its own errors
-        raise ValueError(f"{name}: not a sentencepiece model (damaged or of another kind)") from None
+        raise ValueError(not_a_model) from None
     return sp
 
 

@@ -141,6 +141,17 @@ def test_a_model_of_more_pieces_than_any_vocabulary_is_refused_before_sentencepi
                               "model's vocabulary may have (TOKENIZER_PIECES in explorer/files/limits.py)")
 
 
+def test_a_file_of_many_fields_besides_pieces_is_no_model_and_costs_no_walk_through_it(joint, monkeypatch):
+    """Pieces are counted by walking the file's fields: 64 MB of two-byte fields would have been 32M steps of
+    Python before sentencepiece refused them. A model holds four fields besides its pieces."""
+    from explorer.text.tokenizer import OTHER_FIELDS, sentencepiece_model
+    model = joint.model_bytes()["tokenizer.model"]
+    assert piece_count(b"\x08\x00" * (OTHER_FIELDS - 4) + model, 1 << 20) == joint.src_vocab_size   # 4: its own
+    monkeypatch.setattr(spm.SentencePieceProcessor, "LoadFromSerializedProto", None)   # never reached
+    with pytest.raises(ValueError, match=r"^x\.model: not a sentencepiece model \(damaged or of another kind\)$"):
+        sentencepiece_model("x.model", b"\x08\x00" * (32 << 20) + model)
+
+
 @pytest.mark.parametrize("odd, said", [("folder", "a directory"), ("/dev/zero", "a character device")])
 def test_a_model_file_that_is_a_folder_or_a_device_is_said_as_such_never_read(tmp_path, monkeypatch, odd, said):
     """It was 'missing tokenizer.model (joint) or src.model and tgt.model (separate)'."""
