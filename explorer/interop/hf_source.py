@@ -21,8 +21,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from explorer.files import names as n
-from explorer.interop.config_fields import brief
 from explorer.files.user_files import UserFileError, json_of, read_user_file
+from explorer.interop.config_fields import brief
 
 HUB_HOST = "huggingface.co"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

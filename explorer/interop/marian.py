@@ -211,7 +211,7 @@ def state_from_hf(get: Callable[[str], torch.Tensor | None], cfg: ModelConfig,
                 if t.layout != torch.strided or t.is_complex():
                     raise ConversionError(f"{alias} is a {'complex' if t.is_complex() else 'sparse'} tensor; a "
                                           "model's weights are dense real numbers")
-                if not t.is_floating_point():                  # an integer copy would import as a model of its own
+                if not t.is_floating_point():        # was converted in silence: a model of whole-number weights
                     raise ConversionError(f"{alias} is stored as {str(t.dtype).removeprefix('torch.')}; a model's "
                                           "weights are floating-point")
             (first, tensor), *others = found.items()
