@@ -65,7 +65,7 @@ def _sets(test_tsv: Path, n_test: int) -> dict[str, list[tuple[str, str | None]]
 
 
 def _run(ckpt, index, smap, sentences, cfg) -> dict:
-    out = {"score": [], "distance": [], "combined": [], "neg_logprob": [], "alti": [], "text": [], "guess": [],
+    out = {"score": [], "distance": [], "combined": [], "neg_logprob": [], "alti": [], "text": [], "guess": [], "partly": [],
            "guess_counts": [], "english": [], "t_translate": 0.0, "t_verdict": 0.0}
     for source, _ in sentences:
         t0 = time.perf_counter()
@@ -84,6 +84,7 @@ def _run(ckpt, index, smap, sentences, cfg) -> dict:
         out["text"].append(result.text)
         out["score"].append(score(index, source))
         out["guess"].append(bool(found.guessing))
+        out["partly"].append(found.partly)
         out["english"].append(other_language(index, source) is not None)
         out["neg_logprob"].append(-best.normalized if best is not None else 0.0)
         if best is not None and best.ids:
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, run in runs.items():
         refs = [r for _, r in sets[name]]
         chrf = sacrebleu.corpus_chrf(run["text"], [refs]).score if all(refs) else float("nan")
-        print(f"{name:<9} called guesses {np.mean(run['guess']):6.1%} (counts alone {np.mean(run['guess_counts']):6.1%})"
-              f"   named English {np.mean(run['english']):6.1%}   chrF {chrf:5.1f}")
+        print(f"{name:<9} called guesses {np.mean(run['guess']):6.1%} (counts alone {np.mean(run['guess_counts']):6.1%}),"
+              f" partly {np.mean(run['partly']):6.1%}   named English {np.mean(run['english']):6.1%}   chrF {chrf:5.1f}")
     n = sum(len(r["text"]) for r in runs.values())
     t_tr, t_vd = sum(r["t_translate"] for r in runs.values()), sum(r["t_verdict"] for r in runs.values())
     print(f"time per sentence: translation (beam {args.beam}) {1e3 * t_tr / n:.1f} ms, verdict with its word marks "

@@ -32,6 +32,17 @@ def test_a_held_out_verse_is_grounded():
     assert "above it reads as guessing, below as grounded" in captions
 
 
+def test_a_sentence_with_a_word_in_four_never_seen_is_partly_a_guess_not_grounded():
+    """"¿Dónde está la estación?" -> "Where is the portion?" stood under a green "Grounded" box: its three Bible
+    words keep both signals under the threshold, but the station it never saw is what it made up."""
+    at = open_app("bible-es-en", text="¿Dónde está la estación?")
+    no_exception(at)
+    alerts, captions = verdict_of(at)
+    assert "Partly guessing." in alerts and "Grounded." not in alerts and not texts(at.success)
+    assert "what the model writes for 'estación' is a guess" in alerts.replace("\\", "")
+    assert "**estación**" in captions
+
+
 def test_english_typed_into_the_spanish_model_is_named_as_english():
     at = open_app("bible-es-en", text="The man went to the house of his father.")
     no_exception(at)

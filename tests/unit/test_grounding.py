@@ -85,6 +85,27 @@ def test_the_verdict_names_unseen_words_and_the_other_language():
     assert other_language(index, "el rey dijo a su siervo") is None
 
 
+def test_a_sentence_no_guess_as_a_whole_is_partly_one_from_a_word_in_five_it_never_saw():
+    """"¿Dónde está la estación?" was called grounded (its surprise and distance below the threshold) over "Where
+    is the portion?": a word in four the data never showed. Names are left out, as the surprise leaves them."""
+    index = small_index()
+    index.threshold = 100.0                                   # no sentence here is a guess as a whole
+    partly = verdict(index, "el rey dijo a la estación", "m")   # 1 of 6 words: under a fifth
+    assert not partly.partly and partly.unknown == ("estación",)
+    assert partly.summary == "1 of 6 words never appears in the 15 training pairs of m."
+    for text, unknown in (("el rey dijo la estación", ("estación",)),           # 1 of 5: a fifth
+                          ("el rey habló con Pedro", ("habló", "con"))):        # 2 of 4 weighed, Pedro a name
+        found = verdict(index, text, "m")
+        assert found.partly and found.guessing is False and found.unknown == unknown
+        assert found.summary.endswith("is a guess, though the rest reads like its training data.")
+        assert ", ".join(f"'{w}'" for w in unknown) in found.summary
+    assert not verdict(index, "el rey dijo a Pedro", "m").partly                  # a name it never saw: copied
+    index.threshold = 0.0
+    guess = verdict(index, "el rey habló", "m")
+    assert guess.guessing and not guess.partly                # a guess as a whole is no partial one
+    assert not verdict(index, "the king said to the servant", "m").partly       # the other language: a guess
+
+
 def test_an_index_round_trips_and_a_hostile_file_is_refused_in_one_line(tmp_path):
     index = calibrate(small_index(), ["el rey dijo"], "test")
     path = ix.save(index, tmp_path / "i.json.gz")
@@ -126,14 +147,14 @@ def test_the_command_writes_the_verdict_the_app_shows(tmp_path, capsys):
     assert [r["guessing"] for r in rows] == [False, True]
     assert rows[0]["output"] and {"source", "output", "guessing", "score", "words", "summary"} <= set(rows[0])
     assert result["index"]["calibration"]["rule"].startswith("highest held-out score")
-    assert "1 of 2 sentences called guesses" in capsys.readouterr().out
+    assert "1 of 2 sentences called guesses, 0 partly" in capsys.readouterr().out
 
 
 def test_the_report_names_the_threshold_the_verdict_used():
     from explorer.studies.grounding.job import report
-    rows = [{"guessing": True}, {"guessing": False}]
+    rows = [{"guessing": True, "partly": False}, {"guessing": False, "partly": True}, {"guessing": False}]
     words_only = {"index": {"threshold": 3.25}, "states": None, "sentences": rows}
-    assert report(words_only) == "1 of 2 sentences called guesses (threshold 3.25)"
+    assert report(words_only) == "1 of 3 sentences called guesses, 1 partly (threshold 3.25)"
     both = {**words_only, "states": {"threshold": 10.48, "score_mean": 1.0}}
     said = report(both)
     assert "threshold 10.48 on the training words and the encoder states combined" in said and "3.25" in said

@@ -132,6 +132,8 @@ def show_verdict(found: Verdict | str, output: str) -> None:
     with st.container(key="grounding_verdict"):
         if found.guessing:
             st.warning("**Guessing.** " + md_escape(found.summary))
+        elif found.partly:               # grounded as a whole, but a word in five or more it was never shown
+            st.warning("**Partly guessing.** " + md_escape(found.summary))
         else:
             # what it weighs is the input: a fluent wrong translation of a familiar verse is grounded too
             st.success("**Grounded.** " + md_escape(found.summary) + " That is about the sentence you typed: its "

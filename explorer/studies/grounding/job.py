@@ -2,8 +2,8 @@
 the Translate page shows (verdict.py), written as one JSON file whole or not at all.
 
 The result: `{"checkpoint", "weights_sha256", "index": {dataset, pairs, threshold, calibration},
-"states": the encoder-state map's calibration or null, "sentences": [{"output", "source", "guessing", "score",
-"distance", "combined", "threshold", "other_language", "summary", "words": [...]}]}`; the index (index.py)
+"states": the encoder-state map's calibration or null, "sentences": [{"output", "source", "guessing", "partly",
+"unknown", "score", "distance", "combined", "threshold", "other_language", "summary", "words": [...]}]}`; the index (index.py)
 is the checkpoint's own, built once beside it (build.ensure), and so is its encoder-state map
 (build.ensure_states: the shipped one, or one encoder pass over the training sentences, kept).
 """
@@ -56,11 +56,13 @@ def run_grounding(model, tokenizer, sources: list[str], settings: GroundingSetti
 def report(result: dict) -> str:
     rows = result["sentences"]
     guesses = sum(bool(r["guessing"]) for r in rows)
+    partly = sum(bool(r.get("partly")) for r in rows)
+    called = f"{guesses} of {len(rows)} sentences called guesses, {partly} partly"
     both = result.get("states") or {}
     if "threshold" in both:            # the verdict combined both signals: its threshold is the map's
-        return (f"{guesses} of {len(rows)} sentences called guesses (threshold {both['threshold']} on the training "
-                f"words and the encoder states combined; the words alone: {result['index']['threshold']})")
-    return f"{guesses} of {len(rows)} sentences called guesses (threshold {result['index']['threshold']})"
+        return (f"{called} (threshold {both['threshold']} on the training words and the encoder states combined; "
+                f"the words alone: {result['index']['threshold']})")
+    return f"{called} (threshold {result['index']['threshold']})"
 
 
 GROUNDING = Study("grounding", run_grounding, RESULT_KEYS, report, ("sentences",))

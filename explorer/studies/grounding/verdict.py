@@ -18,6 +18,11 @@ shows at all, at least half (two or more) occur far more often on the target sid
 side (LANGUAGE_RATIO): English typed into a Spanish -> English model is named as English, whatever the
 model makes of it.
 
+A sentence that is no guess as a whole but of whose words, names left out, at least PARTLY_SHARE the
+training data never shows is called partly a guess: the whole may read like the training data, but
+what the model writes for those words it was never shown ("¿Dónde está la estación?" -> "Where is the
+portion?": three Bible words and a station it never saw).
+
 Given the translation too, each of its words is marked when no word of the source brings it along in the
 training data (links.py): the words the model made up.
 
@@ -43,6 +48,7 @@ RARE = 3                  # seen fewer times than this: rare
 QUANTILE = 0.90           # of the held-out pairs' scores: the threshold
 STATES_WEIGHT = 1.0       # the encoder-state distance's weight beside the surprise (both standardised): equal
 STATES_QUANTILE = QUANTILE   # of the held-out pairs' combined signals: the threshold with a state map
+PARTLY_SHARE = 0.2        # never-seen words (names left out) at least this share of the words: partly a guess
 LANGUAGE_RATIO = 5.0      # a word "of the target language": target count > this x (source count + 1)
 NAMES = {"es": "Spanish", "en": "English", "de": "German", "fr": "French", "it": "Italian", "pt": "Portuguese"}
 
@@ -66,6 +72,8 @@ class Verdict:
     output: tuple[OutputWord, ...] = ()      # the translation's words, marked or linked (given an output)
     distance: float | None = None     # mean distance of its pieces from the training pieces' encoder states
     combined: float | None = None     # the two signals standardised and added (with a state map)
+    unknown: tuple[str, ...] = ()     # its words the training data never shows, names left out
+    partly: bool = False      # no guess as a whole, but PARTLY_SHARE or more of its words never seen
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -167,12 +175,21 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model", out
     foreign = other_language(index, text)
     never = sum(w.seen == "never" for w in marks)
     where = f"the {index.pairs:,} training pairs of {model_name}"
+    named = names(text)
+    unseen = [m.word for i, m in enumerate(marks) if i not in named and m.seen == "never"]
+    weighed = sum(1 for i in range(len(tokens)) if i not in named)
+    partly = not foreign and not guessing and bool(unseen) and len(unseen) >= PARTLY_SHARE * weighed
     if foreign:
         source = NAMES.get(index.src_lang or "", index.src_lang or "its source language")
         summary = f"This reads as {foreign}; {model_name} reads {source}: its output is a guess."
         guessing = True
     elif not tokens:
         summary = "The text has no words the training data could have shown."
+    elif partly:
+        verb = "appears" if never == 1 else "appear"
+        shown = ", ".join(f"'{w}'" for w in dict.fromkeys(unseen))
+        summary = (f"{never} of {len(tokens)} words never {verb} in {where}: what the model writes for {shown} "
+                   "is a guess, though the rest reads like its training data.")
     elif never:
         verb = "appears" if never == 1 else "appear"
         summary = (f"{never} of {len(tokens)} words never {verb} in {where}"
@@ -189,4 +206,5 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model", out
                    threshold=index.threshold if both is None else calibration["threshold"],
                    guessing=guessing, other_language=foreign, summary=summary, output=linked,
                    distance=None if distance is None else round(distance, 6),
-                   combined=None if both is None else round(both, 6))
+                   combined=None if both is None else round(both, 6), unknown=tuple(dict.fromkeys(unseen)),
+                   partly=partly)
