@@ -73,6 +73,9 @@ def test_the_page_draws_a_features_page_and_steers(env):
     assert f"Feature #{feature} of Encoder layer 1" in shown(at)
     contexts = at.dataframe[0].value
     assert len(contexts) >= 1 and all("⟦" in c for c in contexts["context"])
+    # the numbers' training data links no word (every German word too common): said, not an empty column
+    assert "aligned target word" not in contexts and "aligned target word" not in at.dataframe[1].value
+    assert "No aligned words: the training data links no word to another" in shown(at)
     assert list(contexts["activation"]) == sorted(contexts["activation"], reverse=True)
     assert chart(at, "features_histogram")["data"][0]["type"] == "bar"
     assert at.dataframe[1].value.shape[0] == len(contexts)                      # what it helps write, per context

@@ -99,7 +99,15 @@ def _linked(links: dict, word: str, candidates: list[str], forward: bool) -> str
     return best[1] if best[0] > 0 else ""
 
 
+NO_LINKS = ("No aligned words: the training data links no word to another (every target word of it occurs in more "
+            "than one training pair in a hundred, too common to tell which source word brings it along).")
+NO_INDEX = "No aligned words: this model's training data is not counted here (no grounding index)."
+
+
 def contexts_table(ckpt, site: str, index, feature: int, pairs: list) -> pd.DataFrame:
+    """The feature's strongest training contexts, each with the word of the pair's other side the training
+    data links to the context's word; without any links (the numbers: every word too common) that column is
+    left out rather than shown empty (feature_card says why)."""
     tok, cfg = ckpt.tokenizer, ckpt.model.cfg
     found = grounding.training_index(ckpt)
     links = found.links if found is not None else {}
@@ -120,7 +128,8 @@ def contexts_table(ckpt, site: str, index, feature: int, pairs: list) -> pd.Data
             aligned = _linked(links, word, words(pair.src), forward=False)
             rows.append({"activation": value, "context": _marked(pieces, position), "writes next": written[position],
                          "aligned source word": aligned, "the pair's other side": pair.src, "pair": pair_at + 1})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    return table if links else table.drop(columns=["aligned target word", "aligned source word"], errors="ignore")
 
 
 def feature_card(ckpt, site: str, feature: int, index, pairs: list, dataset: str, stamp: tuple, name: str) -> None:
@@ -137,6 +146,8 @@ def feature_card(ckpt, site: str, feature: int, index, pairs: list, dataset: str
         {"activation": 90, "context": 420, "aligned target word" if site.startswith("encoder.")
          else "aligned source word": 160},
         {"activation": st.column_config.NumberColumn(format="%.3f")}))
+    if not {"aligned target word", "aligned source word"} & set(table.columns):
+        st.caption(NO_LINKS if grounding.training_index(ckpt) is not None else NO_INDEX)
     downloads.table_csv_button(table, downloads.file_stem(name, "feature", site_key(site), feature, "contexts"),
                                key="features_contexts_csv", label="Its training contexts (CSV)")
     c1, c2 = st.columns(2)
@@ -169,7 +180,8 @@ def effects_view(ckpt, site: str, feature: int, table: pd.DataFrame, dataset: st
         pair = analyses.training_split(dataset)[int(row["pair"]) - 1]
         target = _pieces(tok, pair.tgt, "tgt", ckpt.model.cfg.max_len, ckpt.model.cfg.special)[1:] + ["</s>"]
         rows.append({"word": row["word"], "output piece it helps most": target[position] if position < len(target)
-                     else "?", "log p gained (nats)": effect, "aligned target word": row["aligned target word"]})
+                     else "?", "log p gained (nats)": effect,
+                     **({"aligned target word": row["aligned target word"]} if "aligned target word" in row else {})})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="features_helps", **presenter.table_columns(
         {"word": 170, "output piece it helps most": 250, "log p gained (nats)": 170, "aligned target word": 200},
         {"log p gained (nats)": st.column_config.NumberColumn(format="%+.3f")}))
