@@ -14,6 +14,7 @@ mode), so the next page, also opened in a new tab, shows the same model, sentenc
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -164,9 +165,26 @@ def tidy_url(url_path: str) -> None:
         url_keys.put(**decode_url.to_query(cfg, samples if isinstance(samples, int) else decode_url.DEFAULT_SAMPLES))
 
 
+# A page opened from another keeps the scroll position the other was left at (Streamlit reuses the main
+# area): a Next link, clicked at the foot of a long page, opened the next one scrolled past its title and
+# its first result, on a projector too. This scrolls the main area to the top when the page's path changed
+# since the last run, and on no other run (a rerun after a slider far down the page stays where it is).
+# The page's path is in the element, so the element is new and its script runs on every page change.
+TO_TOP = """<script data-page="{page}">
+(() => {{
+  const path = window.location.pathname, main = document.querySelector('[data-testid="stMain"]');
+  if (window.__explorerPath !== undefined && window.__explorerPath !== path && main) main.scrollTo(0, 0);
+  window.__explorerPath = path;
+}})();
+</script>"""
+
+
 def run(current, pages: Sequence) -> None:
     """Run page `current` with the lecture's Next link under it (see the module docstring)."""
     tidy_url(current.url_path)
+    with st.sidebar:                       # there it takes no room in the page's layout
+        st.html(TO_TOP.format(page=html.escape(current.url_path or "start", quote=True)),
+                unsafe_allow_javascript=True)
     body, foot = st.container(), st.container(key="lecture_footer")
     slot = foot.empty()
     with slot.container():

@@ -155,10 +155,13 @@ def next_page(page, expected: str) -> None:
     idle(page)
     assert link.count() == 1, f"{title(page)}: {link.count()} 'Next' links"
     assert f"Next: {expected} — " in link.inner_text()
-    link.click()
+    link.click()                                # scrolled into view first, as a user scrolls to it
     page.wait_for_function("t => [...document.querySelectorAll('h1')].some(h => h.innerText.startsWith(t))",
                            arg=_heading(expected), timeout=LONG)
     idle(page)
+    # the page opens at its top: it opened at the scroll position the last one was left at, past its title
+    down = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollTop")
+    assert down == 0, f"{expected}: opened {down} px down the page, not at its top"
 
 
 def page_problems(page, shown: str, path: str, errors: list[str], warnings: list[str], smallest: dict) -> list[str]:
