@@ -133,11 +133,19 @@ BIBLE = NUMBERS.parent / "bible-es-en"
 
 
 @pytest.mark.skipif(not (BIBLE / "model.safetensors").is_file(), reason="needs the shipped checkpoints/bible-es-en")
-def test_the_bible_opening_swap_is_flagged_as_near_tied():
-    """The first swap offered on the Bible model's opening verse parts the translations by a hair."""
+def test_the_bible_opening_swap_parts_clearly_and_a_near_tied_pair_is_flagged():
+    """The first swap offered on the Bible model's opening verse was "estás -> estáis", whose runs part by a hair:
+    the page opened on grids it then said not to trust. The swaps whose runs part clearly come first now; that
+    pair, typed as the user's own, is still flagged."""
+    verse = "Y llamó Jehová Dios al hombre, y le dijo: ¿Dónde estás tú?"
     forget_grids()
-    at = open_app("bible-es-en", "webapp/pages/causes.py", "Y llamó Jehová Dios al hombre, y le dijo: ¿Dónde estás tú?",
-                  query={"pair": "swap", "swap": "1"})
+    at = open_app("bible-es-en", "webapp/pages/causes.py", verse, query={"pair": "swap", "swap": "1"})
+    assert "logit gap" in at.selectbox(key="causes_swap").format_func(1)
+    at.button(key="causes_start").click().run()
+    no_exception(at)
+    assert not any("barely disagree" in w.value for w in at.warning), [w.value for w in at.warning]
+    at = open_app("bible-es-en", "webapp/pages/causes.py", verse,
+                  query={"pair": "own", "corrupt": verse.replace("estás", "estáis")})
     at.button(key="causes_start").click().run()
     no_exception(at)
     assert any("barely disagree" in w.value for w in at.warning), [w.value for w in at.warning]

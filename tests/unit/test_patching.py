@@ -22,7 +22,7 @@ from explorer.studies.common.kept import decoder_outputs, encoder_outputs, kept
 from explorer.studies.patching.grids import GRIDS, average, grid_cells, pair_grids
 from explorer.studies.patching.pair import make_pair, pair_from_ids
 from explorer.studies.patching.runs import Cell, PairRuns
-from explorer.studies.patching.swap import suggest_swaps
+from explorer.studies.patching.swap import WEAK_GAP, suggest_swaps
 from explorer.store.checkpoint import load_checkpoint
 from explorer.text.encoding import source_ids
 from support.layer_models import base_size_model, imported_marian
@@ -50,6 +50,11 @@ def marian():
 @pytest.fixture(scope="module")
 def numbers():
     return load_checkpoint(REPO_ROOT / "checkpoints" / "numbers-en-de")
+
+
+@pytest.fixture(scope="module")
+def bible():
+    return load_checkpoint(REPO_ROOT / "checkpoints" / "bible-es-en")
 
 
 def some_pair(model, src, position, candidates):
@@ -217,3 +222,21 @@ def test_suggested_swaps_keep_the_length_and_change_the_translation(numbers):
     assert suggest_swaps(model, tokenizer, "") == []
     with pytest.raises(ValueError, match="n must be in"):
         suggest_swaps(model, tokenizer, "one", n=0)
+
+
+@pytest.mark.parametrize("shipped", ["numbers", "bible"])
+def test_suggested_swaps_say_their_runs_gap_and_the_clear_ones_come_first(shipped, request):
+    """The Causes page opened on bible-es-en's own sentence with "estás -> estáis", whose runs part by 0.04
+    (under WEAK_GAP), and then warned that its grids read noise. Each swap's gap is the difference the pair's
+    runs divide by (PairRuns, one source a run), and those at WEAK_GAP or more come first."""
+    ckpt = request.getfixturevalue(shipped)
+    model, tokenizer = ckpt.model, ckpt.tokenizer
+    text = {"numbers": "twenty one thousand four hundred",
+            "bible": "Y llamó Jehová Dios al hombre, y le dijo: ¿Dónde estás tú?"}[shipped]
+    swaps = suggest_swaps(model, tokenizer, text, n=8)
+    assert len(swaps) >= 2
+    for swap in swaps:
+        runs = PairRuns(model, make_pair(model, tokenizer, text, swap.corrupt))
+        assert swap.gap == pytest.approx(runs.difference, abs=2 * logit_difference_atol(model, *runs.ld.values()))
+    clear = [swap.gap >= WEAK_GAP for swap in swaps]
+    assert clear == sorted(clear, reverse=True) and clear[0], [(s.old, s.new, s.gap) for s in swaps]

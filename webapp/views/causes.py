@@ -21,6 +21,7 @@ import streamlit as st
 
 from explorer.studies.patching.grids import GRIDS, grid_cells
 from explorer.studies.patching.job import row_labels
+from explorer.studies.patching.swap import WEAK_GAP
 from explorer.plots import patching as plots
 from webapp import analyses, downloads, presenter, state
 from webapp import url_keys as url
@@ -63,10 +64,15 @@ def corrupted_text(ckpt, clean: str) -> str | None:
         return None
     url.seed(url.PATCH_SWAP, "causes_swap", 1, low=1, high=len(swaps))                  # 1-based, clamped
     pick = st.selectbox("Swap (nearest words by the model's own source embeddings)", range(1, len(swaps) + 1),
-                        key="causes_swap", format_func=lambda i: f"{swaps[i - 1].old} → {swaps[i - 1].new} "
-                                                                 f"(cosine {swaps[i - 1].similarity:.2f})")
+                        key="causes_swap", format_func=lambda i: _swap_label(swaps[i - 1]))
     url.write(url.PATCH_SWAP, "causes_swap", pick)
     return swaps[pick - 1].corrupt
+
+
+def _swap_label(swap) -> str:
+    """"old → new (cosine, the runs' logit gap)": the suggestions whose runs part clearly come first."""
+    gap = "" if swap.gap is None else f", logit gap {swap.gap:.2f}" + (" (weak)" if swap.gap < WEAK_GAP else "")
+    return f"{swap.old} → {swap.new} (cosine {swap.similarity:.2f}{gap})"
 
 
 def _pieces(pieces: list[str], changed: set[int]) -> str:
@@ -179,18 +185,13 @@ def pick_cell(ckpt, info: dict, pair) -> tuple[str, int, int]:
     return grid, row - 1, col - 1
 
 
-# Below this gap (in log-probability, nats) between the two runs' logit differences, every cell's share
-# divides by a number so small that noise reads as an effect.
-WEAK_DIFFERENCE = 0.5
-
-
 def weak_difference_note(ld: dict) -> str | None:
     """A warning when the clean and corrupted runs barely disagree: each cell is divided by their gap."""
     gap = ld["clean"] - ld["corrupt"]
-    if gap >= WEAK_DIFFERENCE:
+    if gap >= WEAK_GAP:
         return None
     return (f"The two runs barely disagree at this position: their logit differences are only {gap:.2f} apart "
-            f"(under {WEAK_DIFFERENCE}), and every cell below is divided by that gap, so small changes look "
+            f"(under {WEAK_GAP}), and every cell below is divided by that gap, so small changes look "
             "like large shares. A pair whose translations part more clearly (another swap, or your own "
             "corrupted sentence) gives grids that can be trusted.")
 

@@ -60,6 +60,26 @@ def patch_points(model: nn.Module) -> list[str]:
     return encoder_outputs(model) + decoder_outputs(model)[1:] + heads
 
 
+def scored(model: nn.Module, tgt_in: torch.Tensor, memory: torch.Tensor, clean_token: int,
+           corrupt_token: int) -> torch.Tensor:
+    """LD = logit(clean token) - logit(corrupted token) at the last position of `tgt_in` [1, T], for each row
+    of encoder memories [N, S, d] of sources with no padding: [N]."""
+    hidden = model.decode(tgt_in.expand(memory.shape[0], -1), memory, None)                 # [N, T, d]
+    logits = model.generator.proj(hidden[:, -1])                                              # [N, V]
+    return logits[:, clean_token] - logits[:, corrupt_token]                                  # [N]
+
+
+def logit_gap(model: nn.Module, clean_src: Sequence[int], corrupt_src: Sequence[int], prefix: Sequence[int],
+              clean_token: int, corrupt_token: int) -> float:
+    """LD_clean - LD_corrupt, the difference every cell is divided by (PairRuns.difference), from one forward of
+    both sources (as many pieces each) without keeping any activation: what a suggested swap is ranked by."""
+    with decoding_session(model):
+        src = as_batch([list(clean_src), list(corrupt_src)], model)[0]                        # [2, S]
+        tgt_in = torch.tensor([[special_ids(model).start, *prefix]], device=src.device)      # [1, T]
+        ld = scored(model, tgt_in, model.encode(src)[0], clean_token, corrupt_token)           # [2]
+    return float(ld[0] - ld[1])
+
+
 class PairRuns:
     """The clean and corrupted runs of one pair, kept, and patched runs measured against them."""
 
@@ -83,10 +103,7 @@ class PairRuns:
 
     def _scored(self, memory: torch.Tensor) -> torch.Tensor:
         """LD of each row [N] from encoder memories [N, S, d] (the scored position only)."""
-        rows = memory.shape[0]
-        hidden = self.model.decode(self.tgt_in.expand(rows, -1), memory, None)                # [N, T, d]
-        logits = self.model.generator.proj(hidden[:, -1])                                     # [N, V]
-        return logits[:, self.pair.clean_token] - logits[:, self.pair.corrupt_token]          # [N]
+        return scored(self.model, self.tgt_in, memory, self.pair.clean_token, self.pair.corrupt_token)
 
     def axis_size(self, point: str) -> int:
         """How many positions (residual stream) or heads (context) a point's patch index ranges over."""

@@ -5,11 +5,13 @@ kind ("cat" for "dog", "two" for "one") so the pair asks one question. The model
 embeddings say which words it treats alike: the suggestion for a word is its nearest whole-word piece
 by cosine similarity of the embedding rows (a word that is one piece, swapped for another one-piece
 word). Optionally only swaps that change the translation are kept (a pair whose translations agree has
-nothing to measure; explorer.studies.patching.pair refuses it).
+nothing to measure; explorer.studies.patching.pair refuses it), and those whose two runs part clearly at
+the output token measured come first: a gap under WEAK_GAP between the runs' logit differences divides
+every cell by a number so small that noise reads as an effect (the Causes page says so under its grids).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -17,9 +19,11 @@ from torch import nn
 from explorer.decoding.core import special_ids
 from explorer.decoding.translate import decode, encode_source, forced_target, word_ids
 from explorer.studies.patching.pair import PAIR_DECODING
+from explorer.studies.patching.runs import logit_gap
 
 WORD_START = "\u2581"           # sentencepiece's mark of a piece that begins a word
 MAX_CANDIDATES = 24             # swaps tried (translated) before the best are returned
+WEAK_GAP = 0.5                  # nats between the two runs' logit differences: below, a pair's grids read noise
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class Swap:
     new: str
     corrupt: str                    # the text with that word swapped
     similarity: float               # cosine of the two words' source embeddings
+    gap: float | None = None        # LD_clean - LD_corrupt where the translations part (when they were compared)
 
 
 def whole_words(tokenizer, vocab_size: int) -> dict[int, str]:
@@ -78,5 +83,17 @@ def suggest_swaps(model: nn.Module, tokenizer, text: str, n: int = 5, *, must_ch
     if must_change and usable:
         outputs = [d.best.ids for d in decode(model, [clean_ids] + [i for _, i in usable], PAIR_DECODING,
                                                  given=forced_target(tokenizer))]
-        usable = [(s, i) for (s, i), out in zip(usable, outputs[1:]) if out != outputs[0]]
+        changed = [(replace(s, gap=_gap(model, clean_ids, i, outputs[0], out)), i)
+                   for (s, i), out in zip(usable, outputs[1:]) if out != outputs[0]]
+        usable = sorted(changed, key=lambda found: found[0].gap < WEAK_GAP)       # clear ones first, in order
     return [swap for swap, _ in usable[:n]]
+
+
+def _gap(model: nn.Module, clean_ids: list[int], corrupt_ids: list[int], clean_out: list[int],
+         corrupt_out: list[int]) -> float:
+    """The pair's logit gap at the first output token where the two translations part (0 when one
+    translation, cut at the length limit, is the start of the other: nothing to measure)."""
+    first = next((k for k, (a, b) in enumerate(zip(clean_out, corrupt_out)) if a != b), None)
+    if first is None:
+        return 0.0
+    return logit_gap(model, clean_ids, corrupt_ids, clean_out[:first], clean_out[first], corrupt_out[first])
