@@ -179,6 +179,7 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model", out
     unseen = [m.word for i, m in enumerate(marks) if i not in named and m.seen == "never"]
     weighed = sum(1 for i in range(len(tokens)) if i not in named)
     partly = not foreign and not guessing and bool(unseen) and len(unseen) >= PARTLY_SHARE * weighed
+    unknown = tuple(dict.fromkeys(unseen))                      # each once, in the sentence's order
     if foreign:
         source = NAMES.get(index.src_lang or "", index.src_lang or "its source language")
         summary = f"This reads as {foreign}; {model_name} reads {source}: its output is a guess."
@@ -187,7 +188,7 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model", out
         summary = "The text has no words the training data could have shown."
     elif partly:
         verb = "appears" if never == 1 else "appear"
-        shown = ", ".join(f"'{w}'" for w in dict.fromkeys(unseen))
+        shown = ", ".join(f"'{w}'" for w in unknown)
         summary = (f"{never} of {len(tokens)} words never {verb} in {where}: what the model writes for {shown} "
                    "is a guess, though the rest reads like its training data.")
     elif never:
@@ -206,5 +207,4 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model", out
                    threshold=index.threshold if both is None else calibration["threshold"],
                    guessing=guessing, other_language=foreign, summary=summary, output=linked,
                    distance=None if distance is None else round(distance, 6),
-                   combined=None if both is None else round(both, 6), unknown=tuple(dict.fromkeys(unseen)),
-                   partly=partly)
+                   combined=None if both is None else round(both, 6), unknown=unknown, partly=partly)
