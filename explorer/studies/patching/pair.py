@@ -42,6 +42,12 @@ class MinimalPair:
         return len(self.prefix)
 
 
+def first_difference(clean: Sequence[int], corrupt: Sequence[int]) -> int | None:
+    """The first output position where two translations part; None when one is the start of the other
+    (alike, or one cut at the length limit): no output token tells them apart."""
+    return next((i for i, (a, b) in enumerate(zip(clean, corrupt)) if a != b), None)
+
+
 def pair_from_ids(model: nn.Module, clean_src: Sequence[int], corrupt_src: Sequence[int], *,
                   given: Sequence[int] = ()) -> MinimalPair:
     """The pair of two id sequences (EOS included). ValueError when their lengths differ, when they are
@@ -56,7 +62,7 @@ def pair_from_ids(model: nn.Module, clean_src: Sequence[int], corrupt_src: Seque
     if not changed:
         raise ValueError("the two sources are the same pieces: change one word to make a minimal pair")
     clean, corrupt = (d.best.ids for d in decode(model, [clean_src, corrupt_src], PAIR_DECODING, given=given))
-    first = next((i for i, (a, b) in enumerate(zip(clean, corrupt)) if a != b), None)
+    first = first_difference(clean, corrupt)
     if first is None:
         raise ValueError("both sources translate to the same output, so no output token tells them apart; "
                          "choose a word whose change changes the translation")

@@ -18,7 +18,7 @@ from torch import nn
 
 from explorer.decoding.core import special_ids
 from explorer.decoding.translate import decode, encode_source, forced_target, word_ids
-from explorer.studies.patching.pair import PAIR_DECODING
+from explorer.studies.patching.pair import PAIR_DECODING, first_difference
 from explorer.studies.patching.runs import logit_gap
 
 WORD_START = "\u2581"           # sentencepiece's mark of a piece that begins a word
@@ -93,7 +93,7 @@ def _gap(model: nn.Module, clean_ids: list[int], corrupt_ids: list[int], clean_o
          corrupt_out: list[int]) -> float:
     """The pair's logit gap at the first output token where the two translations part (0 when one
     translation, cut at the length limit, is the start of the other: nothing to measure)."""
-    first = next((k for k, (a, b) in enumerate(zip(clean_out, corrupt_out)) if a != b), None)
+    first = first_difference(clean_out, corrupt_out)
     if first is None:
         return 0.0
     return logit_gap(model, clean_ids, corrupt_ids, clean_out[:first], clean_out[first], corrupt_out[first])
