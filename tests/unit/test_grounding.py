@@ -99,6 +99,10 @@ def test_a_sentence_no_guess_as_a_whole_is_partly_one_from_a_word_in_five_it_nev
         assert found.partly and found.guessing is False and found.unknown == unknown
         assert found.summary.endswith("is a guess, though the rest reads like its training data.")
         assert ", ".join(f"'{w}'" for w in unknown) in found.summary
+    # the count is the rule's, names left out: it said "3 of 5 words" and named two
+    assert verdict(index, "el rey habló con Pedro", "m").summary.startswith(
+        "2 of 4 words, names left out, never appear in")
+    assert verdict(index, "el rey dijo la estación", "m").summary.startswith("1 of 5 words never appears in")
     assert not verdict(index, "el rey dijo a Pedro", "m").partly                  # a name it never saw: copied
     index.threshold = 0.0
     guess = verdict(index, "el rey habló", "m")

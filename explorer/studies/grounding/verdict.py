@@ -186,11 +186,12 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model", out
         guessing = True
     elif not tokens:
         summary = "The text has no words the training data could have shown."
-    elif partly:
-        verb = "appears" if never == 1 else "appear"
+    elif partly:                                # counted as the rule counts them: names left out
+        verb = "appears" if len(unseen) == 1 else "appear"
         shown = ", ".join(f"'{w}'" for w in unknown)
-        summary = (f"{never} of {len(tokens)} words never {verb} in {where}: what the model writes for {shown} "
-                   "is a guess, though the rest reads like its training data.")
+        left_out = ", names left out," if named else ""
+        summary = (f"{len(unseen)} of {weighed} words{left_out} never {verb} in {where}: what the model writes "
+                   f"for {shown} is a guess, though the rest reads like its training data.")
     elif never:
         verb = "appears" if never == 1 else "appear"
         summary = (f"{never} of {len(tokens)} words never {verb} in {where}"
