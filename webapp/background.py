@@ -62,6 +62,7 @@ class Job:
     ended: threading.Event = field(default_factory=threading.Event)
     work: Callable[[Job], None] | None = field(default=None, repr=False)   # a queued job's, until it runs
     keeps_stages: bool = False        # each stage writes its own result (one dictionary per layer), kept on cancel
+    shares: tuple[float, ...] = ()    # each stage's share of the work, when known (else equal shares)
 
     @property
     def active(self) -> bool:
@@ -78,11 +79,15 @@ class Job:
         return not self.cancel.is_set()
 
     def fraction(self) -> float:
-        """Overall progress: each stage an equal share (the stages' costs differ by checkpoint)."""
+        """Overall progress: each stage its share of the work (`shares`, e.g. the sentences each encodes), else
+        an equal share (the stages' costs differ by checkpoint)."""
         if self.stage not in self.stages:
             return 0.0
         part = self.done / self.total if self.total else 0.0
-        return min(1.0, (self.stages.index(self.stage) + part) / len(self.stages))
+        shares = self.shares if len(self.shares) == len(self.stages) and sum(self.shares) > 0 else \
+            (1.0,) * len(self.stages)
+        k = self.stages.index(self.stage)
+        return min(1.0, (sum(shares[:k]) + shares[k] * part) / sum(shares))
 
 
 _JOBS: dict[str, Job] = {}
@@ -101,9 +106,10 @@ def current_user() -> str:
 
 
 def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job], None],
-          user: str | None = None, keeps_stages: bool = False) -> Job:
+          user: str | None = None, keeps_stages: bool = False, shares: tuple[float, ...] = ()) -> Job:
     """Run work(job) in a thread for this result file, or return the job already running or waiting
-    for it. It runs now if fewer than MAX_RUNNING_PER_KIND of its kind run, else waits in line; a
+    for it. `shares`: each stage's share of the work, when the caller knows it (the bar and the time left
+    go by it). It runs now if fewer than MAX_RUNNING_PER_KIND of its kind run, else waits in line; a
     request past MAX_PER_USER for `user` (default: the calling session) or past MAX_QUEUED waiting is
     refused: the Job returned has state "refused" and the reason in .error, and nothing runs."""
     user = current_user() if user is None else user
@@ -112,7 +118,8 @@ def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job],
         if job is not None and job.active:
             return job
         _forget_ended()
-        job = Job(path=Path(path), stages=stages, label=label, user=user, keeps_stages=keeps_stages)
+        job = Job(path=Path(path), stages=stages, label=label, user=user, keeps_stages=keeps_stages,
+                  shares=tuple(float(s) for s in shares))
         reason = _refusal(job)
         if reason:
             job.state, job.error = "refused", reason
@@ -238,14 +245,15 @@ def _count(n: int) -> str:
 
 
 def time_left(job: Job) -> str:
-    """", about 2 minutes left": the time so far stretched over what is left at the pace so far (each stage an
-    equal share, as the bar counts them); "" before there is a pace to go by."""
+    """", about 2 minutes left": the time so far stretched over what is left at the pace so far (each stage its
+    share, as the bar counts them); "" before there is a pace to go by."""
     from webapp.estimates import duration
 
     spent, part = time.time() - job.started, job.fraction()
     if not 0.02 <= part < 1 or spent < 2:
         return ""
-    return f", about {duration(spent * (1 - part) / part)} left"
+    left = spent * (1 - part) / part
+    return ", under a second left" if left < 1 else f", about {duration(left)} left"
 
 
 def cancelled_said(job: Job) -> str:

@@ -184,3 +184,20 @@ def test_a_damaged_kept_state_map_is_said_in_the_verdict(runs):
     alerts, _ = verdict_of(at)
     assert "The encoder-state map kept for this model cannot be read" in alerts.replace("\\", "")
     assert "training data's counts alone" in alerts.replace("\\", "")
+
+
+def test_the_state_map_job_weighs_its_stages_by_the_sentences_each_encodes(runs, monkeypatch):
+    """Its bar stood at half, "about 27 s left", with every training sentence encoded: the held-out stage
+    after them is a small share of the work, and the job is told each stage's share."""
+    from webapp import background
+
+    asked = {}
+    monkeypatch.setattr(background, "start", lambda path, stages, label, work, **more: asked.update(
+        stages=stages, shares=more.get("shares")))
+    at = open_app("numbers-en-de", text="seven hundred")
+    no_exception(at)
+    [button] = [b for b in at.button if b.label == "Compute the encoder-state map"]
+    button.click().run()
+    no_exception(at)
+    trained, held = asked["shares"]
+    assert asked["stages"] == ("training sentences", "held-out sentences") and trained > 10 * held > 0

@@ -116,6 +116,27 @@ def test_a_cancelled_job_says_which_stages_it_kept_when_each_writes_its_own():
     assert background.cancelled_said(one_result) == "nothing was written."      # written once, at the end
 
 
+def test_the_bar_and_the_time_left_weigh_each_stage_by_its_share_of_the_work(monkeypatch):
+    """The encoder-state map's bar stood at half and said "about 27 s left" with its 50,000 training sentences
+    encoded: the held-out stage after them is 1,000 sentences, not as many again."""
+    stages = ("training sentences", "held-out sentences")
+    job = background.Job(path=Path("x.json"), stages=stages, label="Encoder-state map", shares=(50_000, 1_000),
+                         stage="training sentences", done=50_000, total=50_000, started=1_000.0)
+    now = [1_100.0]                                                               # 100 s so far
+    monkeypatch.setattr(background.time, "time", lambda: now[0])
+    assert job.fraction() == pytest.approx(50 / 51)
+    assert background.time_left(job) == ", about 2 seconds left"                 # not "about 2 minutes"
+    now[0] = 1_027.0
+    assert background.time_left(job) == ", under a second left"                  # not "about under a second"
+    job.stage, job.done, job.total = "held-out sentences", 500, 1_000
+    assert job.fraction() == pytest.approx(50.5 / 51)
+    equal = background.Job(path=Path("y.json"), stages=stages, label=LAB, stage="training sentences",
+                           done=50_000, total=50_000)
+    assert equal.fraction() == 0.5                                                # no shares: equal ones
+    assert background.Job(path=Path("z.json"), stages=stages, label=LAB, shares=(1.0,), stage="held-out sentences",
+                          done=1, total=2).fraction() == 0.75                     # shares that do not fit: equal
+
+
 def test_jobs_of_different_kinds_run_at_once(tmp_path):
     lab, card = Gate(), Gate()
     a = start(tmp_path, "a", lab, "alice", LAB)

@@ -183,7 +183,11 @@ def states_button(ckpt, found: Verdict | str) -> None:
                 ensure_states(private.path, private.model, private.tokenizer, private.meta, index,
                               RunContext(meta=private.meta, progress=job.progress, cancel=job.cancel))
 
-            background.start(path, ("training sentences", "held-out sentences"), "Encoder-state map", work)
+            index = training_index(ckpt)         # one encoder pass per sentence: the stages' shares of the work
+            held = 0 if index is None else int(index.calibration.get("held_out") or 0)
+            shares = (index.pairs, held) if held > 0 else ()
+            background.start(path, ("training sentences", "held-out sentences"), "Encoder-state map", work,
+                             shares=shares)
     job = background.job_for(path)
     st.fragment(background.show_job, run_every=2 if job is not None and job.active else None)(str(path), "states")
 
