@@ -104,13 +104,11 @@ NO_LINKS = ("No aligned words: the training data links no word to another (every
 NO_INDEX = "No aligned words: this model's training data is not counted here (no grounding index)."
 
 
-def contexts_table(ckpt, site: str, index, feature: int, pairs: list) -> pd.DataFrame:
+def contexts_table(ckpt, site: str, index, feature: int, pairs: list, links: dict) -> pd.DataFrame:
     """The feature's strongest training contexts, each with the word of the pair's other side the training
-    data links to the context's word; without any links (the numbers: every word too common) that column is
-    left out rather than shown empty (feature_card says why)."""
+    data `links` (the grounding index's) to the context's word; without any links (the numbers: every word too
+    common) that column is left out rather than shown empty (feature_card says why)."""
     tok, cfg = ckpt.tokenizer, ckpt.model.cfg
-    found = grounding.training_index(ckpt)
-    links = found.links if found is not None else {}
     encoder = site.startswith("encoder.")
     rows = []
     for pair_at, position, value in index.contexts(feature)[:SHOWN_CONTEXTS]:
@@ -140,14 +138,15 @@ def feature_card(ckpt, site: str, feature: int, index, pairs: list, dataset: str
     if active == 0:
         st.info("This feature never fired on the training pairs read: there are no contexts to show.")
         return
-    table = contexts_table(ckpt, site, index, feature, pairs)
+    found = grounding.training_index(ckpt)
+    table = contexts_table(ckpt, site, index, feature, pairs, found.links if found is not None else {})
     st.markdown("**Where it fires most in the training pairs** (the piece it reads between ⟦ ⟧)")
     st.dataframe(table, hide_index=True, key="features_contexts", **presenter.table_columns(
         {"activation": 90, "context": 420, "aligned target word" if site.startswith("encoder.")
          else "aligned source word": 160},
         {"activation": st.column_config.NumberColumn(format="%.3f")}))
     if not {"aligned target word", "aligned source word"} & set(table.columns):
-        st.caption(NO_LINKS if grounding.training_index(ckpt) is not None else NO_INDEX)
+        st.caption(NO_LINKS if found is not None else NO_INDEX)
     downloads.table_csv_button(table, downloads.file_stem(name, "feature", site_key(site), feature, "contexts"),
                                key="features_contexts_csv", label="Its training contexts (CSV)")
     c1, c2 = st.columns(2)
