@@ -28,7 +28,7 @@ HELP = (
     "For a lecture on a projector: larger type (figures too), the sidebar folded away (the arrow at the top "
     "left opens it), the page full width, every **Learn** panel folded and each page's result first (its "
     "Learn panel and inputs below it), tables fitted to the width (on **Checkpoints** without the run, size "
-    "and date columns), and these advanced controls "
+    "and date columns; on **Layers** each translation wrapped, whole), and these advanced controls "
     "hidden: the CSV and JSON download buttons on every page (a figure's camera button stays); on "
     "**Translate**, the token-id tables; on **Beam search**, the length penalty and α (the Translate "
     "page's are used); on **Architecture**, the full Q, K and V tables; on **Layers**, the DecoderLens "
@@ -111,20 +111,37 @@ def areas(lecture: Sequence[str], study: Sequence[str]) -> dict:
 # scrolling sideways. There a table shows the columns a lecture reads, at widths that add up to TABLE_PX at
 # most (the content is 956 px wide at 1024 px, a table's border 2 px): a longer text is cut inside its cell
 # (the table's toolbar shows it full screen), and on a wider screen Streamlit shares the room left among them.
+# A column whose whole text a lecture reads (a translation) is wrapped instead: its rows made as tall as its
+# longest text needs (st.dataframe wraps a cell's text in a row taller than one line), up to WRAP_LINES.
 TABLE_PX = 920
+CHAR_PX = 10.5                 # an average character of a table's text at ROOT_PX (measured: 9.6 px, with room)
+LINE_PX = 26                   # a line of a table's text at ROOT_PX
+CELL_PAD_PX = 18               # a cell's padding, across and down
+WRAP_LINES = 6                 # at most: a longer text is cut, its full text in the table's full-screen view
 
 
-def table_columns(widths: dict[str, int], config: dict | None = None) -> dict:
+def table_columns(widths: dict[str, int], config: dict | None = None,
+                  wrap: dict[str, Sequence[str]] | None = None) -> dict:
     """st.dataframe's column_order and column_config for the mode: in presenter mode the columns named in
     `widths`, in its order, each about `widths[name]` px wide (scaled down to TABLE_PX in all); otherwise
-    every column sized to its text. `config`: the page's own column_config (formats), kept in both."""
+    every column sized to its text. `config`: the page's own column_config (formats), kept in both.
+    `wrap`: columns to show whole in presenter mode (name -> its texts): the rows as tall as the longest needs."""
     config = dict(config or {})
     if not on():
         return {"column_config": config} if config else {}
     scale = min(1.0, TABLE_PX / max(1, sum(widths.values())))
     for name, px in widths.items():
         config[name] = {**(config.get(name) or st.column_config.Column()), "width": int(px * scale)}
-    return {"column_order": tuple(widths), "column_config": config}
+    lines = max([wrapped_lines(texts, int(widths[name] * scale)) for name, texts in (wrap or {}).items()
+                 if name in widths], default=1)
+    height = {"row_height": lines * LINE_PX + CELL_PAD_PX} if lines > 1 else {}
+    return {"column_order": tuple(widths), "column_config": config, **height}
+
+
+def wrapped_lines(texts: Sequence[str], width_px: int) -> int:
+    """How many lines the longest of `texts` takes in a column `width_px` wide (at most WRAP_LINES)."""
+    per_line = max(1, int((width_px - CELL_PAD_PX) / CHAR_PX))
+    return min(WRAP_LINES, max([-(-len(str(t)) // per_line) for t in texts], default=1))
 
 
 def toggle() -> bool:

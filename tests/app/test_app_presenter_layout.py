@@ -102,6 +102,24 @@ def test_presenter_mode_fits_the_tables_to_the_width(page, kept):
     assert set(kept) <= set(laptop.value.columns)
 
 
+def test_presenter_mode_wraps_the_decoderlens_translations_in_rows_tall_enough():
+    """A layer's translation (the embeddings' often runs to the length limit) was cut inside its 520 px cell on a
+    1024 px projector, the rest of it unreadable: its rows are now as tall as the longest translation needs."""
+    long = "nine hundred and ninety nine thousand nine hundred and ninety nine"
+    at = open_app("numbers-en-de", "webapp/pages/layers.py", long, query={"present": "1"})
+    no_exception(at)
+    table = at.dataframe[0]
+    longest = max(len(t) for t in table.value["translation"])
+    width = widths(table)["translation"]
+    lines = -(-longest // int((width - presenter.CELL_PAD_PX) / presenter.CHAR_PX))
+    assert lines > 1, f"the test needs a translation longer than a line: {longest} characters in {width} px"
+    assert table.proto.row_height >= min(lines, presenter.WRAP_LINES) * presenter.LINE_PX
+    laptop = open_app("numbers-en-de", "webapp/pages/layers.py", long)
+    assert not laptop.dataframe[0].proto.row_height                          # one line a row, sized to its text
+    short = open_page("layers", True).dataframe[0]
+    assert not short.proto.row_height or max(len(t) for t in short.value["translation"]) * presenter.CHAR_PX > width
+
+
 def test_the_attention_pages_controls_on_a_projector():
     cross = open_page("attention", True)
     assert not [t for t in cross.toggle if t.key == "attn_mask"]                # it does nothing here

@@ -49,7 +49,8 @@ def decoder_lens_section(ckpt, text: str, name: str) -> None:
     # row stopped at the length limit only when one did
     widths = {"the decoder reads": 170, "translation": 520, "log-prob": 90, "as the model's": 140,
               **({"finished": 180} if not all(r.finished for r in rows) else {})}
-    st.dataframe(frame, hide_index=True, width="stretch", key="layers_lens_table", **presenter.table_columns(widths))
+    st.dataframe(frame, hide_index=True, width="stretch", key="layers_lens_table",
+                 **presenter.table_columns(widths, wrap={"translation": frame["translation"]}))
     st.caption(f"{'Greedy' if beam == 1 else f'Beam search ({int(beam)} beams)'}: each row decodes from one encoder "
                "depth (the embeddings: no encoder layer at all). The last row is the model as trained; it can "
                "differ from the translation above, which uses the Translate page's decoding settings.")
