@@ -109,7 +109,8 @@ def tree_figure(trace: BeamTrace, id_to_piece: Callable[[int], str], step: int |
                                  range=[-0.8, trace.n_steps + 0.8]),
                       yaxis=dict(showticklabels=False, zeroline=False, title="", autorange="reversed"),
                       margin=dict(l=30, r=20, t=80, b=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right"))
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right",
+                                  traceorder="normal"))
     return fig
 
 

@@ -188,6 +188,17 @@ def test_tree_highlights_the_best_path(traces):
         assert big == set(best)
 
 
+def test_the_tree_legend_is_one_row_above_the_tree(traces):
+    """Its node statuses share a legend group, which a horizontal legend stacks in a column: three rows in
+    the top margin, cut at the figure's top and under Plotly's toolbar on a projector. One row, in order."""
+    for trace in traces:
+        fig = bplots.tree_figure(trace, lambda t: f"t{t}")
+        grouped = {t.legendgroup for t in fig.data if t.showlegend is not False and t.legendgroup}
+        legend = fig.layout.legend
+        assert legend.orientation == "h" and legend.yanchor == "bottom" and legend.y >= 1
+        assert not grouped or legend.traceorder == "normal"                 # a group would stack
+
+
 def _labels(fig) -> dict[int, tuple[str, str]]:
     """row -> (its label, where it sits) for every node the tree writes a token on."""
     return {int(r): (text, side) for t in fig.data if t.name in STATUSES
