@@ -34,6 +34,17 @@ PRE_NORM_NAMES = {"enc_norm": "Encoder LayerNorm (before each sublayer; + a fina
                   "dec_norm": "Decoder LayerNorm (before each sublayer; + a final one)"}
 
 
+def flow_order(norm_first: bool = False) -> list[str]:
+    """The blocks in the order the data passes them, source first: a pre-norm model's LayerNorm before the
+    attention it feeds, the paper's Add & Norm after it."""
+    order = list(BLOCKS)
+    if norm_first:
+        for norm, attention in (("enc_norm", "enc_attn"), ("dec_norm", "dec_attn")):
+            order.remove(norm)
+            order.insert(order.index(attention), norm)
+    return order
+
+
 def block_name(key: str, norm_first: bool = False) -> str:
     """A block's name in the UI, for this model's norm order."""
     return PRE_NORM_NAMES.get(key, BLOCKS[key][0]) if norm_first else BLOCKS[key][0]

@@ -19,7 +19,7 @@ from explorer.config import DecodeConfig
 from explorer.decoding import attention_trace, translate
 from explorer.inspection.trace import attention_kind
 from explorer.model import Transformer
-from explorer.plots.architecture import SELECTED, block_name
+from explorer.plots.architecture import BLOCKS, SELECTED, block_name, flow_order
 from explorer.store.checkpoint import load_checkpoint, save_checkpoint
 from support.app_support import (chart, checkpoint, checkpoint_params, has_chart, info_for, no_exception,  # noqa: F401
                                  only_a_broken_checkpoint, open_app, texts)
@@ -176,6 +176,33 @@ def test_a_tiny_model_with_marians_options(checkpoint, tmp_path, monkeypatch):
     at.radio(key="arch_block").set_value("cross_attn").run()
     assert "pre-norm" in texts(at.markdown)
     assert int(frame(at, "part")["parameters"].sum()) == model.num_parameters()
+    assert walk(at) == flow_order(norm_first=True)              # its LayerNorms before their sublayers
+
+
+def walk(at) -> list[str]:
+    """The blocks Next passes, from the first (reached by Previous), with the step each says it is."""
+    while not at.button(key="arch_step_back").disabled:
+        at.button(key="arch_step_back").click().run()
+    seen = []
+    while True:
+        clean(at)
+        seen.append(at.radio(key="arch_block").value)
+        assert f"Step {len(seen)} of " in texts(at.caption) and at.query_params["block"] == seen[-1]
+        if at.button(key="arch_step_on").disabled:
+            return seen
+        at.button(key="arch_step_on").click().run()
+
+
+def test_previous_and_next_walk_the_blocks_in_the_order_the_data_passes_them(checkpoint, tmp_path, monkeypatch):
+    """A lecture steps through Figure 1 block by block: source embedding, each encoder sublayer, then the
+    decoder's, to the softmax; a pre-norm model's LayerNorm comes before the attention it feeds."""
+    info, _ = checkpoint
+    post = walk(open_app(info.name, PAGE, text="luz"))
+    assert post == list(BLOCKS) and post.index("enc_attn") < post.index("enc_norm")
+    assert sorted(post) == sorted(BLOCKS) and post[0] == "src_embed" and post[-1] == "generator"
+    pre = flow_order(norm_first=True)
+    assert sorted(pre) == sorted(BLOCKS) and pre.index("enc_norm") < pre.index("enc_attn") < pre.index("enc_ffn")
+    assert pre.index("dec_norm") < pre.index("dec_attn") < pre.index("cross_attn") < pre.index("generator")
 
 
 def test_hostile_input(checkpoint):

@@ -1,5 +1,6 @@
 """Architecture: the paper's Figure 1 drawn for the chosen model; a block chosen in it (a click, or the
-radio beside it) shows that block's real numbers for the current sentence.
+radio beside it, or Previous / Next along the data's path: plots.flow_order) shows that block's real numbers
+for the current sentence.
 
 Thin: the diagram is explorer.plots.architecture's, the numbers explorer.inspection.worked's (via
 webapp.views.architecture), the translation and trace the shared cached ones (state), and the block,
@@ -44,12 +45,25 @@ def choose_block(event_key: str) -> None:
         st.session_state["arch_block"] = chosen
 
 
-url.seed(url.ARCH_BLOCK, "arch_block", "enc_attn", options=list(plots.BLOCKS))
+def step(order: list[str], by: int) -> None:
+    """The Previous / Next buttons: the block before or after along the data's path."""
+    at = order.index(st.session_state["arch_block"]) + by
+    st.session_state["arch_block"] = order[min(max(at, 0), len(order) - 1)]
+
+
+order = plots.flow_order(cfg.norm_first)
+url.seed(url.ARCH_BLOCK, "arch_block", "enc_attn", options=order)
 left, right = st.columns([3, 2])
 with right:
-    block = st.radio("Block", list(plots.BLOCKS), format_func=lambda k: plots.block_name(k, cfg.norm_first),
-                     key="arch_block")
+    block = st.radio("Block", order, format_func=lambda k: plots.block_name(k, cfg.norm_first), key="arch_block")
     url.write(url.ARCH_BLOCK, "arch_block", block)
+    place = order.index(block)
+    back, forth = st.columns(2)
+    back.button("← Previous", key="arch_step_back", on_click=step, args=(order, -1), disabled=place == 0)
+    forth.button("Next →", key="arch_step_on", on_click=step, args=(order, 1), disabled=place == len(order) - 1)
+    st.caption(f"Step {place + 1} of {len(order)} along the data's path"
+               + (f"; next: {plots.block_name(order[place + 1], cfg.norm_first)}." if place + 1 < len(order) else
+                  ": the model's output."))
 hover = {}
 if ckpt is not None:
     for row in parameters.parameter_rows(ckpt.model):
