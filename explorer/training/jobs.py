@@ -84,7 +84,7 @@ class Job:
     note: str = ""                  # why the state was inferred ("the trainer process is gone ...")
 
     active = property(lambda self: self.state in ("starting", "running"))
-    fraction = property(lambda self: min(1.0, self.step / self.total_steps) if self.total_steps else 0.0)
+    fraction = property(lambda self: min(1.0, max(0.0, self.step / self.total_steps)) if self.total_steps else 0.0)
 
     @property
     def resumable(self) -> bool:
@@ -133,16 +133,26 @@ def lock_held(run_dir: Path) -> bool:
         return False
 
 
+LATEST_TIME = 32_503_680_000.0         # the year 3000, in seconds: later is no time a trainer wrote
+# status.json's fields as a page uses them, each with what a trainer can have written: a value past it (a
+# negative step, a start time of 1e300 that time.localtime cannot convert) is a damaged file's, left unknown.
+STATUS_FIELDS = {
+    "pid": (int, lambda v: v > 0), "step": (int, lambda v: v >= 0), "total_steps": (int, lambda v: v >= 1),
+    "epoch": (float, lambda v: 0 <= v < float("inf")), "started": (float, lambda v: 0 <= v <= LATEST_TIME),
+    "updated": (float, lambda v: 0 <= v <= LATEST_TIME), "last_error": (str, lambda v: True)}
+
+
 def poll(run_dir: str | os.PathLike) -> Job:
     """The job in `run_dir` as it is now (never raises on damaged files)."""
     run_dir = Path(run_dir).resolve()
     status = rf.read_status(run_dir)
     job = Job(name=run_dir.name, run_dir=run_dir, state=str(status.get("state") or "unknown"),
               config=rf.read_train_config(run_dir), checkpoints=rp.checkpoint_dirs(run_dir))
-    for key, cast in (("pid", int), ("step", int), ("total_steps", int), ("epoch", float),
-                      ("started", float), ("updated", float), ("last_error", str)):
-        with contextlib.suppress(TypeError, ValueError):
-            setattr(job, key, cast(status[key]) if status.get(key) is not None else getattr(job, key))
+    for key, (cast, fits) in STATUS_FIELDS.items():
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            value = cast(status[key]) if status.get(key) is not None else None
+            if value is not None and fits(value):               # else the field is left unknown
+                setattr(job, key, value)
     proc = LAUNCHED.get(str(run_dir))
     rc = proc.poll() if proc is not None else None
     if lock_held(run_dir):

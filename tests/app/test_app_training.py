@@ -329,6 +329,26 @@ def test_results_zero_by_construction_are_explained(runs):
         shutil.rmtree(run)
 
 
+@pytest.mark.parametrize("odd, bad", [({"started": 1e300}, "started"), ({"started": -1e300, "updated": 1e20}, "started"),
+                                      ({"step": -1, "total_steps": 1}, "step"), ({"step": 1, "total_steps": -5}, "total_steps")])
+def test_a_status_file_with_impossible_numbers_leaves_them_unknown_not_a_broken_page(runs, odd, bad):
+    """A start time of 1e300 (time.localtime cannot convert it) or a negative step put an exception box on
+    the Train page, for every run listed beside that one."""
+    from explorer.training.jobs import poll
+    from support.training_fixtures import train_records
+
+    status = {"state": "finished", "pid": 1, "step": 10, "total_steps": 10, "started": 1, "updated": 2, **odd}
+    run = write_run(Path(os.environ["EXPLORER_RUNS_DIR"]) / "odd-status", status, train_records([5, 10]))
+    try:
+        job = poll(run)
+        assert getattr(job, bad) == (0 if bad == "step" else None), (bad, getattr(job, bad))   # left unknown
+        assert 0.0 <= job.fraction <= 1.0
+        at = open_page("train", run="odd-status")                  # asserts no exception box
+        assert at.selectbox(key="tr_pick").value == "odd-status"
+    finally:
+        shutil.rmtree(run)
+
+
 def test_an_unknown_run_in_the_url_falls_back_to_the_first(runs):
     at = open_page("schedule", run="../../etc")
     assert at.selectbox(key="sc_run").value == 0
