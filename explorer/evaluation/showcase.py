@@ -32,6 +32,7 @@ from explorer.config import DecodeConfig
 from explorer.data.files import read_tsv
 from explorer.decoding.core import model_device, special_ids
 from explorer.decoding.translate import encode_source, forced_target
+from explorer.evaluation.arguments import device as device_argument
 from explorer.evaluation.scores import own_test_split, translate_ids
 from explorer.store import checkpoint as checkpoint_store   # load_checkpoint read at each call: a stand-in is seen
 from explorer.store.checkpoint import CheckpointError, read_card, write_card
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer showcase",
                                      description="Record the test pair the app opens on in each checkpoint's card.json.")
     parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=device_argument, default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)                         # as the app decodes (webapp.state._limit_threads)
     status = 0

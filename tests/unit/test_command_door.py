@@ -49,3 +49,19 @@ def test_the_door_runs_a_command_as_its_own_module_does(tmp_path):
 def test_the_console_script_is_the_door():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"explorer": "explorer.__main__:main"}
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_device_option_refuses_an_unknown_device_in_one_line(name, capsys):
+    """`showcase --device foo` ended in torch's RuntimeError traceback: each command that takes a device
+    checks it while reading its arguments, as the others do."""
+    with pytest.raises(SystemExit):
+        main([name, "--help"])
+    if "--device" not in capsys.readouterr().out:
+        pytest.skip(f"{name} takes no --device")
+    try:
+        code = main([name, "--device", "foo"])
+    except SystemExit as stop:
+        code = stop.code
+    said = capsys.readouterr().err
+    assert code == 2 and "device 'foo'" in said.strip().splitlines()[-1] and "Traceback" not in said, said
