@@ -8,6 +8,7 @@ import time
 
 from explorer.data import DataError, load_corpus
 from explorer.data.splits import DEFAULT_SEED, default_data_dir
+from explorer.store.output_dirs import model_folder_of
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +19,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the split's seed; another than the default is cached beside it (<name>-seed<N>)")
     parser.add_argument("--rebuild", action="store_true", help="ignore the cache and rebuild")
     args = parser.parse_args(argv)
+    folder = model_folder_of(args.data_dir or default_data_dir())
+    if folder is not None:                    # a model would gain folders the catalog and a re-export then read
+        print(f"error: --data-dir {args.data_dir or default_data_dir()} is inside the model folder {folder}; "
+              "name a folder outside it", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     try:
         if args.rebuild:

@@ -16,8 +16,8 @@ may replace a directory only when:
 
 Whatever the marker says, a command never replaces a symlink, a non-directory, the working directory
 or one of its ancestors, this project's own directory or one of its ancestors, one of the command's
-inputs (or a directory holding one), or a directory inside an input (the source would gain a folder that
-is not its own, which a re-export or the app's listing would then read). The check runs before anything is computed and again just before
+inputs (or a directory holding one), or a directory inside an input or inside any model folder (the source
+or model would gain a folder that is not its own, which a re-export or the app's listing would then read). The check runs before anything is computed and again just before
 the swap, so a refusal costs nothing and a directory filled meanwhile is not lost either.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Callable, Iterable
 
 from explorer.files.atomic import recover, write_directory
 from explorer.files.limits import JSON_BYTES
-from explorer.files.names import OUTPUT_MARKER, PARTIAL
+from explorer.files.names import CONFIG, OUTPUT_MARKER, PARTIAL, WEIGHTS
 from explorer.files.user_files import read_user_json
 from explorer.files.places import REPO_ROOT
 from explorer.store.weights import sha256
@@ -82,6 +82,13 @@ def _is_within(path: Path, other: Path) -> bool:
     return path == other or path in other.parents
 
 
+def model_folder_of(path: str | os.PathLike) -> Path | None:
+    """The model folder (config.json beside model.safetensors) that is `path` or holds it, symlinks
+    followed; None when there is none: nothing a command writes may land there."""
+    start = Path(os.path.realpath(path))
+    return next((f for f in (start, *start.parents) if (f / CONFIG).is_file() and (f / WEIGHTS).is_file()), None)
+
+
 def _never(target: Path, resolved: Path, inputs: Iterable[str | os.PathLike]) -> str | None:
     """Why `target` may never be replaced, whatever its contents; None if it may be, given them."""
     if target.is_symlink():
@@ -97,6 +104,9 @@ def _never(target: Path, resolved: Path, inputs: Iterable[str | os.PathLike]) ->
             return f"{target} is this command's input ({given}) or holds it"
         if Path(given).resolve() in resolved.parents:     # the source would gain a folder that is not its own
             return f"{target} is inside {given}, the source being read; nothing is written inside a source"
+    folder = model_folder_of(resolved.parent)
+    if folder is not None:                # a model gains a folder that is not its own (the catalog, a re-export read it)
+        return f"{target} is inside the model folder {folder}; nothing is written inside a model"
     return None
 
 

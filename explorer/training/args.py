@@ -22,6 +22,7 @@ from explorer.files.user_files import UserFileError, read_user_json
 from explorer.runtime.device import check_device
 from explorer.store import run_paths as rp
 from explorer.store.checkpoint import read_config
+from explorer.store.output_dirs import model_folder_of
 from explorer.store.run_clearing import clearing_plan, is_marked, never_started, trainer_entry
 from explorer.store.run_files import RunLock
 from explorer.text.tokenizer import MODEL_TYPES
@@ -121,6 +122,9 @@ def check_run_folder(run_dir: Path, resume: bool, config: str | None = None) -> 
     may wait there. --resume keeps to its own check."""
     if os.path.lexists(run_dir) and not run_dir.is_dir():
         raise ValueError(f"--run-dir {run_dir}: not a folder; name a new folder for the run")
+    folder = model_folder_of(run_dir.parent)
+    if folder is not None:                    # the model would gain a run the catalog lists as its own
+        raise ValueError(f"--run-dir {run_dir} is inside the model folder {folder}; name a folder outside it")
     if resume or not run_dir.is_dir() or is_marked(run_dir):
         return
     if never_started(run_dir) and not RunLock(run_dir).is_held_by_other():

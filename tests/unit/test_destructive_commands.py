@@ -262,3 +262,64 @@ def test_a_run_stopped_before_its_setup_may_be_started_again_and_a_temp_file_is_
     with pytest.raises(ValueError, match="notes.txt"):
         check_run_folder(run, resume=False)
     check_run_folder(run, resume=False, config=str(run / "notes.txt"))     # the run's own --config may wait there
+
+
+# ---- nothing lands inside a model folder, or among the shipped checkpoints ---------------------------
+def a_model(folder: Path) -> Path:
+    """A folder the catalog takes for a model: config.json beside model.safetensors."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")
+    return folder
+
+
+def test_ship_convert_train_and_data_write_nothing_inside_another_model_folder(tmp_path, capsys, monkeypatch):
+    """The analysis commands refused --out inside a model folder, but `ship`, `convert`, `train --run-dir`
+    and `data --data-dir` wrote a checkpoint, a run or a corpus inside one (another than their input)."""
+    from explorer.data.__main__ import main as data_main
+    from explorer.store.output_dirs import OutputRefused, check_output_dir
+    from explorer.training.args import parse_command
+
+    other = a_model(tmp_path / "other")
+    before = snapshot(other)
+    assert ship.main([str(NUMBERS), str(other / "shipped")]) == 2
+    assert "inside the model folder" in capsys.readouterr().err
+    with pytest.raises(OutputRefused, match="inside the model folder"):
+        check_output_dir(other / "deep" / "hf", "explorer convert to-hf")
+    with pytest.raises(ValueError, match="inside the model folder"):
+        parse_command(["--run-dir", str(other / "run"), "--dataset", "numbers", "--preset", "tiny"])
+    assert data_main(["numbers", "--data-dir", str(other / "data")]) == 2
+    assert "inside the model folder" in capsys.readouterr().err
+    assert snapshot(other) == before
+    check_output_dir(tmp_path / "beside", "explorer convert to-hf")      # beside it: allowed
+
+
+@pytest.mark.parametrize("command", ["lens", "contributions"])
+def test_an_analysis_writes_nothing_among_the_shipped_checkpoints(command, capsys):
+    """`lens --out checkpoints/grounding/<index>.json.gz` replaced the shipped training-word index with its
+    JSON (exit 0), and the grounding verdict then failed on it: the shipped folder is no place for results."""
+    from explorer.__main__ import main
+    from explorer.store.run_paths import shipped_root
+
+    target = shipped_root() / "grounding" / "written-by-a-test.json"
+    before = sorted(p.name for p in target.parent.iterdir()) if target.parent.is_dir() else None
+    try:
+        assert main([command, str(NUMBERS), "--out", str(target)]) == 2
+        said = capsys.readouterr().err
+        assert "inside the shipped checkpoints folder" in said and not target.exists(), said
+        assert (sorted(p.name for p in target.parent.iterdir()) if target.parent.is_dir() else None) == before
+    finally:
+        target.unlink(missing_ok=True)                   # a regression's write does not stay in the checkout
+
+
+def test_the_poison_demonstrations_default_folder_is_usable_in_a_checkout(monkeypatch):
+    """`python -m explorer poison` without --out refused its own default (runs/poison-demo in this project),
+    taking the project's folder, which holds the shipped checkpoints/, for a training run."""
+    from explorer.store.run_paths import RUNS_ENV
+    from explorer.studies.grounding import poison_out
+
+    monkeypatch.delenv(RUNS_ENV, raising=False)
+    out = poison_out.default_out()
+    if out.exists() and any(out.iterdir()):
+        pytest.skip(f"{out} holds an earlier demonstration")
+    assert poison_out.check_out(str(out)) == out.resolve()

@@ -24,7 +24,6 @@ from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 from explorer.evaluation.arguments import ArgumentsError, CommandParser, add_languages, count, device, with_languages
-from explorer.files import names
 from explorer.files.user_files import UserFileError, check_output_file
 from explorer.runtime.progress import printer
 from explorer.runtime.split import ONE, Split, finish as leave_group
@@ -32,6 +31,8 @@ from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
 from explorer.evaluation.scores import held_out_pairs
 from explorer.store.checkpoint import CheckpointError, LoadedCheckpoint as Checkpoint, load_checkpoint
+from explorer.store.output_dirs import model_folder_of
+from explorer.store.run_paths import shipped_root
 
 
 def study_parser(prog: str, doc: str) -> CommandParser:
@@ -107,14 +108,6 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
     return args
 
 
-def model_folder_of(path: str | os.PathLike) -> Path | None:
-    """The model folder (config.json beside model.safetensors) that is `path` or holds it, symlinks
-    followed; None when there is none: nothing a command writes may land there."""
-    start = Path(os.path.realpath(path))
-    return next((f for f in (start, *start.parents) if (f / names.CONFIG).is_file() and (f / names.WEIGHTS).is_file()),
-                None)
-
-
 def keep_inputs(args: argparse.Namespace, default_out: str | None = None) -> None:
     """UserFileError when --out would replace what a command reads: a file another argument names (grounding's
     --input, or one of contributions' --combine files, given as --out too), or anything in a model folder
@@ -123,9 +116,13 @@ def keep_inputs(args: argparse.Namespace, default_out: str | None = None) -> Non
     file included. `default_out`: the --out the user did not type, said so in the message."""
     out = Path(args.out)
     folder = model_folder_of(out.parent)
+    said = f"{args.out} (the default: give --out to write elsewhere)" if args.out == default_out else args.out
     if folder is not None:
-        said = f"{args.out} (the default: give --out to write elsewhere)" if args.out == default_out else args.out
         raise UserFileError(f"{said}: inside the model folder {folder}; write results outside it")
+    shipped, where = shipped_root().resolve(), Path(os.path.realpath(out.parent))
+    if where == shipped or shipped in where.parents:
+        raise UserFileError(f"{said}: inside the shipped checkpoints folder {shipped} (its models and their "
+                            "training-data indexes); write results outside it")
     if not out.is_file():
         return
     for name, value in vars(args).items():

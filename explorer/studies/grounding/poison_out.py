@@ -19,8 +19,8 @@ from explorer.files.places import REPO_ROOT
 from explorer.files.user_files import UserFileError, check_output_file, read_user_file
 from explorer.store import run_files as rf
 from explorer.store.run_clearing import RunRefused, clearing_plan, is_marked, never_started, trainer_entry
+from explorer.store.output_dirs import model_folder_of
 from explorer.store.run_paths import holds_run, runs_root
-from explorer.studies.common.command import model_folder_of
 
 POISONED_TSV, CLEAN_TSV, REPORT = POISON_FILES
 RUNS = ("poisoned", "clean")            # the two fine-tunes' run folders, inside --out
@@ -121,7 +121,8 @@ def _check_out(given: str) -> Path:
         where = ("is a checkpoint folder" if folder == resolved
                  else f"lies inside the checkpoint folder {_cut(str(folder))}")
         raise OutRefused(f"--out {shown} {where}; name a new folder")
-    run = next((f for f in resolved.parents if holds_run(f) or is_marked(f)), None)
+    # this project's folder holds the shipped checkpoints/, no run: the default --out lies inside it
+    run = next((f for f in resolved.parents if f != REPO_ROOT and (holds_run(f) or is_marked(f))), None)
     if run is not None:                   # a training run's folder gains nothing the trainer did not write
         raise OutRefused(f"--out {shown} lies inside the training run {_cut(str(run))}; name a new folder")
     if resolved.is_dir() and any(resolved.iterdir()):
