@@ -28,11 +28,23 @@ from explorer.store import checkpoint as checkpoint_store   # load_checkpoint re
 from explorer.store.checkpoint import CheckpointError, read_card, write_card
 
 
+def is_its_test_set(ckpt, pairs: list) -> bool:
+    """Do `pairs` (a --test file) stand for the checkpoint's test set: its own held-out split, or any file
+    when it has none (a model imported or trained elsewhere)? Another file's figures do not go into
+    card.json's test section, which the app labels the checkpoint with."""
+    try:
+        own, _ = held_out_pairs(ckpt.path, ckpt.meta)
+    except ValueError:                              # no held-out split to stand for (DataError)
+        return True
+    return [(p.src, p.tgt) for p in own] == [(p.src, p.tgt) for p in pairs]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer evaluate", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--test", help="TSV of src<TAB>tgt (default: the checkpoint's test.tsv, else the "
-                                       "test split of the dataset it was trained on)")
+                                       "test split of the dataset it was trained on); another file's figures "
+                                       "are printed, not written into card.json")
     parser.add_argument("--limit", type=count("limit", 0, 10_000_000), default=0,
                         help="only the first N sentences (0: all); fewer than all are not written to card.json")
     parser.add_argument("--beam", type=count("beam", 1, MAX_BEAM), default=5)
@@ -98,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(pairs) < whole and not args.no_write:   # a trial run's figures never stand in for the whole set's
         print(f"note: card.json keeps its figures: these are of {len(pairs):,} of the {whole:,} test sentences "
               "(--limit); the app shows a card's figures as the test set's", file=sys.stderr)
+    elif args.test and not args.no_write and not is_its_test_set(ckpt, pairs):
+        print(f"note: card.json keeps its figures: these are of {test_name}, not this checkpoint's held-out test "
+              "split; the app shows a card's figures as the test set's", file=sys.stderr)
     elif not args.no_write:
         try:                                        # every other section (the model card) is kept
             old = read_card(args.checkpoint)

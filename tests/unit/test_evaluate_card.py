@@ -1,0 +1,52 @@
+"""What `evaluate` writes into card.json: the checkpoint's test figures only when they are of its held-out
+test set. The app labels a checkpoint with them ("test BLEU 92.6"): three lines of another file scored 100."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from explorer.evaluation.command import main
+from explorer.store.checkpoint import read_card
+
+SOURCE = Path(__file__).resolve().parents[2] / "checkpoints" / "numbers-en-de"
+
+
+@pytest.fixture
+def numbers(tmp_path) -> Path:
+    if not (SOURCE / "model.safetensors").is_file():
+        pytest.skip("needs the shipped checkpoint numbers-en-de")
+    path = tmp_path / "numbers"
+    shutil.copytree(SOURCE, path)
+    lines = (path / "test.tsv").read_text(encoding="utf-8").splitlines()
+    (path / "test.tsv").write_text("\n".join(lines[:5]) + "\n", encoding="utf-8")   # a header and 4 pairs
+    return path
+
+
+def test_another_test_file_leaves_the_cards_test_figures_and_its_own_split_replaces_them(numbers, tmp_path, capsys):
+    before = read_card(numbers)["test"]
+    other = tmp_path / "three.tsv"
+    other.write_text("\n".join((numbers / "test.tsv").read_text(encoding="utf-8").splitlines()[:3]) + "\n",
+                     encoding="utf-8")
+    assert main([str(numbers), "--test", str(other), "--beam", "2"]) == 0
+    assert "not this checkpoint's held-out test split" in capsys.readouterr().err
+    assert read_card(numbers)["test"] == before
+    assert main([str(numbers), "--test", str(numbers / "test.tsv"), "--beam", "2"]) == 0    # its own split, named
+    after = read_card(numbers)["test"]
+    assert after != before and after["n"] == 4 and after["test_set"] == "test.tsv"
+
+
+def test_a_checkpoint_without_a_test_split_takes_the_given_files_figures(numbers, tmp_path, monkeypatch):
+    """A model imported or trained elsewhere has no held-out split (no test.tsv, no training dataset named,
+    as held_out_pairs then says): the file given is its test set."""
+    from explorer.data import DataError
+    from explorer.evaluation import command
+
+    def none(path, meta, data_dir=None):
+        raise DataError(f"{path} has no test.tsv and names no training dataset")
+    monkeypatch.setattr(command, "held_out_pairs", none)
+    held = tmp_path / "held.tsv"
+    shutil.move(numbers / "test.tsv", held)
+    assert main([str(numbers), "--test", str(held), "--beam", "2"]) == 0
+    assert read_card(numbers)["test"]["test_set"] == "held.tsv" and read_card(numbers)["test"]["n"] == 4
