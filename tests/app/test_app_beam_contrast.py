@@ -174,6 +174,16 @@ def test_absurd_url_values_are_clamped_and_written_back():
 
 
 
+def test_with_the_contrast_off_the_link_keeps_none_of_its_controls_values():
+    """Its foil, word, method and IG points are not drawn while the contrast is off: a link kept
+    `method=abc&ig=abc&foil=-5` (the address bar carries only what the page shows)."""
+    at = open_page(contrast=0, foil=-5, ig="abc", method="abc", vs="luz")
+    no_exception(at)
+    at.run()
+    assert not {"foil", "ig", "method", "vs"} & set(at.query_params), dict(at.query_params)
+    assert not at.toggle(key="beam_contrast").value
+
+
 @pytest.mark.parametrize("verse", ["99999", str(10 ** 9), "-7", "9" * 5000])
 def test_a_verse_that_does_not_exist_leaves_the_links_sentence_in_charge(verse):
     """verse= past the last test verse (or below 0) is not the nearest verse: the link's text= stays the

@@ -92,7 +92,8 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
     on = st.toggle("Explain the chosen hypothesis's token against a foil", key=TOGGLE,
                    help="A click on a node of the tree (a kept or pruned candidate) also picks it as the foil.")
     url.write(url.CONTRAST, TOGGLE, on)
-    if not on:
+    if not on:                                  # its controls are not drawn: the URL keeps none of their values
+        url.put(**{key.key: None for key in (url.FOIL, url.FOIL_WORD, url.CONTRAST_METHOD, url.IG_POINTS)})
         st.caption("Contrastive attribution (Yin & Neubig 2022): which source words and which words already "
                    "written made the model prefer its token to another. Turn it on, or click a node of the tree.")
         return
@@ -112,6 +113,7 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
         url.write(url.FOIL, widget, token, options=by_place)
     else:
         token = None
+        url.put(**{url.FOIL.key: None})
     _seed_word()
     typed = cols[1].text_input("…or type a word", key=WORD,
                                help="Contrasted through its first target piece: one step writes one piece.")
@@ -125,6 +127,8 @@ def contrast_section(ckpt, result, trace, row: int, step: int, piece, tag: str) 
         url.seed(url.IG_POINTS, POINTS, IG_STEPS, options=IG_CHOICES)
         steps = cols[3].selectbox("IG points", IG_CHOICES, key=POINTS)
         url.write(url.IG_POINTS, POINTS, steps)
+    else:                                       # presenter mode: the default, not a link's
+        url.put(**{url.IG_POINTS.key: None})
     foil = _foil(ckpt, found.chosen, typed, token)
     if foil is None:
         return
