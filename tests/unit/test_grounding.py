@@ -110,6 +110,19 @@ def test_a_sentence_no_guess_as_a_whole_is_partly_one_from_a_word_in_five_it_nev
     assert not verdict(index, "the king said to the servant", "m").partly       # the other language: a guess
 
 
+def test_a_records_threshold_says_which_value_it_is_for():
+    """A record put the surprise (7.45 nats) beside the combined value's threshold (2.15): a reader comparing
+    the two read every sentence as over it. threshold_of names the value the threshold is for."""
+    from dataclasses import replace
+
+    index = small_index()
+    index.threshold = 3.0
+    alone = verdict(index, "el rey dijo", "m")
+    assert alone.to_json()["threshold_of"] == "score" and alone.to_json()["threshold"] == 3.0
+    both = replace(alone, combined=0.4, threshold=2.15)
+    assert both.to_json()["threshold_of"] == "combined"
+
+
 def test_an_index_round_trips_and_a_hostile_file_is_refused_in_one_line(tmp_path):
     index = calibrate(small_index(), ["el rey dijo"], "test")
     path = ix.save(index, tmp_path / "i.json.gz")

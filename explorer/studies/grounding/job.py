@@ -3,7 +3,8 @@ the Translate page shows (verdict.py), written as one JSON file whole or not at 
 
 The result: `{"checkpoint", "weights_sha256", "index": {dataset, pairs, threshold, calibration},
 "states": the encoder-state map's calibration or null, "sentences": [{"output", "source", "guessing", "partly",
-"unknown", "score", "distance", "combined", "threshold", "other_language", "summary", "words": [...]}]}`; the index (index.py)
+"unknown", "score", "distance", "combined", "threshold", "threshold_of" (which of score and combined the threshold
+is for: combined when the map was used), "other_language", "summary", "words": [...]}]}`; the index (index.py)
 is the checkpoint's own, built once beside it (build.ensure), and so is its encoder-state map
 (build.ensure_states: the shipped one, or one encoder pass over the training sentences, kept).
 """

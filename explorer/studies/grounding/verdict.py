@@ -65,7 +65,7 @@ class Verdict:
     source: str
     words: tuple[Word, ...]
     score: float          # mean surprise, nats per word: low for text like the training data
-    threshold: float | None
+    threshold: float | None   # of what decided: `combined` when there is one (threshold_of), else `score`
     guessing: bool | None     # None when the index has no calibrated threshold
     other_language: str | None    # the target language's name when the text reads as it, else None
     summary: str          # one plain sentence for the audience
@@ -79,6 +79,7 @@ class Verdict:
         out = asdict(self)
         out["words"] = [asdict(w) for w in self.words]
         out["output"] = [asdict(w) for w in self.output]
+        out["threshold_of"] = "score" if self.combined is None else "combined"   # a reader compares like with like
         return out
 
 
