@@ -193,7 +193,7 @@ def walk(at) -> list[str]:
         at.button(key="arch_step_on").click().run()
 
 
-def test_previous_and_next_walk_the_blocks_in_the_order_the_data_passes_them(checkpoint, tmp_path, monkeypatch):
+def test_previous_and_next_walk_the_blocks_in_the_order_the_data_passes_them(checkpoint):
     """A lecture steps through Figure 1 block by block: source embedding, each encoder sublayer, then the
     decoder's, to the softmax; a pre-norm model's LayerNorm comes before the attention it feeds."""
     info, _ = checkpoint
