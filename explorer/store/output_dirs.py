@@ -32,6 +32,7 @@ from explorer.files.limits import JSON_BYTES
 from explorer.files.names import CONFIG, OUTPUT_MARKER, PARTIAL, WEIGHTS
 from explorer.files.user_files import read_user_json
 from explorer.files.places import REPO_ROOT
+from explorer.store.run_paths import shipped_root
 from explorer.store.weights import sha256
 
 MARKER = OUTPUT_MARKER
@@ -87,6 +88,15 @@ def model_folder_of(path: str | os.PathLike) -> Path | None:
     followed; None when there is none: nothing a command writes may land there."""
     start = Path(os.path.realpath(path))
     return next((f for f in (start, *start.parents) if (f / CONFIG).is_file() and (f / WEIGHTS).is_file()), None)
+
+
+def in_shipped_folder(path: str | os.PathLike) -> Path | None:
+    """The shipped checkpoints folder (run_paths.shipped_root: its models and their training-word indexes)
+    when `path` is it or lies inside it, by its name as given or with symlinks followed; else None. No
+    result of a command belongs there."""
+    roots = {shipped_root().absolute(), Path(os.path.realpath(shipped_root()))}
+    places = {Path(os.path.abspath(path)), Path(os.path.realpath(path))}
+    return next((root for root in roots for place in places if place == root or root in place.parents), None)
 
 
 def _never(target: Path, resolved: Path, inputs: Iterable[str | os.PathLike]) -> str | None:

@@ -318,8 +318,28 @@ def test_the_poison_demonstrations_default_folder_is_usable_in_a_checkout(monkey
     from explorer.store.run_paths import RUNS_ENV
     from explorer.studies.grounding import poison_out
 
+    from explorer.store.run_paths import shipped_root
+
     monkeypatch.delenv(RUNS_ENV, raising=False)
+    with pytest.raises(poison_out.OutRefused, match="inside the shipped checkpoints folder"):
+        poison_out.check_out(str(shipped_root() / "demo"))         # its fine-tunes listed as shipped models
     out = poison_out.default_out()
     if out.exists() and any(out.iterdir()):
         pytest.skip(f"{out} holds an earlier demonstration")
     assert poison_out.check_out(str(out)) == out.resolve()
+
+
+def test_the_shipped_folder_is_found_by_its_name_and_through_symlinks(tmp_path, monkeypatch):
+    """A symlinked checkpoints/grounding (pointing elsewhere) resolved outside checkpoints/ and let an
+    analysis replace the index through it."""
+    from explorer.store import output_dirs
+
+    shipped = tmp_path / "project" / "checkpoints"
+    (tmp_path / "elsewhere").mkdir()
+    shipped.mkdir(parents=True)
+    (shipped / "grounding").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setattr(output_dirs, "shipped_root", lambda: shipped)
+    assert output_dirs.in_shipped_folder(shipped / "grounding" / "index.json.gz") == shipped
+    (tmp_path / "link").symlink_to(shipped)
+    assert output_dirs.in_shipped_folder(tmp_path / "link" / "x.json") is not None     # a link to it
+    assert output_dirs.in_shipped_folder(tmp_path / "elsewhere" / "x.json") is None     # the target itself

@@ -31,8 +31,7 @@ from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
 from explorer.evaluation.scores import held_out_pairs
 from explorer.store.checkpoint import CheckpointError, LoadedCheckpoint as Checkpoint, load_checkpoint
-from explorer.store.output_dirs import model_folder_of
-from explorer.store.run_paths import shipped_root
+from explorer.store.output_dirs import in_shipped_folder, model_folder_of
 
 
 def study_parser(prog: str, doc: str) -> CommandParser:
@@ -119,8 +118,8 @@ def keep_inputs(args: argparse.Namespace, default_out: str | None = None) -> Non
     said = f"{args.out} (the default: give --out to write elsewhere)" if args.out == default_out else args.out
     if folder is not None:
         raise UserFileError(f"{said}: inside the model folder {folder}; write results outside it")
-    shipped, where = shipped_root().resolve(), Path(os.path.realpath(out.parent))
-    if where == shipped or shipped in where.parents:
+    shipped = in_shipped_folder(out.parent)
+    if shipped is not None:
         raise UserFileError(f"{said}: inside the shipped checkpoints folder {shipped} (its models and their "
                             "training-data indexes); write results outside it")
     if not out.is_file():

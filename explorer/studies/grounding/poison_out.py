@@ -19,7 +19,7 @@ from explorer.files.places import REPO_ROOT
 from explorer.files.user_files import UserFileError, check_output_file, read_user_file
 from explorer.store import run_files as rf
 from explorer.store.run_clearing import RunRefused, clearing_plan, is_marked, never_started, trainer_entry
-from explorer.store.output_dirs import model_folder_of
+from explorer.store.output_dirs import in_shipped_folder, model_folder_of
 from explorer.store.run_paths import holds_run, runs_root
 
 POISONED_TSV, CLEAN_TSV, REPORT = POISON_FILES
@@ -116,6 +116,10 @@ def _check_out(given: str) -> Path:
         raise OutRefused(f"--out {shown} is the working directory or holds it; name a new folder")
     if resolved == REPO_ROOT or resolved in REPO_ROOT.parents:
         raise OutRefused(f"--out {shown} is this project's folder or holds it; name a new folder")
+    shipped = in_shipped_folder(given)
+    if shipped is not None:                # the app would list its two fine-tunes among the shipped models
+        raise OutRefused(f"--out {shown} lies inside the shipped checkpoints folder {_cut(str(shipped))}; "
+                         "name a new folder outside it")
     folder = model_folder_of(resolved)
     if folder is not None:
         where = ("is a checkpoint folder" if folder == resolved
