@@ -29,14 +29,17 @@ from explorer.store.checkpoint import CheckpointError, read_card, write_card
 
 
 def is_its_test_set(ckpt, pairs: list) -> bool:
-    """Do `pairs` (a --test file) stand for the checkpoint's test set: its own held-out split, or any file
-    when it has none (a model imported or trained elsewhere)? Another file's figures do not go into
-    card.json's test section, which the app labels the checkpoint with."""
+    """Do `pairs` (a --test file) stand for the checkpoint's test set: its own test.tsv, or any file when it
+    has no held-out split at all (no test.tsv, no training dataset named: a model imported or trained
+    elsewhere)? Another file's figures do not go into card.json's test section, which the app labels the
+    checkpoint with; a run's dataset split is scored without --test (never built here, after the decoding)."""
+    own = own_test_split(ckpt.path)
+    if own is None:
+        return not (ckpt.meta.get("training") or {}).get("dataset")
     try:
-        own, _ = held_out_pairs(ckpt.path, ckpt.meta)
-    except ValueError:                              # no held-out split to stand for (DataError)
-        return True
-    return [(p.src, p.tgt) for p in own] == [(p.src, p.tgt) for p in pairs]
+        return [(p.src, p.tgt) for p in read_tsv(str(own))] == [(p.src, p.tgt) for p in pairs]
+    except (ValueError, OSError):                   # its own split cannot be read: nothing stands for it
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,16 +37,27 @@ def test_another_test_file_leaves_the_cards_test_figures_and_its_own_split_repla
     assert after != before and after["n"] == 4 and after["test_set"] == "test.tsv"
 
 
-def test_a_checkpoint_without_a_test_split_takes_the_given_files_figures(numbers, tmp_path, monkeypatch):
-    """A model imported or trained elsewhere has no held-out split (no test.tsv, no training dataset named,
-    as held_out_pairs then says): the file given is its test set."""
-    from explorer.data import DataError
-    from explorer.evaluation import command
+def test_a_checkpoint_without_a_test_split_takes_the_given_files_figures(numbers, tmp_path):
+    """A model imported or trained elsewhere has no held-out split (no test.tsv, no training dataset named):
+    the file given is its test set. A run's checkpoint that names its dataset is scored on that split
+    without --test; another file does not stand for it."""
+    import json
 
-    def none(path, meta, data_dir=None):
-        raise DataError(f"{path} has no test.tsv and names no training dataset")
-    monkeypatch.setattr(command, "held_out_pairs", none)
     held = tmp_path / "held.tsv"
     shutil.move(numbers / "test.tsv", held)
+    assert main([str(numbers), "--test", str(held), "--beam", "2"]) == 0         # names its dataset: kept
+    assert read_card(numbers)["test"]["n"] == 500
+    config = json.loads((numbers / "config.json").read_text())
+    config["training"].pop("dataset")
+    (numbers / "config.json").write_text(json.dumps(config))
     assert main([str(numbers), "--test", str(held), "--beam", "2"]) == 0
     assert read_card(numbers)["test"]["test_set"] == "held.tsv" and read_card(numbers)["test"]["n"] == 4
+
+
+def test_a_damaged_own_split_lets_no_other_file_stand_for_it(numbers, tmp_path, capsys):
+    other = tmp_path / "other.tsv"
+    shutil.copy(numbers / "test.tsv", other)
+    (numbers / "test.tsv").write_text("one column only\n")
+    before = read_card(numbers)["test"]
+    assert main([str(numbers), "--test", str(other), "--beam", "2"]) == 0
+    assert read_card(numbers)["test"] == before and "card.json keeps its figures" in capsys.readouterr().err
