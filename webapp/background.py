@@ -84,10 +84,10 @@ class Job:
         if self.stage not in self.stages:
             return 0.0
         part = self.done / self.total if self.total else 0.0
-        shares = self.shares if len(self.shares) == len(self.stages) and sum(self.shares) > 0 else \
-            (1.0,) * len(self.stages)
+        usable = len(self.shares) == len(self.stages) and min(self.shares) >= 0 and sum(self.shares) > 0
+        shares = self.shares if usable else (1.0,) * len(self.stages)
         k = self.stages.index(self.stage)
-        return min(1.0, (sum(shares[:k]) + shares[k] * part) / sum(shares))
+        return min(1.0, max(0.0, (sum(shares[:k]) + shares[k] * part) / sum(shares)))
 
 
 _JOBS: dict[str, Job] = {}

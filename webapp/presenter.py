@@ -15,6 +15,8 @@ known "on" spelling means off, never an error.
 """
 from __future__ import annotations
 
+import textwrap
+import unicodedata
 from typing import Sequence
 
 import streamlit as st
@@ -139,9 +141,11 @@ def table_columns(widths: dict[str, int], config: dict | None = None,
 
 
 def wrapped_lines(texts: Sequence[str], width_px: int) -> int:
-    """How many lines the longest of `texts` takes in a column `width_px` wide (at most WRAP_LINES)."""
+    """How many lines the longest of `texts` takes in a column `width_px` wide (at most WRAP_LINES): wrapped
+    at spaces as the table wraps it, a wide (CJK) character counted as two."""
     per_line = max(1, int((width_px - CELL_PAD_PX) / CHAR_PX))
-    return min(WRAP_LINES, max([-(-len(str(t)) // per_line) for t in texts], default=1))
+    widened = ("".join(c * 2 if unicodedata.east_asian_width(c) in "WF" else c for c in str(t)) for t in texts)
+    return min(WRAP_LINES, max([len(textwrap.wrap(t, per_line)) or 1 for t in widened], default=1))
 
 
 def toggle() -> bool:

@@ -120,6 +120,14 @@ def test_presenter_mode_wraps_the_decoderlens_translations_in_rows_tall_enough()
     assert not short.proto.row_height or max(len(t) for t in short.value["translation"]) * presenter.CHAR_PX > width
 
 
+def test_wrapped_lines_count_as_the_table_wraps_at_spaces_and_wide_characters_twice():
+    width = presenter.CELL_PAD_PX + int(20 * presenter.CHAR_PX) + 1               # 20 characters a line
+    assert presenter.wrapped_lines(["a" * 20], width) == 1
+    assert presenter.wrapped_lines(["aaaaaaaaaaaaaaa bbbbbbbbbbbbbbb ccccc"], width) == 3   # 37 characters, 3 lines
+    assert presenter.wrapped_lines(["漢" * 20], width) == 2                          # each as wide as two
+    assert presenter.wrapped_lines(["x " * 500], width) == presenter.WRAP_LINES and presenter.wrapped_lines([], width) == 1
+
+
 def test_the_attention_pages_controls_on_a_projector():
     cross = open_page("attention", True)
     assert not [t for t in cross.toggle if t.key == "attn_mask"]                # it does nothing here

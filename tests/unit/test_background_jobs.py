@@ -135,6 +135,8 @@ def test_the_bar_and_the_time_left_weigh_each_stage_by_its_share_of_the_work(mon
     assert equal.fraction() == 0.5                                                # no shares: equal ones
     assert background.Job(path=Path("z.json"), stages=stages, label=LAB, shares=(1.0,), stage="held-out sentences",
                           done=1, total=2).fraction() == 0.75                     # shares that do not fit: equal
+    assert background.Job(path=Path("n.json"), stages=stages, label=LAB, shares=(-1.0, 2.0), stage="training sentences",
+                          done=1, total=2).fraction() == 0.25                     # a negative share: equal ones
 
 
 def test_jobs_of_different_kinds_run_at_once(tmp_path):
