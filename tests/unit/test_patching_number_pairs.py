@@ -33,7 +33,24 @@ def test_command_writes_pairs_and_refuses_bad_counts(tmp_path, capsys):
     assert main([str(NUMBERS_TEST), "--pairs", "5", "--out", str(out)]) == 0
     lines = out.read_text().splitlines()
     assert len(lines) == 5 and all(line.count("\t") == 1 for line in lines)
-    assert main([str(NUMBERS_TEST), "--pairs", "0", "--out", str(out)]) == 2
-    assert "pairs >= 1" in capsys.readouterr().err
+    for bad in ("0", "1001"):
+        with pytest.raises(SystemExit) as stop:
+            main([str(NUMBERS_TEST), "--pairs", bad, "--out", str(out)])
+        assert stop.value.code == 2 and "pairs >= 1" in capsys.readouterr().err
     with pytest.raises(ValueError):
         number_pairs(["one"], 10_000)
+
+
+def test_the_command_never_writes_over_what_it_reads_or_into_a_model(tmp_path, capsys):
+    """`--out` the TSV it reads (a checkpoint's test.tsv named twice) replaced that file with the pairs."""
+    mine = tmp_path / "test.tsv"
+    mine.write_bytes(NUMBERS_TEST.read_bytes())
+    assert main([str(mine), "--pairs", "5", "--out", str(mine)]) == 2
+    assert "reads it too" in capsys.readouterr().err and mine.read_bytes() == NUMBERS_TEST.read_bytes()
+    before = NUMBERS_TEST.read_bytes()
+    try:
+        assert main([str(mine), "--pairs", "5", "--out", str(NUMBERS_TEST)]) == 2      # inside the shipped model
+        assert "inside the model folder" in capsys.readouterr().err and NUMBERS_TEST.read_bytes() == before
+    finally:
+        if NUMBERS_TEST.read_bytes() != before:              # a regression's write does not stay in the checkout
+            NUMBERS_TEST.write_bytes(before)

@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable
 
+from explorer.evaluation.arguments import count
+
 UNITS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 MAX_PAIRS = 1000                # as many as `python -m explorer patch --pairs` reads
 
@@ -61,13 +63,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorer.studies.patching.number_pairs",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("tsv", help="a TSV of number pairs (its source side is read), e.g. a checkpoint's test.tsv")
-    parser.add_argument("--pairs", type=int, default=100, help="how many pairs (default 100)")
+    parser.add_argument("--pairs", type=count("pairs", 1, MAX_PAIRS), default=100,
+                        help=f"how many pairs (default 100, at most {MAX_PAIRS:,})")
     parser.add_argument("--out", required=True, help="the clean<TAB>corrupt file to write")
     args = parser.parse_args(argv)
 
     from explorer.data.files import read_tsv
     from explorer.files.atomic import write_bytes_atomic
+    from explorer.files.user_files import UserFileError, check_output_file
+    from explorer.studies.common.command import keep_inputs
 
+    try:                                         # not the TSV it reads, nothing in a model or the shipped folder
+        keep_inputs(args)
+        check_output_file(args.out)
+    except UserFileError as err:
+        print(f"error: --out {err}", file=sys.stderr)
+        return 2
     try:
         pairs = number_pairs((p.src for p in read_tsv(args.tsv)), args.pairs)
     except ValueError as err:                    # DataError is one too
