@@ -8,7 +8,7 @@ import time
 
 from explorer.data import DataError, load_corpus
 from explorer.data.splits import DEFAULT_SEED, default_data_dir
-from explorer.store.output_dirs import model_folder_of
+from explorer.files.places import model_folder_of
 
 
 def main(argv: list[str] | None = None) -> int:

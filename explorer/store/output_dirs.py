@@ -29,9 +29,9 @@ from typing import Callable, Iterable
 
 from explorer.files.atomic import recover, write_directory
 from explorer.files.limits import JSON_BYTES
-from explorer.files.names import CONFIG, OUTPUT_MARKER, PARTIAL, WEIGHTS
+from explorer.files.names import OUTPUT_MARKER, PARTIAL
 from explorer.files.user_files import read_user_json
-from explorer.files.places import REPO_ROOT
+from explorer.files.places import REPO_ROOT, model_folder_of
 from explorer.store.run_paths import shipped_root
 from explorer.store.weights import sha256
 
@@ -81,13 +81,6 @@ def _read_marker(directory: Path) -> dict | None:
 def _is_within(path: Path, other: Path) -> bool:
     """`path` is `other` or one of its ancestors."""
     return path == other or path in other.parents
-
-
-def model_folder_of(path: str | os.PathLike) -> Path | None:
-    """The model folder (config.json beside model.safetensors) that is `path` or holds it, symlinks
-    followed; None when there is none: nothing a command writes may land there."""
-    start = Path(os.path.realpath(path))
-    return next((f for f in (start, *start.parents) if (f / CONFIG).is_file() and (f / WEIGHTS).is_file()), None)
 
 
 def in_shipped_folder(path: str | os.PathLike) -> Path | None:

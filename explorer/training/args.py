@@ -18,11 +18,11 @@ from pathlib import Path
 from explorer.config import PRESETS, ModelConfig, TrainConfig, preset
 from explorer.config.checks import check_train_fields
 from explorer.files import limits, names
+from explorer.files.places import model_folder_of
 from explorer.files.user_files import UserFileError, read_user_json
 from explorer.runtime.device import check_device
 from explorer.store import run_paths as rp
 from explorer.store.checkpoint import read_config
-from explorer.store.output_dirs import model_folder_of
 from explorer.store.run_clearing import clearing_plan, is_marked, never_started, trainer_entry
 from explorer.store.run_files import RunLock
 from explorer.text.tokenizer import MODEL_TYPES

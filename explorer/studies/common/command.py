@@ -31,7 +31,8 @@ from explorer.studies.common.context import RunContext
 from explorer.studies.common.result import Study
 from explorer.evaluation.scores import held_out_pairs
 from explorer.store.checkpoint import CheckpointError, LoadedCheckpoint as Checkpoint, load_checkpoint
-from explorer.store.output_dirs import in_shipped_folder, model_folder_of
+from explorer.files.places import model_folder_of
+from explorer.store.output_dirs import in_shipped_folder
 
 
 def study_parser(prog: str, doc: str) -> CommandParser:

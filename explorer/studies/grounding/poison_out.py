@@ -15,11 +15,11 @@ from pathlib import Path
 from explorer.files.atomic import read_json_object, temp_file_pid
 from explorer.files import names
 from explorer.files.names import POISON_FILES
-from explorer.files.places import REPO_ROOT
+from explorer.files.places import REPO_ROOT, model_folder_of
 from explorer.files.user_files import UserFileError, check_output_file, read_user_file
 from explorer.store import run_files as rf
 from explorer.store.run_clearing import RunRefused, clearing_plan, is_marked, never_started, trainer_entry
-from explorer.store.output_dirs import in_shipped_folder, model_folder_of
+from explorer.store.output_dirs import in_shipped_folder
 from explorer.store.run_paths import holds_run, runs_root
 
 POISONED_TSV, CLEAN_TSV, REPORT = POISON_FILES
