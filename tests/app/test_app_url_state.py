@@ -184,3 +184,11 @@ def test_no_page_key_is_a_shared_one_or_declared_twice():
         assert len(keys) == len(set(keys)), page
     assert {url_keys.ALIGN_PAIRS, url_keys.ALIGN_GRAD} <= set(url_keys.PAGE_KEYS["alignment"])
     assert {url_keys.SEARCH_EXACT_N, url_keys.SEARCH_EXACT_S} <= set(url_keys.PAGE_KEYS["search"])
+
+
+def test_the_ablated_heads_leave_the_link_while_their_tab_is_closed(numbers):
+    """A tab not open draws no picker: `ablate=` stayed in the address bar on the heads tab."""
+    info, _ = numbers
+    at = open_app(info.name, ATTENTION, text=TEXT, query={"ablate": "cross.1.2", "view": "Heads"})
+    no_exception(at)
+    assert "ablate" not in at.query_params

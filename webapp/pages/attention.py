@@ -90,6 +90,8 @@ def explore(ckpt, cfg: dict, text: str, clipped: str, result, trace) -> None:
     with tabs[4]:
         if tabs[4].open:
             ablation.ablation_tab(ckpt, clipped, cfg, result, trace, view, name)
+        else:                              # its picker is not drawn: the link keeps no value of it (url_keys)
+            url.put(ablate=None)
     with tabs[5]:
         if tabs[5].open:
             views.bertviz_tab(trace, view)
