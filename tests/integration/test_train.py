@@ -224,14 +224,18 @@ def test_flags_override_the_file_and_resume_reads_the_saved_config(tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_cli_prints_scores_and_writes_the_card(smoke, tmp_path):
+    """The card's test figures are its held-out split's (here a test.tsv beside it, as `ship` leaves one): a
+    trial on part of it, or another file, is printed and keeps them."""
+    import shutil
+
     from explorer.store.checkpoint import read_card
     from explorer.evaluation.command import main as evaluate_main
 
     run_dir, _ = smoke
-    ckpt = run_dir / "checkpoints" / "step_000030"
-    test = tmp_path / "test.tsv"
-    test.write_text("twenty one\tein und zwanzig\nthree hundred\tdrei hundert\nseven\tsieben\n")
-    proc = run([sys.executable, "-m", "explorer.evaluate", str(ckpt), "--test", str(test), "--beam", "2"])
+    ckpt = tmp_path / "step_000030"
+    shutil.copytree(run_dir / "checkpoints" / "step_000030", ckpt)
+    (ckpt / "test.tsv").write_text("twenty one\tein und zwanzig\nthree hundred\tdrei hundert\nseven\tsieben\n")
+    proc = run([sys.executable, "-m", "explorer.evaluate", str(ckpt), "--beam", "2"])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert any("greedy" in ln and "BLEU" in ln and "chrF" in ln for ln in lines), proc.stdout
@@ -241,6 +245,10 @@ def test_evaluate_cli_prints_scores_and_writes_the_card(smoke, tmp_path):
     for label in ("greedy", "beam2"):
         assert 0 <= card[label]["bleu"] <= 100 and 0 <= card[label]["chrf"] <= 100
     written = (ckpt / "card.json").read_bytes()
-    assert evaluate_main([str(ckpt), "--test", str(test), "--limit", "2", "--beam", "2"]) == 0
+    assert evaluate_main([str(ckpt), "--test", str(ckpt / "test.tsv"), "--limit", "2", "--beam", "2"]) == 0
     assert (ckpt / "card.json").read_bytes() == written                  # a trial on part of it: kept
+    other = tmp_path / "other.tsv"
+    other.write_text("seven\tsieben\n")
+    assert evaluate_main([str(ckpt), "--test", str(other), "--beam", "2"]) == 0
+    assert (ckpt / "card.json").read_bytes() == written                  # another file: printed, kept
     assert evaluate_main([str(ckpt), "--test", str(tmp_path / "missing.tsv")]) == 2
