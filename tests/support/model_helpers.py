@@ -66,3 +66,19 @@ class IdTokenizer:
 
     def decode(self, ids, side="tgt"):
         return " ".join(str(int(i)) for i in ids)
+
+
+SHIPPED_NUMBERS = Path(__file__).resolve().parents[2] / "checkpoints" / "numbers-en-de"
+
+
+def short_numbers_copy(folder: Path, pairs: int) -> Path:
+    """A copy of the shipped numbers-en-de in `folder` whose test.tsv keeps its header and `pairs` pairs: a
+    whole test set, scored in moments (skips the test without the shipped checkpoint)."""
+    import shutil
+
+    if not (SHIPPED_NUMBERS / "model.safetensors").is_file():
+        pytest.skip("needs the shipped checkpoint numbers-en-de")
+    shutil.copytree(SHIPPED_NUMBERS, folder)
+    lines = (folder / "test.tsv").read_text(encoding="utf-8").splitlines()
+    (folder / "test.tsv").write_text("\n".join(lines[:pairs + 1]) + "\n", encoding="utf-8")
+    return folder

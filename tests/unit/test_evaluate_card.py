@@ -9,19 +9,11 @@ import pytest
 
 from explorer.evaluation.command import main
 from explorer.store.checkpoint import read_card
-
-SOURCE = Path(__file__).resolve().parents[2] / "checkpoints" / "numbers-en-de"
-
+from support.model_helpers import short_numbers_copy
 
 @pytest.fixture
 def numbers(tmp_path) -> Path:
-    if not (SOURCE / "model.safetensors").is_file():
-        pytest.skip("needs the shipped checkpoint numbers-en-de")
-    path = tmp_path / "numbers"
-    shutil.copytree(SOURCE, path)
-    lines = (path / "test.tsv").read_text(encoding="utf-8").splitlines()
-    (path / "test.tsv").write_text("\n".join(lines[:5]) + "\n", encoding="utf-8")   # a header and 4 pairs
-    return path
+    return short_numbers_copy(tmp_path / "numbers", 4)
 
 
 def test_another_test_file_leaves_the_cards_test_figures_and_its_own_split_replaces_them(numbers, tmp_path, capsys):

@@ -3,27 +3,19 @@ and a request it cannot serve is refused in one line."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from explorer.model import int8
 from explorer.store.checkpoint import read_card
+from support.model_helpers import short_numbers_copy
 
-ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "checkpoints" / "numbers-en-de"
 
 
 @pytest.fixture
 def numbers(tmp_path) -> Path:
-    if not (SOURCE / "model.safetensors").is_file():
-        pytest.skip("needs the shipped checkpoint numbers-en-de")
-    path = tmp_path / "numbers"
-    shutil.copytree(SOURCE, path)
-    lines = (path / "test.tsv").read_text(encoding="utf-8").splitlines()
-    (path / "test.tsv").write_text("\n".join(lines[:5]) + "\n", encoding="utf-8")   # a header and 4 pairs: a
-    return path                                                   # whole test set, scored in moments
+    return short_numbers_copy(tmp_path / "numbers", 4)
 
 
 @pytest.mark.skipif(int8.engine() is None, reason="this torch has no int8 engine")

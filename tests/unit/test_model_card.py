@@ -72,15 +72,10 @@ def test_this_model_vs_the_paper():
 
 
 def test_evaluate_keeps_the_model_card(tmp_path):
-    source = ROOT / "checkpoints" / "numbers-en-de"
-    if not (source / "model.safetensors").is_file():
-        pytest.skip("needs the shipped checkpoint numbers-en-de")
     from explorer.evaluation.command import main
+    from support.model_helpers import short_numbers_copy
 
-    path = tmp_path / "numbers"
-    shutil.copytree(source, path)
-    lines = (path / "test.tsv").read_text(encoding="utf-8").splitlines()
-    (path / "test.tsv").write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")   # a header and 3 pairs
+    path = short_numbers_copy(tmp_path / "numbers", 3)
     (path / "card.json").write_text(json.dumps({**IMPORTED, "test": {"stale": True}}))
     assert main([str(path), "--beam", "2"]) == 0
     card = read_card(path)
