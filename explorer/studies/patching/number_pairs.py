@@ -66,18 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=count("pairs", 1, MAX_PAIRS), default=100,
                         help=f"how many pairs (default 100, at most {MAX_PAIRS:,})")
     parser.add_argument("--out", required=True, help="the clean<TAB>corrupt file to write")
-    args = parser.parse_args(argv)
 
     from explorer.data.files import read_tsv
     from explorer.files.atomic import write_bytes_atomic
-    from explorer.files.user_files import UserFileError, check_output_file
-    from explorer.studies.common.command import keep_inputs
+    from explorer.studies.common.command import parse_checked
 
-    try:                                         # not the TSV it reads, nothing in a model or the shipped folder
-        keep_inputs(args)
-        check_output_file(args.out)
-    except UserFileError as err:
-        print(f"error: --out {err}", file=sys.stderr)
+    args = parse_checked(parser, argv)           # --out: not the TSV it reads, nothing in a model or the shipped folder
+    if args is None:
         return 2
     try:
         pairs = number_pairs((p.src for p in read_tsv(args.tsv)), args.pairs)
