@@ -64,6 +64,12 @@ class Job:
     keeps_stages: bool = False        # each stage writes its own result (one dictionary per layer), kept on cancel
     shares: tuple[float, ...] = ()    # each stage's share of the work, when known (else equal shares)
 
+    def __post_init__(self) -> None:
+        """Shares that cannot weigh these stages (another count, a negative one, none above 0) are equal ones."""
+        shares = tuple(float(s) for s in self.shares)
+        usable = len(shares) == len(self.stages) and all(s >= 0 for s in shares) and sum(shares) > 0
+        self.shares = shares if usable else (1.0,) * len(self.stages)
+
     @property
     def active(self) -> bool:
         """Running or waiting: the page shows its progress and Cancel, not a Start button."""
@@ -84,10 +90,8 @@ class Job:
         if self.stage not in self.stages:
             return 0.0
         part = self.done / self.total if self.total else 0.0
-        usable = len(self.shares) == len(self.stages) and min(self.shares) >= 0 and sum(self.shares) > 0
-        shares = self.shares if usable else (1.0,) * len(self.stages)
         k = self.stages.index(self.stage)
-        return min(1.0, max(0.0, (sum(shares[:k]) + shares[k] * part) / sum(shares)))
+        return min(1.0, max(0.0, (sum(self.shares[:k]) + self.shares[k] * part) / sum(self.shares)))
 
 
 _JOBS: dict[str, Job] = {}
@@ -118,8 +122,7 @@ def start(path: Path, stages: tuple[str, ...], label: str, work: Callable[[Job],
         if job is not None and job.active:
             return job
         _forget_ended()
-        job = Job(path=Path(path), stages=stages, label=label, user=user, keeps_stages=keeps_stages,
-                  shares=tuple(float(s) for s in shares))
+        job = Job(path=Path(path), stages=stages, label=label, user=user, keeps_stages=keeps_stages, shares=shares)
         reason = _refusal(job)
         if reason:
             job.state, job.error = "refused", reason
