@@ -19,10 +19,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the split's seed; another than the default is cached beside it (<name>-seed<N>)")
     parser.add_argument("--rebuild", action="store_true", help="ignore the cache and rebuild")
     args = parser.parse_args(argv)
-    folder = model_folder_of(args.data_dir or default_data_dir())
+    data_dir = args.data_dir or default_data_dir()
+    folder = model_folder_of(data_dir)
     if folder is not None:                    # a model would gain folders the catalog and a re-export then read
-        print(f"error: --data-dir {args.data_dir or default_data_dir()} is inside the model folder {folder}; "
-              "name a folder outside it", file=sys.stderr)
+        print(f"error: --data-dir {data_dir} is inside the model folder {folder}; name a folder outside it",
+              file=sys.stderr)
         return 2
     start = time.perf_counter()
     try:
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     sizes = corpus.sizes()
     print(f"{corpus.name} ({corpus.src_lang} -> {corpus.tgt_lang}) in {elapsed:.1f} s, "
-          f"cached under {args.data_dir or default_data_dir()}/")
+          f"cached under {data_dir}/")
     print("  " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
     if note := corpus.overlap_warning():
         print(note, file=sys.stderr)
