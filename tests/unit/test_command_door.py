@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -51,17 +52,41 @@ def test_the_console_script_is_the_door():
     assert scripts == {"explorer": "explorer.__main__:main"}
 
 
-@pytest.mark.parametrize("name", list(COMMANDS))
-def test_every_device_option_refuses_an_unknown_device_in_one_line(name, capsys):
-    """`showcase --device foo` ended in torch's RuntimeError traceback: each command that takes a device
-    checks it while reading its arguments, as the others do."""
+def actions_of(name: str, capsys) -> list[list[str]]:
+    """The command itself, or each of its actions (`features train|evaluate`, `convert from-hf|...`): the
+    choices in braces its usage line puts first, before any option."""
     with pytest.raises(SystemExit):
         main([name, "--help"])
-    if "--device" not in capsys.readouterr().out:
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    braces = re.match(rf"usage: .*?explorer {name} (?:\[-h\] )?\{{([\w,-]+)\}}", usage)
+    return [[name, action] for action in braces.group(1).split(",")] if braces else [[name]]
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_device_option_refuses_an_unknown_device_in_one_line(name, capsys):
+    """`showcase --device foo` ended in torch's RuntimeError traceback: each command (and each action of a
+    command with actions) that takes a device checks it while reading its arguments, as the others do."""
+    asked = 0
+    for words in actions_of(name, capsys):
+        with pytest.raises(SystemExit):
+            main([*words, "--help"])
+        if "--device" not in capsys.readouterr().out:
+            continue
+        asked += 1
+        try:
+            code = main([*words, "--device", "foo"])
+        except SystemExit as stop:
+            code = stop.code
+        said = capsys.readouterr().err
+        assert code == 2 and "device 'foo'" in said.strip().splitlines()[-1] and "Traceback" not in said, \
+            (words, said)
+    if not asked:
         pytest.skip(f"{name} takes no --device")
-    try:
-        code = main([name, "--device", "foo"])
-    except SystemExit as stop:
-        code = stop.code
-    said = capsys.readouterr().err
-    assert code == 2 and "device 'foo'" in said.strip().splitlines()[-1] and "Traceback" not in said, said
+
+
+def test_the_actions_of_a_command_are_found(capsys):
+    """The device test above reads actions from the usage line: it must find them where they are, and not
+    take an option's choices (heads' `--forced {reference,output}`) for them."""
+    assert actions_of("features", capsys) == [["features", "train"], ["features", "evaluate"]]
+    assert ["convert", "from-hf"] in actions_of("convert", capsys)
+    assert actions_of("heads", capsys) == [["heads"]]
