@@ -104,6 +104,10 @@ def test_a_sentence_no_guess_as_a_whole_is_partly_one_from_a_word_in_five_it_nev
         "2 of 4 words, names left out, never appear in")
     assert verdict(index, "el rey dijo la estación", "m").summary.startswith("1 of 5 words never appears in")
     assert not verdict(index, "el rey dijo a Pedro", "m").partly                  # a name it never saw: copied
+    # the count is of words, the list names each once: a word counted twice says so
+    twice = verdict(index, "la estación y la estación", "m")
+    assert twice.partly and twice.unknown == ("estación",)
+    assert twice.summary.startswith("2 of 5 words never appear in") and "'estación' (2 times) is a guess" in twice.summary
     index.threshold = 0.0
     guess = verdict(index, "el rey habló", "m")
     assert guess.guessing and not guess.partly                # a guess as a whole is no partial one

@@ -189,7 +189,8 @@ def verdict(index: TrainingIndex, text: str, model_name: str = "this model", out
         summary = "The text has no words the training data could have shown."
     elif partly:                                # counted as the rule counts them: names left out
         verb = "appears" if len(unseen) == 1 else "appear"
-        shown = ", ".join(f"'{w}'" for w in unknown)
+        times = {w: unseen.count(w) for w in unknown}            # the count is of words, the list of each once
+        shown = ", ".join(f"'{w}'" + (f" ({times[w]} times)" if times[w] > 1 else "") for w in unknown)
         left_out = ", names left out," if named else ""
         summary = (f"{len(unseen)} of {weighed} words{left_out} never {verb} in {where}: what the model writes "
                    f"for {shown} is a guess, though the rest reads like its training data.")
