@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import nllb
+from benchmarks import nllb, nllb_analyses
 from explorer.interop.m2m100_tokenizer import tokenizer_from_hf
 
 
@@ -41,13 +41,13 @@ def test_the_analyses_stage_times_each_analysis_on_a_tiny_nllb(tmp_path):
                   tgt_lang=nllb.TGT)
     args = argparse.Namespace(src_lang=nllb.SRC, tgt_lang=nllb.TGT, analyses_only="", search_beams="1,2", ig_steps=2,
                               exact_seconds=1)
-    result = nllb.stage_analyses(tmp_path, args)
+    result = nllb_analyses.stage_analyses(tmp_path, args)
     timed = {"greedy", "teacher-forced forward", "contributions", "align attention", "align grad-x-input",
              "align integrated-gradients", "lens", "heads unit", "search"}
     assert all(result["seconds"][name] > 0 for name in timed)
     assert result["ratio_to_greedy"]["greedy"] == 1.0
     assert result["seconds"]["patching"] is not None or result["notes"]["patching"]   # or refused, with the reason
-    assert all(result["seconds"][name] is None and result["notes"][name] for name in nllb.REFUSED)
+    assert all(result["seconds"][name] is None and result["notes"][name] for name in nllb_analyses.REFUSED)
     assert len(result["forced_target"]) == 1 and result["forced_target"][0] > 0
     # the grids timed on a hand-made pair when every swap translates alike (as the 600M-shape random model does)
     from explorer.store.checkpoint import load_checkpoint
@@ -55,7 +55,7 @@ def test_the_analyses_stage_times_each_analysis_on_a_tiny_nllb(tmp_path):
     from explorer.studies.patching.grids import pair_grids
 
     ckpt = bound(load_checkpoint(tmp_path / "models" / "nllb-600m"), nllb.SRC, nllb.TGT)
-    pair = nllb._hand_made_pair(ckpt.model, ckpt.tokenizer, nllb.ANALYSIS_SENTENCE, nllb.ANALYSIS_CORRUPT[0],
+    pair = nllb_analyses._hand_made_pair(ckpt.model, ckpt.tokenizer, nllb_analyses.ANALYSIS_SENTENCE, nllb_analyses.ANALYSIS_CORRUPT[0],
                                 result["forced_target"])
     assert pair.prefix == result["forced_target"] and pair.clean_token != pair.corrupt_token
     assert pair_grids(ckpt.model, pair).grids["encoder_resid"]["denoise"].shape[1] == len(pair.clean_src)
