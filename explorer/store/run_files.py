@@ -22,6 +22,7 @@ from typing import Any
 from explorer.files import limits
 from explorer.files.atomic import DISK_FULL, replacing, rewrite_json_in_place, write_json_atomic
 from explorer.files.user_files import open_regular, parse_json, read_user_json, tail_of_file
+from explorer.runtime.processes import command_line, working_folder
 from explorer.store.metrics import Curves, curves_from_records
 from explorer.store.run_clearing import RunRefused
 from explorer.store.run_paths import CONFIG, LOCK, LOG, METRICS, STATUS
@@ -150,7 +151,7 @@ class RunLock:
     lock file, training on and writing the folder it recreates: no flock says it is alive. It is still
     this run's trainer (live_trainer: the pid its status.json records, alive, running `train` on this
     folder), so it holds the run for is_held_by_other() and acquire(): a second trainer would write the
-    same run beside it. Linux only (/proc); elsewhere such a trainer goes unseen, as before."""
+    same run beside it."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / LOCK
@@ -239,18 +240,16 @@ class RunLock:
 def _trains(pid: int, run_dir: Path) -> bool:
     """Process `pid` is alive and runs the trainer (`python -m explorer.train`, `python -m explorer train`, the
     `explorer train` script, a torchrun rank) with --run-dir naming `run_dir` (relative to its working folder)."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return False                                            # gone, or no /proc here
+    argv = command_line(pid)
+    if argv is None:
+        return False                                            # gone, or not ours to read
     trainer = any(arg == "explorer.train" or (arg == "train" and i and Path(argv[i - 1]).name == "explorer")
                   for i, arg in enumerate(argv))
     named = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--run-dir"]
     named += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--run-dir=")]
     if not trainer or not named:
         return False
-    try:
-        cwd = "" if os.path.isabs(named[-1]) else os.readlink(f"/proc/{pid}/cwd")
-    except OSError:
+    cwd = "" if os.path.isabs(named[-1]) else working_folder(pid)
+    if cwd is None:
         return False
     return Path(cwd, named[-1]).resolve() == Path(run_dir).resolve()

@@ -29,6 +29,7 @@ from explorer.files.limits import whole_number
 from explorer.files.names import LAUNCH_LOCK
 from explorer.model import parameter_count
 from explorer.runtime.priority import lower_priority
+from explorer.runtime.processes import command_line
 from explorer.store import run_paths as rp
 from explorer.store.checkpoint import CheckpointError, read_config
 from explorer.training import jobs
@@ -223,9 +224,6 @@ def stop(run_dir: str | os.PathLike) -> jobs.Job:
 
 
 def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+    return " ".join(command_line(pid) or ())
 
 

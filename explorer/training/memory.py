@@ -5,16 +5,12 @@ status stuck at "running"): the trainer refuses with the figures instead.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
 from explorer.config import ModelConfig, TrainConfig
 from explorer.model import parameter_count
+from explorer.runtime import processes
 from explorer.runtime.split import local_world_size
-
-MEMINFO = Path("/proc/meminfo")
-
 
 class SetupRefused(Exception):
     """Settings that pass validate() but not this corpus or machine (a batch too big for memory)."""
@@ -46,8 +42,8 @@ def step_memory_bytes(model_cfg: ModelConfig, tokens: int, seq_len: int) -> int:
 
 
 def available_memory_bytes(device: torch.device) -> int | None:
-    """Memory a step can still use: free GPU memory, or the kernel's MemAvailable (free memory plus
-    what it can reclaim) for the CPU. None when it cannot be read: the memory check is then skipped."""
+    """Memory a step can still use: free GPU memory, or for the CPU free memory plus what the kernel can
+    reclaim (runtime.processes). None when it cannot be read: the memory check is then skipped."""
     if device.type == "cuda":
         try:
             return int(torch.cuda.mem_get_info(device)[0])
@@ -55,13 +51,7 @@ def available_memory_bytes(device: torch.device) -> int | None:
             return None
     if device.type != "cpu":
         return None
-    try:
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024          # the kernel writes kB (KiB)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return processes.available_memory_bytes()
 
 
 def check_batches(cfg: TrainConfig, plan, train_split, model_cfg: ModelConfig, device: torch.device, dist) -> None:

@@ -89,6 +89,40 @@ def test_the_lock_holder_pid_is_read_back(tmp_path):
     assert lock.holder_pid() is None
 
 
+def test_a_live_trainer_of_the_run_holds_it_without_its_lock_file(tmp_path):
+    """A trainer whose lock file went with its folder (rm -rf) is still found: its status.json's pid, alive,
+    running `explorer.train --run-dir` on this folder, named relative to its own working folder (read
+    through psutil, so not on Linux alone); a process of another folder, or no trainer, holds nothing."""
+    import subprocess
+    import sys
+    run = tmp_path / "runs" / "demo"
+    run.mkdir(parents=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "explorer.train",
+                                "--run-dir", "runs/demo"], cwd=tmp_path)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--run-dir", "runs/demo"],
+                             cwd=tmp_path)
+    try:
+        rf.write_status(run, state="running", pid=sleeper.pid)
+        lock = rf.RunLock(run)
+        assert not lock.path.exists()
+        assert lock.live_trainer() == sleeper.pid and lock.is_held_by_other() and lock.holder_pid() == sleeper.pid
+        assert not lock.acquire()                                   # a second trainer would write beside it
+        elsewhere = tmp_path / "runs" / "other"
+        elsewhere.mkdir()
+        rf.write_status(elsewhere, state="running", pid=sleeper.pid)
+        assert rf.RunLock(elsewhere).live_trainer() is None         # it trains another folder
+        rf.write_status(run, state="running", pid=other.pid)
+        assert lock.live_trainer() is None                          # not a trainer
+        rf.write_status(run, state="done", pid=sleeper.pid)
+        assert lock.live_trainer() is None                          # no longer running, by its status
+    finally:
+        for proc in (sleeper, other):
+            proc.kill()
+            proc.wait()
+    rf.write_status(run, state="running", pid=sleeper.pid)
+    assert lock.live_trainer() is None                              # gone
+
+
 @pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
 def test_a_lock_name_that_is_not_a_regular_file_is_refused_in_one_line_and_held_by_no_one(tmp_path, kind):
     from explorer.store.run_clearing import RunRefused
