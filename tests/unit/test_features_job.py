@@ -116,6 +116,34 @@ def test_the_ce_equals_a_plain_per_sentence_cross_entropy(numbers_set):
     assert splice.target_ce(ckpt.model, sents, batch_size=7) == pytest.approx(total / tokens, rel=1e-4)
 
 
+def test_the_mean_ablation_is_a_plain_per_sentence_mean_over_real_positions(numbers_set):
+    """The mean counted the end token read at a shorter sentence's padded slot (one position more per
+    sentence shorter than its batch's longest: 193 positions for 172 at the decoder here, the first decoder
+    FFN's mean off by up to 1.2): each site's mean is the plain mean of its output, one sentence at a time."""
+    ckpt, sents = numbers_set
+    model, names = ckpt.model, sites.sites(ckpt.model)
+    assert len({len(out) for out in sents.out}) > 1                    # lengths differ: a batch pads
+    means = splice.mean_outputs(model, sents, names, batch_size=7)
+    seen = {}
+    handles = [sites.hook(model, site, lambda _reads, out, site=site: seen.__setitem__(site, out.detach()))
+               for site in names]
+    sums = {site: torch.zeros(model.cfg.d_model, dtype=torch.float64) for site in names}
+    counts = dict.fromkeys(names, 0)
+    try:
+        with torch.no_grad():
+            for src, out in zip(sents.src, sents.out):
+                model.logits(torch.tensor([src]), torch.tensor([[model.cfg.special.start] + out[:-1]]))
+                for site in names:
+                    sums[site] += seen[site][0].double().sum(0)                               # [d]
+                    counts[site] += seen[site].shape[1]
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert counts[names[-1]] == sum(len(out) for out in sents.out)
+    for site in names:
+        assert torch.allclose(means[site], (sums[site] / counts[site]).float(), atol=1e-4), site
+
+
 def test_a_splice_of_each_ffn_by_itself_changes_nothing_and_the_mean_writes_the_mean(numbers_set):
     ckpt, sents = numbers_set
     model, names = ckpt.model, sites.sites(ckpt.model)

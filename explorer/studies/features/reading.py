@@ -81,7 +81,7 @@ def context_effects(model, tokenizer, tc, site: str, feature: int, pairs: Sequen
     if (where >= mask.shape[1]).any():
         raise ValueError("a context's position lies beyond its pair (contexts built for another tokenizer?)")
     mask[rows, where] = True
-    with _head_writes(model, tgt_in != cfg.pad_id) as writes:
+    with _head_writes(model, tgt_out != cfg.pad_id) as writes:     # real positions: a start id may be the pad id
         before = torch.log_softmax(model.logits(src, tgt_in).float(), dim=-1)               # [B, T, V]
         with clamped(model, site, tc, feature, 0.0, mask):
             after = torch.log_softmax(model.logits(src, tgt_in).float(), dim=-1)            # [B, T, V]

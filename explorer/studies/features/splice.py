@@ -69,8 +69,10 @@ def target_ce(model, sents: SentenceSet, batch_size: int = 32, tick=None) -> flo
 
 @torch.no_grad()
 def mean_outputs(model, sents: SentenceSet, names: list[str], batch_size: int = 32) -> dict[str, torch.Tensor]:
-    """Each site's output (the FFN's, or the stream) averaged over the set's real (not pad) positions: the mean
-    ablation's values."""
+    """Each site's output (the FFN's, or the stream) averaged over the set's real positions: the mean
+    ablation's values. A decoder position is real when it predicts a forced token (tgt_out not pad): the
+    decoder input's pad test counted the end token read at a shorter sentence's padded slot, and dropped
+    position 0 of a model whose start id is its pad id (Marian's)."""
     pad = special_ids(model).pad
     seen: dict[str, torch.Tensor] = {}
     sums = {site: torch.zeros(model.cfg.d_model, dtype=torch.float64) for site in names}
@@ -78,10 +80,10 @@ def mean_outputs(model, sents: SentenceSet, names: list[str], batch_size: int = 
     handles = [hook(model, site, lambda _reads, output, site=site: seen.__setitem__(site, output.detach()))
                for site in names]
     try:
-        for _idx, src, tgt_in, _out in teacher_batches(model, sents, batch_size):
+        for _idx, src, tgt_in, tgt_out in teacher_batches(model, sents, batch_size):
             model.logits(src, tgt_in)
             for site in names:
-                real = (src if site.startswith("encoder.") else tgt_in) != pad                    # [B, L]
+                real = (src if site.startswith("encoder.") else tgt_out) != pad                   # [B, L]
                 sums[site] += seen[site][real].double().sum(0)                                   # [d]
                 counts[site] += int(real.sum())
     finally:
