@@ -88,6 +88,15 @@ def test_position_influence_shares_out_what_reaches_the_inputs(graph):
     at = influence.position_influence(reach, n)
     assert at.shape == (n.src_len + n.prefix_len,)
     assert float(at.sum()) == pytest.approx(float(reach[n.error_start:n.logit].sum()), rel=1e-6)
+    # each position by a plain loop: its token node, and every error node whose site and position land
+    # there (an encoder node at source position p, a decoder node at prefix position t: S + t)
+    plain = [float(reach[n.token_start + c]) for c in range(n.n_tokens)]
+    for e in range(n.n_errors):
+        site, pos = int(n.error_site[e]), int(n.error_pos[e])
+        plain[pos if site < n.n_encoder else n.src_len + pos] += float(reach[n.error_start + e])
+    assert at.tolist() == pytest.approx(plain, rel=1e-5, abs=1e-9)
+    decoder_errors = [e for e in range(n.n_errors) if int(n.error_site[e]) >= n.n_encoder]
+    assert decoder_errors and any(float(reach[n.error_start + e]) > 0 for e in decoder_errors)   # the test has teeth
 
 
 def test_a_threshold_outside_zero_to_one_is_refused(graph):
