@@ -89,3 +89,27 @@ def test_a_cancel_stops_the_workers(numbers, monkeypatch):
         raise Cancelled()
     with pytest.raises(Cancelled):
         decode_set(ckpt.model, sents.src, beam_config(4, Penalty()), tick, workers=2)
+
+
+def test_a_curve_rows_figures_by_hand():
+    """Each figure of a row worked out by hand on five made-up outputs: the share scored higher than the
+    next smaller beam's output yet worse by chrF (only the first here: the second ties on score, the third
+    and fourth gain chrF), the share of empty outputs, words against the references' words, mean scores."""
+    from types import SimpleNamespace as Hyp
+    hyps = [Hyp(score=-2.0, normalized=-1.0, output_ids=[5, 6]), Hyp(score=-1.0, normalized=-1.0, output_ids=[5]),
+            Hyp(score=-1.5, normalized=-0.5, output_ids=[7, 8, 9]), Hyp(score=-0.2, normalized=-0.1, output_ids=[]),
+            Hyp(score=-1.0, normalized=-1.0, output_ids=[4])]
+    before = [Hyp(score=-4.0, normalized=-2.0, output_ids=[5]), Hyp(score=-1.0, normalized=-1.0, output_ids=[6]),
+              Hyp(score=-9.0, normalized=-3.0, output_ids=[7]), Hyp(score=-0.4, normalized=-0.2, output_ids=[]),
+              Hyp(score=-3.0, normalized=-3.0, output_ids=[4])]
+    texts = ["a b", "c", "d e f", "", "k"]
+    refs = ["a b c", "c d", "d e f", "g h i j", "k l"]
+    row = curve_row(4, Penalty(), hyps, texts, refs, [30.0, 10.0, 60.0, 0.0, 25.0],
+                    (before, [50.0, 50.0, 40.0, 0.0, 20.0]))
+    assert row["higher_score_worse_chrf"] == 0.2
+    assert row["empty"] == 0.2
+    assert row["length_ratio"] == round(7 / 14, 4)
+    assert row["mean_score"] == round((-2.0 - 1.0 - 1.5 - 0.2 - 1.0) / 5, 4)
+    assert row["mean_normalized"] == round((-1.0 - 1.0 - 0.5 - 0.1 - 1.0) / 5, 4)
+    assert row["beam"] == 4 and row["length_penalty"] == "none"
+    assert curve_row(1, Penalty(), hyps, texts, refs, [0.0] * 5, None)["higher_score_worse_chrf"] is None
