@@ -116,3 +116,18 @@ def test_word_alignment_merges_pieces():
     assert a.links == [(0, 0), (1, 1)]
     with pytest.raises(ValueError):
         word_alignment(cross[:, :3], src, out)
+
+
+def test_a_target_word_of_several_pieces_is_the_mean_of_its_rows():
+    """A target word's row is the mean of its pieces' rows, so it stays a distribution: "begot" + "ten" read
+    0.6/0.4 and 0.2/0.8 over the two source words, so the word reads 0.4/0.6 (a sum would read 0.8/1.2)."""
+    src = ["▁unigénito", "▁Hijo", "</s>"]
+    out = ["▁begot", "ten", "▁Son", "</s>"]
+    cross = np.array([[0.6, 0.4, 0.0],
+                      [0.2, 0.8, 0.0],
+                      [0.0, 0.9, 0.1],
+                      [0.0, 0.0, 1.0]])
+    a = word_alignment(cross, src, out)
+    assert a.tgt_words == ["begotten", "Son"]
+    assert np.allclose(a.matrix, [[0.4, 0.6], [0.0, 0.9]])
+    assert np.allclose(word_alignment(cross, src, out, drop_special=False).matrix.sum(1), 1.0)
