@@ -178,3 +178,31 @@ def test_stores_of_other_weights_or_corpora_live_apart():
     a = influence.store_path("runs/uploads/a.tsv", "ab" * 32)
     assert a != influence.store_path("runs/uploads/b.tsv", "ab" * 32)
     assert a != influence.store_path("runs/uploads/a.tsv", "cd" * 32)
+
+
+def test_a_words_query_is_the_projected_gradient_of_its_positions_alone():
+    """influence.query (the word a user picks, Where did it learn this?): the summed negative log-probability
+    of the output tokens at its positions alone, differentiated by autograd w.r.t. the watched weights,
+    projected and made unit length; the other positions' tokens add nothing to it."""
+    from explorer.store.checkpoint import load_checkpoint
+    from explorer.text.encoding import source_ids
+    from support.app_support import ROOT
+    ckpt = load_checkpoint(ROOT / "checkpoints" / "numbers-en-de")
+    model, tok = ckpt.model, ckpt.tokenizer
+    special = model.cfg.special
+    source = "nine hundred and twelve"
+    out_ids = tok.encode("neun hundert zwölf", side="tgt") + [special.eos]
+    positions = [1, 2]
+    src = torch.tensor([source_ids(tok, source, model.cfg.max_len, special)])           # [1, S]
+    tgt = torch.tensor([[special.start] + out_ids])                                      # [1, T+1]
+    log_probs = model(src, tgt[:, :-1])                                                  # [1, T, V]
+    nll = -log_probs[0, positions].gather(1, tgt[0, 1:][positions, None]).sum()
+    linears = grads.watched_linears(model)
+    gradients = torch.autograd.grad(nll, [m.weight for _, m in linears])                # each [out, in]
+    projection = grads.Projection.for_model(model)
+    blocks = [(p @ g @ q.T).flatten() for (p, q), g in zip(projection.per_layer, gradients)]   # each [K*K]
+    expected = torch.nn.functional.normalize(torch.cat(blocks) @ projection.final, dim=0)  # [DIM]
+    got = influence.query(model, tok, source, out_ids, positions)
+    assert np.allclose(got, expected.detach().numpy(), atol=1e-4)
+    other = influence.query(model, tok, source, out_ids, [0])
+    assert float(np.dot(got, other)) < 0.99                    # another word's query differs: the check has teeth
