@@ -50,7 +50,10 @@ def test_kept_training_pieces_lie_at_distance_zero_and_find_themselves(numbers):
         own = states.source_states(ckpt.model, ckpt.tokenizer, [train[k]])[0]
         assert states.distance(smap, own) < 2e-3                          # float16 rounding of the kept states
         pair, position, cosine = states.nearest(smap, own[1], k=1)[0]
-        assert (pair, position) == (k, 1) or cosine == pytest.approx(1.0, abs=2e-3)
+        assert cosine == pytest.approx(1.0, abs=2e-3)
+        if (pair, position) != (k, 1):       # a tie: another kept piece whose state is this one (read again)
+            found = states.source_states(ckpt.model, ckpt.tokenizer, [train[pair]])[0][position]
+            assert np.dot(found, own[1]) / (np.linalg.norm(found) * np.linalg.norm(own[1])) > 1 - 2e-3
     unlike = states.source_states(ckpt.model, ckpt.tokenizer, ["Mi hermana trabaja en un hospital."])[0]
     assert states.distance(smap, unlike) > 0.05
 
