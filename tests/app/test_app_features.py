@@ -149,6 +149,26 @@ def test_a_hostile_link_falls_back_and_a_damaged_dictionary_is_named(env, tmp_pa
     assert any(b.label == "Train Encoder layer 1's dictionary" for b in at.button)
 
 
+def test_figures_of_another_training_of_the_layer_are_not_shown_beside_its_dictionary(env, tmp_path, monkeypatch):
+    """A training stopped after writing its dictionary and before its figures left the last training's
+    figures beside the new dictionary (FVE 0.960 and "8 features active" shown for one of 0.943 and 4):
+    figures are shown only when they name the dictionary loaded."""
+    import shutil
+    root, sha = env
+    copy = tmp_path / "runs"
+    shutil.copytree(root, copy)
+    result = site_result_path(sha, SITES[0], copy / "features")
+    figures = json.loads(result.read_text())
+    figures["layer"]["dictionary_sha256"] = "0" * 64                     # the figures of another training
+    result.write_text(json.dumps(figures))
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(copy))
+    at = open_app("numbers-en-de", PAGE, TEXT)
+    no_exception(at)
+    assert "Held-out fraction of variance explained" not in shown(at)
+    assert "held-out figures were not kept with it" in shown(at)
+    assert at.selectbox(key="features_feature").value is not None      # the dictionary itself is used
+
+
 @pytest.mark.parametrize("feature", ["5.5", "9" * 400, "-3", "1e3"])
 def test_a_link_naming_no_feature_opens_the_strongest_not_a_nearest_one(env, feature):
     """feature=5.5 opened #25 (the nearest of those firing) and 400 digits added #1023 and showed #737:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from safetensors.numpy import load as load_tensors, save as save_tensors
 
 from explorer.files.names import FEATURE_CONTEXTS
@@ -121,3 +122,23 @@ def test_a_k_that_is_no_whole_number_is_refused(folder, k):
     (folder / files.CFG).write_text(json.dumps({**cfg, "k": k}))
     with pytest.raises(files.DictionaryUnusable, match="not whole numbers above 0"):
         _load(folder)
+
+
+def test_weights_that_are_not_those_their_cfg_was_written_with_are_refused(folder, tmp_path):
+    """A folder trained again and stopped (kill -9) between its two files held the new weights under the old
+    cfg.json (the Graphs page drew with them as they were): cfg.json names the weights it was written with.
+    A cfg.json naming no weights (an earlier version's) is refused too; a whole folder loads, naming them."""
+    tc = _load(folder)
+    assert tc.file_sha256 == contexts.weights_hash(folder)
+    other = TopKTranscoder(D, 32, D, 4)
+    with torch.no_grad():
+        other.W_enc.add_(1.0)                                              # trained again: other weights
+    again = files.save(other, tmp_path / "again", site=SITE, weights_sha256=SHA, model_name="m")
+    (folder / files.WEIGHTS).write_bytes((again / files.WEIGHTS).read_bytes())    # new weights, the old cfg
+    with pytest.raises(files.DictionaryUnusable, match="not the weights its cfg.json was written with"):
+        _load(folder)
+    cfg = json.loads((again / files.CFG).read_text())
+    del cfg["metadata"]["dictionary_sha256"]
+    (again / files.CFG).write_text(json.dumps(cfg))
+    with pytest.raises(files.DictionaryUnusable, match="names no weights"):
+        _load(again)

@@ -5,6 +5,7 @@ nothing and the mean ablation writing the mean; bad input refused in one line be
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import threading
 
 import pytest
@@ -18,7 +19,7 @@ from explorer.store.checkpoint import load_checkpoint
 from explorer.studies.common.context import RunContext
 from explorer.studies.common.sentences import build_sentences
 from explorer.studies.features import __main__ as command
-from explorer.studies.features import sites, splice
+from explorer.studies.features import contexts, sites, splice
 from explorer.studies.features.job import TRAIN, FeatureSettings, dictionary_folder
 from support.app_support import ROOT
 
@@ -191,3 +192,36 @@ def test_a_cancelled_training_writes_no_result_file(tmp_path):
         TRAIN.to_file(out, ckpt.model, ckpt.tokenizer, corpus.train[:300], corpus.dev[:50], settings,
                       root=tmp_path / "features", context=RunContext(meta=ckpt.meta, cancel=stop))
     assert not out.exists() and not (tmp_path / "features").exists()      # stopped at its first step
+
+
+def test_a_site_job_cancelled_while_its_contexts_are_built_keeps_the_last_dictionary_and_its_figures(tmp_path):
+    """Cancel at the contexts stage saved the new dictionary but not its figures: the Features page showed the
+    last training's figures beside it. Now nothing is written until the contexts are built; a finished job's
+    figures name the dictionary they are of."""
+    from explorer.studies.features import job
+    from explorer.studies.features.job import SITE, site_result_path
+    ckpt = load_checkpoint(NUMBERS)
+    corpus = load_corpus("numbers")
+    site, root, sha = "encoder.layers.0.ffn", tmp_path / "features", ckpt.meta["weights_sha256"]
+    out = site_result_path(sha, site, root)
+    args = (ckpt.model, ckpt.tokenizer, corpus.train[:300], corpus.dev[:50])
+    first = FeatureSettings(width=32, k=4, steps=20, batch=64, rows=1000, held_rows=200)
+    SITE.to_file(out, *args, first, site=site, root=root, context=RunContext(meta=ckpt.meta))
+    trained = dictionary_folder(sha, site, "trained", root)
+    kept = {path.name: path.read_bytes() for path in trained.iterdir()}
+    figures = out.read_bytes()
+    assert json.loads(figures)["layer"]["dictionary_sha256"] == contexts.weights_hash(trained)
+
+    stop = threading.Event()
+    real_build = job.contexts.build
+
+    def build_then_cancel(*a, **k):
+        index = real_build(*a, **k)
+        stop.set()                                   # the user presses Cancel while the contexts are built
+        return index
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(job.contexts, "build", build_then_cancel)
+        with pytest.raises(Cancelled):
+            SITE.to_file(out, *args, replace(first, width=64, seed=1), site=site, root=root,
+                         context=RunContext(meta=ckpt.meta, cancel=stop))
+    assert {path.name: path.read_bytes() for path in trained.iterdir()} == kept and out.read_bytes() == figures

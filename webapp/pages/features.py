@@ -51,7 +51,7 @@ with area["features"]:
     st.caption(views.SITES_CAPTION)
     url.write(url.FEAT_SITE, "features_site", site, options=keys, default=names[0])
     tc, _baseline, index = views.dictionaries_or_stop(ckpt, site, pairs)
-    views.quality_caption(ckpt, site)
+    views.quality_caption(ckpt, site, tc)
     stamp = feature_analyses.feature_stamp(ckpt, site)
     found = state.friendly(feature_analyses.sentence_features, ckpt, site, stamp, len(pairs), tuple(result.src_ids),
                            tuple(result.best.ids), what="Reading the features")

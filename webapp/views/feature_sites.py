@@ -124,12 +124,19 @@ def form_said(row: dict) -> str:
     return f"A TopK transcoder with a linear skip{why}. "
 
 
-def quality_caption(ckpt, site: str) -> None:
-    """The dictionary's held-out figures beside its random baseline's (the training job's result)."""
+def quality_caption(ckpt, site: str, trained) -> None:
+    """The dictionary's held-out figures beside its random baseline's (the training job's result), when they
+    are that of the dictionary `trained` as loaded: a training stopped after writing the dictionary and
+    before its figures left the last training's figures beside it."""
     result = SITE.read(site_result_path(str(ckpt.meta.get("weights_sha256") or ""), site))
     if result is None:
         return
     row, settings = result["layer"], result.get("settings", {})
+    if not isinstance(row, dict) or row.get("dictionary_sha256") != getattr(trained, "file_sha256", None):
+        st.caption("This dictionary's held-out figures were not kept with it (its training stopped before "
+                   "writing them?): training it again writes them; `python -m explorer features evaluate` "
+                   "measures every layer's.")
+        return
     linear = (f", least-squares linear map {row['fve_linear']:.3f}" if isinstance(row.get("fve_linear"), float)
               else "")
     st.caption(form_said(row) + f"Held-out fraction of variance explained {row.get('fve', float('nan')):.3f} (random-decoder baseline "

@@ -139,7 +139,7 @@ def load(dictionary_folder: Path, *, site: str, width: int, n_pairs: int) -> Con
     `width` features, over pairs of a split of `n_pairs`; DictionaryUnusable (one line) else."""
     folder = Path(dictionary_folder)
     path = folder / FEATURE_CONTEXTS
-    meta, arrays = read_safetensors(path, folder, limits.CONTEXTS_BYTES)
+    meta, arrays, _ = read_safetensors(path, folder, limits.CONTEXTS_BYTES)
     if meta.get("format") != str(FORMAT) or meta.get("site") != site:
         raise DictionaryUnusable(f"{path}: not the contexts of {site}")
     try:

@@ -9,10 +9,14 @@ which computes the same. A residual-stream site's SAE: SAELens's own plain "topk
 apply_b_dec_to_input false, hook_name the layer's output), which SAE.load_from_disk reads as it is. The metadata says
 which checkpoint (weights hash), which site and whether it is the random baseline; load() checks them
 against the model and site it is asked for (the architecture against the site's kind) before it reads a
-tensor, and every shape against cfg.json.
+tensor, and every shape against cfg.json. The metadata also holds the sha256 of the weights file written with
+it (`dictionary_sha256`): each file is written whole, but a training stopped between the two (kill -9) left
+a folder trained again with the new weights under the old cfg.json, which the Graphs page used as it was;
+load() refuses weights that are not those their cfg.json was written with.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -58,8 +62,10 @@ def save(tc: TopKTranscoder, folder: Path, *, site: str, weights_sha256: str, mo
                         "weights_sha256": weights_sha256, "random_decoder": bool(random_decoder)}}
     names = ("W_enc", "b_enc", "W_dec", "b_dec") if stream else ("W_enc", "b_enc", "W_dec", "W_skip", "b_dec")
     tensors = {name: np.ascontiguousarray(getattr(tc, name).detach().float().numpy()) for name in names}
-    write_bytes_atomic(folder / WEIGHTS, save_tensors(tensors))          # the weights first, the cfg last:
-    write_bytes_atomic(folder / CFG, json.dumps(cfg, indent=1).encode())  # a folder with a cfg is whole
+    data = save_tensors(tensors)
+    cfg["metadata"]["dictionary_sha256"] = hashlib.sha256(data).hexdigest()
+    write_bytes_atomic(folder / WEIGHTS, data)                           # the weights first, the cfg naming
+    write_bytes_atomic(folder / CFG, json.dumps(cfg, indent=1).encode())  # them last (load checks the pair)
     return folder
 
 
@@ -91,7 +97,7 @@ def load(folder: Path, *, site: str, weights_sha256: str, d_model: int) -> TopKT
     want = {"W_enc": [d_in, width], "b_enc": [width], "W_dec": [width, d_out], "b_dec": [d_out],
             **({} if stream else {"W_skip": [d_out, d_in]})}
     path = folder / WEIGHTS
-    _, arrays = read_safetensors(path, folder, limits.DICTIONARY_BYTES)
+    _, arrays, digest = read_safetensors(path, folder, limits.DICTIONARY_BYTES)
     shapes = {name: list(arrays[name].shape) for name in sorted(arrays)}
     if shapes != want:
         raise DictionaryUnusable(f"{path}: tensors {shapes}, not those its {CFG} describes")
@@ -101,16 +107,22 @@ def load(folder: Path, *, site: str, weights_sha256: str, d_model: int) -> TopKT
                                  "train it again")
     if not all(np.isfinite(a).all() for a in arrays.values()):
         raise DictionaryUnusable(f"{path}: holds NaN or infinity")
+    if meta.get("dictionary_sha256") != digest:
+        why = ("its cfg.json names no weights (written by an earlier version)" if "dictionary_sha256" not in meta
+               else "not the weights its cfg.json was written with (a training stopped part way?)")
+        raise DictionaryUnusable(f"{path}: {why}: train it again")
     tc = TopKTranscoder(d_in, width, d_out, k)
     with torch.no_grad():
         for name, array in arrays.items():
             getattr(tc, name).copy_(torch.from_numpy(array.copy()))
+    tc.file_sha256 = digest              # what a result file names to say which dictionary its figures are of
     return tc.eval()
 
 
-def read_safetensors(path: Path, folder: Path, limit: int) -> tuple[dict[str, str], dict[str, np.ndarray]]:
-    """(metadata, {name: array}) of a safetensors file of a dictionary's folder; DictionaryUnusable naming
-    the file and what is wrong otherwise.
+def read_safetensors(path: Path, folder: Path,
+                     limit: int) -> tuple[dict[str, str], dict[str, np.ndarray], str]:
+    """(metadata, {name: array}, the file's sha256) of a safetensors file of a dictionary's folder;
+    DictionaryUnusable naming the file and what is wrong otherwise.
 
     Why not safe_open(path): it opens whatever the path names, so a FIFO there waited for a writer forever
     (the Features and Graphs pages with it) and a symlink leading out of the folder was followed. Here the
@@ -130,4 +142,4 @@ def read_safetensors(path: Path, folder: Path, limit: int) -> tuple[dict[str, st
     except Exception as exc:                            # safetensors' own errors for a damaged file
         raise DictionaryUnusable(f"{path}: damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
-    return (meta if isinstance(meta, dict) else {}), arrays
+    return (meta if isinstance(meta, dict) else {}), arrays, hashlib.sha256(data).hexdigest()

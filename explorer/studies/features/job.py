@@ -140,7 +140,8 @@ def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettin
         done = sum(steps[:i])
         row, made, seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
                                         on_step=lambda step, done=done: ticker.check(tick, done + step))
-        _keep(made, train_pairs, model, tokenizer, site, settings, sha, name, root)
+        index = contexts.build(model, tokenizer, train_pairs, site, made["trained"], seed=settings.seed)
+        row = {**row, "dictionary_sha256": _keep(made, index, site, sha, name, root)}
         write_json_atomic(site_result_path(sha, site, root), {"settings": {**context.checkpoint(), **asdict(settings),
                                                                            "site": site}, "layer": row})
         layers.append(row)
@@ -149,14 +150,16 @@ def run_train(model, tokenizer, train_pairs, held_pairs, settings: FeatureSettin
             "layers": layers}
 
 
-def _keep(made: dict, train_pairs, model, tokenizer, site: str, settings: FeatureSettings, sha: str, name: str,
-          root: Path | None) -> None:
-    """A site's two dictionaries saved, then the trained one's training contexts beside it (contexts.build)."""
+def _keep(made: dict, index, site: str, sha: str, name: str, root: Path | None) -> str:
+    """A site's two dictionaries saved, then the trained one's training contexts (contexts.build) beside it;
+    the trained dictionary's weights hash, which its figures (site.json) name: a figure of another
+    training is then known for one (views.feature_sites.quality_caption)."""
     for kind, tc in made.items():
         files.save(tc, dictionary_folder(sha, site, kind, root), site=site, weights_sha256=sha, model_name=name,
                    random_decoder=kind == "random")
-    index = contexts.build(model, tokenizer, train_pairs, site, made["trained"], seed=settings.seed)
-    contexts.save(index, dictionary_folder(sha, site, "trained", root))
+    trained = dictionary_folder(sha, site, "trained", root)
+    contexts.save(index, trained)
+    return contexts.weights_hash(trained)
 
 
 def site_result_path(weights_sha256: str, site: str, root: Path | None = None) -> Path:
@@ -174,8 +177,9 @@ def run_site(model, tokenizer, train_pairs, held_pairs, settings: FeatureSetting
     row, made, _seconds = train_site(model, tokenizer, train_pairs, held_pairs, site, settings,
                                      on_step=lambda step: ticker.check(tick, step))
     tick = ticker.stage("contexts", 1)
-    _keep(made, train_pairs, model, tokenizer, site, settings, sha, name, root)
-    ticker.check(tick, 1)
+    index = contexts.build(model, tokenizer, train_pairs, site, made["trained"], seed=settings.seed)
+    ticker.check(tick, 1)                  # a Cancel up to here keeps nothing; from here on all is written
+    row = {**row, "dictionary_sha256": _keep(made, index, site, sha, name, root)}
     return {"settings": {**context.checkpoint(), **asdict(settings), "site": site}, "layer": row}
 
 
