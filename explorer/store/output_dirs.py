@@ -29,10 +29,11 @@ from typing import Callable, Iterable
 
 from explorer.files.atomic import recover, write_directory
 from explorer.files.limits import JSON_BYTES
-from explorer.files.names import OUTPUT_MARKER, PARTIAL
+from explorer.files.names import ALIGN, FEATURES, GRAPHS, GROUNDING, HEADS, OUTPUT_MARKER, PARTIAL, RUN_MARKER, \
+    SEARCH, UPLOADS
 from explorer.files.user_files import read_user_json
 from explorer.files.places import REPO_ROOT, model_folder_of
-from explorer.store.run_paths import shipped_root
+from explorer.store.run_paths import RunsDirError, holds_run, runs_root, shipped_root
 from explorer.store.weights import sha256
 
 MARKER = OUTPUT_MARKER
@@ -90,6 +91,37 @@ def in_shipped_folder(path: str | os.PathLike) -> Path | None:
     roots = {shipped_root().absolute(), Path(os.path.realpath(shipped_root()))}
     places = {Path(os.path.abspath(path)), Path(os.path.realpath(path))}
     return next((root for root in roots for place in places if place == root or root in place.parents), None)
+
+
+# The runs folder's stores the app writes and reads again (its dictionaries, indexes, kept results, uploads).
+APP_STORES = (FEATURES, GROUNDING, GRAPHS, HEADS, ALIGN, SEARCH, UPLOADS)
+
+
+def in_app_store(path: str | os.PathLike) -> str | None:
+    """What of the app's own `path` is or lies inside, by its name as given or with symlinks followed: one of
+    the runs folder's stores (APP_STORES: `graph --out` named a dictionary's cfg.json there and replaced the
+    dictionary it had just read), or a training run's folder (a folder of the runs folder a trainer has used,
+    or any folder with the trainer's mark: its status and curves); None else. No analysis's result belongs
+    there."""
+    places = {Path(os.path.abspath(path)), Path(os.path.realpath(path))}
+    try:
+        runs = {runs_root(), Path(os.path.realpath(runs_root()))}
+    except RunsDirError:
+        runs = set()
+    for root in runs:
+        for place in places:
+            if root not in place.parents:
+                continue
+            top = root / place.relative_to(root).parts[0]                   # runs/<name>
+            if top.name in APP_STORES:
+                return f"the app's {top.name} store {top}"
+            if holds_run(top) or (top / RUN_MARKER).is_file():
+                return f"the training run {top}"
+    for place in places:
+        marked = next((folder for folder in (place, *place.parents) if (folder / RUN_MARKER).is_file()), None)
+        if marked is not None:
+            return f"the training run {marked}"
+    return None
 
 
 def _never(target: Path, resolved: Path, inputs: Iterable[str | os.PathLike]) -> str | None:

@@ -312,6 +312,41 @@ def test_an_analysis_writes_nothing_among_the_shipped_checkpoints(command, capsy
         target.unlink(missing_ok=True)                   # a regression's write does not stay in the checkout
 
 
+@pytest.mark.parametrize("command", ["lens", "contributions"])
+def test_an_analysis_writes_nothing_into_the_apps_stores_or_a_run(command, tmp_path, monkeypatch, capsys):
+    """`graph --out <runs>/features/<sha>/<site>/trained/cfg.json` replaced the dictionary it had just read, and
+    `features evaluate --out .../sae_weights.safetensors` damaged one: the runs folder's stores and a training
+    run's folder (its status.json, its curves) are no place for results, by name or through a symlink."""
+    from explorer.__main__ import main
+    from explorer.files.names import RUN_MARKER
+    from explorer.store.run_paths import RUNS_ENV
+
+    runs = tmp_path / "runs"
+    store = runs / "features" / "ab" / "encoder.layers.0.ffn" / "trained"
+    store.mkdir(parents=True)
+    (store / "cfg.json").write_text("{}")
+    run = runs / "my-run"
+    run.mkdir()
+    (run / "status.json").write_text('{"state": "done"}')
+    marked = tmp_path / "elsewhere" / "run"                        # a run outside the runs folder: its mark
+    marked.mkdir(parents=True)
+    (marked / RUN_MARKER).write_text("{}")
+    (tmp_path / "link").symlink_to(store)
+    monkeypatch.setenv(RUNS_ENV, str(runs))
+    for target, said in ((store / "cfg.json", "the app's features store"), (run / "status.json", "the training run"),
+                         (marked / "curves" / "out.json", "the training run"),
+                         (tmp_path / "link" / "cfg.json", "the app's features store")):
+        before = target.read_bytes() if target.is_file() else None
+        assert main([command, str(NUMBERS), "--out", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "write results outside it" in err and "\n" not in err.strip(), err
+        assert (target.read_bytes() if target.is_file() else None) == before
+    from explorer.store.output_dirs import in_app_store
+    (runs / "results").mkdir()
+    assert in_app_store(runs / "here.json") is None and in_app_store(runs / "results" / "lens.json") is None
+    assert in_app_store(tmp_path / "elsewhere" / "lens.json") is None            # beside the run: fine
+
+
 def test_the_poison_demonstrations_default_folder_is_usable_in_a_checkout(monkeypatch):
     """`python -m explorer poison` without --out refused its own default (runs/poison-demo in this project),
     taking the project's folder, which holds the shipped checkpoints/, for a training run."""

@@ -32,7 +32,7 @@ from explorer.studies.common.result import Study
 from explorer.evaluation.scores import held_out_pairs
 from explorer.store.checkpoint import CheckpointError, LoadedCheckpoint as Checkpoint, load_checkpoint
 from explorer.files.places import model_folder_of
-from explorer.store.output_dirs import in_shipped_folder
+from explorer.store.output_dirs import in_app_store, in_shipped_folder
 
 
 def study_parser(prog: str, doc: str) -> CommandParser:
@@ -112,8 +112,9 @@ def keep_inputs(args: argparse.Namespace, default_out: str | None = None) -> Non
     """UserFileError when --out would replace what a command reads: a file another argument names (grounding's
     --input, or one of contributions' --combine files, given as --out too), or anything in a model folder
     (the checkpoint's own config.json or weights, or a result mixed into a shipped model, which a run's
-    pruning and the catalog take for a damaged checkpoint). Checked before anything is written, a probe
-    file included. `default_out`: the --out the user did not type, said so in the message."""
+    pruning and the catalog take for a damaged checkpoint), the shipped checkpoints folder, or a store of the
+    runs folder the app reads again or a training run's folder (output_dirs.in_app_store). Checked before
+    anything is written, a probe file included. `default_out`: the --out the user did not type, said so in the message."""
     out = Path(args.out)
     folder = model_folder_of(out.parent)
     said = f"{args.out} (the default: give --out to write elsewhere)" if args.out == default_out else args.out
@@ -123,6 +124,10 @@ def keep_inputs(args: argparse.Namespace, default_out: str | None = None) -> Non
     if shipped is not None:
         raise UserFileError(f"{said}: inside the shipped checkpoints folder {shipped} (its models and their "
                             "training-data indexes); write results outside it")
+    kept = in_app_store(out)
+    if kept is not None:
+        raise UserFileError(f"{said}: inside {kept}, which the app writes and reads again; write results "
+                            "outside it")
     if not out.is_file():
         return
     for name, value in vars(args).items():
