@@ -179,6 +179,14 @@ def test_settings_refuse_what_cannot_run():
         FeatureSettings(width=16, k=32)
     with pytest.raises(ValueError, match="rows"):
         FeatureSettings(rows=10)
+    # each in its range, together 4 GiB in one tensor (32 GiB a step): a training step is bounded in bytes
+    with pytest.raises(ValueError, match="per training step"):
+        FeatureSettings(width=16_384, batch=65_536)
+    with pytest.raises(ValueError, match="per training step"):
+        FeatureSettings(sae_width=16_384, batch=65_536)
+    with pytest.raises(ValueError, match="per training step"):               # a stream's width from its model
+        FeatureSettings(batch=65_536).train_settings("encoder.layers.0.resid", d_model=8_192)
+    FeatureSettings(width=1_024, batch=65_536)                                 # 2 GiB: the bound itself
 
 
 def test_a_cancelled_training_writes_no_result_file(tmp_path):

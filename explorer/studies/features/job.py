@@ -89,6 +89,8 @@ class FeatureSettings:
             raise ValueError(f"sae_k ({self.sae_k}) must not exceed sae_width ({self.sae_width})")
         if self.skip not in SKIP_MODES:
             raise ValueError(f"skip must be one of {', '.join(SKIP_MODES)}, not {self.skip!r}")
+        for width in (self.width, self.sae_width):              # a stream's default width: when its model is known
+            tcm.check_step(self.batch, width)
 
     def forms(self, site: str) -> tuple[bool, ...]:
         """The skip forms a site's dictionary may take, in the order tried: a stream's SAE never has a skip;

@@ -48,6 +48,26 @@ import torch
 from torch import nn
 
 
+# A training step holds a few [batch, width] float32 tensors (the pre-activations, the fired mask, their
+# gradients, AuxK's masked copy): measured 3.2 floats per batch x latent without AuxK and 6.5 with it (width
+# 16,384, batch 4,096: 0.8 and 1.6 GiB). Counted as STEP_FLOATS, a step is bounded by STEP_BYTES: width
+# 16,384 with batch 65,536 (each in its range) asked for 4 GiB in one tensor and more in all.
+STEP_FLOATS = 8
+STEP_BYTES = 2 << 30
+
+
+def step_bytes(batch: int, width: int) -> int:
+    """About how many bytes one training step of `batch` rows through `width` latents takes (an upper bound)."""
+    return int(batch) * int(width) * 4 * STEP_FLOATS
+
+
+def check_step(batch: int, width: int) -> None:
+    """ValueError when a step of `batch` rows through `width` latents would pass STEP_BYTES."""
+    if step_bytes(batch, width) > STEP_BYTES:
+        raise ValueError(f"batch {batch:,} x width {width:,} needs about {step_bytes(batch, width) / 2**30:.1f} GiB "
+                         f"per training step (at most {STEP_BYTES / 2**30:.0f} GiB): lower --batch or the width")
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     width: int = 1024          # latents m (4 x d_model at the shipped size)
@@ -60,6 +80,9 @@ class TrainSettings:
     skip: bool = True              # a transcoder's linear skip; False: W_skip stays 0 (a plain transcoder, an SAE)
     aux_loss_coefficient: float = 0.0   # AuxK's weight (0: off; the paper's 1/32); SAELens's name
     dead_feature_window: int = 100      # steps without firing after which a latent is dead (AuxK); SAELens's name
+
+    def __post_init__(self) -> None:
+        check_step(self.batch, self.width)
 
 
 def topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
