@@ -142,3 +142,29 @@ def test_weights_that_are_not_those_their_cfg_was_written_with_are_refused(folde
     (again / files.CFG).write_text(json.dumps(cfg))
     with pytest.raises(files.DictionaryUnusable, match="names no weights"):
         _load(again)
+
+
+@pytest.mark.parametrize("change", ["top_position -5", "top_position past any sentence", "active past tokens",
+                                    "max_value -3", "hist negative", "top_pair -7", "pair without position"])
+def test_contexts_whose_values_a_page_cannot_show_are_refused(folder, change):
+    """Values the Features page shows as shares or places: a firing count over the tokens read ("fires on
+    5338458.25%"), a negative strongest value (a histogram's range: plotly's ValueError), a negative position
+    (another context shown, in silence)."""
+    index = _index()
+    contexts.save(index, folder)
+    path = folder / FEATURE_CONTEXTS
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    meta = json.loads(raw[8:8 + n])["__metadata__"]
+    tensors = {name: array.copy() for name, array in load_tensors(raw).items()}
+    tensors["top_pair"][3, 0], tensors["top_position"][3, 0] = 1, 2                 # a real context, then damaged
+    {"top_position -5": lambda: tensors["top_position"].__setitem__((3, 0), -5),
+     "top_position past any sentence": lambda: tensors["top_position"].__setitem__((3, 0), 10 ** 6),
+     "active past tokens": lambda: tensors["active"].__setitem__(3, 11),             # 10 tokens were read
+     "max_value -3": lambda: tensors["max_value"].__setitem__(3, -3.0),
+     "hist negative": lambda: tensors["hist"].__setitem__((3, 0), -100),
+     "top_pair -7": lambda: tensors["top_pair"].__setitem__((3, 0), -7),
+     "pair without position": lambda: tensors["top_position"].__setitem__((3, 0), -1)}[change]()
+    path.write_bytes(save_tensors(tensors, metadata=meta))
+    with pytest.raises(files.DictionaryUnusable, match="values out of range"):
+        contexts.load(folder, site=SITE, width=32, n_pairs=10)

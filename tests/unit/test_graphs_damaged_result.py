@@ -49,6 +49,7 @@ def _set(path: str, value):
         at = changed
         for key in parents:
             at = at[_feature(changed["graphs"][0]) if key == "F" else int(key) if key.isdigit() else key]
+        last = int(last) if last.isdigit() else last
         if value is KeyError:
             del at[last]
         else:
@@ -73,12 +74,19 @@ GRAPH_LEVEL = {                                          # what node_rows reads:
     "counts.source of text": (_set("graphs.0.counts.source", "1"), "counts.source"),
     "a node id that names no latent": (_set("graphs.0.nodes.F.node_id", "x"), "node_id"),
     "no prompt tokens": (_set("graphs.0.metadata.prompt_tokens", KeyError), "prompt_tokens"),
+    "a NaN node influence": (_set("graphs.0.node_influence.0", float("nan")), "node_influence"),
+    "an infinite activation": (_set("graphs.0.nodes.F.activation", float("-inf")), "activation"),
 }
 PAGE_LEVEL = {                                           # what the rest of the page reads
     "no scores": (_set("graphs.0.scores", KeyError), "scores"),
     "a top source position past the source": (_set("graphs.0.top_source_position", 10 ** 6), "top_source_position"),
     "links of text": (_set("graphs.0.links", "x"), "links"),
     "a count of text": (_set("graphs.0.counts.kept_nodes", "3"), "counts.kept_nodes"),
+    # numbers no float holds, or that compare false with everything: 10**400 was an OverflowError in the page
+    "a logit past any float": (_set("graphs.0.explained.logit", 10 ** 400), "explained"),
+    "an infinite score": (_set("graphs.0.scores.replacement", float("inf")), "scores"),
+    "a NaN link weight": (_set("graphs.0.links.0.weight", float("nan")), "links"),
+    "a NaN position influence": (_set("graphs.0.position_influence.0", float("nan")), "position_influence"),
 }
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from safetensors.numpy import save as save_tensors
 
+from explorer.config.checks import MODEL_LIMITS
 from explorer.data.encoded import encode_pairs
 from explorer.files import limits
 from explorer.files.atomic import write_bytes_atomic
@@ -158,10 +159,14 @@ def load(dictionary_folder: Path, *, site: str, width: int, n_pairs: int) -> Con
     if odd:
         raise DictionaryUnusable(f"{path}: tensors of the wrong type {odd}: build it again")
     tokens = limits.whole_number(meta.get("tokens", ""))
+    pair, position = arrays["top_pair"], arrays["top_position"]
     ok = (tokens is not None and (arrays["pairs"] >= 0).all() and (arrays["pairs"] < n_pairs).all()
-          and (arrays["top_pair"] < n_pairs).all() and np.isfinite(arrays["top_value"]).all()
-          and np.isfinite(arrays["max_value"]).all() and (arrays["active"] >= 0).all())
-    if not ok:
+          and (pair >= -1).all() and (pair < n_pairs).all() and ((pair < 0) == (position < 0)).all()
+          and (position >= -1).all() and (position < MODEL_LIMITS["max_len"]).all()
+          and np.isfinite(arrays["top_value"]).all() and np.isfinite(arrays["max_value"]).all()
+          and (arrays["max_value"] >= 0).all() and (arrays["active"] >= 0).all()
+          and (arrays["active"] <= tokens).all() and (arrays["hist"] >= 0).all())
+    if not ok:                           # a page read them as shares (over 100%), places (a wrong context), a range
         raise DictionaryUnusable(f"{path}: values out of range")
     return ContextIndex(site, arrays["pairs"], tokens, arrays["top_pair"], arrays["top_position"],
                         arrays["top_value"], arrays["active"], arrays["max_value"], arrays["hist"])

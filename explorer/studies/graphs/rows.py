@@ -14,6 +14,7 @@ ctx_idx of -1 read as the last piece, a layer of -1 as the last site) or dropped
 """
 from __future__ import annotations
 
+import math
 import re
 
 KINDS = {"cross layer transcoder": "feature", "mlp reconstruction error": "error", "embedding": "token",
@@ -29,7 +30,11 @@ def _whole(value: object) -> bool:
 
 
 def _number(value: object) -> bool:
-    return type(value) in (int, float)
+    """A finite number a page can format and add: JSON's 1e400 reads as infinity, 10**400 as an int no float
+    holds (an OverflowError in the page's formatting), NaN as a number that compares false with everything."""
+    if type(value) is int:
+        return abs(value) <= 2 ** 53
+    return type(value) is float and math.isfinite(value)
 
 
 def _layer(value: object) -> int | None:
