@@ -237,6 +237,14 @@ def texts(specs: Iterable[UrlKey]) -> dict[str, str]:
     return {key: text for key, text in found.items() if text is not None}
 
 
+NONE = "none"   # a list the user emptied, kept in the link: without it a link reopened the page's default picks
+
+
+def list_text(picked: Iterable[Any]) -> str:
+    """A picked list as its URL text: "2,5", or NONE when nothing is picked (the key kept, not dropped)."""
+    return ",".join(str(p) for p in picked) or NONE
+
+
 def listed(text: str | None, allowed: Sequence[str]) -> list[str]:
     """The entries of a comma-separated URL list (`text`, "2,5" or "3_29_8,1_4_2") that are among
     `allowed`, each once, in the link's order: a malformed, unknown or repeated entry is dropped, never an

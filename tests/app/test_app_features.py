@@ -114,6 +114,20 @@ def test_steering_compares_greedy_with_greedy_whatever_the_page_decodes(env):
     assert "Both translated greedily" in shown(sampled)
 
 
+def test_positions_emptied_stay_empty_in_a_link(env):
+    """Emptying the positions dropped `at` from the URL, and a fresh session from that link steered at the
+    feature's firing positions, which the sharer had not asked for: the link keeps at=none."""
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"feature": "1", "clamp": "2", "at": "1"})
+    no_exception(at)
+    at.multiselect(key="features_at").set_value([]).run()
+    no_exception(at)
+    assert at.query_params["at"] == "none" and not lines(at, "**With feature")
+    fresh = open_app("numbers-en-de", PAGE, TEXT, query=dict(at.query_params))
+    no_exception(fresh)
+    assert fresh.multiselect(key="features_at").value == [] and not lines(fresh, "**With feature")
+    assert "Pick source positions above" in shown(fresh)
+
+
 def test_a_decoder_layer_and_a_link_that_names_its_feature(env):
     at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "dec2", "feature": "3", "clamp": "1.5", "at": "1,2"})
     no_exception(at)

@@ -184,6 +184,13 @@ def test_an_intervention_sets_the_picked_nodes_and_compares_the_model_with_the_g
     twice = drawn(open_app("numbers-en-de", PAGE, TEXT, query={"word": "3", "change": f"{picked[0]},{picked[0]}"}))
     assert twice.multiselect(key="graphs_change").value == picked and twice.query_params["change"] == picked[0]
     assert float({m.label: m for m in twice.metric}["The model does"].value) == model_does
+    # emptied, the list stays in the link as "none": a fresh session from it changed the top node unasked
+    at.multiselect(key="graphs_change").set_value([]).run()
+    no_exception(at)
+    assert at.query_params["change"] == "none" and not at.metric
+    fresh = drawn(open_app("numbers-en-de", PAGE, TEXT, query=dict(at.query_params)))
+    assert fresh.multiselect(key="graphs_change").value == [] and not fresh.metric
+    assert "Pick feature nodes above" in " ".join(str(i.value) for i in fresh.info)
 
 
 def test_a_failed_graph_says_so_without_saying_it_is_still_drawing(env, monkeypatch):

@@ -230,14 +230,15 @@ def steering_section(ckpt, site: str, feature: int, index, found, labels: list[s
     if site.startswith("encoder."):
         fired = [t for t in range(len(labels)) if feature in found.features[t]]
         if "features_at" not in st.session_state or st.session_state.get("_features_at_for") != (site, feature):
-            linked = url.listed(url.raw(url.FEAT_AT), [str(t + 1) for t in range(len(labels))])   # 1-based
-            url.hold("features_at", [int(p) - 1 for p in linked] or fired)
+            given = url.raw(url.FEAT_AT)
+            linked = url.listed(given, [str(t + 1) for t in range(len(labels))])                 # 1-based
+            url.hold("features_at", [int(p) - 1 for p in linked] or ([] if given == url.NONE else fired))
             st.session_state["_features_at_for"] = (site, feature)
         else:
             url.hold("features_at", st.session_state["features_at"])
         picked = st.multiselect("At these source positions", range(len(labels)), key="features_at",
                                 format_func=lambda t: labels[t])
-        url.put(**{url.FEAT_AT.key: ",".join(str(p + 1) for p in picked) or None})
+        url.put(**{url.FEAT_AT.key: url.list_text(p + 1 for p in picked)})     # emptied: "none", kept
         if not picked:
             st.info("Pick source positions above: the feature is set there and the sentence translated again.")
             return

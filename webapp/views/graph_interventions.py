@@ -30,7 +30,7 @@ def picked_nodes(ids: list[str], labels: dict[str, str]) -> list[str]:
         before = st.session_state.get(WIDGET, st.session_state.get("_" + WIDGET))
         url.hold(WIDGET, [i for i in before if i in ids] if isinstance(before, list) else ids[:1])
     picked = st.multiselect("Feature nodes to change", ids, key=WIDGET, format_func=labels.get)
-    url.put(**{url.GRAPH_CHANGE.key: ",".join(picked) or None})
+    url.put(**{url.GRAPH_CHANGE.key: url.list_text(picked)})        # emptied: "none", so a link reopens it so
     st.session_state["_" + WIDGET] = list(picked)
     return list(picked)
 
