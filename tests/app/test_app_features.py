@@ -128,6 +128,25 @@ def test_positions_emptied_stay_empty_in_a_link(env):
     assert "Pick source positions above" in shown(fresh)
 
 
+def test_a_feature_is_not_carried_to_another_layer_or_kept_unused(env):
+    """feature=, clamp= and at= were kept in the URL of a layer with no dictionary, then applied to the next
+    layer's dictionary picked; a feature picked on one layer was kept on another (where #127 is another
+    feature): the new layer opens on its strongest, as a link to it does."""
+    at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "enc2", "feature": "5", "clamp": "3", "at": "1,2"})
+    no_exception(at)
+    assert "has no dictionary yet" in shown(at)
+    assert not {"feature", "clamp", "at"} & set(at.query_params) and at.query_params["site"] == "enc2"
+    strongest = open_app("numbers-en-de", PAGE, TEXT, query={"site": "dec2"}).selectbox(key="features_feature").value
+    first = open_app("numbers-en-de", PAGE, TEXT)
+    options = first.selectbox(key="features_feature").options
+    other = next(int(o.lstrip("#")) for o in options if int(o.lstrip("#")) != strongest)
+    first.selectbox(key="features_feature").set_value(other).run()
+    first.selectbox(key="features_site").set_value("decoder.layers.1.ffn").run()
+    no_exception(first)
+    assert first.selectbox(key="features_feature").value == strongest
+    assert first.query_params["feature"] == str(strongest)
+
+
 def test_a_decoder_layer_and_a_link_that_names_its_feature(env):
     at = open_app("numbers-en-de", PAGE, TEXT, query={"site": "dec2", "feature": "3", "clamp": "1.5", "at": "1,2"})
     no_exception(at)

@@ -50,6 +50,7 @@ with area["features"]:
                         key="features_site", format_func=views.site_label)
     st.caption(views.SITES_CAPTION)
     url.write(url.FEAT_SITE, "features_site", site, options=keys, default=names[0])
+    views.forget_feature_of_another_layer(site)
     tc, _baseline, index = views.dictionaries_or_stop(ckpt, site, pairs)
     views.quality_caption(ckpt, site, tc)
     stamp = feature_analyses.feature_stamp(ckpt, site)
@@ -64,6 +65,7 @@ with area["features"]:
     options = active + ([linked] if linked is not None and linked not in active else [])
     if not options:
         st.info("No feature of this layer fires in this sentence.")
+        views.drop_feature_keys()
         st.stop()
     url.seed(url.FEAT_ID, "features_feature", options[0], options=options, exact=True)
     feature = st.selectbox("Feature (those active in this sentence, strongest first)", options, key="features_feature",

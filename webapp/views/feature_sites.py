@@ -21,6 +21,7 @@ from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import SITE, FeatureSettings, dictionary_folder, site_result_path
 from explorer.studies.features.sites import all_sites, is_stream
 from webapp import analyses, feature_analyses, study_job
+from webapp import url_keys as url
 from webapp.text_safety import md_escape
 
 # The app's transcoders: a third of the command's steps and half its rows, so that a layer is ready while a
@@ -82,6 +83,22 @@ def training_or_stop(ckpt) -> tuple[str, list]:
         st.stop()
 
 
+def drop_feature_keys() -> None:
+    """The feature, its value and positions out of the URL, when the page stops before it draws them (a
+    layer with no dictionary, no feature firing): they were kept unused, and applied to another layer's
+    dictionary once one was picked."""
+    url.put(**{spec.key: None for spec in (url.FEAT_ID, url.FEAT_VALUE, url.FEAT_AT)})
+
+
+def forget_feature_of_another_layer(site: str) -> None:
+    """A feature picked on one layer is not carried to another (each layer has its own dictionary: #127 of
+    one is not #127 of the next): the new layer opens on its strongest feature, as a link to it does."""
+    if st.session_state.get("_features_feature_site") not in (None, site):
+        for kept in ("features_feature", "_features_feature"):          # the widget and its copy (url.write)
+            st.session_state.pop(kept, None)
+    st.session_state["_features_feature_site"] = site
+
+
 def dictionaries_or_stop(ckpt, site: str, pairs: list):
     """The site's (dictionary, baseline, contexts); else what is missing, the start button and the job."""
     try:
@@ -102,6 +119,7 @@ def dictionaries_or_stop(ckpt, site: str, pairs: list):
                 f"training pairs and fits a {made.width:,}-feature {what[1]} and its random baseline: "
                 f"about {what[2]} minutes on two cores, in the background (other pages stay usable). "
                 f"`python -m explorer features train --sites all` trains every site at once.")
+    drop_feature_keys()
     held = study_job.held_out_or_stop(ckpt, "A dictionary is scored")
     out = site_result_path(sha, site)
     study_job.tail(out, f"Train {label}'s dictionary", f"features_{site_key(site)}",

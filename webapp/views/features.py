@@ -29,8 +29,9 @@ from webapp import url_keys as url
 from webapp.text_safety import md_escape
 from webapp.views import grounding
 from webapp.views.feature_sites import (APP_MINUTES, APP_SETTINGS, CAPTION as SITES_CAPTION,  # noqa: F401
-                                        dictionaries_or_stop, quality_caption, site_key, site_label,  # (one door)
-                                        site_names, training_or_stop)
+                                        dictionaries_or_stop, drop_feature_keys, forget_feature_of_another_layer,
+                                        quality_caption, site_key, site_label, site_names,  # (one door)
+                                        training_or_stop)
 
 SHOWN_CONTEXTS = 20
 MAX_OVER_TRAINING = 6        # checkpoints of a run read for a feature (each is loaded: webapp.models.MAX_MODELS)
