@@ -168,3 +168,14 @@ def test_contexts_whose_values_a_page_cannot_show_are_refused(folder, change):
     path.write_bytes(save_tensors(tensors, metadata=meta))
     with pytest.raises(files.DictionaryUnusable, match="values out of range"):
         contexts.load(folder, site=SITE, width=32, n_pairs=10)
+
+
+def test_weights_past_any_training_are_refused(folder):
+    """3e38 is finite, so the NaN check let it through: the first product overflowed (the Graphs page said
+    "the graph has a cycle", `features evaluate` wrote NaN into its JSON)."""
+    weights = folder / files.WEIGHTS
+    tensors = {name: array.copy() for name, array in load_tensors(weights.read_bytes()).items()}
+    tensors["W_enc"][0, 0] = 3e38
+    weights.write_bytes(save_tensors(tensors))
+    with pytest.raises(files.DictionaryUnusable, match="values beyond 1e\\+06"):
+        _load(folder)

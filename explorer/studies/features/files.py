@@ -36,6 +36,10 @@ CFG, WEIGHTS = SAE_CFG, SAE_WEIGHTS
 ARCHITECTURE = "topk_skip_transcoder"    # an FFN site's
 SAE_ARCHITECTURE = "topk"                # a residual-stream site's (SAELens's TopK SAE)
 SAELENS_VERSION = "6.54.12"          # the format's version as SAELens writes it
+# A dictionary's weights stay small (unit decoder rows; encoder, skip and biases on the scale of the model's
+# activations); a value past this overflowed float32 in the first product (a graph then said "the graph has
+# a cycle", `features evaluate` wrote NaN into its JSON).
+MAX_WEIGHT = 1e6
 
 
 class DictionaryUnusable(ValueError):
@@ -107,6 +111,8 @@ def load(folder: Path, *, site: str, weights_sha256: str, d_model: int) -> TopKT
                                  "train it again")
     if not all(np.isfinite(a).all() for a in arrays.values()):
         raise DictionaryUnusable(f"{path}: holds NaN or infinity")
+    if any(a.size and float(np.abs(a).max()) > MAX_WEIGHT for a in arrays.values()):    # 3e38 is finite:
+        raise DictionaryUnusable(f"{path}: holds values beyond {MAX_WEIGHT:g}, which no training writes")  # NaN next
     if meta.get("dictionary_sha256") != digest:
         why = ("its cfg.json names no weights (written by an earlier version)" if "dictionary_sha256" not in meta
                else "not the weights its cfg.json was written with (a training stopped part way?)")
