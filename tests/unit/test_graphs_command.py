@@ -116,6 +116,7 @@ def test_a_foil_makes_the_logit_a_difference(numbers, root, tmp_path, capsys):
     (["--text", "   "], "--text: give a source sentence"),
     (["--text", "\u200b"], "--text: the sentence produced no source pieces"),      # it explained EOS alone
     (["--position", "1"], "the following arguments are required: --text"),
+    (["--text", "seven", "--target", "  "], "--target is empty"),                  # it explained the greedy output
 ])
 def test_bad_arguments_are_refused_in_one_line(root, tmp_path, capsys, argv, said):
     code, _, err = run([*argv, "--out", str(tmp_path / "g.json")], reader(root), capsys)
@@ -148,6 +149,18 @@ def test_the_door_reads_the_features_commands_dictionaries_or_names_the_command_
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "python -m explorer features train" in proc.stderr
     assert not (tmp_path / "h.json").exists()
+
+
+def test_a_graph_reads_the_trained_dictionaries_without_their_baselines(numbers, root, tmp_path, monkeypatch):
+    """A graph reads each site's trained transcoder alone: a runs folder without the random baselines (which
+    only the quality figures read) was refused."""
+    from explorer.store.run_paths import RUNS_ENV
+    shutil.copytree(root, tmp_path / "runs" / "features")
+    for baseline in (tmp_path / "runs" / "features").glob("*/*/random"):
+        shutil.rmtree(baseline)
+    monkeypatch.setenv(RUNS_ENV, str(tmp_path / "runs"))
+    read = graph_command.trained_dictionaries(numbers.model, numbers.meta["weights_sha256"])
+    assert set(read) == set(ffn_sites(numbers.model))
 
 
 def test_every_site_of_the_model_is_read(numbers, root):

@@ -196,14 +196,15 @@ def load_site(model, weights_sha256: str, site: str, n_pairs: int, root: Path | 
     return trained, baseline, index
 
 
-def load_all(model, weights_sha256: str, root: Path | None = None,
-             kinds: str = "ffn") -> dict[str, dict[str, tcm.TopKTranscoder]]:
+def load_all(model, weights_sha256: str, root: Path | None = None, kinds: str = "ffn",
+             which: tuple[str, ...] = FEATURES_KINDS) -> dict[str, dict[str, tcm.TopKTranscoder]]:
     """{site: {kind: dictionary}} for every site of `kinds` ("ffn": every FFN, as the graphs read them;
-    "resid"; "all"); files.DictionaryUnusable (one line) when one is missing, damaged or not made for these
-    weights."""
+    "resid"; "all"), of each kind in `which` (the trained dictionary and its random baseline; a graph reads
+    the trained ones alone); files.DictionaryUnusable (one line) when one is missing, damaged or not made for
+    these weights."""
     d = model.cfg.d_model
     return {site: {kind: files.load(dictionary_folder(weights_sha256, site, kind, root), site=site,
-                                    weights_sha256=weights_sha256, d_model=d) for kind in FEATURES_KINDS}
+                                    weights_sha256=weights_sha256, d_model=d) for kind in which}
             for site in sites.all_sites(model, kinds)}
 
 

@@ -35,7 +35,7 @@ def trained_dictionaries(model, weights_sha256: str) -> dict:
     DictionaryUnusable (a ValueError, one line) when one is missing, damaged or made for other weights."""
     from explorer.studies.features.job import load_all
 
-    return {site: kinds["trained"] for site, kinds in load_all(model, weights_sha256).items()}
+    return {site: kinds["trained"] for site, kinds in load_all(model, weights_sha256, which=("trained",)).items()}
 
 
 def build_parser():
@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None, dictionaries: Dictionaries | None = None
         settings = settings_from(args, GraphSettings)
     except ValueError as err:                      # a threshold outside 0..1
         return refuse(str(err))
+    if args.target is not None and not args.target.strip():     # it explained the greedy output instead
+        return refuse("--target is empty: give the translation to explain, or leave --target out for the "
+                      "model's own greedy translation")
     dictionaries = dictionaries or trained_dictionaries
     try:
         ckpt = open_checkpoint(args)
