@@ -104,12 +104,15 @@ def eval_record(step: int, bleu: float) -> dict:
 
 
 def hold_lock(run_dir: Path) -> subprocess.Popen:
-    """A process that holds run_dir's trainer.lock like a live trainer (SIGTERM ends it)."""
-    code = ("import fcntl, os, sys, time\n"
+    """A process that holds run_dir's trainer.lock like a live trainer (SIGTERM ends it), for as long as the
+    test process lives: it waits on a pipe from it, not on a clock (it slept 300 s, after which a slow
+    machine's "running" run quietly stopped running), and the pipe closes when the tests end, however."""
+    code = ("import fcntl, os, sys\n"
             f"fd = os.open({str(run_dir / rp.LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
             "fcntl.flock(fd, fcntl.LOCK_EX)\nos.ftruncate(fd, 0)\nos.write(fd, str(os.getpid()).encode())\n"
-            "print('locked', flush=True)\ntime.sleep(300)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+            "print('locked', flush=True)\nsys.stdin.read()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
     assert proc.stdout.readline().strip() == "locked"
     return proc
 
