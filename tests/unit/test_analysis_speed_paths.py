@@ -25,6 +25,7 @@ from explorer.runtime.clock import TIMING_KEYS
 from explorer.runtime.split import ONE, Split
 from tests.support.decoding_helpers import StandInTokenizer, random_model, toy_pairs
 from support.model_helpers import IdTokenizer
+from support.waiting import STALL_S, join
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class ThreadSplit(Split):
 
 def run_split(world: int, job) -> list:
     """job(split) on `world` threads, each with its rank; their return values by rank."""
-    board, barrier = {}, threading.Barrier(world)
+    board, barrier = {}, threading.Barrier(world, timeout=STALL_S)     # a hang fails, not waits
     out: list = [None] * world
     errors: list = []
 
@@ -62,7 +63,7 @@ def run_split(world: int, job) -> list:
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        join(t, "a split's thread")
     assert not errors, errors
     return out
 

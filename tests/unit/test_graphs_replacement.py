@@ -19,6 +19,7 @@ from explorer.text.encoding import output_ids, source_ids
 from support.graph_helpers import STEP, briefly_trained, random_transcoders
 from support.model_helpers import make_model, one_thread  # noqa: F401 (a fixture)
 from support.numerics import EPS64, float32_atol, in_float64, model_atol
+from support.waiting import join
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = [ROOT / "checkpoints" / name for name in ("numbers-en-de", "bible-es-en")]
@@ -218,5 +219,5 @@ def test_the_replacements_hooks_answer_only_their_own_thread(model):
             assert not torch.equal(model.logits(src, prefix), alone)                      # this thread's are edited
         worker = threading.Thread(target=other)
         worker.start()
-        worker.join()
+        join(worker, "the other thread's forward")
     assert torch.equal(seen["logits"], alone) and seen["watched"] is False

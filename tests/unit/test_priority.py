@@ -3,6 +3,7 @@ import os
 import threading
 
 from explorer.runtime.priority import lower_priority
+from support.waiting import join
 
 
 def test_lowering_a_thread_leaves_the_rest_of_the_process_alone(monkeypatch):
@@ -19,7 +20,7 @@ def test_lowering_a_thread_leaves_the_rest_of_the_process_alone(monkeypatch):
 
     t = threading.Thread(target=background)
     t.start()
-    t.join()
+    join(t, "the background thread")
     assert seen["delta"] == min(10, 19 - seen["before"])
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_before
 
@@ -37,5 +38,5 @@ def test_zero_means_not_lowered_and_bad_values_are_ignored(monkeypatch):
     for value in ("0", "lots"):
         t = threading.Thread(target=background, args=(value,))
         t.start()
-        t.join()
+        join(t, "the background thread")
     assert result == {"0": 0, "lots": 0}
