@@ -13,7 +13,7 @@ from explorer.decoding import beam_search, greedy_search
 from explorer.inspection.hooks import capture
 from explorer.store.checkpoint import load_checkpoint
 from support.model_helpers import BOS, EOS, PAD, make_model
-from support.numerics import model_atol
+from support.numerics import model_atol, score_atol
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -27,7 +27,9 @@ def test_the_model_moves_to_the_gpu_and_decodes_what_the_cpu_decodes():
     cfg = DecodeConfig(beam_size=4, n_best=4, max_len_b=12)
     a, b = beam_search(cpu, SRC, cfg), beam_search(gpu, SRC, cfg)
     assert [d.best.ids for d in a] == [d.best.ids for d in b]
-    assert all(abs(x.best.score - y.best.score) < 1e-4 for x, y in zip(a, b))
+    # another device's kernels: the suite's bound for a score computed two ways (a fixed 1e-4 was 100-200x
+    # tighter than it, for kernels that sum in other orders)
+    assert all(abs(x.best.score - y.best.score) <= score_atol(cpu, x.best.token_logprobs) for x, y in zip(a, b))
     assert [d.best.ids for d in greedy_search(cpu, SRC)] == [d.best.ids for d in greedy_search(gpu, SRC)]
 
 

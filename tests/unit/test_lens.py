@@ -106,8 +106,16 @@ def test_logit_lens_at_the_last_layer_is_the_models_log_probs(case):
     final = forced_log_probs(model, src[0], out)                               # [T, V]
     atol = model_atol(model, final)                     # the lens's batch of layers against one forward
     np.testing.assert_allclose(lens.top_logprobs[-1], final.topk(3).values.numpy(), atol=atol, rtol=0)
-    np.testing.assert_array_equal(lens.top_ids[-1], final.topk(3).indices.numpy())
-    assert lens.final_ids == final.argmax(-1).tolist() and (lens.final_rank[-1] == 1).all()
+    # an id's rank is decided where it stands more than twice the tolerance from its neighbours: two values
+    # within it may come in either order from a correct kernel (the base model's gaps are 0.1-0.35 of it)
+    values, ids = final.topk(4)                                                   # [T, 4]: one past the top 3
+    gaps = (values[:, :-1] - values[:, 1:]).numpy()                               # [T, 3]
+    decided = (gaps > 2 * atol) & np.c_[np.ones(len(gaps), bool), gaps[:, :-1] > 2 * atol]   # [T, 3]
+    assert decided.any()                                                          # the check has something to check
+    np.testing.assert_array_equal(lens.top_ids[-1][decided], ids[:, :3].numpy()[decided])
+    first = decided[:, 0]
+    assert (np.array(lens.final_ids)[first] == final.argmax(-1).numpy()[first]).all()
+    assert (lens.final_rank[-1][first] == 1).all()
     np.testing.assert_allclose(lens.final_logprob[-1], final.max(-1).values.numpy(), atol=atol, rtol=0)
 
 
