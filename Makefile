@@ -13,6 +13,10 @@ TORCH   ?= torch==2.13.0
 NO_COMPILE := --no-compile
 export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 unexport PYTHONDONTWRITEBYTECODE
+# Python's UTF-8 mode for every process the commands start: files, pipes and the terminal read and written as
+# UTF-8 whatever the machine's locale (under a non-UTF-8 one, tests writing "▁" pieces and commands printing
+# "fünf" raised UnicodeEncodeError).
+export PYTHONUTF8 := 1
 PORT    ?= 8501
 SYSTEM_PACKAGES := sword-text-sparv sword-text-web chromium
 

@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0
+    for stream in (sys.stdout, sys.stderr):        # a terminal of another encoding than UTF-8: a piece "▁" or
+        if (getattr(stream, "encoding", "") or "").lower().replace("-", "") != "utf8" \
+                and hasattr(stream, "reconfigure"):    # "fünf" printed as an escape, not a UnicodeEncodeError
+            stream.reconfigure(errors="backslashreplace")
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(f"explorer: unknown command {name!r}\n\n{usage()}", file=sys.stderr)

@@ -44,6 +44,12 @@ STATE_MAP_SUFFIX = ".states.safetensors"           # in GROUNDING (shipped or ru
 FEATURES = "features"                    # dictionaries: FEATURES/<weights sha>/<site>/{FEATURES_KINDS}/
 FEATURES_KINDS = ("trained", "random")   # a site's dictionary and its random-decoder baseline
 POISON_DEMO = "poison-demo"              # the poisoned-pairs demonstration's default --out (its two runs inside)
+# The folders the app writes into the runs directory that are not runs, and what each holds: no run may take
+# one's name (training.jobs), and no analysis writes its --out into one (store.output_dirs.in_app_store).
+RUNS_STORES = {UPLOADS: "uploaded training data", HEADS: "the head lab's results",
+               ALIGN: "the alignment scorecard's results", SEARCH: "the Search page's beam-size curves",
+               GRAPHS: "the Graphs page's attribution graphs", GROUNDING: "the training-word indexes",
+               FEATURES: "the feature dictionaries (transcoders)", POISON_DEMO: "the poisoned-pairs demonstration"}
 LAUNCH_LOCK = ".launch.lock"             # one trainer launch at a time across app processes
 UPLOAD_SUFFIX = ".tsv"
 UPLOAD_NAME_SUFFIX = ".name"             # beside an upload: the uploaded file's own name

@@ -73,8 +73,8 @@ def export_marian(checkpoint: str | Path, out: str | Path, *, dtype: torch.dtype
         for name, data in files.items():
             (tmp / name).write_bytes(data)
         for name, data in texts.items():
-            (tmp / name).write_text(json.dumps(data, indent=2, ensure_ascii=False))
-        (tmp / n.HF_README).write_text(_readme(loaded))
+            (tmp / name).write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+        (tmp / n.HF_README).write_text(_readme(loaded), encoding="utf-8")
     return _write_whole(Path(out), TO_HF, write, overwrite, checkpoint)
 
 

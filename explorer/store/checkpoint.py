@@ -105,7 +105,7 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
         if trainer_state is not None:
             save_trainer_state(trainer_state, tmp / TRAINER_STATE)
         if card is not None:
-            (tmp / CARD).write_text(json.dumps(card, indent=2))
+            (tmp / CARD).write_text(json.dumps(card, indent=2), encoding="utf-8")
         for extra, data in (extra_files or {}).items():
             (tmp / extra).write_bytes(data)
         config = {
@@ -120,7 +120,7 @@ def save_checkpoint(directory: str | os.PathLike, model: Transformer, tokenizer:
             "weights_sha256": wf.sha256(tmp / WEIGHTS),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        (tmp / CONFIG).write_text(json.dumps(config, indent=2))   # written last: marks tmp complete
+        (tmp / CONFIG).write_text(json.dumps(config, indent=2), encoding="utf-8")   # written last: marks tmp complete
     if output_of is not None:                  # checked, marked and checked again before the swap
         return write_output_dir(target, output_of, write, overwrite=overwrite, inputs=inputs)
     return write_directory(target, write)

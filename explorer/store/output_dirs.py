@@ -29,11 +29,10 @@ from typing import Callable, Iterable
 
 from explorer.files.atomic import recover, write_directory
 from explorer.files.limits import JSON_BYTES
-from explorer.files.names import ALIGN, FEATURES, GRAPHS, GROUNDING, HEADS, OUTPUT_MARKER, PARTIAL, RUN_MARKER, \
-    SEARCH, UPLOADS
+from explorer.files.names import OUTPUT_MARKER, PARTIAL, RUN_MARKER, RUN_STATUS, RUNS_STORES
 from explorer.files.user_files import read_user_json
 from explorer.files.places import REPO_ROOT, model_folder_of
-from explorer.store.run_paths import RunsDirError, holds_run, runs_root, shipped_root
+from explorer.store.run_paths import RunsDirError, runs_root, shipped_root
 from explorer.store.weights import sha256
 
 MARKER = OUTPUT_MARKER
@@ -67,7 +66,7 @@ def mark_output(directory: Path, tool: str) -> None:
     """Write the marker listing every file now in `directory` as written by `tool`."""
     directory = Path(directory)
     record = {"tool": tool, "files": _listing(directory, _files(directory))}
-    (directory / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True))
+    (directory / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
 
 
 def _read_marker(directory: Path) -> dict | None:
@@ -93,16 +92,13 @@ def in_shipped_folder(path: str | os.PathLike) -> Path | None:
     return next((root for root in roots for place in places if place == root or root in place.parents), None)
 
 
-# The runs folder's stores the app writes and reads again (its dictionaries, indexes, kept results, uploads).
-APP_STORES = (FEATURES, GROUNDING, GRAPHS, HEADS, ALIGN, SEARCH, UPLOADS)
-
-
 def in_app_store(path: str | os.PathLike) -> str | None:
     """What of the app's own `path` is or lies inside, by its name as given or with symlinks followed: one of
-    the runs folder's stores (APP_STORES: `graph --out` named a dictionary's cfg.json there and replaced the
-    dictionary it had just read), or a training run's folder (a folder of the runs folder a trainer has used,
-    or any folder with the trainer's mark: its status and curves); None else. No analysis's result belongs
-    there."""
+    the runs folder's stores (names.RUNS_STORES: `graph --out` named a dictionary's cfg.json there and
+    replaced the dictionary it had just read), or a training run's folder (a folder of the runs folder with
+    the trainer's status.json, or any folder with the trainer's mark: its status and curves); None else. No
+    analysis's result belongs there. (Not holds_run: a folder with checkpoints/ is also this project's own
+    checkout, where analyses write their default --out.)"""
     places = {Path(os.path.abspath(path)), Path(os.path.realpath(path))}
     try:
         runs = {runs_root(), Path(os.path.realpath(runs_root()))}
@@ -113,15 +109,23 @@ def in_app_store(path: str | os.PathLike) -> str | None:
             if root not in place.parents:
                 continue
             top = root / place.relative_to(root).parts[0]                   # runs/<name>
-            if top.name in APP_STORES:
-                return f"the app's {top.name} store {top}"
-            if holds_run(top) or (top / RUN_MARKER).is_file():
+            if top.name in RUNS_STORES:
+                return f"the app's {top.name} folder {top} ({RUNS_STORES[top.name]})"
+            if _is_file(top / RUN_STATUS) or _is_file(top / RUN_MARKER):
                 return f"the training run {top}"
     for place in places:
-        marked = next((folder for folder in (place, *place.parents) if (folder / RUN_MARKER).is_file()), None)
+        marked = next((folder for folder in (place, *place.parents) if _is_file(folder / RUN_MARKER)), None)
         if marked is not None:
             return f"the training run {marked}"
     return None
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file, False where the path cannot be looked at (a name too long, a folder not ours to read)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _never(target: Path, resolved: Path, inputs: Iterable[str | os.PathLike]) -> str | None:

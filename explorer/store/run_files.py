@@ -45,7 +45,7 @@ def read_train_config(run_dir: Path) -> dict:
 
 
 def append_metrics(run_dir: Path, record: dict) -> None:
-    with open(Path(run_dir) / METRICS, "a") as f:
+    with open(Path(run_dir) / METRICS, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
         f.flush()
 

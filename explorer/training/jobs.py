@@ -41,13 +41,7 @@ from explorer.store.run_clearing import TOP_FILES, TOP_FOLDERS
 FINAL = ("finished", "failed", "stopped")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")       # used with fullmatch: one path component
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-# The folders the app writes into the runs directory that are not runs (their names: explorer.files.names), and
-# what each holds, for the message that refuses one as a run name.
-RESERVED_NAMES = {names.UPLOADS: "uploaded training data", names.HEADS: "the head lab's results",
-                  names.ALIGN: "the alignment scorecard's results", names.SEARCH: "the Search page's beam-size curves",
-                  names.GRAPHS: "the Graphs page's attribution graphs", names.GROUNDING: "the training-word indexes",
-                  names.FEATURES: "the feature dictionaries (transcoders)",
-                  names.POISON_DEMO: "the poisoned-pairs demonstration"}
+RESERVED_NAMES = names.RUNS_STORES     # the runs directory's folders that are not runs: no run takes their names
 LAUNCHED: dict[str, subprocess.Popen] = {}     # trainers this process launched (launch.py), reaped when polled
 LAUNCH_MARK = " launched: "                    # in train.log, before the command of each trainer launched
 LAUNCH_TAIL_BYTES = 256 * 1024                 # how much of train.log's end launched_dataset reads

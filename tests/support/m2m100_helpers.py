@@ -40,7 +40,7 @@ def write_tokenizer(directory: Path, kind: str) -> int:
         vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
         for i in range(3, sp.get_piece_size()):
             vocab.setdefault(sp.id_to_piece(i), len(vocab))
-        (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+        (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         (directory / "tokenizer_config.json").write_text(json.dumps(
             {"tokenizer_class": "M2M100Tokenizer", "language_codes": "m2m100", "num_madeup_words": 8}))
         return len(vocab) + 100 + 8

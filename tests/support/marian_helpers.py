@@ -72,7 +72,7 @@ def write_marian_tokenizer(directory: Path, *, vocab_size: int | None = None, sr
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "source.spm").write_bytes(src)
     (directory / "target.spm").write_bytes(tgt)
-    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     (directory / "tokenizer_config.json").write_text(json.dumps({"source_lang": "es", "target_lang": "en"}))
     return len(vocab)
 

@@ -333,9 +333,10 @@ def test_an_analysis_writes_nothing_into_the_apps_stores_or_a_run(command, tmp_p
     (marked / RUN_MARKER).write_text("{}")
     (tmp_path / "link").symlink_to(store)
     monkeypatch.setenv(RUNS_ENV, str(runs))
-    for target, said in ((store / "cfg.json", "the app's features store"), (run / "status.json", "the training run"),
+    for target, said in ((store / "cfg.json", "the app's features folder"), (run / "status.json", "the training run"),
                          (marked / "curves" / "out.json", "the training run"),
-                         (tmp_path / "link" / "cfg.json", "the app's features store")):
+                         (tmp_path / "link" / "cfg.json", "the app's features folder"),
+                         (runs / "poison-demo" / "report.json", "the app's poison-demo folder")):
         before = target.read_bytes() if target.is_file() else None
         assert main([command, str(NUMBERS), "--out", str(target)]) == 2
         err = capsys.readouterr().err
@@ -345,6 +346,13 @@ def test_an_analysis_writes_nothing_into_the_apps_stores_or_a_run(command, tmp_p
     (runs / "results").mkdir()
     assert in_app_store(runs / "here.json") is None and in_app_store(runs / "results" / "lens.json") is None
     assert in_app_store(tmp_path / "elsewhere" / "lens.json") is None            # beside the run: fine
+    # a project checkout under the runs folder holds checkpoints/ (the review found every default --out refused)
+    (runs / "project" / "checkpoints").mkdir(parents=True)
+    assert in_app_store(runs / "project" / "head_lab.json") is None
+    # a name the system will not look at is one line, not a traceback
+    assert main([command, str(NUMBERS), "--out", str(tmp_path / ("a" * 300 + ".json"))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out") and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_the_poison_demonstrations_default_folder_is_usable_in_a_checkout(monkeypatch):

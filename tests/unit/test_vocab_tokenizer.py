@@ -48,9 +48,9 @@ def write_files(directory: Path, src: bytes, tgt: bytes, vocab: dict, tgt_vocab:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "source.spm").write_bytes(src)
     (directory / "target.spm").write_bytes(tgt)
-    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     if tgt_vocab is not None:
-        (directory / "target_vocab.json").write_text(json.dumps(tgt_vocab, ensure_ascii=False))
+        (directory / "target_vocab.json").write_text(json.dumps(tgt_vocab, ensure_ascii=False), encoding="utf-8")
         (directory / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": True}))
     return directory
 

@@ -95,6 +95,7 @@ def settings_from(args: argparse.Namespace, settings_class, **more):
 def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | None:
     """Parse `argv` and check that --out may be written (explorer.files.user_files) before a checkpoint
     is loaded; None after printing `error: ...` (the command then returns 2)."""
+    args = None
     try:
         args = parser.parse_args(argv)
         keep_inputs(args, parser.get_default("out"))
@@ -104,6 +105,9 @@ def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
         return None
     except UserFileError as err:
         print(f"error: --out {err}", file=sys.stderr)
+        return None
+    except OSError as err:                        # a name the system refuses to look at (too long, unreadable)
+        print(f"error: --out {getattr(args, 'out', '')}: {err.strerror or err}", file=sys.stderr)
         return None
     return args
 
