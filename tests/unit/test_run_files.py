@@ -97,10 +97,11 @@ def test_a_live_trainer_of_the_run_holds_it_without_its_lock_file(tmp_path):
     import sys
     run = tmp_path / "runs" / "demo"
     run.mkdir(parents=True)
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "explorer.train",
-                                "--run-dir", "runs/demo"], cwd=tmp_path)
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--run-dir", "runs/demo"],
-                             cwd=tmp_path)
+    waits = "import sys; sys.stdin.read()"                   # alive until the test closes its pipe: no clock
+    sleeper = subprocess.Popen([sys.executable, "-c", waits, "explorer.train", "--run-dir", "runs/demo"],
+                               cwd=tmp_path, stdin=subprocess.PIPE)
+    other = subprocess.Popen([sys.executable, "-c", waits, "--run-dir", "runs/demo"], cwd=tmp_path,
+                             stdin=subprocess.PIPE)
     try:
         rf.write_status(run, state="running", pid=sleeper.pid)
         lock = rf.RunLock(run)
