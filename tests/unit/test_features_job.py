@@ -97,6 +97,16 @@ def test_bad_input_is_refused_in_one_line_before_any_work(trained, tmp_path, mon
         err = capsys.readouterr().err.strip()
         assert said in err and len(err.splitlines()) == 1 and "Traceback" not in err, (argv, err)
     assert not out.exists()
+    # a stream's width is its model's (2 x d_model): its step's bound is checked before the first site trains,
+    # not when the stream's turn comes (here the bound is lowered so that the FFNs' width 16 fits and 256 not)
+    from explorer.studies.features import transcoder
+    monkeypatch.setattr(transcoder, "STEP_BYTES", 100_000)
+    capsys.readouterr()
+    assert command.main(["train", str(NUMBERS), "--sites", "all", "--width", "16", "--k", "4", "--batch", "16",
+                         "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "per training step" in err and "width 256" in err and len(err.splitlines()) == 1, err
+    assert not out.exists() and not (tmp_path / "empty" / "features").exists()        # nothing trained
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ from explorer.studies.common.command import add_checkpoint_languages, add_out_an
 from explorer.studies.common.source_file import read_sentences
 from explorer.studies.features.files import DictionaryUnusable
 from explorer.studies.features.job import EVALUATE, RANGES, SKIP_MODES, TRAIN, FeatureSettings, load_all
-from explorer.studies.features.sites import KINDS
+from explorer.studies.features.sites import KINDS, all_sites
 from explorer.studies.common.training_data import NoTrainingData, dataset_of, training_pairs
 
 ACTIONS = ("train", "evaluate")
@@ -107,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
             return refuse(str(err))
         if not held:
             return refuse(f"{ckpt.name}: its corpus has no development pairs to score the dictionaries on")
+        try:                            # each site's sizes (a stream's width is its model's): before any work
+            for site in all_sites(ckpt.model, args.sites):
+                settings.train_settings(site, ckpt.model.cfg.d_model)
+        except ValueError as err:
+            return refuse(str(err))
         return finish(TRAIN, args.out, ckpt.model, ckpt.tokenizer, train, held, settings, meta=ckpt.meta,
                       kinds=args.sites)
     forced = "reference"
