@@ -103,14 +103,18 @@ def test_weights_of_another_type_than_float32_are_refused(folder, dtype):
         _load(folder)
 
 
-def test_contexts_of_another_type_are_refused(folder):
-    index = _index()
-    contexts.save(index, folder)
+def _saved_contexts(folder) -> tuple[Path, dict, dict]:
+    """Contexts saved beside the folder's dictionary: (their file, its metadata, its tensors as copies)."""
+    contexts.save(_index(), folder)
     path = folder / FEATURE_CONTEXTS
     raw = path.read_bytes()
     n = int.from_bytes(raw[:8], "little")
     meta = json.loads(raw[8:8 + n])["__metadata__"]
-    tensors = load_tensors(raw)
+    return path, meta, {name: array.copy() for name, array in load_tensors(raw).items()}
+
+
+def test_contexts_of_another_type_are_refused(folder):
+    path, meta, tensors = _saved_contexts(folder)
     path.write_bytes(save_tensors({**tensors, "top_pair": tensors["top_pair"].astype(np.float32)}, metadata=meta))
     with pytest.raises(files.DictionaryUnusable, match="wrong type.*top_pair"):
         contexts.load(folder, site=SITE, width=32, n_pairs=10)
@@ -150,13 +154,7 @@ def test_contexts_whose_values_a_page_cannot_show_are_refused(folder, change):
     """Values the Features page shows as shares or places: a firing count over the tokens read ("fires on
     5338458.25%"), a negative strongest value (a histogram's range: plotly's ValueError), a negative position
     (another context shown, in silence)."""
-    index = _index()
-    contexts.save(index, folder)
-    path = folder / FEATURE_CONTEXTS
-    raw = path.read_bytes()
-    n = int.from_bytes(raw[:8], "little")
-    meta = json.loads(raw[8:8 + n])["__metadata__"]
-    tensors = {name: array.copy() for name, array in load_tensors(raw).items()}
+    path, meta, tensors = _saved_contexts(folder)
     tensors["top_pair"][3, 0], tensors["top_position"][3, 0] = 1, 2                 # a real context, then damaged
     {"top_position -5": lambda: tensors["top_position"].__setitem__((3, 0), -5),
      "top_position past any sentence": lambda: tensors["top_position"].__setitem__((3, 0), 10 ** 6),
