@@ -7,6 +7,7 @@ rows, beside the random-decoder baseline, and what training costs.
     python -m benchmarks features --numbers 23 --checkpoint checkpoints/numbers-en-de --pairs 500 [--sites resid]
     python -m benchmarks features --page [--checkpoint ...] [--text SENTENCE]
     python -m benchmarks features --busiest-at 300 500 1000 3000 [--checkpoint ...] [--site SITE ...]
+    python -m benchmarks features --mean-ablation 200 [--checkpoint ...]
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
 development split (held out); a TopK transcoder trained on the first (its linear skip as --skip says), and
@@ -24,6 +25,10 @@ or (the command's default) without it unless a latent of the plain one turns den
 
 --busiest-at STEP ...: one plain transcoder per site (--site, else every FFN), and its busiest latent's share
 of the held-out rows at each of those steps: what `--skip auto` looks at, a third of the way and at the end.
+
+--mean-ablation N: CE recovered's two ends without a dictionary: the CE per forced target token of the first
+N held-out pairs (teacher-forced on their references, as `features evaluate`), the model's and with every FFN
+replaced by its mean output over those pairs' real positions (features.splice), and the seconds.
 
 --sites resid: the residual-stream SAEs ("encoder.layers.i.resid") instead of the FFNs' transcoders, for
 --detect and --numbers as for the quality figures.
@@ -102,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--by", choices=("piece", "word"), default="piece",
                         help="--detect: count pieces, or word occurrences (a word found when its feature fires on "
                              "any of its pieces)")
+    parser.add_argument("--mean-ablation", type=count("mean-ablation", 1, RANGES["sentences"][1]), default=0,
+                        metavar="N", help="the model's CE and its every-FFN mean-ablated CE on N held-out pairs")
     parser.add_argument("--numbers", type=int, default=0, help="the numbers model's unit words: detection, then "
                         "clamping on this many numbers per unit (e.g. 23: about 200 in all)")
     args = parser.parse_args(argv)
@@ -114,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return page(args)
     if args.busiest_at:
         return busiest(args)
+    if args.mean_ablation:
+        return mean_ablation(args)
     ckpt = load_checkpoint(args.checkpoint)
     train_pairs, dev = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
     settings = _settings(args)
@@ -129,6 +138,27 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['dead_fraction_random']:.1%})  busiest {row['max_density']:.1%}{_form(row)}  rows {row['rows']:,}/"
               f"{row['held_rows']:,}  collect {seconds['collect']:.0f} s  train {seconds['train']:.0f} s  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
+    return 0
+
+
+def mean_ablation(args) -> int:
+    from explorer.studies.common.command import checkpoint_and_held_out
+    from explorer.studies.common.sentences import build_sentences
+    from explorer.studies.features import splice
+
+    loaded = checkpoint_and_held_out(args.checkpoint, "cpu")
+    if loaded is None:
+        return 2
+    ckpt, pairs = loaded
+    start = time.perf_counter()
+    sents = build_sentences(ckpt.model, ckpt.tokenizer, pairs, args.mean_ablation, "reference")
+    ffns = sites.all_sites(ckpt.model, "ffn")
+    means = splice.mean_outputs(ckpt.model, sents, ffns)
+    model_ce = splice.target_ce(ckpt.model, sents)
+    with splice.spliced(ckpt.model, {site: splice.by_mean(means[site]) for site in ffns}):
+        ablated = splice.target_ce(ckpt.model, sents)
+    print(f"{ckpt.name}, the first {len(sents)} held-out pairs: CE per target token {model_ce:.3f} for the model, "
+          f"{ablated:.3f} with every FFN ({len(ffns)}) mean-ablated  ({time.perf_counter() - start:.0f} s)")
     return 0
 
 
