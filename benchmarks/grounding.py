@@ -2,6 +2,7 @@
 the model's own signals, and what it costs beside a translation.
 
     python -m benchmarks grounding [--checkpoint checkpoints/bible-es-en] [--test 200] [--beam 5] [--grid] [--speed]
+    python -m benchmarks grounding --state-map [--checkpoint ...]
 
 Sets: gold/everyday-es-en.tsv (60 everyday Spanish sentences written for this, with references), the
 first --test verses of the checkpoint's test.tsv (never counted by the index, and apart from the
@@ -22,10 +23,13 @@ precision and recall around the shipped settings (common words at 0.5-5% of the 
 with --speed, only the verdict's time beside the translation's on 20 everyday and 20 test sentences, and a
 first word picked as the app does it (reading the training pairs, the word's concordance and nearest training
 contexts) and the next; an output word's attribution and contexts when the training pass is kept here.
+With --state-map, only the encoder-state map built and calibrated from the training data as `build.ship`
+builds the shipped one (nothing saved): its seconds, its size, its threshold beside the kept map's.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import tracemalloc
 from pathlib import Path
@@ -45,7 +49,7 @@ from explorer.studies.grounding.gradients import watched_linears
 from explorer.studies.grounding.lookup import nearest_contexts
 from explorer.studies.common.training_data import dataset_pairs
 from explorer.studies.grounding.concordance import WordPairs
-from explorer.studies.grounding.build import build, dataset_of, ensure, kept_states
+from explorer.studies.grounding.build import build, calibrated_map, dataset_of, ensure, kept_states
 from explorer.data import load_corpus
 from explorer.studies.grounding import links as lk
 from explorer.studies.grounding.links import marked
@@ -95,6 +99,19 @@ def _run(ckpt, index, smap, sentences, cfg) -> dict:
     return out
 
 
+def _state_map(ckpt, index) -> int:
+    """The encoder-state map as build.ship makes it (calibrated_map), timed, beside the kept one."""
+    t0 = time.perf_counter()
+    smap = calibrated_map(ckpt.path, ckpt.model, ckpt.tokenizer, ckpt.meta, index)
+    seconds = time.perf_counter() - t0
+    kept = kept_states(ckpt.model, ckpt.meta, index.pairs)
+    said = "none kept" if kept is None else f"the kept map's {kept.calibration.get('threshold')}"
+    print(f"encoder-state map of {ckpt.name}: {len(smap.states):,} training piece states, built and calibrated in "
+          f"{seconds:.0f} s (load average {os.getloadavg()[0]:.1f}); threshold {smap.calibration.get('threshold')} "
+          f"({said})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks grounding", description=__doc__.split("\n")[0])
     parser.add_argument("--checkpoint", default=str(REPO_ROOT / "checkpoints" / "bible-es-en"))
@@ -104,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                                                             "shipped settings")
     parser.add_argument("--speed", action="store_true", help="only what the verdict and a word's concordance cost "
                                                              "beside a translation (20 everyday + 20 test sentences)")
+    parser.add_argument("--state-map", action="store_true", help="only the encoder-state map built and calibrated "
+                                                                 "as the shipped one is (not saved), timed")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     ckpt = load_checkpoint(args.checkpoint)
@@ -121,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.speed:
         _speed(ckpt, index, _sets(ckpt.path / "test.tsv", 20), DecodeConfig(beam_size=args.beam))
         return 0
+    if args.state_map:
+        return _state_map(ckpt, index)
     print(f"index: {path.name}, {path.stat().st_size / 1e6:.2f} MB on disk, {held_mb:.0f} MB in memory, "
           f"loaded in {load_s:.2f} s; threshold {index.threshold} ({index.calibration})")
     smap = kept_states(ckpt.model, ckpt.meta, index.pairs)
