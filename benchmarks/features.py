@@ -8,6 +8,7 @@ rows, beside the random-decoder baseline, and what training costs.
     python -m benchmarks features --page [--checkpoint ...] [--text SENTENCE]
     python -m benchmarks features --busiest-at 300 500 1000 3000 [--checkpoint ...] [--site SITE ...]
     python -m benchmarks features --mean-ablation 200 [--checkpoint ...]
+    python -m benchmarks features --site-job SITE [--checkpoint ...]
 
 Per site: rows collected from the training split (at most --rows, drawn evenly) and 20,000 from the
 development split (held out); a TopK transcoder trained on the first (its linear skip as --skip says), and
@@ -30,6 +31,10 @@ of the held-out rows at each of those steps: what `--skip auto` looks at, a thir
 N held-out pairs (teacher-forced on their references, as `features evaluate`), the model's and with every FFN
 replaced by its mean output over those pairs' real positions (features.splice), and the seconds.
 
+--site-job SITE: the Features page's one-site job as the app starts it (job.run_site with the app's settings,
+webapp.views.feature_sites.app_settings; the training split and the checkpoint's held-out pairs), into a
+runs folder of its own that is removed after: its seconds, its held-out figures, the process's peak RSS.
+
 --sites resid: the residual-stream SAEs ("encoder.layers.i.resid") instead of the FFNs' transcoders, for
 --detect and --numbers as for the quality figures.
 
@@ -51,6 +56,7 @@ import argparse
 import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                              "any of its pieces)")
     parser.add_argument("--mean-ablation", type=count("mean-ablation", 1, RANGES["sentences"][1]), default=0,
                         metavar="N", help="the model's CE and its every-FFN mean-ablated CE on N held-out pairs")
+    parser.add_argument("--site-job", metavar="SITE", help="the Features page's one-site job, timed")
     parser.add_argument("--numbers", type=int, default=0, help="the numbers model's unit words: detection, then "
                         "clamping on this many numbers per unit (e.g. 23: about 200 in all)")
     args = parser.parse_args(argv)
@@ -123,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         return busiest(args)
     if args.mean_ablation:
         return mean_ablation(args)
+    if args.site_job:
+        return site_job(args)
     ckpt = load_checkpoint(args.checkpoint)
     train_pairs, dev = training_pairs(ckpt.meta), load_corpus(dataset_of(ckpt.meta)).dev
     settings = _settings(args)
@@ -159,6 +168,30 @@ def mean_ablation(args) -> int:
         ablated = splice.target_ce(ckpt.model, sents)
     print(f"{ckpt.name}, the first {len(sents)} held-out pairs: CE per target token {model_ce:.3f} for the model, "
           f"{ablated:.3f} with every FFN ({len(ffns)}) mean-ablated  ({time.perf_counter() - start:.0f} s)")
+    return 0
+
+
+def site_job(args) -> int:
+    import resource
+    import tempfile
+
+    from explorer.evaluation.scores import held_out_pairs
+    from explorer.studies.common.context import RunContext
+    from explorer.studies.features.job import run_site
+    from webapp.views.feature_sites import app_settings
+
+    ckpt = load_checkpoint(args.checkpoint)
+    settings = app_settings(args.site_job)
+    train_pairs, held = training_pairs(ckpt.meta), held_out_pairs(ckpt.path, ckpt.meta)[0]
+    with tempfile.TemporaryDirectory() as root:
+        start = time.perf_counter()
+        row = run_site(ckpt.model, ckpt.tokenizer, train_pairs, held, settings, site=args.site_job, root=Path(root),
+                       context=RunContext(meta=ckpt.meta))["layer"]
+        seconds = time.perf_counter() - start
+    print(f"{ckpt.name} {args.site_job}: the app's one-site job ({settings.steps:,} steps, {settings.rows:,} rows) "
+          f"in {seconds:.0f} s (load average {os.getloadavg()[0]:.1f}): FVE {row['fve']:.3f} (random "
+          f"{row['fve_random']:.3f}{_form(row)}), peak RSS "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GB")
     return 0
 
 
@@ -370,15 +403,10 @@ def page(args) -> int:
     the checkpoint's run has others here) the feature at its contexts in each checkpoint of the run (loaded
     once, timed apart); beside a plain greedy translation of the same sentence in the same process (the
     machine's speed that minute)."""
-    import time
-
     from explorer.studies.common.sentences import greedy_ids
     from explorer.studies.features.job import load_site
     from explorer.studies.features.reading import context_effects, sentence_features
     from explorer.studies.features.steering import steer
-
-    from pathlib import Path
-
     from explorer.evaluation.comparison import runs_of
     from explorer.store.catalog import list_checkpoints
     from explorer.studies.features.over_training import activation_over_training
