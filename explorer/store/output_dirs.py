@@ -30,6 +30,7 @@ from typing import Callable, Iterable
 from explorer.files.atomic import recover, write_directory
 from explorer.files.limits import JSON_BYTES
 from explorer.files.names import OUTPUT_MARKER, PARTIAL, RUN_MARKER, RUN_STATUS, RUNS_STORES
+from explorer.data.splits import default_data_dir
 from explorer.files.user_files import read_user_json
 from explorer.files.places import REPO_ROOT, model_folder_of
 from explorer.store.run_paths import RunsDirError, runs_root, shipped_root
@@ -95,9 +96,9 @@ def in_shipped_folder(path: str | os.PathLike) -> Path | None:
 def in_app_store(path: str | os.PathLike) -> str | None:
     """What of the app's own `path` is or lies inside, by its name as given or with symlinks followed: one of
     the runs folder's stores (names.RUNS_STORES: `graph --out` named a dictionary's cfg.json there and
-    replaced the dictionary it had just read), or a training run's folder (a folder of the runs folder with
-    the trainer's status.json, or any folder with the trainer's mark: its status and curves); None else. No
-    analysis's result belongs there. (Not holds_run: a folder with checkpoints/ is also this project's own
+    replaced the dictionary it had just read), a training run's folder (a folder of the runs folder with
+    the trainer's status.json, or any folder with the trainer's mark: its status and curves), or a corpus
+    built in the data folder; None else. No analysis's result belongs there. (Not holds_run: a folder with checkpoints/ is also this project's own
     checkout, where analyses write their default --out.)"""
     places = {Path(os.path.abspath(path)), Path(os.path.realpath(path))}
     try:
@@ -117,6 +118,10 @@ def in_app_store(path: str | os.PathLike) -> str | None:
         marked = next((folder for folder in (place, *place.parents) if _is_file(folder / RUN_MARKER)), None)
         if marked is not None:
             return f"the training run {marked}"
+    for root in {Path(os.path.abspath(default_data_dir())), Path(os.path.realpath(default_data_dir()))}:
+        for place in places:                   # data/<corpus>/: a built corpus (`graph --out` replaced its train.tsv)
+            if root in place.parents and len(place.relative_to(root).parts) > 1:
+                return f"the corpus cache {root / place.relative_to(root).parts[0]}"
     return None
 
 

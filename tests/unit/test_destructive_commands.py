@@ -346,6 +346,17 @@ def test_an_analysis_writes_nothing_into_the_apps_stores_or_a_run(command, tmp_p
     (runs / "results").mkdir()
     assert in_app_store(runs / "here.json") is None and in_app_store(runs / "results" / "lens.json") is None
     assert in_app_store(tmp_path / "elsewhere" / "lens.json") is None            # beside the run: fine
+    # a corpus built in the data folder: `graph --out <data>/numbers/train.tsv` replaced the training pairs
+    from explorer.data.splits import DATA_ENV
+    corpus = tmp_path / "data" / "numbers"
+    corpus.mkdir(parents=True)
+    (corpus / "train.tsv").write_text("one\teins\n")
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "data"))
+    assert main([command, str(NUMBERS), "--out", str(corpus / "train.tsv")]) == 2
+    err = capsys.readouterr().err
+    assert "the corpus cache" in err and "write results outside it" in err, err
+    assert (corpus / "train.tsv").read_text() == "one\teins\n"
+    assert in_app_store(tmp_path / "data" / "summary.json") is None               # the folder itself: a file beside
     # a project checkout under the runs folder holds checkpoints/ (the review found every default --out refused)
     (runs / "project" / "checkpoints").mkdir(parents=True)
     assert in_app_store(runs / "project" / "head_lab.json") is None
