@@ -132,6 +132,21 @@ def test_a_hostile_link_falls_back_and_a_bad_foil_is_one_line(env):
     assert len(at.text_input(key="graphs_foil").value) == 60 and len(at.query_params["vs"]) == 60
 
 
+def test_a_dictionary_that_cannot_be_used_is_not_called_missing(env, tmp_path, monkeypatch):
+    """A layer whose dictionary is refused (here weights cut short) was listed as having "none yet" above the
+    warning that said it cannot be used: the list says it has none the page can use."""
+    root, sha = env
+    copy = tmp_path / "runs"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("graphs"))
+    weights = dictionary_folder(sha, "decoder.layers.1.ffn", "trained", copy / "features") / "sae_weights.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    monkeypatch.setenv("EXPLORER_RUNS_DIR", str(copy))
+    at = open_app("numbers-en-de", PAGE, TEXT)
+    no_exception(at)
+    assert re.search(r"1 layer of 4 has none it can use: Decoder layer 2", shown(at)) and "none yet" not in shown(at)
+    assert "Decoder layer 2's dictionary cannot be used" in " ".join(str(w.value) for w in at.warning)
+
+
 def test_a_missing_dictionary_is_offered_as_one_job_that_makes_the_graph(env, tmp_path, monkeypatch):
     root, sha = env
     copy = tmp_path / "runs"

@@ -65,7 +65,8 @@ def ready_or_offer(ckpt) -> dict:
     sha = str(ckpt.meta.get("weights_sha256") or "")
     damaged = [s for s in names if dictionary_folder(sha, s, "trained").exists()]     # there, but unusable
     st.info(f"A graph replaces every FFN of the model by its dictionary (a transcoder), and "
-            f"{count(len(names), 'layer')} of {every} {'has' if len(names) == 1 else 'have'} none yet: "
+            f"{count(len(names), 'layer')} of {every} {'has' if len(names) == 1 else 'have'} "
+            f"{'none it can use' if damaged else 'none yet'}: "            # a damaged one is said below
             f"{', '.join(site_label(s) for s in names)}. Training them reads {APP_SETTINGS.rows:,} FFN activations "
             f"of the training pairs per layer and fits a {APP_SETTINGS.width:,}-feature transcoder (with a linear "
             f"skip where the plain one's busiest feature fires on more than half the tokens) and its random "
