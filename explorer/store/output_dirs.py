@@ -98,8 +98,8 @@ def in_app_store(path: str | os.PathLike) -> str | None:
     the runs folder's stores (names.RUNS_STORES: `graph --out` named a dictionary's cfg.json there and
     replaced the dictionary it had just read), a training run's folder (a folder of the runs folder with
     the trainer's status.json, or any folder with the trainer's mark: its status and curves), or a corpus
-    built in the data folder; None else. No analysis's result belongs there. (Not holds_run: a folder with checkpoints/ is also this project's own
-    checkout, where analyses write their default --out.)"""
+    built in the data folder; None else. No analysis's result belongs there. (Not holds_run: a folder with
+    checkpoints/ is also this project's own checkout, where analyses write their default --out.)"""
     places = {Path(os.path.abspath(path)), Path(os.path.realpath(path))}
     try:
         runs = {runs_root(), Path(os.path.realpath(runs_root()))}

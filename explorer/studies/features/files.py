@@ -70,6 +70,7 @@ def save(tc: TopKTranscoder, folder: Path, *, site: str, weights_sha256: str, mo
     cfg["metadata"]["dictionary_sha256"] = hashlib.sha256(data).hexdigest()
     write_bytes_atomic(folder / WEIGHTS, data)                           # the weights first, the cfg naming
     write_bytes_atomic(folder / CFG, json.dumps(cfg, indent=1).encode())  # them last (load checks the pair)
+    tc.file_sha256 = cfg["metadata"]["dictionary_sha256"]               # as load() sets it: no second read
     return folder
 
 

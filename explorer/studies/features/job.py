@@ -159,9 +159,8 @@ def _keep(made: dict, index, site: str, sha: str, name: str, root: Path | None) 
     for kind, tc in made.items():
         files.save(tc, dictionary_folder(sha, site, kind, root), site=site, weights_sha256=sha, model_name=name,
                    random_decoder=kind == "random")
-    trained = dictionary_folder(sha, site, "trained", root)
-    contexts.save(index, trained)
-    return contexts.weights_hash(trained)
+    contexts.save(index, dictionary_folder(sha, site, "trained", root))
+    return made["trained"].file_sha256                           # files.save's hash of what it wrote
 
 
 def site_result_path(weights_sha256: str, site: str, root: Path | None = None) -> Path:
